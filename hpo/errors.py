@@ -1,0 +1,24 @@
+"""Errors users can act on. ``UsageError`` means bad input: the CLI prints it on one line and exits 2."""
+
+
+class UsageError(Exception):
+    """A problem with the user's input (spec, data, flags, storage URL) that they can fix."""
+
+    exit_code = 2
+
+
+class DataError(UsageError):
+    """A data file is missing, malformed or holds values we cannot use."""
+
+
+class MetaTensorError(RuntimeError):
+    """Tensors are still on the meta device and could not be restored from a checkpoint."""
+
+    def __init__(self, names, context: str = ""):
+        self.names = sorted(names)
+        shown = ", ".join(self.names[:20]) + (f" … (+{len(self.names) - 20} more)" if len(self.names) > 20 else "")
+        where = f" {context}" if context else ""
+        super().__init__(
+            f"{len(self.names)} tensor(s) are on the meta device{where} and were not restored: {shown}. "
+            "Pass the checkpoint they came from, or reload the model; weights are never re-initialised."
+        )
