@@ -1,0 +1,130 @@
+"""Criteria and evidence classifiers: a pretrained encoder plus a small classification head.
+
+Both tasks classify a (criterion description, text) pair; they differ in the text (a
+whole post or one sentence) and are kept as two named classes so checkpoints say which
+task they were trained for. ``forward`` returns logits only, which DataParallel gathers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from hpo.models.device import unwrap_model
+from hpo.models.loading import load_pretrained, load_tokenizer, model_construction
+
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}
+_CHECKPOINT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    pooling: Literal["cls", "mean"] = "cls"
+    hidden_layers: int = 0  # 0-3 hidden layers before the output layer
+    hidden_size: int = 256
+    activation: str = "gelu"
+    dropout: float = 0.1
+    num_labels: int = 2
+
+    def __post_init__(self):
+        if self.pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', not {self.pooling!r}")
+        if not 0 <= self.hidden_layers <= 3:
+            raise ValueError(f"hidden_layers must be 0-3, not {self.hidden_layers}")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, not {self.activation!r}")
+
+
+def build_head(input_size: int, config: HeadConfig) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Dropout(config.dropout)]
+    width = input_size
+    for _ in range(config.hidden_layers):
+        layers += [nn.Linear(width, config.hidden_size), _ACTIVATIONS[config.activation](), nn.Dropout(config.dropout)]
+        width = config.hidden_size
+    layers.append(nn.Linear(width, config.num_labels))
+    return nn.Sequential(*layers)
+
+
+class EncoderClassifier(nn.Module):
+    task: ClassVar[str]
+
+    def __init__(self, encoder: nn.Module, head_config: HeadConfig):
+        super().__init__()
+        self.encoder = encoder
+        self.head_config = head_config
+        with model_construction():
+            self.head = build_head(encoder.config.hidden_size, head_config)
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+        return self.head(self.pool(hidden, attention_mask))
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.head_config.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+class CriteriaClassifier(EncoderClassifier):
+    """(criterion description, post) → does the post show this symptom?"""
+
+    task = "criteria"
+
+
+class EvidenceClassifier(EncoderClassifier):
+    """(criterion description, sentence) → is this sentence evidence for the symptom?"""
+
+    task = "evidence"
+
+
+CLASSIFIERS: dict[str, type[EncoderClassifier]] = {c.task: c for c in (CriteriaClassifier, EvidenceClassifier)}
+
+
+def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfig = HeadConfig(),
+                     encoder_dropout: float | None = None) -> EncoderClassifier:
+    """A classifier on a meta-safely loaded pretrained encoder."""
+    overrides = {}
+    if encoder_dropout is not None:
+        overrides = {"hidden_dropout_prob": encoder_dropout, "attention_probs_dropout_prob": encoder_dropout}
+    encoder = load_pretrained(encoder_path, config_overrides=overrides)
+    return CLASSIFIERS[task](encoder, head_config)
+
+
+def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None) -> Path:
+    """Write ``encoder/`` (save_pretrained, safetensors), ``head.safetensors`` and
+    ``classifier.json``; works on a wrapped model without touching the wrapper."""
+    real = unwrap_model(model)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    real.encoder.save_pretrained(out / "encoder")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out / "encoder")
+    save_file({k: v.detach().cpu().contiguous() for k, v in real.head.state_dict().items()}, out / "head.safetensors")
+    meta = {"format": _CHECKPOINT_FORMAT, "task": real.task, "head": asdict(real.head_config)}
+    (out / "classifier.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
+    """The classifier and tokenizer saved by ``save_classifier``, through the meta-safe loader."""
+    path = Path(path)
+    meta = json.loads((path / "classifier.json").read_text())
+    model = CLASSIFIERS[meta["task"]](load_pretrained(path / "encoder"), HeadConfig(**meta["head"]))
+    model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
+    tokenizer = load_tokenizer(path / "encoder") if (path / "encoder" / "tokenizer_config.json").exists() else None
+    return model, tokenizer

@@ -1,0 +1,102 @@
+"""Meta-safe loading of encoders and tokenizers for the installed transformers (>= 5).
+
+transformers 5 builds every model on the meta device and patches process-global state
+while doing so (``PreTrainedModel.tie_weights`` becomes a no-op, the default dtype
+changes). Two threads building models at once corrupt each other, so every model
+construction in this package runs under one process-wide lock, and every load ends with
+a scan for tensors left on meta.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+from hpo.errors import MetaTensorError
+
+log = logging.getLogger(__name__)
+
+MODEL_LOCK = threading.RLock()
+_REAL_TIE_WEIGHTS = PreTrainedModel.tie_weights
+
+
+@contextmanager
+def model_construction() -> Iterator[None]:
+    """Hold while building any model (from_pretrained, from_config, a head).
+
+    Also puts back the process-global state that loading patches, in case code outside
+    this lock (another library) left it changed.
+    """
+    with MODEL_LOCK:
+        default_dtype = torch.get_default_dtype()
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(default_dtype)
+            if PreTrainedModel.tie_weights is not _REAL_TIE_WEIGHTS:
+                log.warning("PreTrainedModel.tie_weights was left patched by a load; restoring it")
+                PreTrainedModel.tie_weights = _REAL_TIE_WEIGHTS
+
+
+def find_meta_tensors(model: nn.Module) -> list[str]:
+    """Names of every parameter (tied duplicates included) and buffer on the meta device."""
+    names = [n for n, p in model.named_parameters(remove_duplicate=False) if p.is_meta]
+    names += [n for n, b in model.named_buffers(remove_duplicate=False) if b.is_meta]
+    return names
+
+
+def assert_no_meta(model: nn.Module, context: str = "") -> None:
+    if names := find_meta_tensors(model):
+        raise MetaTensorError(names, context)
+
+
+def encoder_init_kwargs(config) -> dict:
+    """Skip the pooler where the class has one: our heads pool themselves, and MLM
+    checkpoints carry no pooler weights, so it would be randomly initialised."""
+    model_class = MODEL_MAPPING.get(type(config), None)
+    if model_class and "add_pooling_layer" in inspect.signature(model_class.__init__).parameters:
+        return {"add_pooling_layer": False}
+    return {}
+
+
+def load_pretrained(
+    name_or_path: str | Path,
+    model_class=AutoModel,
+    config_overrides: dict | None = None,
+    **kwargs,
+) -> PreTrainedModel:
+    """``model_class.from_pretrained`` made safe: float32, no device_map, under the lock,
+    in train mode, and verified free of meta tensors."""
+    config = AutoConfig.from_pretrained(name_or_path, **(config_overrides or {}))
+    if model_class is AutoModel:
+        kwargs = {**encoder_init_kwargs(config), **kwargs}
+    with model_construction():
+        model, info = model_class.from_pretrained(
+            name_or_path, config=config, dtype=torch.float32, output_loading_info=True, **kwargs
+        )
+    if info.get("missing_keys"):
+        log.warning(
+            "%s: %d weights were not in the checkpoint and start untrained: %s",
+            name_or_path, len(info["missing_keys"]), sorted(info["missing_keys"])[:10],
+        )
+    model.train()
+    assert_no_meta(model, f"after loading {name_or_path}")
+    return model
+
+
+def load_tokenizer(name_or_path: str | Path):
+    return AutoTokenizer.from_pretrained(name_or_path)
+
+
+def load_encoder(name_or_path: str | Path, config_overrides: dict | None = None):
+    """The encoder (no task head) and its tokenizer, loaded meta-safe."""
+    return load_pretrained(name_or_path, config_overrides=config_overrides), load_tokenizer(name_or_path)

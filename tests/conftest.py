@@ -1,0 +1,80 @@
+"""Shared fixtures: tiny real encoders saved to disk, and real storage URLs.
+
+PostgreSQL is never mocked: tests use the local server (``HPO_TEST_POSTGRES``, default
+``postgresql://postgres@127.0.0.1:5432/hpo_test``), creating the database if needed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from hpo.models.tiny import make_tiny_encoder
+
+POSTGRES_URL = os.environ.get("HPO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/hpo_test")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach a model hub
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory) -> Path:
+    return make_tiny_encoder("roberta", tmp_path_factory.mktemp("tiny-roberta"))
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta(tmp_path_factory) -> Path:
+    return make_tiny_encoder("deberta-v2", tmp_path_factory.mktemp("tiny-deberta"))
+
+
+@pytest.fixture(scope="session", params=["roberta", "deberta-v2"])
+def tiny_encoder(request, tiny_roberta, tiny_deberta) -> Path:
+    """Each test using it runs once per architecture."""
+    return tiny_roberta if request.param == "roberta" else tiny_deberta
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_mlm(tmp_path_factory) -> Path:
+    """A masked-LM with its output layer tied to the input embeddings."""
+    return make_tiny_encoder("roberta", tmp_path_factory.mktemp("tiny-roberta-mlm"), masked_lm=True)
+
+
+def _ensure_database(url: str) -> None:
+    target = sa.make_url(url)
+    admin = sa.create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": target.database}).scalar()
+            if not exists:
+                conn.execute(sa.text(f'CREATE DATABASE "{target.database}"'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The real local PostgreSQL; a failure to reach it fails the tests (CI starts it)."""
+    _ensure_database(POSTGRES_URL)
+    return POSTGRES_URL
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'hpo.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage_url(request, tmp_path) -> str:
+    """Every storage case on both backends, as Optuna's own tests do."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'hpo.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def study_name() -> str:
+    """Unique per test, so tests sharing the PostgreSQL database never collide."""
+    return f"test-{uuid.uuid4().hex[:12]}"
