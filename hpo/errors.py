@@ -22,3 +22,7 @@ class MetaTensorError(RuntimeError):
             f"{len(self.names)} tensor(s) are on the meta device{where} and were not restored: {shown}. "
             "Pass the checkpoint they came from, or reload the model; weights are never re-initialised."
         )
+
+
+class OutOfMemoryError(RuntimeError):
+    """A training step ran out of memory even at micro-batch 1."""

@@ -145,7 +145,7 @@ def test_unwrap_model_through_every_wrapper(tiny_roberta, process_group):
         assert unwrap_model(wrapped) is model
     wrapped = nn.DataParallel(model)
     with pytest.raises(AttributeError):
-        wrapped.pool  # the old system's crash: wrappers hide the model's own methods
+        _ = wrapped.pool  # the old system's crash: wrappers hide the model's own methods
     real = unwrap_model(wrapped)
     assert callable(real.pool) and isinstance(wrapped, nn.DataParallel), "the wrapped reference is kept"
 

@@ -1,0 +1,36 @@
+"""ReDSM5-format data: loading, task examples, grouped splits and a synthetic generator."""
+
+from hpo.data.redsm5 import (
+    ANNOTATIONS_FILE,
+    POSTS_FILE,
+    SPECIAL_CASE,
+    SYMPTOMS,
+    Annotation,
+    Corpus,
+    Post,
+    load_redsm5,
+    normalise_symptom,
+)
+from hpo.data.sample import corpus_sentences, write_sample
+from hpo.data.split import Splits, split_by_post
+from hpo.data.tasks import TASKS, Example, build_examples, load_descriptions
+
+__all__ = [
+    "ANNOTATIONS_FILE",
+    "POSTS_FILE",
+    "SPECIAL_CASE",
+    "SYMPTOMS",
+    "TASKS",
+    "Annotation",
+    "Corpus",
+    "Example",
+    "Post",
+    "Splits",
+    "build_examples",
+    "corpus_sentences",
+    "load_descriptions",
+    "load_redsm5",
+    "normalise_symptom",
+    "split_by_post",
+    "write_sample",
+]

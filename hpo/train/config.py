@@ -1,0 +1,75 @@
+"""The plain configuration of one fine-tuning run. It knows nothing of Optuna or study files:
+the objective turns a trial into one of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from hpo.models.classifier import HeadConfig
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    task: Literal["criteria", "evidence"]
+    encoder: str  # hub name or local path
+    data_dir: str
+
+    # classification head and encoder
+    pooling: Literal["cls", "mean"] = "cls"
+    head_layers: int = 0
+    head_hidden_size: int = 256
+    head_activation: str = "gelu"
+    head_dropout: float = 0.1
+    encoder_dropout: float | None = None  # None keeps the checkpoint's
+
+    # optimisation
+    learning_rate: float = 3e-5
+    head_learning_rate: float | None = None  # None: same as learning_rate
+    weight_decay: float = 0.01
+    batch_size: int = 16  # effective batch per optimizer step
+    micro_batch_size: int | None = None  # None: batch_size; halves on out-of-memory
+    epochs: int = 3
+    warmup_ratio: float = 0.06
+    scheduler: Literal["linear", "cosine", "constant"] = "linear"
+    max_grad_norm: float | None = 1.0
+    class_weighting: Literal["none", "balanced", "sqrt"] = "none"
+    early_stopping_patience: int | None = None  # epochs without improvement
+    max_length: int = 256
+    mixed_precision: Literal["auto", "bf16", "fp16", "no"] = "auto"  # auto: bf16/fp16 on GPU, off on CPU
+    activation_checkpointing: bool = False
+
+    # data and evaluation
+    objective_metric: str = "macro_f1"
+    eval_batch_size: int = 64
+    split_seed: int = 0
+    split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    descriptions_path: str | None = None
+    cache_dir: str | None = None  # on-disk tokenization cache shared by workers
+    evaluate_test: bool = False
+
+    # runtime
+    seed: int = 0
+    device: str = "auto"  # auto: cuda when available
+    num_threads: int | None = None  # torch CPU threads; None leaves torch's default
+    output_dir: str | None = None  # where the best checkpoint goes; None: not saved
+
+    def __post_init__(self):
+        for name in ("batch_size", "epochs", "max_length", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
+            raise ValueError(f"micro_batch_size must be in 1..batch_size ({self.batch_size}), got {self.micro_batch_size}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        self.head_config()  # validates the head settings
+
+    def head_config(self) -> HeadConfig:
+        return HeadConfig(pooling=self.pooling, hidden_layers=self.head_layers, hidden_size=self.head_hidden_size,
+                          activation=self.head_activation, dropout=self.head_dropout)
+
+    @classmethod
+    def field_names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))

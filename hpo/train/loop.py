@@ -1,0 +1,260 @@
+"""One fine-tuning run: a plain ``TrainConfig`` in, the best epoch's metrics out.
+
+It knows nothing of Optuna. The one outward channel is ``report(epoch, value)``, called
+after every evaluation; if it raises (a pruned trial), training stops at once.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import resource
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import get_scheduler
+
+from hpo.data import SYMPTOMS
+from hpo.data.collate import Collator, forward_keys, length_grouped_batches, sorted_batches
+from hpo.errors import OutOfMemoryError
+from hpo.models.classifier import build_classifier, save_classifier
+from hpo.models.device import safe_to_device, unwrap_model
+from hpo.train.config import TrainConfig
+from hpo.train.metrics import binary_metrics, post_level_metrics
+from hpo.train.prepare import PreparedSplit, prepare_data
+
+Report = Callable[[int, float], None]
+
+
+@dataclass
+class TrainResult:
+    metrics: dict[str, float]  # validation metrics of the best epoch (plus test_* when asked)
+    best_epoch: int
+    epochs_run: int
+    micro_batch_size: int  # after any out-of-memory back-off
+    samples_trained: int
+    setup_seconds: float  # run start to the first optimizer step
+    wall_seconds: float
+    train_samples_per_second: float
+    peak_memory_mb: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    checkpoint: str | None = None
+
+
+def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
+    started = time.perf_counter()
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    _seed_everything(config.seed)
+    device = resolve_device(config.device)
+    data = prepare_data(config)
+    model = build_classifier(config.task, config.encoder, config.head_config(), config.encoder_dropout)
+    model = safe_to_device(model, device, checkpoint=config.encoder)
+    if config.activation_checkpointing:
+        model.encoder.activation_checkpointing_enable()
+    optimizer = _optimizer(model, config, device)  # after the transfer: restored tensors are new objects
+    steps_per_epoch = -(-len(data.train) // config.batch_size)
+    scheduler = get_scheduler(
+        "constant_with_warmup" if config.scheduler == "constant" else config.scheduler, optimizer,
+        num_warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
+        num_training_steps=steps_per_epoch * config.epochs,
+    )
+    amp_dtype = _amp_dtype(config.mixed_precision, device)
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
+    autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else nullcontext
+    collate = Collator(data.tokenizer.pad_token_id, pad_to_multiple_of=8 if device.type == "cuda" else None,
+                       keep_keys=forward_keys(model))
+    loss_fn = nn.CrossEntropyLoss(weight=_class_weights(data.train, config.class_weighting, device), reduction="sum")
+
+    micro = config.micro_batch_size or config.batch_size
+    best: dict[str, float] | None = None
+    best_epoch, best_state, history = 0, None, []
+    samples, train_seconds, setup_seconds, stale_epochs = 0, 0.0, None, 0
+    model.train()
+    for epoch in range(1, config.epochs + 1):
+        epoch_started = time.perf_counter()
+        for batch in length_grouped_batches(data.train.tokens.lengths, config.batch_size, seed=config.seed + epoch):
+            micro = _accumulate_gradients(model, data.train, batch, micro, collate, loss_fn, autocast, scaler,
+                                          optimizer, device)
+            if scaler:
+                scaler.unscale_(optimizer)
+            if config.max_grad_norm:
+                nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            if scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            samples += len(batch)
+            if setup_seconds is None:
+                setup_seconds = time.perf_counter() - started
+        train_seconds += time.perf_counter() - epoch_started
+        metrics = evaluate(model, data.validation, collate, config, device, autocast)
+        history.append(metrics)
+        if best is None or metrics[config.objective_metric] > best[config.objective_metric]:
+            best, best_epoch, stale_epochs = metrics, epoch, 0
+            if config.output_dir or config.evaluate_test:
+                best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
+        else:
+            stale_epochs += 1
+        if report is not None:
+            report(epoch, metrics[config.objective_metric])  # raising here (pruning) stops the run
+        if config.early_stopping_patience is not None and stale_epochs >= config.early_stopping_patience:
+            break
+
+    result_metrics = dict(best)
+    checkpoint = None
+    if best_state is not None and best_epoch != epoch:
+        unwrap_model(model).load_state_dict(best_state)
+    if config.evaluate_test and data.test is not None:
+        test = evaluate(model, data.test, collate, config, device, autocast)
+        result_metrics.update({f"test_{k}": v for k, v in test.items()})
+    if config.output_dir:
+        checkpoint = str(save_classifier(model, Path(config.output_dir) / "checkpoint", data.tokenizer))
+    return TrainResult(
+        metrics=result_metrics, best_epoch=best_epoch, epochs_run=len(history), micro_batch_size=micro,
+        samples_trained=samples, setup_seconds=setup_seconds or 0.0,
+        wall_seconds=time.perf_counter() - started, train_samples_per_second=samples / max(train_seconds, 1e-9),
+        peak_memory_mb=_peak_memory_mb(device), history=history, checkpoint=checkpoint,
+    )
+
+
+def _accumulate_gradients(model, split: PreparedSplit, batch: list[int], micro: int, collate, loss_fn,
+                          autocast, scaler, optimizer, device) -> int:
+    """Forward/backward over ``batch`` in micro-batches of ``micro``; returns the micro-batch
+    size that worked. On out-of-memory: free, halve the micro-batch (so accumulation
+    doubles and the effective batch stays the same) and redo the whole step. No data is
+    ever skipped."""
+    while True:
+        try:
+            for start in range(0, len(batch), micro):
+                inputs = {k: v.to(device, non_blocking=True)
+                          for k, v in collate([split.tokens.example(i) for i in batch[start:start + micro]]).items()}
+                labels = inputs.pop("labels")
+                with autocast():
+                    logits = model(**inputs)
+                loss = loss_fn(logits.float(), labels) / len(batch)  # sum/len: same gradient for any split
+                (scaler.scale(loss) if scaler else loss).backward()
+            return micro
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            if not is_out_of_memory(exc):
+                raise
+            del exc  # drop the traceback's references to the failed step's tensors
+            optimizer.zero_grad(set_to_none=True)
+            _free_memory(device)
+            if micro == 1:
+                raise OutOfMemoryError(
+                    "out of memory even at micro-batch 1; lower max_length, use a smaller encoder, "
+                    "or enable activation_checkpointing"
+                ) from None
+            micro = max(1, micro // 2)
+
+
+@torch.inference_mode()
+def predict(model: nn.Module, split: PreparedSplit, collate, batch_size: int, device, autocast=nullcontext) -> np.ndarray:
+    """Positive-class probabilities in the split's order; length-sorted batches waste no padding."""
+    was_training = model.training
+    model.eval()
+    try:
+        while True:
+            try:
+                order, chunks = [], []
+                for batch in sorted_batches(split.tokens.lengths, batch_size):
+                    inputs = {k: v.to(device, non_blocking=True)
+                              for k, v in collate([split.tokens.example(i) for i in batch]).items()}
+                    inputs.pop("labels")
+                    with autocast():
+                        chunks.append(torch.softmax(model(**inputs).float(), dim=-1)[:, 1])
+                    order += batch
+                break
+            except (torch.OutOfMemoryError, RuntimeError) as exc:
+                if not is_out_of_memory(exc) or batch_size == 1:
+                    raise
+                del exc
+                _free_memory(device)
+                batch_size //= 2
+        probs = np.empty(len(order), dtype=np.float64)
+        probs[order] = torch.cat(chunks).cpu().numpy()  # one device→host copy per evaluation
+        return probs
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, autocast=nullcontext) -> dict[str, float]:
+    probs = predict(model, split, collate, config.eval_batch_size, device, autocast)
+    labels = split.tokens.labels
+    metrics = binary_metrics(labels, probs)
+    if config.task == "criteria":
+        metrics |= post_level_metrics(split.post_ids, split.criteria, labels, (probs >= 0.5).astype(int), SYMPTOMS)
+    return metrics
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    groups: dict[tuple[float, float], list[nn.Parameter]] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        lr = config.learning_rate
+        if name.startswith("head.") and config.head_learning_rate:
+            lr = config.head_learning_rate
+        no_decay = param.ndim < 2  # biases and LayerNorm weights
+        groups.setdefault((lr, 0.0 if no_decay else config.weight_decay), []).append(param)
+    param_groups = [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in groups.items()]
+    return torch.optim.AdamW(param_groups, lr=config.learning_rate, fused=device.type == "cuda")
+
+
+def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
+    if mode == "no" or (mode == "auto" and device.type != "cuda"):
+        return None
+    if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
+        return torch.bfloat16
+    return torch.float16
+
+
+def _class_weights(split: PreparedSplit, mode: str, device) -> torch.Tensor | None:
+    if mode == "none":
+        return None
+    counts = np.bincount(split.tokens.labels, minlength=2).astype(np.float64)
+    weights = counts.sum() / (2 * np.maximum(counts, 1))
+    if mode == "sqrt":
+        weights = np.sqrt(weights)
+    return torch.tensor(weights, dtype=torch.float32, device=device)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak; Linux reports KiB

@@ -1,0 +1,378 @@
+"""Loader validation, task construction on a hand-counted fixture, and grouped splits."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from hpo.data import (
+    SPECIAL_CASE,
+    SYMPTOMS,
+    TASKS,
+    build_examples,
+    load_descriptions,
+    load_redsm5,
+    normalise_symptom,
+    split_by_post,
+    write_sample,
+)
+from hpo.errors import DataError, UsageError
+
+POST_HEADER = ["post_id", "text"]
+ANNOTATION_HEADER = [
+    "post_id",
+    "sentence_id",
+    "sentence_text",
+    "DSM5_symptom",
+    "status",
+    "explanation",
+]
+
+# p1's text spans three lines and holds commas and quotes, so its record is lines 2-4.
+POSTS = [
+    ["p1", 'I can\'t sleep, at all.\nSo "tired" every day.\nMy doctor mentioned grief.'],
+    ["p2", "Everything feels hopeless. Nothing is fun anymore."],
+    ["p3", "Just a normal day at work."],
+]
+ANNOTATIONS = [
+    ["p1", "p1_0", "I can't sleep, at all.", "SLEEP_ISSUES", "1", "insomnia"],
+    ["p1", "p1_1", 'So "tired" every day.', "FATIGUE", "1", "fatigue"],
+    ["p1", "p1_1", 'So "tired" every day.', "SLEEP_ISSUES", "0", "not about sleep"],
+    ["p1", "p1_2", "My doctor mentioned grief.", SPECIAL_CASE, "1", "context"],
+    ["p2", "p2_0", "Everything feels hopeless.", "DEPRESSED_MOOD", "0", "first rater"],
+    ["p2", "p2_0", "Everything feels hopeless.", "DEPRESSED_MOOD", "1", "second rater"],
+    ["p2", "p2_1", "Nothing is fun anymore.", "ANHEDONIA", "1", "anhedonia"],
+]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_fixture(
+    directory: Path, posts=None, annotations=None, post_header=None, annotation_header=None
+) -> Path:
+    write_csv(
+        directory / "redsm5_posts.csv",
+        post_header or POST_HEADER,
+        POSTS if posts is None else posts,
+    )
+    write_csv(
+        directory / "redsm5_annotations.csv",
+        annotation_header or ANNOTATION_HEADER,
+        ANNOTATIONS if annotations is None else annotations,
+    )
+    return directory
+
+
+def load_error(directory: Path) -> str:
+    with pytest.raises(DataError) as caught:
+        load_redsm5(directory)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+def test_loads_fixture_with_multiline_quoted_text(tmp_path):
+    corpus = load_redsm5(write_fixture(tmp_path))
+    assert list(corpus.posts) == ["p1", "p2", "p3"]
+    assert corpus.posts["p1"].text == POSTS[0][1]
+    assert len(corpus.annotations) == 7
+    assert corpus.annotations[1].sentence_text == 'So "tired" every day.'
+    assert corpus.annotations[3].symptom == SPECIAL_CASE
+    assert len(corpus.fingerprint) == 64
+
+
+def test_fingerprint_follows_file_bytes(tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+    first = load_redsm5(write_fixture(tmp_path / "a"))
+    same = load_redsm5(write_fixture(tmp_path / "b"))
+    changed = load_redsm5(write_fixture(tmp_path / "c", posts=[*POSTS[:2], ["p3", "Another day."]]))
+    assert first.fingerprint == same.fingerprint
+    assert first.fingerprint != changed.fingerprint
+
+
+def test_bom_and_extra_columns_are_accepted(tmp_path):
+    write_fixture(tmp_path, post_header=POST_HEADER, posts=POSTS)
+    posts = tmp_path / "redsm5_posts.csv"
+    posts.write_bytes(b"\xef\xbb\xbf" + posts.read_bytes())
+    write_csv(
+        tmp_path / "redsm5_annotations.csv",
+        [*ANNOTATION_HEADER, "rater"],
+        [[*row, "r1"] for row in ANNOTATIONS],
+    )
+    corpus = load_redsm5(tmp_path)
+    assert "p1" in corpus.posts
+    assert len(corpus.annotations) == 7
+
+
+def test_crlf_line_endings_keep_line_numbers(tmp_path):
+    write_fixture(tmp_path, posts=[*POSTS, ["p2", "again"]])
+    path = tmp_path / "redsm5_posts.csv"
+    path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    assert "line 7: duplicate post_id 'p2'" in load_error(tmp_path)
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    write_fixture(tmp_path)
+    path = tmp_path / "redsm5_annotations.csv"
+    path.write_bytes(path.read_bytes() + b"p3,p3_0,caf\xe9,FATIGUE,1,latin-1\n")
+    assert "redsm5_annotations.csv: line 9: not valid UTF-8" in load_error(tmp_path)
+
+
+def test_typo_and_case_labels_are_normalised(tmp_path):
+    rows = [row[:] for row in ANNOTATIONS]
+    rows[0][3] = "LEEP_ISSUES"
+    rows[1][3] = " fatigue "
+    rows[6][3] = "Anhedonia"
+    rows[4][3] = "depressed-mood"
+    corpus = load_redsm5(write_fixture(tmp_path, annotations=rows))
+    assert [a.symptom for a in corpus.annotations] == [
+        "SLEEP_ISSUES",
+        "FATIGUE",
+        "SLEEP_ISSUES",
+        SPECIAL_CASE,
+        "DEPRESSED_MOOD",
+        "DEPRESSED_MOOD",
+        "ANHEDONIA",
+    ]
+
+
+def test_normalise_symptom_keeps_unknowns():
+    assert normalise_symptom("sleep issues") == "SLEEP_ISSUES"
+    assert normalise_symptom("LEEP_ISSUES") == "SLEEP_ISSUES"
+    assert normalise_symptom("EEP_ISSUES") == "EEP_ISSUES"  # no guessing beyond the alias table
+
+
+def test_missing_directory(tmp_path):
+    message = load_error(tmp_path / "nowhere")
+    assert "nowhere" in message and "data directory not found" in message
+
+
+def test_missing_file(tmp_path):
+    write_fixture(tmp_path)
+    (tmp_path / "redsm5_annotations.csv").unlink()
+    assert "redsm5_annotations.csv: file not found" in load_error(tmp_path)
+
+
+def test_missing_column_lists_missing_and_found(tmp_path):
+    header = ["post_id", "sentence_id", "sentence_text", "symptom", "status", "explanation"]
+    message = load_error(write_fixture(tmp_path, annotation_header=header))
+    assert "redsm5_annotations.csv: line 1: missing column(s) DSM5_symptom" in message
+    assert "found: post_id, sentence_id, sentence_text, symptom, status, explanation" in message
+
+
+def test_empty_file(tmp_path):
+    write_fixture(tmp_path)
+    (tmp_path / "redsm5_posts.csv").write_text("")
+    assert "redsm5_posts.csv: line 1: file is empty" in load_error(tmp_path)
+
+
+def test_header_without_rows(tmp_path):
+    message = load_error(write_fixture(tmp_path, annotations=[]))
+    assert "redsm5_annotations.csv: line 1: header only, no data rows" in message
+
+
+def test_duplicate_post_id_names_both_lines(tmp_path):
+    message = load_error(write_fixture(tmp_path, posts=[*POSTS, ["p2", "again"]]))
+    # p1 takes lines 2-4, so p2 is line 5, p3 line 6 and the duplicate line 7.
+    assert "redsm5_posts.csv: line 7: duplicate post_id 'p2' (first on line 5)" in message
+
+
+def test_empty_post_text(tmp_path):
+    message = load_error(write_fixture(tmp_path, posts=[*POSTS, ["p4", "   "]]))
+    assert "line 7: post 'p4' has empty text" in message
+
+
+def test_status_must_be_zero_or_one(tmp_path):
+    rows = [*ANNOTATIONS, ["p3", "p3_0", "normal", "FATIGUE", "yes", ""]]
+    message = load_error(write_fixture(tmp_path, annotations=rows))
+    assert (
+        "redsm5_annotations.csv: line 9: status 'yes' must be 0 (absent) or 1 (present)" in message
+    )
+
+
+def test_annotation_for_unknown_post(tmp_path):
+    rows = [*ANNOTATIONS, ["p9", "p9_0", "ghost", "FATIGUE", "1", ""]]
+    message = load_error(write_fixture(tmp_path, annotations=rows))
+    assert "line 9: post_id 'p9' is not in redsm5_posts.csv" in message
+
+
+def test_unknown_labels_are_all_listed(tmp_path):
+    rows = [row[:] for row in ANNOTATIONS]
+    rows[0][3] = "INSOMNIA"
+    rows[2][3] = "EEP_ISSUES"
+    rows[5][3] = "INSOMNIA"
+    message = load_error(write_fixture(tmp_path, annotations=rows))
+    assert "unknown DSM5_symptom label(s) 'INSOMNIA' (line 2), 'EEP_ISSUES' (line 4)" in message
+    assert all(label in message for label in (*SYMPTOMS, SPECIAL_CASE))
+
+
+def test_row_with_wrong_field_count(tmp_path):
+    message = load_error(write_fixture(tmp_path, posts=[*POSTS, ["p4", "a", "b"]]))
+    assert "line 7: 3 fields but the header has 2" in message
+
+
+# --- descriptions ------------------------------------------------------------------------
+
+
+def test_packaged_descriptions_cover_the_nine():
+    descriptions = load_descriptions()
+    assert list(descriptions) == list(SYMPTOMS)
+    assert all(text.endswith(".") for text in descriptions.values())
+
+
+def test_user_descriptions_replace_packaged(tmp_path):
+    path = tmp_path / "criteria.yaml"
+    path.write_text("".join(f"{s.lower()}: Custom {s}.\n" for s in SYMPTOMS))
+    assert load_descriptions(path)["SLEEP_ISSUES"] == "Custom SLEEP_ISSUES."
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("DEPRESSED_MOOD: sad\n", "no description for ANHEDONIA"),
+        (
+            "".join(f"{s}: x\n" for s in SYMPTOMS) + "SPECIAL_CASE: y\n",
+            r"unknown symptom key\(s\) SPECIAL_CASE",
+        ),
+        ("- a list\n", "expected a mapping"),
+        ("DEPRESSED_MOOD: [unclosed\n", "invalid YAML"),
+    ],
+)
+def test_bad_user_descriptions(tmp_path, content, expected):
+    path = tmp_path / "criteria.yaml"
+    path.write_text(content)
+    with pytest.raises(DataError, match=expected):
+        load_descriptions(path)
+
+
+# --- tasks -------------------------------------------------------------------------------
+
+
+def test_criteria_examples_hand_counted(tmp_path):
+    descriptions = load_descriptions()
+    examples = build_examples(load_redsm5(write_fixture(tmp_path)), "criteria", descriptions)
+    assert len(examples) == 3 * 9
+    positives = {(e.post_id, e.criterion) for e in examples if e.label == 1}
+    # p1: SLEEP (p1_0 status 1; the status-0 row on p1_1 does not undo it), FATIGUE;
+    # p2: DEPRESSED_MOOD (one of its two rows is 1), ANHEDONIA; SPECIAL_CASE is no criterion.
+    assert positives == {
+        ("p1", "SLEEP_ISSUES"),
+        ("p1", "FATIGUE"),
+        ("p2", "DEPRESSED_MOOD"),
+        ("p2", "ANHEDONIA"),
+    }
+    first = examples[0]
+    assert (first.post_id, first.criterion) == ("p1", SYMPTOMS[0])
+    assert first.text_a == descriptions[SYMPTOMS[0]] and first.text_b == POSTS[0][1]
+
+
+def test_evidence_examples_hand_counted(tmp_path):
+    descriptions = load_descriptions()
+    examples = build_examples(load_redsm5(write_fixture(tmp_path)), "evidence", descriptions)
+    got = [(e.text_b, e.criterion, e.label) for e in examples]
+    sleep, tired, grief = ANNOTATIONS[0][2], ANNOTATIONS[1][2], ANNOTATIONS[3][2]
+    hopeless, no_fun = ANNOTATIONS[4][2], ANNOTATIONS[6][2]
+    assert got == [
+        # p1 annotates SLEEP_ISSUES and FATIGUE: every p1 sentence is paired with both.
+        (sleep, "SLEEP_ISSUES", 1),
+        (sleep, "FATIGUE", 0),  # negative: FATIGUE is annotated elsewhere in p1
+        (tired, "SLEEP_ISSUES", 0),  # its own status-0 row
+        (tired, "FATIGUE", 1),
+        (grief, "SLEEP_ISSUES", 0),  # SPECIAL_CASE sentence gives negatives only
+        (grief, "FATIGUE", 0),
+        # p2: the DEPRESSED_MOOD 0 and 1 rows collapse into one positive.
+        (hopeless, "DEPRESSED_MOOD", 1),
+        (hopeless, "ANHEDONIA", 0),
+        (no_fun, "DEPRESSED_MOOD", 0),
+        (no_fun, "ANHEDONIA", 1),
+    ]
+    assert {e.post_id for e in examples} == {"p1", "p2"}  # p3 has no annotations
+    assert examples[0].text_a == descriptions["SLEEP_ISSUES"]
+
+
+def test_unknown_task_lists_valid_ones(tmp_path):
+    corpus = load_redsm5(write_fixture(tmp_path))
+    with pytest.raises(
+        UsageError, match="unknown task 'sentiment'; choose one of criteria, evidence"
+    ):
+        build_examples(corpus, "sentiment", load_descriptions())
+
+
+def test_evidence_without_criterion_annotations_is_an_error(tmp_path):
+    rows = [ANNOTATIONS[3]]  # only a SPECIAL_CASE row
+    corpus = load_redsm5(write_fixture(tmp_path, annotations=rows))
+    with pytest.raises(DataError, match="no examples for task 'evidence'"):
+        build_examples(corpus, "evidence", load_descriptions())
+
+
+# --- splits ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_examples(tmp_path_factory) -> dict[str, list]:
+    corpus = load_redsm5(write_sample(tmp_path_factory.mktemp("sample"), posts=200, seed=3))
+    return {task: build_examples(corpus, task, load_descriptions()) for task in TASKS}
+
+
+def post_ids(examples) -> set[str]:
+    return {e.post_id for e in examples}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_splits_are_grouped_complete_and_balanced(sample_examples, task):
+    examples = sample_examples[task]
+    splits = split_by_post(examples, seed=0)
+    parts = (splits.train, splits.validation, splits.test)
+    assert sum(len(part) for part in parts) == len(examples)
+    assert not post_ids(splits.train) & post_ids(splits.validation)
+    assert not post_ids(splits.train) & post_ids(splits.test)
+    assert not post_ids(splits.validation) & post_ids(splits.test)
+    n_posts = len(post_ids(examples))
+    assert len(post_ids(splits.validation)) == pytest.approx(0.1 * n_posts, abs=1)
+    overall = sum(e.label for e in examples) / len(examples)
+    for part in parts:
+        assert sum(e.label for e in part) / len(part) == pytest.approx(overall, abs=0.03)
+
+
+def test_splits_are_seeded(sample_examples):
+    examples = sample_examples["criteria"]
+    first, again, other = (split_by_post(examples, seed=s) for s in (7, 7, 8))
+    assert first == again
+    assert post_ids(first.test) != post_ids(other.test)
+
+
+def test_every_requested_split_gets_a_post(tmp_path):
+    examples = build_examples(load_redsm5(write_fixture(tmp_path)), "criteria", load_descriptions())
+    splits = split_by_post(examples, (0.8, 0.1, 0.1))
+    assert [len(post_ids(part)) for part in (splits.train, splits.validation, splits.test)] == [
+        1,
+        1,
+        1,
+    ]
+    no_test = split_by_post(examples, (0.9, 0.1, 0.0))
+    assert no_test.test == [] and len(post_ids(no_test.validation)) == 1
+
+
+@pytest.mark.parametrize(
+    ("fractions", "expected"),
+    [
+        ((0.5, 0.3, 0.1), "sum to 1"),
+        ((1.2, -0.1, -0.1), ">= 0"),
+        ((0.0, 0.5, 0.5), "train fraction must be > 0"),
+        ((0.5, 0.5), "three numbers"),
+    ],
+)
+def test_bad_fractions(sample_examples, fractions, expected):
+    with pytest.raises(UsageError, match=expected):
+        split_by_post(sample_examples["criteria"], fractions)

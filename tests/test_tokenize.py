@@ -1,0 +1,218 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import BertTokenizerFast, DebertaV2Tokenizer, RobertaTokenizerFast
+
+from hpo.data.collate import Collator
+from hpo.data.tokenize import (
+    cache_info,
+    clear_memory_cache,
+    tokenize_pairs,
+    tokenizer_fingerprint,
+)
+from hpo.errors import DataError, UsageError
+
+WORDS = (
+    "i feel sad tired sleep appetite worthless focus hopeless cannot enjoy anything always "
+    "low energy night day food weight think die nothing matters empty guilty slow restless"
+).split()
+CRITERIA = ["depressed mood most of the day", "loss of interest or pleasure", "insomnia"]
+
+
+def _sentences(n: int, seed: int, max_words: int = 60) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(2, max_words))) for _ in range(n)]
+
+
+def _roberta(vocab_size: int = 400) -> RobertaTokenizerFast:
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        _sentences(300, seed=1) + CRITERIA,
+        vocab_size=vocab_size,
+        min_frequency=1,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        show_progress=False,
+    )
+    return RobertaTokenizerFast(tokenizer_object=bpe._tokenizer)
+
+
+def _bert() -> BertTokenizerFast:
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = sorted({w for text in CRITERIA for w in text.split()} | set(WORDS))
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(specials + words)})
+
+
+def _deberta_v2() -> DebertaV2Tokenizer:
+    specials = [(t, 0.0) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]]
+    words = sorted({w for text in CRITERIA for w in text.split()} | set(WORDS))
+    pieces = [("▁" + w, -1.0) for w in words] + [(c, -5.0) for c in "abcdefghijklmnopqrstuvwxyz▁"]
+    return DebertaV2Tokenizer(vocab=specials + pieces)
+
+
+@pytest.fixture(scope="session")
+def tokenizers() -> dict:
+    return {"roberta": _roberta(), "bert": _bert(), "deberta_v2": _deberta_v2()}
+
+
+@pytest.fixture(scope="session")
+def data() -> tuple[list[tuple[str, str]], list[int]]:
+    posts = _sentences(60, seed=2, max_words=120)
+    pairs = [(criterion, post) for post in posts for criterion in CRITERIA]
+    labels = [i % 2 for i in range(len(pairs))]
+    return pairs, labels
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory_cache():
+    clear_memory_cache()
+    yield
+    clear_memory_cache()
+
+
+@pytest.mark.parametrize("name", ["roberta", "bert", "deberta_v2"])
+def test_truncates_only_the_post(tokenizers, data, name):
+    tokenizer = tokenizers[name]
+    pairs, labels = data
+    split = tokenize_pairs(tokenizer, pairs, labels, max_length=32, cache_key=f"trunc-{name}")
+
+    assert len(split) == len(pairs)
+    assert split.lengths.max() == 32 and split.lengths.min() < 32  # some cut, some not
+    for (criterion, _), ids, length in zip(pairs, split.input_ids, split.lengths, strict=True):
+        criterion_ids = tokenizer(criterion, add_special_tokens=False)["input_ids"]
+        assert ids[1 : 1 + len(criterion_ids)].tolist() == criterion_ids
+        assert len(ids) == length
+        assert ids[-1] == tokenizer.sep_token_id
+    np.testing.assert_array_equal(split.labels, labels)
+    assert split.labels.dtype == np.int64
+
+
+def test_token_type_ids_only_where_the_tokenizer_makes_them(tokenizers, data):
+    pairs, labels = data
+    for name, expected in [("roberta", False), ("bert", True), ("deberta_v2", True)]:
+        split = tokenize_pairs(tokenizers[name], pairs, labels, 32, cache_key=f"types-{name}")
+        assert (split.token_type_ids is not None) is expected, name
+        if expected:  # the post segment is type 1
+            assert {int(t) for t in split.token_type_ids[0]} == {0, 1}
+
+
+def test_criterion_longer_than_max_length_asks_to_raise_it(tokenizers):
+    pairs = [("depressed mood most of the day", "i feel sad")]
+    with pytest.raises(UsageError, match="Raise max_length to at least"):
+        tokenize_pairs(tokenizers["bert"], pairs, [1], max_length=8, cache_key="too-short")
+
+
+def test_second_call_does_no_work_and_returns_the_same_data(tokenizers, data):
+    pairs, labels = data
+    first = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key="train")
+    before = cache_info()
+    second = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key="train")
+
+    assert second is first
+    assert cache_info().tokenizations == before.tokenizations
+    assert cache_info().memory_hits == before.memory_hits + 1
+
+
+def test_other_max_length_or_tokenizer_tokenizes_again(tokenizers, data):
+    pairs, labels = data
+    tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key="train")
+    before = cache_info().tokenizations
+    longer = tokenize_pairs(tokenizers["roberta"], pairs, labels, 64, cache_key="train")
+    other = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, cache_key="train")
+
+    assert cache_info().tokenizations == before + 2
+    assert longer.lengths.max() > 32
+    assert other.token_type_ids is not None
+
+
+def test_disk_cache_serves_a_new_process_after_memory_is_cleared(tokenizers, data, tmp_path):
+    pairs, labels = data
+    first = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path)
+    clear_memory_cache()  # what a fresh worker process starts with
+    before = cache_info().tokenizations
+    again = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path)
+
+    assert cache_info().tokenizations == before
+    assert again is not first
+    for a, b in zip(
+        first.input_ids + first.token_type_ids, again.input_ids + again.token_type_ids, strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(first.lengths, again.lengths)
+
+
+def test_disk_cache_is_keyed_on_content(tokenizers, data, tmp_path):
+    pairs, labels = data
+    tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path)
+    clear_memory_cache()
+    before = cache_info().tokenizations
+    flipped = [1 - label for label in labels]
+    split = tokenize_pairs(tokenizers["bert"], pairs, flipped, 32, "train", cache_dir=tmp_path)
+
+    assert cache_info().tokenizations == before + 1
+    np.testing.assert_array_equal(split.labels, flipped)
+
+
+def test_fingerprint_separates_tokenizers_saved_at_one_path_and_ignores_call_state():
+    small, large = _roberta(vocab_size=300), _roberta(vocab_size=400)
+    small.name_or_path = large.name_or_path = "/models/encoder"
+    assert tokenizer_fingerprint(small) != tokenizer_fingerprint(large)
+
+    used = _roberta(vocab_size=300)
+    used(["a b"], ["c d"], truncation="only_second", max_length=16)  # leaves truncation set
+    assert tokenizer_fingerprint(_roberta(vocab_size=300)) == tokenizer_fingerprint(used)
+
+
+def test_fingerprint_follows_added_tokens():
+    tokenizer = _bert()
+    before = tokenizer_fingerprint(tokenizer)
+    tokenizer.add_tokens(["[NEW]"])
+    assert tokenizer_fingerprint(tokenizer) != before
+
+
+def test_empty_split_is_a_data_error(tokenizers):
+    with pytest.raises(DataError, match="no examples"):
+        tokenize_pairs(tokenizers["bert"], [], [], 16, "empty")
+
+
+def test_rejects_mismatched_or_fractional_labels(tokenizers):
+    pairs = [("insomnia", "i feel sad"), ("insomnia", "tired")]
+    with pytest.raises(ValueError, match="2 pairs but 1 labels"):
+        tokenize_pairs(tokenizers["bert"], pairs, [1], 16, "bad")
+    with pytest.raises(ValueError, match="labels must be integers"):
+        tokenize_pairs(tokenizers["bert"], pairs, [0.5, 1.0], 16, "bad")
+
+
+@pytest.mark.parametrize("name", ["roberta", "deberta_v2"])
+def test_examples_collate_into_a_model_batch(tokenizers, data, name):
+    tokenizer = tokenizers[name]
+    pairs, labels = data
+    split = tokenize_pairs(tokenizer, pairs, labels, 32, cache_key=f"collate-{name}")
+    example = split[3]
+    assert example["attention_mask"].tolist() == [1] * split.lengths[3]
+    assert example["labels"] == labels[3]
+
+    batch = Collator(tokenizer.pad_token_id)([split.example(i) for i in range(8)])
+    width = int(split.lengths[:8].max())
+    assert batch["input_ids"].shape == (8, width)
+    assert batch["attention_mask"].sum().item() == split.lengths[:8].sum()
+    assert ("token_type_ids" in batch) is (split.token_type_ids is not None)
+    assert torch.equal(batch["labels"], torch.tensor(labels[:8]))
+
+
+def test_tokenizes_in_one_batched_call(tokenizers, data, monkeypatch):
+    pairs, labels = data
+    calls = []
+    tokenizer = tokenizers["roberta"]
+    original = type(tokenizer).__call__
+
+    def counting(self, *args, **kwargs):
+        calls.append(len(args[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", counting)
+    tokenize_pairs(tokenizer, pairs, labels, 32, cache_key="batched")
+    # One call for the few distinct criterion texts, one for every pair.
+    assert calls == [len(CRITERIA), len(pairs)]
