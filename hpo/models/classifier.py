@@ -8,37 +8,20 @@ task they were trained for. ``forward`` returns logits only, which DataParallel 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from hpo.models.device import unwrap_model
+from hpo.models.head import HeadConfig
 from hpo.models.loading import load_pretrained, load_tokenizer, model_construction
 
-_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}  # keys: ACTIVATIONS
 _CHECKPOINT_FORMAT = 1
-
-
-@dataclass(frozen=True)
-class HeadConfig:
-    pooling: Literal["cls", "mean"] = "cls"
-    hidden_layers: int = 0  # 0-3 hidden layers before the output layer
-    hidden_size: int = 256
-    activation: str = "gelu"
-    dropout: float = 0.1
-    num_labels: int = 2
-
-    def __post_init__(self):
-        if self.pooling not in ("cls", "mean"):
-            raise ValueError(f"pooling must be 'cls' or 'mean', not {self.pooling!r}")
-        if not 0 <= self.hidden_layers <= 3:
-            raise ValueError(f"hidden_layers must be 0-3, not {self.hidden_layers}")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, not {self.activation!r}")
 
 
 def build_head(input_size: int, config: HeadConfig) -> nn.Sequential:
@@ -95,14 +78,14 @@ class EvidenceClassifier(EncoderClassifier):
 CLASSIFIERS: dict[str, type[EncoderClassifier]] = {c.task: c for c in (CriteriaClassifier, EvidenceClassifier)}
 
 
-def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfig = HeadConfig(),
+def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfig | None = None,
                      encoder_dropout: float | None = None) -> EncoderClassifier:
     """A classifier on a meta-safely loaded pretrained encoder."""
     overrides = {}
     if encoder_dropout is not None:
         overrides = {"hidden_dropout_prob": encoder_dropout, "attention_probs_dropout_prob": encoder_dropout}
     encoder = load_pretrained(encoder_path, config_overrides=overrides)
-    return CLASSIFIERS[task](encoder, head_config)
+    return CLASSIFIERS[task](encoder, head_config or HeadConfig())
 
 
 def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None) -> Path:

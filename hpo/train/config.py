@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from hpo.models.classifier import HeadConfig
+from hpo.models.head import HeadConfig
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,28 @@
+"""Settings of a classification head: plain data, importable without torch (specs use it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ACTIVATIONS = ("gelu", "relu", "tanh", "silu")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    pooling: Literal["cls", "mean"] = "cls"
+    hidden_layers: int = 0  # 0-3 hidden layers before the output layer
+    hidden_size: int = 256
+    activation: str = "gelu"
+    dropout: float = 0.1
+    num_labels: int = 2
+
+    def __post_init__(self):
+        if self.pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', not {self.pooling!r}")
+        if not 0 <= self.hidden_layers <= 3:
+            raise ValueError(f"hidden_layers must be 0-3, not {self.hidden_layers}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")

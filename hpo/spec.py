@@ -1,0 +1,338 @@
+"""A study file (YAML) loaded once into a frozen, validated ``StudySpec``.
+
+Precedence: the file, then ``key.path=value`` overrides, then the storage URL from the
+CLI or ``HPO_STORAGE``. Every problem is a ``SpecError`` on one line naming the file and
+the dotted key path, so a typo fails at launch rather than at trial 300.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_type_hints
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from hpo.errors import UsageError
+from hpo.train.config import TrainConfig
+
+DEFAULT_STORAGE = "sqlite:///_runs/hpo.db"
+STORAGE_ENV = "HPO_STORAGE"
+
+# TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
+_FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "output_dir": "output_dir"}
+SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys()
+_INTEGER_FIELDS = frozenset(
+    name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
+)
+_TRAIN_CONFIG = TypeAdapter(TrainConfig)  # checks field types (and coerces "1e-5"), then runs __post_init__
+_SCALARS = (str, int, float, bool, type(None))
+_PARAM_TYPES = ("float", "int", "categorical")
+# YAML 1.1 reads 1e-5 (no dot, or an unsigned exponent) as a string; nobody means that.
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+class SpecError(UsageError):
+    """A study file, or an override of it, that cannot be used."""
+
+
+def _problem(problem: str, at: str = "") -> PydanticCustomError:
+    """A validation error at key ``at`` below the model being validated.
+
+    Pydantic's location stops at the model whose validator raised; ``at`` carries the rest.
+    """
+    return PydanticCustomError("spec", "{problem}", {"problem": problem, "at": at})
+
+
+def _as_number(value: object) -> object:
+    return float(value) if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()) else value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _RangeParam(_Strict):
+    low: FiniteFloat
+    high: FiniteFloat
+    log: bool = False
+    step: FiniteFloat | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_range(self) -> _RangeParam:
+        if self.low == self.high:
+            raise _problem(f"equals high ({self.high}); use a fixed train setting instead", at="low")
+        if self.low > self.high:
+            raise _problem(f"must be less than high ({self.low} > {self.high})", at="low")
+        if self.log and self.low <= 0:
+            raise _problem(f"must be > 0 with log: true (got {self.low})", at="low")
+        if self.log and self.step is not None:
+            raise _problem("cannot be combined with log: true (Optuna forbids it)", at="step")
+        return self
+
+
+class FloatParam(_RangeParam):
+    type: Literal["float"]
+
+
+class IntParam(_RangeParam):
+    type: Literal["int"]
+    low: int
+    high: int
+    step: int | None = Field(default=None, gt=0)
+
+
+class CategoricalParam(_Strict):
+    type: Literal["categorical"]
+    choices: tuple[str | int | float | bool | None, ...]
+
+    @field_validator("choices", mode="before")
+    @classmethod
+    def _distinct_scalars(cls, choices: object) -> object:
+        if not isinstance(choices, list | tuple):
+            return choices  # pydantic names the wrong type
+        if not choices:
+            raise _problem("must list at least one choice")
+        seen: set[tuple[type, object]] = set()
+        for index, choice in enumerate(choices):
+            if not isinstance(choice, _SCALARS):
+                raise _problem(f"must be a string, number, boolean or null, not a {type(choice).__name__}",
+                               at=str(index))
+            if (type(choice), choice) in seen:  # by type too: 1 and true are different choices
+                raise _problem(f"duplicate choice {choice!r}")
+            seen.add((type(choice), choice))
+        return [_as_number(choice) for choice in choices]
+
+
+Param = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
+
+
+class SamplerSpec(_Strict):
+    name: Literal["tpe", "gp", "random", "cmaes"] = "tpe"
+    seed: int | None = None
+    options: dict[str, Any] = Field(default_factory=dict)  # sampler keyword arguments, checked when it is built
+
+
+class PrunerSpec(_Strict):
+    name: Literal["median", "hyperband", "successive_halving", "patient", "none"] = "median"
+    options: dict[str, Any] = Field(default_factory=dict)  # pruner keyword arguments, checked when it is built
+
+    @model_validator(mode="after")
+    def _check_patient(self) -> PrunerSpec:
+        if self.name == "patient":
+            try:
+                self.patient_options()
+            except ValidationError as error:
+                path, problem = _locate(error.errors()[0])
+                raise _problem(problem, at=f"options.{path}") from None
+        return self
+
+    def patient_options(self) -> PatientOptions:
+        """``patient`` wraps another pruner, so its options are a spec of their own."""
+        return PatientOptions.model_validate(self.options)
+
+
+class PatientOptions(_Strict):
+    patience: int = Field(ge=0)
+    wrapped: PrunerSpec = Field(default_factory=PrunerSpec)
+
+
+class StudySpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    task: Literal["criteria", "evidence"]
+    data_dir: str
+    direction: Literal["maximize", "minimize"] = "maximize"
+    metric: Literal["macro_f1", "f1", "precision", "recall", "accuracy", "auroc",
+                    "post_micro_f1", "post_macro_f1"] = "macro_f1"
+    n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
+    storage: str = DEFAULT_STORAGE
+    output_dir: str = "_runs/studies"
+    keep_top_k: int = Field(default=3, ge=0)
+    timeout_per_trial: float | None = Field(default=None, gt=0)
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    pruner: PrunerSpec = Field(default_factory=PrunerSpec)
+    model_paths: dict[str, str] = Field(default_factory=dict)  # encoder name -> local path
+    train: dict[str, Any] = Field(default_factory=dict)
+    search_space: dict[str, Param] = Field(min_length=1)
+    _source: str = PrivateAttr(default="<memory>")
+
+    @property
+    def source(self) -> str:
+        """The study file this spec was loaded from, for messages and logs."""
+        return self._source
+
+    @property
+    def study_dir(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+    def train_config(self, params: Mapping[str, object], output_dir: str | None) -> TrainConfig:
+        """The plain config of one trial: the fixed settings plus its sampled ``params``."""
+        if set(params) != set(self.search_space):
+            raise ValueError(f"params {sorted(params)} do not match the search space {sorted(self.search_space)}")
+        settings = {**self.train, **params}
+        settings["encoder"] = self.model_paths.get(settings["encoder"], settings["encoder"])
+        return self._build(settings, output_dir)
+
+    def _build(self, settings: Mapping[str, object], output_dir: str | None = None) -> TrainConfig:
+        return _TRAIN_CONFIG.validate_python({"task": self.task, "data_dir": self.data_dir,
+                                              "objective_metric": self.metric, "output_dir": output_dir,
+                                              **settings})
+
+    @model_validator(mode="after")
+    def _check_settings(self) -> StudySpec:
+        for name in self.train:
+            _check_settable(name, at=f"train.{name}")
+        for name, param in self.search_space.items():
+            _check_settable(name, at=f"search_space.{name}")
+            if name in self.train:
+                raise _problem("is also fixed in train; set it in one place", at=f"search_space.{name}")
+            if name in _INTEGER_FIELDS and isinstance(param, FloatParam):
+                raise _problem("is an integer setting; use type: int", at=f"search_space.{name}.type")
+        if "encoder" not in self.train and "encoder" not in self.search_space:
+            raise _problem("is required: fix it in train or search it in search_space", at="train.encoder")
+        if self.task == "evidence" and self.metric.startswith("post_"):
+            raise _problem(f"{self.metric} is a post-level metric, only for task criteria", at="metric")
+        self._probe_train_configs()
+        return self
+
+    def _probe_train_configs(self) -> None:
+        """Build TrainConfigs from the fixed settings and every value range end and choice.
+
+        Catches wrong types (``epochs: "two"``) and bad values (``batch_size: 0``) before
+        any trial runs, naming the key that holds them.
+        """
+        candidates = {name: _candidates(param) for name, param in self.search_space.items()}
+        first = {name: values[0] for name, values in candidates.items()}
+        self._probe({**self.train, **first}, blame=None)
+        for name, values in candidates.items():
+            for value in values[1:]:
+                self._probe({**self.train, **first, name: value}, blame=name)
+
+    def _probe(self, settings: Mapping[str, object], blame: str | None) -> None:
+        try:
+            self._build(settings)
+        except ValidationError as error:
+            first_error = error.errors()[0]
+            field = str(first_error["loc"][0]) if first_error["loc"] else None
+            name = blame or field
+            if name in self.search_space:
+                raise _problem(f"{name}={settings[name]!r} is invalid: {_problem_text(first_error)}",
+                               at=f"search_space.{name}") from None
+            raise _problem(_problem_text(first_error), at=f"train.{field}" if field else "train") from None
+
+
+def _candidates(param: Param) -> tuple[object, ...]:
+    return param.choices if isinstance(param, CategoricalParam) else (param.low, param.high)
+
+
+def _check_settable(name: str, at: str) -> None:
+    if name in _FROM_TOP_LEVEL:
+        raise _problem(f"comes from the top-level '{_FROM_TOP_LEVEL[name]}' key", at=at)
+    if name not in SETTABLE_FIELDS:
+        close = difflib.get_close_matches(name, SETTABLE_FIELDS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise _problem(f"is not a TrainConfig setting{hint}", at=at)
+
+
+def _locate(error: ErrorDetails) -> tuple[str, str]:
+    """One pydantic error as (dotted key path, problem)."""
+    loc = list(error["loc"])
+    if loc[:1] == ["search_space"] and len(loc) > 2 and loc[2] in _PARAM_TYPES:
+        del loc[2]  # the union's tag is pydantic's, not a key the user wrote
+    at = (error.get("ctx") or {}).get("at")
+    return ".".join(map(str, [*loc, at] if at else loc)) or "top level", _problem_text(error)
+
+
+def _problem_text(error: ErrorDetails) -> str:
+    kind, given = error["type"], error["input"]
+    if kind == "extra_forbidden":
+        return "unknown key, not allowed"
+    if kind == "missing":
+        return "is required"
+    if kind == "union_tag_not_found":
+        return "needs a type: float, int or categorical"
+    if kind == "value_error":  # raised by TrainConfig.__post_init__
+        return str(error["ctx"]["error"])
+    if kind == "spec" or not isinstance(given, _SCALARS):
+        return error["msg"]
+    return f"{error['msg']} (got {given!r})"
+
+
+def parse_override(text: str) -> tuple[list[str], object]:
+    """``"train.epochs=2"`` -> ``(["train", "epochs"], 2)``; the value is read as YAML."""
+    key, equals, value = text.partition("=")
+    keys = [part.strip() for part in key.split(".")]
+    if not equals or not all(keys):
+        raise SpecError(f"override {text!r}: expected the form key=value, e.g. train.epochs=2")
+    try:
+        return keys, _as_number(yaml.safe_load(value))
+    except yaml.YAMLError:
+        raise SpecError(f"override {text!r}: the value is not valid YAML") from None
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: str | None = None,
+              env: Mapping[str, str] | None = None) -> StudySpec:
+    """Read, override and validate a study file; ``storage`` (the CLI flag) wins over
+    ``$HPO_STORAGE``, which wins over the file, which wins over the default."""
+    source = str(path)
+    document = _read_mapping(Path(path))
+    for text in overrides:
+        try:
+            keys, value = parse_override(text)
+        except SpecError as error:
+            raise SpecError(f"{source}: {error}") from None
+        _set(document, keys, value, source)
+    env = os.environ if env is None else env
+    document["storage"] = storage or env.get(STORAGE_ENV) or document.get("storage") or DEFAULT_STORAGE
+    try:
+        spec = StudySpec.model_validate(document)
+    except ValidationError as error:
+        raise SpecError(f"{source}: " + "; ".join(": ".join(_locate(e)) for e in error.errors())) from None
+    spec._source = source
+    return spec
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such study file") from None
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read the study file: {error.strerror}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        problem = getattr(error, "problem", None) or str(error).replace("\n", " ")
+        raise SpecError(f"{path}: {where}: invalid YAML: {problem}") from None
+    if not isinstance(document, dict):
+        found = "an empty file" if document is None else f"a {type(document).__name__}"
+        raise SpecError(f"{path}: top level: must be a mapping of keys (name:, task:, ...), not {found}")
+    return document
+
+
+def _set(document: dict[str, Any], keys: list[str], value: object, source: str) -> None:
+    node = document
+    for depth, key in enumerate(keys[:-1]):
+        if node.get(key) is None:  # a missing key, or an empty `train:` in the file
+            node[key] = {}
+        node = node[key]
+        if not isinstance(node, dict):
+            raise SpecError(f"{source}: {'.'.join(keys[:depth + 1])}: is not a mapping, cannot set {'.'.join(keys)}")
+    node[keys[-1]] = value

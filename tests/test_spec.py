@@ -1,0 +1,248 @@
+"""Study files: every shipped one validates, and every broken one fails on one line naming the key."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from hpo.spec import (
+    DEFAULT_STORAGE,
+    CategoricalParam,
+    PatientOptions,
+    SpecError,
+    StudySpec,
+    load_spec,
+    parse_override,
+)
+from hpo.train.config import TrainConfig
+
+STUDIES = sorted((Path(__file__).parent.parent / "studies").glob("*.yaml"))
+
+BASE = {
+    "name": "unit-spec",
+    "task": "criteria",
+    "data_dir": "_runs/sample-data",
+    "n_trials": 6,
+    "storage": "sqlite:///from-file.db",
+    "sampler": {"name": "tpe", "seed": 0, "options": {"n_startup_trials": 3}},
+    "pruner": {"name": "median", "options": {}},
+    "model_paths": {"tiny-roberta": "/models/tiny-roberta"},
+    "train": {"epochs": 3, "max_length": 128},
+    "search_space": {
+        "encoder": {"type": "categorical", "choices": ["tiny-roberta", "org/hub-model"]},
+        "learning_rate": {"type": "float", "low": 1.0e-4, "high": 3.0e-3, "log": True},
+        "head_layers": {"type": "int", "low": 0, "high": 1},
+        "pooling": {"type": "categorical", "choices": ["cls", "mean"]},
+    },
+}
+
+
+def first_values(spec: StudySpec) -> dict[str, object]:
+    return {name: param.choices[0] if isinstance(param, CategoricalParam) else param.low
+            for name, param in spec.search_space.items()}
+
+
+def write(tmp_path: Path, document: object) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def changed(*edits: tuple[str, object]) -> dict:
+    """BASE with each (dotted key, value) set; a value of ``DELETE`` removes the key."""
+    document = copy.deepcopy(BASE)
+    for dotted, value in edits:
+        *parents, last = dotted.split(".")
+        node = document
+        for key in parents:
+            node = node[key]
+        if value is DELETE:
+            del node[last]
+        else:
+            node[last] = value
+    return document
+
+
+DELETE = object()
+
+
+def test_every_shipped_study_validates_and_builds_a_train_config():
+    assert len(STUDIES) >= 4
+    for path in STUDIES:
+        spec = load_spec(path, env={})
+        assert spec.name == path.stem
+        assert isinstance(spec.train_config(first_values(spec), None), TrainConfig)
+
+
+def test_hyperband_resource_covers_every_searched_epoch_count():
+    for path in STUDIES:
+        spec = load_spec(path, env={})
+        if spec.pruner.name == "hyperband":
+            assert spec.pruner.options["max_resource"] == spec.search_space["epochs"].high
+
+
+BROKEN = {
+    "unknown top-level key": (changed(("epochz", 3)), "epochz", "not allowed"),
+    "unknown distribution key": (changed(("search_space.learning_rate.scale", 2)),
+                                 "search_space.learning_rate.scale", "not allowed"),
+    "low above high": (changed(("search_space.learning_rate.low", 1.0e-2)),
+                       "search_space.learning_rate.low", "less than high"),
+    "low equals high": (changed(("search_space.head_layers.high", 0)),
+                        "search_space.head_layers.low", "use a fixed train setting"),
+    "log from zero": (changed(("search_space.learning_rate.low", 0.0)), "search_space.learning_rate.low", "log"),
+    "step with log": (changed(("search_space.learning_rate.step", 1.0e-4)), "search_space.learning_rate.step", "log"),
+    "fractional int": (changed(("search_space.head_layers.low", 0.5)), "search_space.head_layers.low", "integer"),
+    "missing type": (changed(("search_space.learning_rate.type", DELETE)), "search_space.learning_rate", "type"),
+    "empty choices": (changed(("search_space.pooling.choices", [])), "search_space.pooling.choices", "at least one"),
+    "duplicate choices": (changed(("search_space.pooling.choices", ["cls", "cls"])),
+                          "search_space.pooling.choices", "duplicate"),
+    "non-scalar choice": (changed(("search_space.pooling.choices", [["cls"]])),
+                          "search_space.pooling.choices.0", "string, number"),
+    "unknown parameter": (changed(("search_space.lerning_rate", BASE["search_space"]["learning_rate"]),
+                                  ("search_space.learning_rate", DELETE)),
+                          "search_space.lerning_rate", "did you mean 'learning_rate'"),
+    "fixed and searched": (changed(("train.head_layers", 1)), "search_space.head_layers", "also fixed"),
+    "float on an integer setting": (changed(("search_space.batch_size", {"type": "float", "low": 8, "high": 32})),
+                                    "search_space.batch_size.type", "int"),
+    "searched value out of range": (changed(("search_space.head_layers.high", 5)),
+                                    "search_space.head_layers", "head_layers=5 is invalid"),
+    "top-level field in train": (changed(("train.objective_metric", "f1")), "train.objective_metric", "'metric'"),
+    "unknown train key": (changed(("train.epoch", 2)), "train.epoch", "did you mean 'epochs'"),
+    "train wrong type": (changed(("train.epochs", "two")), "train.epochs", "integer"),
+    "train bad value": (changed(("train.epochs", 0)), "train", "epochs must be >= 1"),
+    "unknown task": (changed(("task", "sentiment")), "task", "'criteria' or 'evidence'"),
+    "unknown sampler": (changed(("sampler.name", "bayes")), "sampler.name", "'tpe'"),
+    "unknown pruner": (changed(("pruner.name", "asha")), "pruner.name", "'median'"),
+    "patient without patience": (changed(("pruner", {"name": "patient", "options": {}})),
+                                 "pruner.options.patience", "required"),
+    "patient wrapping a typo": (changed(("pruner", {"name": "patient", "options": {"patience": 1,
+                                                                                   "wrapped": {"nme": "median"}}})),
+                                "pruner.options.wrapped.nme", "not allowed"),
+    "bad name": (changed(("name", "my study!")), "name", "pattern"),
+    "no trials": (changed(("n_trials", 0)), "n_trials", "greater than or equal to 1"),
+    "negative keep_top_k": (changed(("keep_top_k", -1)), "keep_top_k", "greater than or equal to 0"),
+    "zero timeout": (changed(("timeout_per_trial", 0)), "timeout_per_trial", "greater than 0"),
+    "post metric on evidence": (changed(("task", "evidence"), ("metric", "post_micro_f1")),
+                                "metric", "only for task criteria"),
+    "no encoder": (changed(("search_space.encoder", DELETE)), "train.encoder", "required"),
+    "nothing searched": (changed(("search_space", {}), ("train.encoder", "x")), "search_space", "at least 1"),
+}
+
+
+@pytest.mark.parametrize("document, path, problem", BROKEN.values(), ids=BROKEN.keys())
+def test_a_broken_spec_fails_on_one_line_naming_the_key(tmp_path, document, path, problem):
+    study = write(tmp_path, document)
+    with pytest.raises(SpecError) as caught:
+        load_spec(study, env={})
+    message = str(caught.value)
+    assert message.startswith(f"{study}: ")
+    assert f" {path}:" in message and problem in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("name: x\ntask: criteria\nsearch_space: {lr: [1,\n", "line 4"),
+    ("- name: x\n- task: criteria\n", "not a list"),
+    ("", "not an empty file"),
+], ids=["malformed YAML", "top-level list", "empty file"])
+def test_an_unreadable_document_fails_naming_where(tmp_path, text, problem):
+    study = tmp_path / "study.yaml"
+    study.write_text(text)
+    with pytest.raises(SpecError, match=problem):
+        load_spec(study, env={})
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(SpecError, match="missing.yaml: no such study file"):
+        load_spec(tmp_path / "missing.yaml", env={})
+
+
+def test_overrides_are_applied_and_validated(tmp_path):
+    study = write(tmp_path, BASE)
+    spec = load_spec(study, ["n_trials=3", "train.epochs=1", "model_paths.tiny-roberta=/x", "sampler.seed=7",
+                             "search_space.learning_rate.high=1e-2", "keep_top_k=0"], env={})
+    assert (spec.n_trials, spec.train["epochs"], spec.sampler.seed, spec.keep_top_k) == (3, 1, 7, 0)
+    assert spec.model_paths["tiny-roberta"] == "/x"
+    assert spec.search_space["learning_rate"].high == 1.0e-2
+
+
+def test_overrides_create_missing_mappings(tmp_path):
+    study = write(tmp_path, changed(("train", None)))
+    assert load_spec(study, ["train.epochs=2"], env={}).train == {"epochs": 2}
+
+
+@pytest.mark.parametrize("override, problem", [
+    ("n_trials=0", "n_trials: Input should be greater than or equal to 1"),
+    ("nonsense", "expected the form key=value"),
+    ("=3", "expected the form key=value"),
+    ("train..epochs=3", "expected the form key=value"),
+    ("n_trials.max=3", "n_trials: is not a mapping"),
+    ("train.epochs=[1,", "not valid YAML"),
+])
+def test_a_bad_override_fails(tmp_path, override, problem):
+    with pytest.raises(SpecError, match=problem):
+        load_spec(write(tmp_path, BASE), [override], env={})
+
+
+def test_parse_override_reads_values_as_yaml():
+    assert parse_override("train.epochs=2") == (["train", "epochs"], 2)
+    assert parse_override("storage=postgresql://u@h/db?x=1") == (["storage"], "postgresql://u@h/db?x=1")
+    assert parse_override("search_space.learning_rate.low=1e-5") == (["search_space", "learning_rate", "low"], 1e-5)
+    assert parse_override("sampler.seed=") == (["sampler", "seed"], None)
+
+
+@pytest.mark.parametrize("argument, env, expected", [
+    ("sqlite:///argument.db", {"HPO_STORAGE": "sqlite:///env.db"}, "sqlite:///argument.db"),
+    (None, {"HPO_STORAGE": "sqlite:///env.db"}, "sqlite:///env.db"),
+    (None, {}, "sqlite:///from-file.db"),
+])
+def test_storage_precedence(tmp_path, argument, env, expected):
+    assert load_spec(write(tmp_path, BASE), storage=argument, env=env).storage == expected
+
+
+def test_storage_defaults_when_nothing_names_one(tmp_path):
+    assert load_spec(write(tmp_path, changed(("storage", None))), env={}).storage == DEFAULT_STORAGE
+
+
+def test_train_config_maps_encoder_names_to_local_paths(tmp_path):
+    spec = load_spec(write(tmp_path, BASE), env={})
+    params = first_values(spec)
+    config = spec.train_config(params, "trial_0")
+    assert (config.encoder, config.epochs, config.max_length) == ("/models/tiny-roberta", 3, 128)
+    assert (config.task, config.data_dir, config.objective_metric, config.output_dir) == (
+        "criteria", "_runs/sample-data", "macro_f1", "trial_0")
+    assert spec.train_config({**params, "encoder": "org/hub-model"}, None).encoder == "org/hub-model"
+    with pytest.raises(ValueError, match="do not match the search space"):
+        spec.train_config({"learning_rate": 1e-3}, None)
+
+
+def test_exponent_numbers_yaml_reads_as_strings_are_floats(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(changed(("search_space.weight_decay",
+                                             {"type": "categorical", "choices": [0.0, 0.01]})))
+                     .replace("0.0001", "1e-4").replace("0.01", "1e-2"))
+    assert "low: 1e-4" in study.read_text()  # the string PyYAML does not read as a number
+    spec = load_spec(study, env={})
+    assert spec.search_space["learning_rate"].low == 1e-4
+    assert spec.search_space["weight_decay"].choices == (0.0, 1e-2)
+
+
+def test_a_patient_pruner_wraps_another(tmp_path):
+    study = write(tmp_path, changed(("pruner", {"name": "patient", "options": {
+        "patience": 2, "wrapped": {"name": "hyperband", "options": {"reduction_factor": 3}}}})))
+    options = load_spec(study, env={}).pruner.patient_options()
+    assert isinstance(options, PatientOptions)
+    assert (options.patience, options.wrapped.name, options.wrapped.options) == (2, "hyperband", {"reduction_factor": 3})
+
+
+def test_a_loaded_spec_is_frozen_and_knows_its_file(tmp_path):
+    study = write(tmp_path, BASE)
+    spec = load_spec(study, env={})
+    assert spec.source == str(study)
+    assert spec.study_dir == Path("_runs/studies/unit-spec")
+    with pytest.raises(ValidationError):
+        spec.n_trials = 1

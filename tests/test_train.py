@@ -1,0 +1,144 @@
+"""The training loop on tiny real encoders and sample data: it learns, backs off on
+out-of-memory without skipping data, stops when report raises, and keeps the best epoch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from hpo.data import write_sample
+from hpo.data.collate import Collator, forward_keys
+from hpo.data.tokenize import cache_info
+from hpo.errors import OutOfMemoryError
+from hpo.models.classifier import EncoderClassifier, load_classifier
+from hpo.train.config import TrainConfig
+from hpo.train.loop import evaluate, train
+from hpo.train.prepare import prepare_data
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory):
+    return write_sample(tmp_path_factory.mktemp("sample"), posts=120, seed=3)
+
+
+def _config(encoder, data_dir, **overrides) -> TrainConfig:
+    base = dict(task="evidence", encoder=str(encoder), data_dir=str(data_dir), epochs=3, learning_rate=3e-3,
+                batch_size=16, max_length=64, num_threads=2, seed=0, pooling="mean", warmup_ratio=0.1,
+                class_weighting="balanced")
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_evidence_training_beats_chance(tiny_roberta, sample_dir):
+    result = train(_config(tiny_roberta, sample_dir, epochs=6))
+    assert result.metrics["macro_f1"] > 0.65, result.history  # one-class answers score ~0.4, coin flips ~0.5
+    assert result.epochs_run == 6 and len(result.history) == 6
+
+
+def test_criteria_training_beats_chance_and_reports_post_level_f1(tiny_roberta, sample_dir):
+    result = train(_config(tiny_roberta, sample_dir, task="criteria", epochs=3, max_length=96))
+    assert result.metrics["macro_f1"] > 0.6, result.history
+    assert {"post_micro_f1", "post_macro_f1", "auroc"} <= set(result.metrics)
+
+
+def test_returns_the_best_epoch_not_the_last(tiny_roberta, sample_dir):
+    reported: list[tuple[int, float]] = []
+    result = train(_config(tiny_roberta, sample_dir, epochs=4, learning_rate=5e-3), report=lambda s, v: reported.append((s, v)))
+    values = [h["macro_f1"] for h in result.history]
+    assert reported == list(enumerate(values, start=1))
+    assert result.metrics["macro_f1"] == max(values)
+    assert result.best_epoch == values.index(max(values)) + 1
+
+
+def test_raising_report_stops_training_at_once(tiny_roberta, sample_dir):
+    class Pruned(Exception):
+        pass
+
+    calls = []
+
+    def report(step, value):
+        calls.append(step)
+        raise Pruned
+
+    forwards = []
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, out: forwards.append(1) if isinstance(module, EncoderClassifier) else None
+    )
+    try:
+        with pytest.raises(Pruned):
+            train(_config(tiny_roberta, sample_dir, epochs=5), report=report)
+    finally:
+        handle.remove()
+    assert calls == [1]
+    forwards_after_prune = len(forwards)
+    assert forwards_after_prune > 0
+    data = prepare_data(_config(tiny_roberta, sample_dir))
+    one_epoch = -(-len(data.train) // 16) + -(-len(data.validation) // 64)
+    assert forwards_after_prune == one_epoch, "nothing may run after the report raised"
+
+
+class _OutOfMemoryAbove:
+    """Makes the classifier's forward fail as CUDA does when a micro-batch has more than
+    ``limit`` rows, and counts the rows of every training forward that succeeded."""
+
+    def __init__(self, monkeypatch, limit: int):
+        self.limit, self.trained_rows = limit, 0
+        real_forward = EncoderClassifier.forward
+
+        def forward(module, input_ids, **kwargs):
+            if input_ids.shape[0] > self.limit:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            if module.training:
+                self.trained_rows += input_ids.shape[0]
+            return real_forward(module, input_ids, **kwargs)
+
+        monkeypatch.setattr(EncoderClassifier, "forward", forward)
+
+
+def test_out_of_memory_backs_off_keeps_effective_batch_and_skips_nothing(tiny_roberta, sample_dir, monkeypatch):
+    config = _config(tiny_roberta, sample_dir, epochs=2, batch_size=16, encoder_dropout=0.0, head_dropout=0.0)
+    reference = train(dataclasses.replace(config, micro_batch_size=4))
+    oom = _OutOfMemoryAbove(monkeypatch, limit=5)
+    result = train(config)
+    n_train = len(prepare_data(config).train)
+    assert result.micro_batch_size == 4
+    assert oom.trained_rows == 2 * n_train, "every example of every epoch was trained on"
+    assert result.samples_trained == 2 * n_train
+    # Same effective batch: the run matches one that used micro-batch 4 from the start.
+    for got, want in zip(result.history, reference.history, strict=True):
+        assert got["macro_f1"] == pytest.approx(want["macro_f1"], abs=1e-6)
+        assert got["auroc"] == pytest.approx(want["auroc"], abs=1e-4)
+
+
+def test_out_of_memory_at_micro_batch_one_says_so(tiny_roberta, sample_dir, monkeypatch):
+    _OutOfMemoryAbove(monkeypatch, limit=0)
+    with pytest.raises(OutOfMemoryError, match="even at micro-batch 1"):
+        train(_config(tiny_roberta, sample_dir, epochs=1))
+
+
+def test_second_run_does_not_tokenize_again(tiny_roberta, sample_dir):
+    config = _config(tiny_roberta, sample_dir, epochs=1, max_length=96)
+    train(config)
+    before = cache_info().tokenizations
+    result = train(dataclasses.replace(config, learning_rate=1e-3, seed=1))
+    assert cache_info().tokenizations == before
+    assert result.setup_seconds < result.wall_seconds
+
+
+def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_dir, tmp_path):
+    config = _config(tiny_deberta, sample_dir, epochs=3, output_dir=str(tmp_path), evaluate_test=True)
+    result = train(config)
+    assert result.checkpoint and "test_macro_f1" in result.metrics
+    model, tokenizer = load_classifier(result.checkpoint)
+    data = prepare_data(config)
+    collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    again = evaluate(model, data.validation, collate, config, torch.device("cpu"))
+    assert again["macro_f1"] == pytest.approx(result.metrics["macro_f1"], abs=1e-6)
+
+
+def test_optional_features_run(tiny_roberta, sample_dir):
+    result = train(_config(tiny_roberta, sample_dir, epochs=2, activation_checkpointing=True, scheduler="cosine",
+                           class_weighting="sqrt", head_layers=2, pooling="mean", micro_batch_size=8,
+                           early_stopping_patience=1, head_learning_rate=1e-2))
+    assert 1 <= result.epochs_run <= 2 and result.micro_batch_size == 8
