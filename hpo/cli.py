@@ -22,9 +22,102 @@ def _data_sample(args) -> None:
     print(f"wrote {args.posts} sample posts to {path}")
 
 
+def _tune(args) -> int:
+    from hpo.commands import tune
+
+    return tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
+                progress=not args.no_progress)
+
+
+def _worker(args) -> int:
+    from hpo.commands import worker
+
+    return worker(args.spec, args.overrides, args.storage, args.name, args.threads)
+
+
+def _validate(args) -> None:
+    from hpo.commands import validate
+
+    validate(args.spec, args.overrides, args.storage)
+
+
+def _status(args) -> None:
+    from hpo.commands import status
+
+    status(args.study, args.storage)
+
+
+def _best(args) -> None:
+    from hpo.commands import best
+
+    best(args.study, args.storage)
+
+
+def _export(args) -> None:
+    from hpo.commands import export
+
+    export(args.study, args.storage, args.format, args.out)
+
+
+def _dashboard(args) -> None:
+    from hpo.commands import dashboard
+
+    dashboard(args.target, args.storage, args.artifact_dir, args.host, args.port)
+
+
+def _spec_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", help="study YAML file, e.g. studies/criteria-smoke.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a spec setting, e.g. --set n_trials=20 --set train.epochs=2 (repeatable)")
+    _storage_arg(parser)
+
+
+def _storage_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", help="storage URL (beats $HPO_STORAGE and the spec); default sqlite:///_runs/hpo.db")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tune = commands.add_parser("tune", help="run a study with N worker processes and a progress bar")
+    _spec_args(tune)
+    tune.add_argument("--workers", type=_positive_int, default=1, help="parallel worker processes (default 1)")
+    tune.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
+    tune.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    tune.set_defaults(func=_tune)
+
+    worker = commands.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
+    _spec_args(worker)
+    worker.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
+    worker.add_argument("--threads", type=_positive_int, help="torch CPU threads for this worker")
+    worker.set_defaults(func=_worker)
+
+    validate = commands.add_parser("validate", help="check a study file, its data and encoders; creates nothing")
+    _spec_args(validate)
+    validate.set_defaults(func=_validate)
+
+    for name, func, text in (("status", _status, "trial counts, best value, trials/hour and ETA"),
+                             ("best", _best, "the best trial's parameters, metrics and checkpoint")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("study", help="study name, or its YAML file")
+        _storage_arg(sub)
+        sub.set_defaults(func=func)
+
+    export = commands.add_parser("export", help="every trial as CSV or JSON")
+    export.add_argument("study", help="study name, or its YAML file")
+    _storage_arg(export)
+    export.add_argument("--format", choices=["csv", "json"], default="csv")
+    export.add_argument("--out", help="file to write (default: standard output)")
+    export.set_defaults(func=_export)
+
+    dash = commands.add_parser("dashboard", help="optuna-dashboard on the storage, with the artifact store")
+    dash.add_argument("target", nargs="?", help="a study YAML file or a storage URL (default $HPO_STORAGE)")
+    _storage_arg(dash)
+    dash.add_argument("--artifact-dir", help="artifact store (default <output_dir>/artifacts)")
+    dash.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    dash.add_argument("--port", type=int, default=8080)
+    dash.set_defaults(func=_dashboard)
 
     tiny = commands.add_parser("make-tiny-encoder", help="build a small real encoder + tokenizer offline")
     tiny.add_argument("out_dir")
@@ -63,13 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _quiet_libraries()
     try:
-        args.func(args)
+        return args.func(args) or 0
     except UsageError as exc:
         print(f"hpo: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-    return 0
 
 
 if __name__ == "__main__":

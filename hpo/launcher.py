@@ -1,0 +1,163 @@
+"""Start N worker processes on one study and supervise them.
+
+``worker_launches`` computes each worker's command and environment as a pure function
+(tested without spawning); ``supervise`` runs them, relays their log lines above a
+progress bar, reports (and optionally replaces) workers that die, and on Ctrl-C stops
+them so their running trials are re-queued rather than left RUNNING.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from hpo.study import state_counts
+
+WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    name: str
+    cmd: list[str]
+    env: dict[str, str]
+
+
+def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
+                    cpu_count: int, gpu_ids: Sequence[str] = (), base_env: Mapping[str, str] | None = None,
+                    host: str | None = None) -> list[WorkerLaunch]:
+    """Each worker's command and environment.
+
+    GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
+    so N workers never oversubscribe the cores. The storage URL travels in the
+    environment, not the command line, so a password never shows in `ps`.
+    """
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    threads = max(1, cpu_count // n_workers)
+    host = host or socket.gethostname()
+    launches = []
+    for index in range(n_workers):
+        name = f"{host}/{index}"
+        env = dict(base_env if base_env is not None else os.environ)
+        env.update({
+            "HPO_STORAGE": storage,
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        })
+        if gpu_ids:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu_ids[index % len(gpu_ids)])
+        cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads)]
+        for override in overrides:
+            cmd += ["--set", override]
+        launches.append(WorkerLaunch(name, cmd, env))
+    return launches
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else every device torch sees."""
+    if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
+        return [g.strip() for g in listed.split(",") if g.strip() and g.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def available_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class Supervisor:
+    def __init__(self, launches: Sequence[WorkerLaunch], progress, restart_dead: bool = False,
+                 poll_seconds: float = 2.0):
+        self.launches, self.progress = list(launches), progress
+        self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.deaths = 0
+
+    def run(self) -> int:
+        """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C."""
+        for launch in self.launches:
+            self._start(launch)
+        try:
+            while self.procs:
+                time.sleep(self.poll_seconds)
+                self.progress.refresh()
+                for launch in self.launches:
+                    proc = self.procs.get(launch.name)
+                    if proc is None or proc.poll() is None:
+                        continue
+                    del self.procs[launch.name]
+                    if proc.returncode != 0:
+                        self.deaths += 1
+                        self.progress.write(f"worker {launch.name} died (exit code {proc.returncode})"
+                                            + ("; starting a replacement" if self.restart_dead else ""))
+                        if self.restart_dead and not self.progress.done():
+                            self._start(launch)
+            self.progress.refresh()
+            return 1 if self.deaths and not self.progress.done() else 0
+        except KeyboardInterrupt:
+            self.progress.write("stopping workers; their running trials are re-queued …")
+            self.stop()
+            return 130
+
+    def _start(self, launch: WorkerLaunch) -> None:
+        proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1, start_new_session=True)
+        self.procs[launch.name] = proc
+        threading.Thread(target=self._relay, args=(proc,), daemon=True).start()
+
+    def _relay(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            self.progress.write(line.rstrip())
+
+    def stop(self) -> None:
+        """SIGINT every worker (each re-queues its trial), then SIGKILL whoever lingers."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+        deadline = time.monotonic() + WORKER_STOP_SECONDS
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+class StudyProgress:
+    """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value."""
+
+    def __init__(self, study, n_trials: int, enabled: bool = True):
+        self.study, self.n_trials = study, n_trials
+        self.bar = tqdm(total=n_trials, unit="trial", disable=not enabled, dynamic_ncols=True)
+        self._lock = threading.Lock()
+
+    def done(self) -> bool:
+        return state_counts(self.study)["finished"] >= self.n_trials
+
+    def refresh(self) -> None:
+        counts = state_counts(self.study)
+        best = "-" if counts["best"] is None else f"{counts['best']:.4f}"
+        with self._lock:
+            self.bar.n = min(counts["finished"], self.n_trials)
+            self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
+                                     f"failed={counts['failed']} best={best}")
+
+    def write(self, line: str) -> None:
+        with self._lock:
+            self.bar.write(line)
+
+    def close(self) -> None:
+        self.bar.close()

@@ -1,0 +1,148 @@
+"""The Optuna objective: a trial becomes a plain ``TrainConfig``; the training loop's
+``report`` callback becomes ``trial.report`` + pruning; results become user attributes.
+
+A trial that fails (out of memory at micro-batch 1, meta tensors, bad data) is recorded
+with its reason and re-raised for Optuna to mark FAIL; ``study.optimize(catch=...)``
+keeps the worker alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.trial import TrialState
+
+from hpo.outputs import TrialOutputs
+from hpo.spec import CategoricalParam, FloatParam, IntParam, StudySpec
+from hpo.study import FINISHED, count_trials
+from hpo.train.loop import TrainResult, train
+
+log = logging.getLogger(__name__)
+
+
+def artifact_store(spec: StudySpec) -> FileSystemArtifactStore:
+    """One store per output_dir, so one dashboard serves every study's artifacts; on several
+    machines put output_dir on shared storage."""
+    path = Path(spec.output_dir) / "artifacts"
+    path.mkdir(parents=True, exist_ok=True)
+    return FileSystemArtifactStore(str(path))
+
+
+class SurplusTrial(Exception):
+    """The study already holds ``n_trials`` finished or running trials: this one is not run."""
+
+
+def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
+    params: dict[str, object] = {}
+    for name, param in spec.search_space.items():
+        if isinstance(param, FloatParam):
+            params[name] = trial.suggest_float(name, param.low, param.high, log=param.log, step=param.step)
+        elif isinstance(param, IntParam):
+            params[name] = trial.suggest_int(name, int(param.low), int(param.high), log=param.log,
+                                             step=int(param.step or 1))
+        elif isinstance(param, CategoricalParam):
+            params[name] = trial.suggest_categorical(name, list(param.choices))
+    return params
+
+
+class Objective:
+    def __init__(self, spec: StudySpec, worker: str = "0", num_threads: int | None = None):
+        self.spec, self.worker, self.num_threads = spec, worker, num_threads
+        self.outputs = TrialOutputs(spec.study_dir, keep_top_k=spec.keep_top_k, direction=spec.direction)
+        self.artifact_store = artifact_store(spec)
+        self.current_trial_id: int | None = None  # the worker re-queues it if interrupted
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        self.current_trial_id = trial._trial_id
+        self._refuse_surplus(trial)
+        started = time.perf_counter()
+        trial.set_user_attr("worker", self.worker)
+        trial_dir = self.outputs.trial_dir(trial.number)
+        config = self.spec.train_config(suggest(trial, self.spec),
+                                        output_dir=str(trial_dir) if self.spec.keep_top_k else None)
+        if self.num_threads:
+            config = replace(config, num_threads=self.num_threads)
+        epochs = []
+
+        def report(epoch: int, value: float) -> None:
+            epochs.append(epoch)
+            trial.report(value, step=epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned after epoch {epoch} at {self.spec.metric}={value:.4f}")
+            limit = self.spec.timeout_per_trial
+            if limit and time.perf_counter() - started > limit:  # checked per epoch: the loop's only outward call
+                raise TimeoutError(f"trial ran past timeout_per_trial={limit}s after epoch {epoch}")
+
+        try:
+            with self.outputs.trial_log(trial.number):
+                result = train(config, report=report)
+        except optuna.TrialPruned:
+            trial.set_user_attr("epochs_run", len(epochs))
+            trial.set_user_attr("wall_seconds", round(time.perf_counter() - started, 3))
+            raise
+        except Exception as exc:
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:1000])
+            raise
+        value = result.metrics[self.spec.metric]
+        self._record(trial, result)
+        self._keep_outputs(trial, value, result)
+        return value
+
+    def _refuse_surplus(self, trial: optuna.Trial) -> None:
+        """Two workers can start the last trial at once; the later one steps aside so the
+        study ends with exactly n_trials finished trials."""
+        study = trial.study
+        finished = count_trials(study, FINISHED)
+        # Running trials started before this one, and queued retries, which must run for no trial to be lost.
+        ahead = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+                 if t.number < trial.number or t.state == TrialState.WAITING]
+        if finished + len(ahead) >= self.spec.n_trials:
+            trial.set_user_attr("fail_reason", f"surplus: the study already has {self.spec.n_trials} trials")
+            trial.study.stop()
+            raise SurplusTrial(f"study {self.spec.name!r} already has {self.spec.n_trials} trials")
+
+    def _record(self, trial: optuna.Trial, result: TrainResult) -> None:
+        attrs = {
+            "metrics": {k: round(v, 6) for k, v in result.metrics.items()},
+            "best_epoch": result.best_epoch,
+            "epochs_run": result.epochs_run,
+            "micro_batch_size": result.micro_batch_size,
+            "wall_seconds": round(result.wall_seconds, 3),
+            "setup_seconds": round(result.setup_seconds, 3),
+            "train_samples_per_second": round(result.train_samples_per_second, 2),
+            "peak_memory_mb": round(result.peak_memory_mb, 1),
+        }
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+
+
+    def _keep_outputs(self, trial: optuna.Trial, value: float, result: TrainResult) -> None:
+        """metrics.json for every trial; checkpoints for the top-k only, as Optuna artifacts
+        (the dashboard lists them); a checkpoint that drops out of the top-k is deleted."""
+        outputs = self.outputs
+        metrics_file = outputs.write_metrics(trial.number, {"value": value, **trial.user_attrs, "params": trial.params})
+        self._upload(trial, metrics_file, "metrics_artifact")
+        if result.checkpoint is None:
+            return
+        kept = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if "checkpoint" in t.user_attrs and outputs.checkpoint_dir(t.number).exists()]
+        keep = outputs.ranked_keep([(t.number, t.value) for t in kept] + [(trial.number, value)])
+        for old in kept:
+            if old.number not in keep:
+                outputs.remove_checkpoint(old.number)
+                if artifact_id := old.user_attrs.get("checkpoint_artifact"):
+                    self.artifact_store.remove(artifact_id)
+        if trial.number not in keep:
+            outputs.remove_checkpoint(trial.number)
+            return
+        trial.set_user_attr("checkpoint", result.checkpoint)
+        self._upload(trial, outputs.archive_checkpoint(trial.number), "checkpoint_artifact")
+
+    def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
+        artifact_id = upload_artifact(artifact_store=self.artifact_store, file_path=str(path), study_or_trial=trial)
+        trial.set_user_attr(attr, artifact_id)

@@ -1,0 +1,62 @@
+"""Files a study leaves on disk: ``<output_dir>/<study>/trial_<n>/`` with the trial's log,
+metrics and (for the top-k trials only) its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tarfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class TrialOutputs:
+    def __init__(self, study_dir: str | Path, keep_top_k: int, direction: str):
+        self.study_dir = Path(study_dir)
+        self.keep_top_k, self.direction = keep_top_k, direction
+
+    def trial_dir(self, number: int) -> Path:
+        return self.study_dir / f"trial_{number}"
+
+    @contextmanager
+    def trial_log(self, number: int) -> Iterator[Path]:
+        """Everything the package logs during the trial also goes to ``trial_<n>/train.log``."""
+        path = self.trial_dir(number) / "train.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("hpo")
+        logger.addHandler(handler)
+        try:
+            yield path
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
+
+    def write_metrics(self, number: int, data: dict) -> Path:
+        path = self.trial_dir(number) / "metrics.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        return path
+
+    def ranked_keep(self, candidates: Sequence[tuple[int, float]]) -> set[int]:
+        """Trial numbers whose checkpoints stay: the best ``keep_top_k`` values, earlier
+        trials first on ties."""
+        best_first = sorted(candidates, key=lambda c: (-c[1] if self.direction == "maximize" else c[1], c[0]))
+        return {number for number, _ in best_first[: self.keep_top_k]}
+
+    def checkpoint_dir(self, number: int) -> Path:
+        return self.trial_dir(number) / "checkpoint"
+
+    def archive_checkpoint(self, number: int) -> Path:
+        """One uncompressed tar (safetensors do not compress) for the artifact store."""
+        archive = self.trial_dir(number) / "checkpoint.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(self.checkpoint_dir(number), arcname="checkpoint")
+        return archive
+
+    def remove_checkpoint(self, number: int) -> None:
+        shutil.rmtree(self.checkpoint_dir(number), ignore_errors=True)
+        (self.trial_dir(number) / "checkpoint.tar").unlink(missing_ok=True)

@@ -1,0 +1,179 @@
+"""Optuna storage, sampler, pruner and study for a ``StudySpec``.
+
+One function normalises every storage URL (as Optuna's own ``get_storage`` does):
+SQLite gets a long lock timeout, PostgreSQL a bounded, pre-pinged pool, both get
+heartbeats so a dead worker's trial is failed and re-queued with the same parameters,
+and ``grpc://host:port`` goes through Optuna's storage proxy.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import zlib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import optuna
+import sqlalchemy as sa
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+from hpo.errors import UsageError
+from hpo.spec import SpecError, StudySpec
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL = 10  # seconds between a running trial's heartbeats
+GRACE_PERIOD = 30  # a trial silent this long belongs to a dead worker
+MAX_RETRY = 3  # re-queues of one trial whose worker died
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+# Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+_SAMPLERS = {
+    "tpe": optuna.samplers.TPESampler,
+    "gp": optuna.samplers.GPSampler,
+    "random": optuna.samplers.RandomSampler,
+    "cmaes": optuna.samplers.CmaEsSampler,
+}
+_PRUNERS = {
+    "median": optuna.pruners.MedianPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+    "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
+    "none": optuna.pruners.NopPruner,
+}
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by ***, safe for logs and messages."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a SQLAlchemy URL (grpc://…): mask the userinfo part by hand
+        parts = urlsplit(url)
+        if parts.password:
+            return url.replace(f":{parts.password}@", ":***@")
+        return url
+
+
+def get_storage(url: str, heartbeat: bool = True) -> optuna.storages.BaseStorage:
+    """A ready storage for ``url``, or a one-line UsageError naming what is wrong."""
+    if url.startswith("grpc://"):
+        parts = urlsplit(url)
+        if not parts.hostname or not parts.port:
+            raise UsageError(f"storage {url!r} must look like grpc://HOST:PORT")
+        from optuna.storages import GrpcStorageProxy
+
+        return GrpcStorageProxy(host=parts.hostname, port=parts.port)
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise UsageError(
+            f"storage URL {mask_url(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
+    elif backend == "postgresql":
+        engine_kwargs = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
+                         "connect_args": {"connect_timeout": 10}}
+    else:
+        raise UsageError(f"storage {mask_url(url)!r}: only sqlite, postgresql and grpc storages are supported")
+    extra = {}
+    if heartbeat:
+        extra = dict(heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
+                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY))
+    try:
+        return RDBStorage(url, engine_kwargs=engine_kwargs, **extra)
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise UsageError(_database_problem(url, exc)) from None
+
+
+def _database_problem(url: str, exc: Exception) -> str:
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    password = urlsplit(url).password
+    if password:
+        detail = detail.replace(password, "***")
+    return (f"cannot use the database at {mask_url(url)}: {detail}. "
+            "Check that it is running and the URL (user, password, host, database) is right, "
+            "or pass --storage / set HPO_STORAGE")
+
+
+def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampler:
+    """Each worker seeds its sampler differently: N workers with one seed would propose
+    the same parameters N times."""
+    sampler_class = _SAMPLERS[spec.sampler.name]
+    seed = spec.sampler.seed
+    if seed is not None and worker:
+        seed += zlib.crc32(worker.encode()) % 100_000
+    try:
+        return sampler_class(seed=seed, **spec.sampler.options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
+
+
+def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
+    try:
+        if spec.pruner.name == "patient":
+            options = spec.pruner.patient_options()
+            wrapped = _PRUNERS[options.wrapped.name](**options.wrapped.options)
+            return optuna.pruners.PatientPruner(wrapped, patience=options.patience)
+        return _PRUNERS[spec.pruner.name](**spec.pruner.options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
+
+
+def open_study(spec: StudySpec, create: bool = True, worker: str = "") -> optuna.Study:
+    """The spec's study on its storage; created (with the spec's settings recorded) if
+    ``create``. Sampler and pruner are built before anything touches the database, so a
+    bad option leaves no half-created study behind."""
+    sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
+    storage = get_storage(spec.storage)
+    try:
+        if not create:
+            return optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
+        study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
+                                    direction=spec.direction, load_if_exists=True)
+    except KeyError:
+        raise UsageError(f"no study named {spec.name!r} in {mask_url(spec.storage)}; run `hpo tune` first") from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise UsageError(_database_problem(spec.storage, exc)) from None
+    if study.direction.name.lower() != spec.direction:
+        raise UsageError(f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
+                         f"but the spec says {spec.direction}; rename the study or fix the direction")
+    for key, value in {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
+                       "spec_file": spec.source}.items():
+        if study.user_attrs.get(key) != value:
+            study.set_user_attr(key, value)
+    return study
+
+
+def load_existing_study(name: str, storage_url: str) -> optuna.Study:
+    """A study by name, for the read-only commands (status, best, export, report)."""
+    storage = get_storage(storage_url, heartbeat=False)
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise UsageError(f"no study named {name!r} in {mask_url(storage_url)}; "
+                         f"studies there: {', '.join(names) or 'none'}") from None
+
+
+def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
+    """COUNT(*) in the database, not a fetch of every trial: called once per trial."""
+    return study._storage.get_n_trials(study._study_id, state=states)
+
+
+def state_counts(study: optuna.Study) -> dict:
+    """Trial counts by state and the best value, from COUNT queries (cheap to poll)."""
+    counts = {name.lower(): count_trials(study, (state,)) for name, state in TrialState.__members__.items()}
+    counts["finished"] = counts["complete"] + counts["pruned"]
+    counts["failed"] = counts.pop("fail")
+    try:
+        counts["best"] = study.best_value
+    except ValueError:  # no completed trial yet
+        counts["best"] = None
+    return counts
