@@ -10,7 +10,21 @@ TORCH_INDEX ?=
 EXTRAS ?= dashboard,dev
 PYTEST_ARGS ?=
 
-.PHONY: install test lint clean
+# Studies: storage comes from $$HPO_STORAGE (e.g. postgresql://user@host:5432/hpo), else sqlite:///_runs/hpo.db.
+WORKERS ?= 4
+N_TRIALS ?=
+DATA_DIR ?=
+ROBERTA_PATH ?=
+DEBERTA_PATH ?=
+SPEC ?= studies/criteria-smoke.yaml
+PORT ?= 8080
+RUNS := _runs
+HPO := $(BIN)/hpo
+STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--set data_dir=$(DATA_DIR)) \
+	$(if $(ROBERTA_PATH),--set model_paths.roberta-base=$(ROBERTA_PATH)) \
+	$(if $(DEBERTA_PATH),--set model_paths.microsoft/deberta-v3-base=$(DEBERTA_PATH))
+
+.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax workers dashboard status
 
 install: $(VENV)/.installed
 
@@ -27,5 +41,40 @@ test: install
 lint: install
 	$(BIN)/ruff check hpo tests
 
+# The main job on the embedded default: tiny offline encoders, sample data, the criteria
+# smoke study with 2 workers on SQLite, then the best trial.
+demo: smoke-assets
+	$(HPO) tune studies/criteria-smoke.yaml --workers 2 --storage sqlite:///$(RUNS)/hpo.db
+	@echo
+	@echo "Browse the results:  make dashboard   (then open http://127.0.0.1:$(PORT)/)"
+	@echo "Status / best trial: $(HPO) status criteria-smoke   |   $(HPO) best criteria-smoke"
+
+smoke-assets: install $(RUNS)/sample-data/redsm5_posts.csv $(RUNS)/tiny-roberta/config.json $(RUNS)/tiny-deberta/config.json
+
+$(RUNS)/sample-data/redsm5_posts.csv: | install
+	$(HPO) data sample $(RUNS)/sample-data --posts 200 --seed 0
+
+$(RUNS)/tiny-roberta/config.json: | install
+	$(HPO) make-tiny-encoder $(RUNS)/tiny-roberta --arch roberta
+
+$(RUNS)/tiny-deberta/config.json: | install
+	$(HPO) make-tiny-encoder $(RUNS)/tiny-deberta --arch deberta-v2
+
+tune-criteria-supermax: install
+	$(HPO) tune studies/criteria-supermax.yaml --workers $(WORKERS) --restart-dead $(STUDY_FLAGS)
+
+tune-evidence-supermax: install
+	$(HPO) tune studies/evidence-supermax.yaml --workers $(WORKERS) --restart-dead $(STUDY_FLAGS)
+
+# Join SPEC's study with WORKERS more processes from this machine (same storage, same study).
+workers: install
+	$(HPO) tune $(SPEC) --workers $(WORKERS) --restart-dead $(STUDY_FLAGS)
+
+status: install
+	$(HPO) status $(SPEC)
+
+dashboard: install
+	$(HPO) dashboard $(SPEC) --port $(PORT)
+
 clean:
-	rm -rf $(VENV) _runs .pytest_cache
+	rm -rf $(VENV) $(RUNS) .pytest_cache

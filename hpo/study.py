@@ -73,6 +73,9 @@ def get_storage(url: str, heartbeat: bool = True) -> optuna.storages.BaseStorage
             f"storage URL {mask_url(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
         ) from None
     backend = parsed.get_backend_name()
+    if backend == "postgresql" and "+" not in parsed.drivername:
+        # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we ship psycopg2.
+        url = parsed.set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

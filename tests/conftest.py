@@ -1,7 +1,7 @@
 """Shared fixtures: tiny real encoders saved to disk, and real storage URLs.
 
 PostgreSQL is never mocked: tests use the local server (``HPO_TEST_POSTGRES``, default
-``postgresql://postgres@127.0.0.1:5432/hpo_test``), creating the database if needed.
+``postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test``), creating the database if needed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from hpo.models.tiny import make_tiny_encoder
 
-POSTGRES_URL = os.environ.get("HPO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/hpo_test")
+POSTGRES_URL = os.environ.get("HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach a model hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -43,7 +43,7 @@ def tiny_roberta_mlm(tmp_path_factory) -> Path:
 
 
 def _ensure_database(url: str) -> None:
-    target = sa.make_url(url)
+    target = sa.make_url(url).set(drivername="postgresql+psycopg2")
     admin = sa.create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
