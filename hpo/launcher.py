@@ -23,6 +23,7 @@ from tqdm import tqdm
 from hpo.study import state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
+RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,13 @@ class Supervisor:
         self.launches, self.progress = list(launches), progress
         self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
         self.procs: dict[str, subprocess.Popen] = {}
+        self.relays: dict[str, threading.Thread] = {}
         self.deaths = 0
 
     def run(self) -> int:
-        """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C."""
+        """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C or SIGTERM."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         for launch in self.launches:
             self._start(launch)
         try:
@@ -99,6 +103,7 @@ class Supervisor:
                     if proc is None or proc.poll() is None:
                         continue
                     del self.procs[launch.name]
+                    self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)  # its last lines before our notice
                     if proc.returncode != 0:
                         self.deaths += 1
                         self.progress.write(f"worker {launch.name} died (exit code {proc.returncode})"
@@ -116,7 +121,9 @@ class Supervisor:
         proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, start_new_session=True)
         self.procs[launch.name] = proc
-        threading.Thread(target=self._relay, args=(proc,), daemon=True).start()
+        relay = threading.Thread(target=self._relay, args=(proc,), daemon=True)
+        relay.start()
+        self.relays[launch.name] = relay
 
     def _relay(self, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
@@ -134,6 +141,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for relay in self.relays.values():
+            relay.join(RELAY_DRAIN_SECONDS)  # what workers said while stopping
 
 
 class StudyProgress:

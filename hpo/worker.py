@@ -38,7 +38,7 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
     study = open_study(spec, worker=worker)
     objective = Objective(spec, worker=worker, num_threads=num_threads)
     trial_log = _TrialLog(worker)
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `kill` stops like Ctrl-C: trial re-queued
+    _stop_on_signals()
     ran, failures = 0, 0
     try:
         while True:
@@ -62,8 +62,11 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
         raise
 
 
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the running trial is re-queued;
+    set explicitly because a process started in the background inherits SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def _requeue_interrupted(study: optuna.Study, trial_id: int | None) -> None:
