@@ -76,9 +76,16 @@ def _storage_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", help="storage URL (beats $HPO_STORAGE and the spec); default sqlite:///_runs/hpo.db")
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """Usage errors as one line naming the problem and where to look, exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hpo", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _OneLineErrors(prog="hpo", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_OneLineErrors)
 
     tune = commands.add_parser("tune", help="run a study with N worker processes and a progress bar")
     _spec_args(tune)
@@ -126,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_make_tiny_encoder)
 
-    data = commands.add_parser("data", help="data utilities").add_subparsers(dest="data_command", required=True)
+    data = commands.add_parser("data", help="data utilities").add_subparsers(
+        dest="data_command", required=True, parser_class=_OneLineErrors)
     sample = data.add_parser("sample", help="write synthetic data in the ReDSM5 layout")
     sample.add_argument("out_dir")
     sample.add_argument("--posts", type=_positive_int, default=200)

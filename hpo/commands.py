@@ -230,5 +230,5 @@ def dashboard(spec_or_storage: str | None, storage: str | None, artifact_dir: st
     artifacts = Path(artifact_dir or Path(output_dir) / "artifacts")
     artifacts.mkdir(parents=True, exist_ok=True)
     print(f"optuna-dashboard for {mask_url(url)} at http://{host}:{port}/ (artifacts: {artifacts}); Ctrl-C stops it")
-    run_server(get_storage(url, heartbeat=False), host=host, port=port,
+    run_server(get_storage(url), host=host, port=port,
                artifact_store=FileSystemArtifactStore(str(artifacts)))

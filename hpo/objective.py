@@ -19,7 +19,6 @@ from optuna.trial import TrialState
 
 from hpo.outputs import TrialOutputs
 from hpo.spec import CategoricalParam, FloatParam, IntParam, StudySpec
-from hpo.study import FINISHED, count_trials
 from hpo.train.loop import TrainResult, train
 
 log = logging.getLogger(__name__)
@@ -31,10 +30,6 @@ def artifact_store(spec: StudySpec) -> FileSystemArtifactStore:
     path = Path(spec.output_dir) / "artifacts"
     path.mkdir(parents=True, exist_ok=True)
     return FileSystemArtifactStore(str(path))
-
-
-class SurplusTrial(Exception):
-    """The study already holds ``n_trials`` finished or running trials: this one is not run."""
 
 
 def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
@@ -51,17 +46,13 @@ def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
 
 
 class Objective:
-    def __init__(self, spec: StudySpec, worker: str = "0", num_threads: int | None = None):
-        self.spec, self.worker, self.num_threads = spec, worker, num_threads
+    def __init__(self, spec: StudySpec, num_threads: int | None = None):
+        self.spec, self.num_threads = spec, num_threads
         self.outputs = TrialOutputs(spec.study_dir, keep_top_k=spec.keep_top_k, direction=spec.direction)
         self.artifact_store = artifact_store(spec)
-        self.current_trial_id: int | None = None  # the worker re-queues it if interrupted
 
     def __call__(self, trial: optuna.Trial) -> float:
-        self.current_trial_id = trial._trial_id
-        self._refuse_surplus(trial)
         started = time.perf_counter()
-        trial.set_user_attr("worker", self.worker)
         trial_dir = self.outputs.trial_dir(trial.number)
         config = self.spec.train_config(suggest(trial, self.spec),
                                         output_dir=str(trial_dir) if self.spec.keep_top_k else None)
@@ -92,19 +83,6 @@ class Objective:
         self._record(trial, result)
         self._keep_outputs(trial, value, result)
         return value
-
-    def _refuse_surplus(self, trial: optuna.Trial) -> None:
-        """Two workers can start the last trial at once; the later one steps aside so the
-        study ends with exactly n_trials finished trials."""
-        study = trial.study
-        finished = count_trials(study, FINISHED)
-        # Running trials started before this one, and queued retries, which must run for no trial to be lost.
-        ahead = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
-                 if t.number < trial.number or t.state == TrialState.WAITING]
-        if finished + len(ahead) >= self.spec.n_trials:
-            trial.set_user_attr("fail_reason", f"surplus: the study already has {self.spec.n_trials} trials")
-            trial.study.stop()
-            raise SurplusTrial(f"study {self.spec.name!r} already has {self.spec.n_trials} trials")
 
     def _record(self, trial: optuna.Trial, result: TrainResult) -> None:
         attrs = {

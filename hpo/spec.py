@@ -152,6 +152,20 @@ class PatientOptions(_Strict):
     wrapped: PrunerSpec = Field(default_factory=PrunerSpec)
 
 
+class HeartbeatSpec(_Strict):
+    """How fast a dead worker's trial is noticed (interval + grace_period) and re-queued."""
+
+    interval: int = Field(default=10, ge=1)  # seconds between a running trial's heartbeats
+    grace_period: int = Field(default=30, ge=2)  # silence after which a trial counts as dead
+    max_retry: int = Field(default=3, ge=0)  # re-queues of one trial
+
+    @model_validator(mode="after")
+    def _grace_exceeds_interval(self) -> HeartbeatSpec:
+        if self.grace_period <= self.interval:
+            raise _problem("must be longer than heartbeat.interval", at="grace_period")
+        return self
+
+
 class StudySpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     task: Literal["criteria", "evidence"]
@@ -166,6 +180,7 @@ class StudySpec(_Strict):
     timeout_per_trial: float | None = Field(default=None, gt=0)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     pruner: PrunerSpec = Field(default_factory=PrunerSpec)
+    heartbeat: HeartbeatSpec = Field(default_factory=HeartbeatSpec)
     model_paths: dict[str, str] = Field(default_factory=dict)  # encoder name -> local path
     train: dict[str, Any] = Field(default_factory=dict)
     search_space: dict[str, Param] = Field(min_length=1)

@@ -12,71 +12,138 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import optuna
+import sqlalchemy as sa
 from optuna.storages import RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.objective import Objective
 from hpo.spec import StudySpec
-from hpo.study import FINISHED, MAX_RETRY, count_trials, open_study
+from hpo.study import FINISHED, count_trials, open_study
 
 log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE_FAILURES = 5  # a worker whose every trial fails stops instead of burning the budget
 IDLE_POLL_SECONDS = 5.0
+DATABASE_RETRY_SECONDS = (1, 2, 5, 10, 20, 30)  # back-off while the database is unreachable; then give up
 
 
 class TooManyFailures(RuntimeError):
     pass
 
 
+class SurplusTrial(Exception):
+    """The study already holds ``n_trials`` finished or running trials: this one is not run."""
+
+
 def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = None,
-               poll_seconds: float = IDLE_POLL_SECONDS) -> int:
-    """Run trials until the study is done; returns how many trials this worker ran."""
+               poll_seconds: float = IDLE_POLL_SECONDS,
+               objective: Callable[[optuna.Trial], float] | None = None) -> int:
+    """Run trials until the study is done; returns how many trials this worker ran.
+
+    ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
+    """
     study = open_study(spec, worker=worker)
-    objective = Objective(spec, worker=worker, num_threads=num_threads)
+    objective = objective or Objective(spec, num_threads=num_threads)
+    guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
-    _stop_on_signals()
-    ran, failures = 0, 0
+    ran, failures, outage = 0, 0, 0
+    with _stop_on_signals():
+        try:
+            while True:
+                try:
+                    if _study_done(study, spec.n_trials, poll_seconds):
+                        return ran
+                    study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[trial_log])
+                    outage = 0
+                except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+                    # The database went away (restart, network): wait and reconnect. A trial it
+                    # interrupted stays RUNNING, its heartbeat stops, and it is re-queued as stale.
+                    if outage >= len(DATABASE_RETRY_SECONDS):
+                        raise
+                    log.warning("worker %s: database unreachable (%s); retrying in %ss", worker,
+                                str(exc.orig or exc).strip().splitlines()[0], DATABASE_RETRY_SECONDS[outage])
+                    time.sleep(DATABASE_RETRY_SECONDS[outage])
+                    outage += 1
+                    continue
+                ran += 1
+                failures = failures + 1 if trial_log.last_failed else 0
+                if failures >= MAX_CONSECUTIVE_FAILURES:
+                    raise TooManyFailures(
+                        f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}")
+        except KeyboardInterrupt:
+            _requeue_interrupted(study, guarded.current_trial_id, spec.heartbeat.max_retry)
+            log.warning("worker %s interrupted; its running trial was re-queued", worker)
+            raise
+
+
+def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool:
+    """True once n_trials are finished. While the remaining ones all run elsewhere, wait
+    here (failing stale trials, which re-queues a dead worker's trial) rather than
+    start a surplus trial."""
+    while True:
+        finished = count_trials(study, FINISHED)
+        if finished >= n_trials:
+            return True
+        running = count_trials(study, (TrialState.RUNNING,))
+        if finished + running < n_trials or count_trials(study, (TrialState.WAITING,)):
+            return False
+        fail_stale_trials(study)
+        time.sleep(poll_seconds)
+
+
+class _Guarded:
+    """Wraps the objective: two workers can start the last trial at once; the later one
+    steps aside so the study ends with exactly n_trials finished trials."""
+
+    def __init__(self, objective: Callable[[optuna.Trial], float], n_trials: int, worker: str):
+        self.objective, self.n_trials, self.worker = objective, n_trials, worker
+        self.current_trial_id: int | None = None  # re-queued if the worker is interrupted
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        self.current_trial_id = trial._trial_id
+        trial.set_user_attr("worker", self.worker)
+        study = trial.study
+        finished = count_trials(study, FINISHED)
+        # Running trials started before this one, and queued retries (they must run for no trial to be lost).
+        ahead = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+                 if t.number < trial.number or t.state == TrialState.WAITING]
+        if finished + len(ahead) >= self.n_trials:
+            trial.set_user_attr("fail_reason", f"surplus: the study already has {self.n_trials} trials")
+            raise SurplusTrial(f"the study already has {self.n_trials} trials")
+        return self.objective(trial)
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the running trial is re-queued.
+    Set explicitly: a process started in the background inherits SIGINT ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, signal.default_int_handler)
     try:
-        while True:
-            finished = count_trials(study, FINISHED)
-            if finished >= spec.n_trials:
-                return ran
-            if finished + count_trials(study, (TrialState.RUNNING,)) >= spec.n_trials and not count_trials(
-                study, (TrialState.WAITING,)
-            ):
-                fail_stale_trials(study)  # a dead worker's last trial comes back as WAITING
-                time.sleep(poll_seconds)
-                continue
-            study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[trial_log])
-            ran += 1
-            failures = failures + 1 if trial_log.last_failed else 0
-            if failures >= MAX_CONSECUTIVE_FAILURES:
-                raise TooManyFailures(f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}")
-    except KeyboardInterrupt:
-        _requeue_interrupted(study, objective.current_trial_id)
-        log.warning("worker %s interrupted; its running trial was re-queued", worker)
-        raise
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def _stop_on_signals() -> None:
-    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the running trial is re-queued;
-    set explicitly because a process started in the background inherits SIGINT ignored."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-
-
-def _requeue_interrupted(study: optuna.Study, trial_id: int | None) -> None:
+def _requeue_interrupted(study: optuna.Study, trial_id: int | None, max_retry: int) -> None:
     """The trial that Ctrl-C / SIGTERM interrupted is FAIL now; queue it again with the
     same parameters (Optuna's own retry callback), so resuming the study loses nothing."""
     if trial_id is None:
         return
     trial = study._storage.get_trial(trial_id)
     if trial.state == TrialState.FAIL and not _is_surplus(trial):
-        RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)(study, trial)
+        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, trial)
 
 
 def _is_surplus(trial: FrozenTrial) -> bool:
