@@ -90,11 +90,11 @@ class Supervisor:
 
     def run(self) -> int:
         """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C or SIGTERM."""
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        for launch in self.launches:
-            self._start(launch)
+        previous = {sig: signal.signal(sig, signal.default_int_handler)  # even when started in the background
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            for launch in self.launches:  # inside the try: a Ctrl-C now still stops those already started
+                self._start(launch)
             while self.procs:
                 time.sleep(self.poll_seconds)
                 self.progress.refresh()
@@ -116,6 +116,9 @@ class Supervisor:
             self.progress.write("stopping workers; their running trials are re-queued …")
             self.stop()
             return 130
+        finally:
+            for sig, handler in previous.items():  # the caller's handlers, not ours, once we return
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
     def _start(self, launch: WorkerLaunch) -> None:
         proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -20,13 +20,10 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpo.errors import UsageError
-from hpo.spec import SpecError, StudySpec
+from hpo.spec import HeartbeatSpec, SpecError, StudySpec
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_INTERVAL = 10  # seconds between a running trial's heartbeats
-GRACE_PERIOD = 30  # a trial silent this long belongs to a dead worker
-MAX_RETRY = 3  # re-queues of one trial whose worker died
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 # Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.
@@ -57,18 +54,19 @@ def mask_url(url: str) -> str:
         return url
 
 
-def get_storage(url: str, heartbeat: bool = True) -> optuna.storages.BaseStorage:
-    """A ready storage for ``url``, or a one-line UsageError naming what is wrong."""
+def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.storages.BaseStorage:
+    """A ready storage for ``url``, or a one-line UsageError naming what is wrong.
+    Workers pass ``heartbeat``; read-only commands do not."""
     if url.startswith("grpc://"):
         parts = urlsplit(url)
         if not parts.hostname or not parts.port:
-            raise UsageError(f"storage {url!r} must look like grpc://HOST:PORT")
+            raise UsageError(f"storage {mask_url(url)!r} must look like grpc://HOST:PORT")
         from optuna.storages import GrpcStorageProxy
 
         return GrpcStorageProxy(host=parts.hostname, port=parts.port)
     try:
         parsed = sa.make_url(url)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise UsageError(
             f"storage URL {mask_url(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
         ) from None
@@ -78,7 +76,11 @@ def get_storage(url: str, heartbeat: bool = True) -> optuna.storages.BaseStorage
         url = parsed.set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"storage {mask_url(url)!r}: cannot create {Path(parsed.database).parent}: "
+                                 f"{exc.strerror}") from None
         engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
     elif backend == "postgresql":
         engine_kwargs = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
@@ -87,12 +89,46 @@ def get_storage(url: str, heartbeat: bool = True) -> optuna.storages.BaseStorage
         raise UsageError(f"storage {mask_url(url)!r}: only sqlite, postgresql and grpc storages are supported")
     extra = {}
     if heartbeat:
-        extra = dict(heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
-                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY))
+        extra = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace_period,
+                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=heartbeat.max_retry))
     try:
-        return RDBStorage(url, engine_kwargs=engine_kwargs, **extra)
+        return _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
     except (sa.exc.SQLAlchemyError, ImportError) as exc:
         raise UsageError(_database_problem(url, exc)) from None
+
+
+# What a database restart or network cut raises; Optuna wraps some in StorageInternalError.
+DATABASE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, optuna.exceptions.StorageInternalError)
+
+
+def caused_by_database(exc: BaseException) -> bool:
+    """True when a database error is anywhere in the exception's chain. Optuna 5.0's
+    ``_run_trial`` can turn one into an UnboundLocalError when the database drops twice."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DATABASE_ERRORS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def database_error_text(exc: BaseException) -> str:
+    """First line of the root cause (psycopg2's message), for one-line logs."""
+    while exc.__cause__ is not None or getattr(exc, "orig", None) is not None:
+        exc = getattr(exc, "orig", None) or exc.__cause__
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class _ResilientRDBStorage(RDBStorage):
+    """Optuna's heartbeat thread dies on its first database error, so a database restart
+    would get a healthy trial failed as stale and run twice; a missed beat is logged and
+    the next one retries instead."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except DATABASE_ERRORS as exc:
+            log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
 
 
 def _database_problem(url: str, exc: Exception) -> str:
@@ -134,7 +170,7 @@ def open_study(spec: StudySpec, create: bool = True, worker: str = "") -> optuna
     ``create``. Sampler and pruner are built before anything touches the database, so a
     bad option leaves no half-created study behind."""
     sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
-    storage = get_storage(spec.storage)
+    storage = get_storage(spec.storage, spec.heartbeat)
     try:
         if not create:
             return optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
@@ -156,7 +192,7 @@ def open_study(spec: StudySpec, create: bool = True, worker: str = "") -> optuna
 
 def load_existing_study(name: str, storage_url: str) -> optuna.Study:
     """A study by name, for the read-only commands (status, best, export, report)."""
-    storage = get_storage(storage_url, heartbeat=False)
+    storage = get_storage(storage_url)
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:

@@ -18,13 +18,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import optuna
-import sqlalchemy as sa
 from optuna.storages import RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.objective import Objective
 from hpo.spec import StudySpec
-from hpo.study import FINISHED, count_trials, open_study
+from hpo.study import FINISHED, caused_by_database, count_trials, database_error_text, open_study
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +40,22 @@ class SurplusTrial(Exception):
     """The study already holds ``n_trials`` finished or running trials: this one is not run."""
 
 
+class _QuietSurplus(logging.Filter):
+    """A surplus trial is expected bookkeeping, not a failure: keep Optuna from logging it
+    as one (with a traceback) and alarming the user."""
+
+    def __init__(self):
+        super().__init__()
+        self.numbers: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "SurplusTrial(" in message:
+            self.numbers.add(message.split()[1])
+            return False
+        return not (message.endswith("failed with value None.") and message.split()[1] in self.numbers)
+
+
 def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = None,
                poll_seconds: float = IDLE_POLL_SECONDS,
                objective: Callable[[optuna.Trial], float] | None = None) -> int:
@@ -53,6 +68,7 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     ran, failures, outage = 0, 0, 0
+    logging.getLogger("optuna").addFilter(_QuietSurplus())  # on the logger: Optuna's handler is its own
     with _stop_on_signals():
         try:
             while True:
@@ -61,13 +77,17 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
                         return ran
                     study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[trial_log])
                     outage = 0
-                except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+                except optuna.exceptions.UpdateFinishedTrialError as exc:
+                    # Another worker failed this trial as stale (we were cut off); its retry runs instead.
+                    log.warning("worker %s: %s; its re-queued copy will run", worker, exc)
+                    continue
+                except Exception as exc:
                     # The database went away (restart, network): wait and reconnect. A trial it
                     # interrupted stays RUNNING, its heartbeat stops, and it is re-queued as stale.
-                    if outage >= len(DATABASE_RETRY_SECONDS):
+                    if not caused_by_database(exc) or outage >= len(DATABASE_RETRY_SECONDS):
                         raise
                     log.warning("worker %s: database unreachable (%s); retrying in %ss", worker,
-                                str(exc.orig or exc).strip().splitlines()[0], DATABASE_RETRY_SECONDS[outage])
+                                database_error_text(exc), DATABASE_RETRY_SECONDS[outage])
                     time.sleep(DATABASE_RETRY_SECONDS[outage])
                     outage += 1
                     continue
@@ -109,10 +129,12 @@ class _Guarded:
         self.current_trial_id = trial._trial_id
         trial.set_user_attr("worker", self.worker)
         study = trial.study
-        finished = count_trials(study, FINISHED)
-        # Running trials started before this one, and queued retries (they must run for no trial to be lost).
+        # Running trials started before this one, and queued retries (they must run for no trial to be
+        # lost). Read before the finished count: a trial finishing in between is then counted twice
+        # (this one steps aside needlessly, and the worker asks again) rather than not at all.
         ahead = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
                  if t.number < trial.number or t.state == TrialState.WAITING]
+        finished = count_trials(study, FINISHED)
         if finished + len(ahead) >= self.n_trials:
             trial.set_user_attr("fail_reason", f"surplus: the study already has {self.n_trials} trials")
             raise SurplusTrial(f"the study already has {self.n_trials} trials")

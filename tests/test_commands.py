@@ -1,0 +1,253 @@
+"""The read-only CLI commands (status, best, export, validate) on real finished studies, run
+through the real ``hpo`` entry point; and Optuna's own CLI reading the same study."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from hpo.cli import main
+from hpo.study import get_storage
+
+REPO = Path(__file__).parent.parent
+SMOKE = REPO / "studies" / "criteria-smoke.yaml"
+OPTUNA = Path(sys.executable).parent / "optuna"
+SPACE = {
+    "learning_rate": FloatDistribution(1e-3, 6e-3, log=True),
+    "head_layers": IntDistribution(0, 1),
+    "pooling": CategoricalDistribution(["cls", "mean"]),
+}
+# (macro_f1, accuracy) per finished trial; None: pruned after one epoch
+RESULTS = [(0.61, 0.70), (0.87, 0.91), None, (0.74, 0.80)]
+BEST = 1
+
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
+
+def build_study(url: str, name: str, checkpoints: Path, n_trials: int) -> optuna.Study:
+    """A study shaped like the one the objective writes: params, per-epoch reports, and
+    metrics / epochs_run / wall_seconds / checkpoint user attributes."""
+    study = optuna.create_study(study_name=name, storage=get_storage(url), direction="maximize")
+    for key, value in {"task": "criteria", "metric": "macro_f1", "n_trials": n_trials,
+                       "spec_file": str(SMOKE)}.items():
+        study.set_user_attr(key, value)
+    for number, result in enumerate(RESULTS):
+        trial = study.ask(SPACE)
+        trial.set_user_attr("worker", "node/0")
+        if result is None:
+            trial.report(0.05, 0)
+            trial.set_user_attr("epochs_run", 1)
+            study.tell(trial, state=TrialState.PRUNED)
+            continue
+        macro_f1, accuracy = result
+        for epoch, value in enumerate((macro_f1 - 0.1, macro_f1)):
+            trial.report(value, epoch)
+        checkpoint = checkpoints / f"trial-{number}"
+        checkpoint.mkdir(parents=True)
+        trial.set_user_attr("metrics", {"macro_f1": macro_f1, "accuracy": accuracy})
+        trial.set_user_attr("epochs_run", 2)
+        trial.set_user_attr("wall_seconds", 10.5 + number)
+        trial.set_user_attr("checkpoint", str(checkpoint))
+        study.tell(trial, macro_f1)
+    return study
+
+
+@pytest.fixture
+def finished(postgres_url, study_name, tmp_path) -> optuna.Study:
+    return build_study(postgres_url, study_name, tmp_path / "checkpoints", n_trials=len(RESULTS))
+
+
+def hpo(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def hpo_process(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+# ---- status ---------------------------------------------------------------------------------------
+
+
+def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name, tmp_path):
+    build_study(postgres_url, study_name, tmp_path, n_trials=10)
+    code, out, err = hpo(capsys, "status", study_name, "--storage", postgres_url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"study {study_name} (criteria, maximize macro_f1)"
+    assert lines[1].split() == ["complete=3", "pruned=1", "failed=0", "running=0", "waiting=0"]
+    assert lines[2].split() == ["finished", "4/10", "best", "0.87"]
+    assert "trials/hour" in lines[3] and "ETA" in lines[3] and lines[3].endswith(" h")
+    rate = float(lines[3].split()[0])
+    eta = float(lines[3].split("ETA")[1].split()[0])
+    assert rate > 0 and eta == pytest.approx(6 / rate, abs=0.06)
+
+
+def test_status_of_a_finished_study_has_no_eta(capsys, finished, postgres_url):
+    code, out, _ = hpo(capsys, "status", finished.study_name, "--storage", postgres_url)
+    assert code == 0
+    assert "finished 4/4" in out
+    assert "trials/hour" in out and "ETA" not in out
+
+
+def test_status_on_sqlite(capsys, sqlite_url, study_name, tmp_path):
+    build_study(sqlite_url, study_name, tmp_path, n_trials=5)
+    code, out, _ = hpo(capsys, "status", study_name, "--storage", sqlite_url)
+    assert code == 0
+    assert "complete=3  pruned=1" in out and "finished 4/5   best 0.87" in out and "ETA" in out
+
+
+def test_status_reads_the_storage_from_the_environment(capsys, monkeypatch, finished, postgres_url):
+    monkeypatch.setenv("HPO_STORAGE", postgres_url)
+    code, out, _ = hpo(capsys, "status", finished.study_name)
+    assert code == 0 and f"study {finished.study_name} " in out
+
+
+# ---- best -------------------------------------------------------------------------------------------
+
+
+def test_best_prints_params_metrics_and_checkpoint(capsys, finished, postgres_url, tmp_path):
+    code, out, err = hpo(capsys, "best", finished.study_name, "--storage", postgres_url)
+    assert code == 0, err
+    best = finished.best_trial
+    assert best.number == BEST
+    lines = out.splitlines()
+    assert lines[0] == f"best trial {BEST}: macro_f1 = 0.8700"
+    assert lines[1] == "  params: " + ", ".join(f"{k}={v}" for k, v in best.params.items())
+    assert set(best.params) == set(SPACE)
+    assert lines[2] == "  metrics: macro_f1=0.8700, accuracy=0.9100"
+    assert lines[3] == f"  checkpoint: {tmp_path / 'checkpoints' / f'trial-{BEST}'}"
+
+
+def test_best_leaves_out_a_checkpoint_that_no_longer_exists(capsys, finished, postgres_url, tmp_path):
+    (tmp_path / "checkpoints" / f"trial-{BEST}").rmdir()  # pruned away by keep_top_k, or moved
+    code, out, _ = hpo(capsys, "best", finished.study_name, "--storage", postgres_url)
+    assert code == 0
+    assert "best trial 1" in out and "checkpoint" not in out
+
+
+def test_best_of_a_study_without_completed_trials(capsys, sqlite_url, study_name):
+    study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
+    study.tell(study.ask(SPACE), state=TrialState.PRUNED)
+    code, out, _ = hpo(capsys, "best", study_name, "--storage", sqlite_url)
+    assert code == 0
+    assert out.strip() == f"study {study_name} has no completed trial yet"
+
+
+# ---- export --------------------------------------------------------------------------------------------
+
+
+def test_export_csv_has_one_row_per_trial_with_flat_columns(capsys, finished, postgres_url, tmp_path):
+    out_file = tmp_path / "trials.csv"
+    code, _, err = hpo(capsys, "export", finished.study_name, "--storage", postgres_url,
+                       "--format", "csv", "--out", str(out_file))
+    assert code == 0
+    assert f"wrote 4 trials to {out_file}" in err
+    with out_file.open(newline="") as stream:
+        reader = csv.DictReader(stream)
+        rows = list(reader)
+        columns = reader.fieldnames
+    assert [int(row["number"]) for row in rows] == [0, 1, 2, 3]
+    assert [row["state"] for row in rows] == ["COMPLETE", "COMPLETE", "PRUNED", "COMPLETE"]
+    for name in ("params.learning_rate", "params.head_layers", "params.pooling",
+                 "user_attrs.metrics.macro_f1", "user_attrs.metrics.accuracy", "user_attrs.epochs_run",
+                 "user_attrs.wall_seconds", "user_attrs.checkpoint", "datetime_start", "value"):
+        assert name in columns
+    assert not any(column in ("params", "user_attrs", "user_attrs.metrics") for column in columns)
+    for row, trial in zip(rows, finished.trials, strict=True):
+        assert float(row["params.learning_rate"]) == pytest.approx(trial.params["learning_rate"])
+        assert row["params.pooling"] == trial.params["pooling"]
+    assert float(rows[BEST]["user_attrs.metrics.macro_f1"]) == pytest.approx(0.87)
+    assert float(rows[BEST]["user_attrs.metrics.accuracy"]) == pytest.approx(0.91)
+    # pruned: Optuna keeps its last report as the value; it has no metrics
+    assert float(rows[2]["value"]) == pytest.approx(0.05) and rows[2]["user_attrs.metrics.macro_f1"] == ""
+    assert rows[2]["user_attrs.epochs_run"] == "1"
+
+
+def test_export_json_keeps_the_nesting(capsys, finished, postgres_url, tmp_path):
+    out_file = tmp_path / "trials.json"
+    code, _, _ = hpo(capsys, "export", finished.study_name, "--storage", postgres_url,
+                     "--format", "json", "--out", str(out_file))
+    assert code == 0
+    rows = json.loads(out_file.read_text())
+    assert len(rows) == 4
+    assert rows[BEST]["value"] == pytest.approx(0.87)
+    assert rows[BEST]["params"] == finished.trials[BEST].params
+    assert rows[BEST]["user_attrs"]["metrics"] == {"macro_f1": 0.87, "accuracy": 0.91}
+    assert rows[2]["state"] == "PRUNED" and "metrics" not in rows[2]["user_attrs"]
+    assert all(row["datetime_start"] for row in rows)
+
+
+def test_export_to_standard_output(capsys, finished, postgres_url):
+    code, out, _ = hpo(capsys, "export", finished.study_name, "--storage", postgres_url, "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(out.splitlines()))
+    assert len(rows) == 4 and rows[BEST]["user_attrs.metrics.macro_f1"] == "0.87"
+
+
+# ---- Optuna's own tools read our studies ---------------------------------------------------------
+
+
+def test_optuna_cli_reads_the_best_trial(finished, postgres_url):
+    result = subprocess.run([str(OPTUNA), "best-trial", "--study-name", finished.study_name,
+                             "--storage", postgres_url, "--format", "json"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    best = json.loads(result.stdout)
+    assert best["number"] == BEST
+    assert best["value"] == pytest.approx(0.87)
+
+
+# ---- errors --------------------------------------------------------------------------------------------
+
+
+def test_unknown_study_is_exit_2_listing_the_studies_there(capsys, sqlite_url, study_name, tmp_path):
+    build_study(sqlite_url, study_name, tmp_path, n_trials=4)
+    for command in ("status", "best", "export"):
+        code, out, err = hpo(capsys, command, "no-such-study", "--storage", sqlite_url)
+        assert code == 2
+        assert out == ""
+        assert err.count("\n") == 1
+        assert err.startswith("hpo: error: no study named 'no-such-study'")
+        assert f"studies there: {study_name}" in err
+
+
+def test_unreachable_storage_is_exit_2_and_never_shows_the_password():
+    result = hpo_process("status", "x", "--storage", "postgresql://u:topsecret@127.0.0.1:1/db")
+    assert result.returncode == 2
+    assert "topsecret" not in result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("hpo: error: cannot use the database at postgresql+psycopg2://u:***@127.0.0.1:1/db")
+
+
+def test_unknown_study_in_a_subprocess_exits_2(sqlite_url):
+    result = hpo_process("best", "no-such-study", "--storage", sqlite_url)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"hpo: error: no study named 'no-such-study' in {sqlite_url}; studies there: none"
+
+
+# ---- validate --------------------------------------------------------------------------------------------
+
+
+def test_validate_names_a_missing_data_directory(capsys, sqlite_url, tmp_path):
+    missing = tmp_path / "no-data-here"
+    code, out, err = hpo(capsys, "validate", str(SMOKE), "--set", f"data_dir={missing}", "--storage", sqlite_url)
+    assert code == 2
+    assert err.count("\n") == 1 and str(missing) in err and "data directory not found" in err
+    assert "valid" not in out
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # validate creates nothing
+
+
+def test_validate_names_a_bad_n_trials(capsys, tmp_path):
+    code, _, err = hpo(capsys, "validate", str(SMOKE), "--set", "n_trials=0", "--set", f"data_dir={tmp_path}")
+    assert code == 2
+    assert err.count("\n") == 1 and "n_trials" in err and str(SMOKE) in err

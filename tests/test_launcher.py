@@ -1,0 +1,228 @@
+"""The launcher: each worker's command and environment (pure), and the supervisor of real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hpo.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
+
+SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"
+
+
+def launches(n_workers: int, **kwargs) -> list[WorkerLaunch]:
+    kwargs = {"storage": SECRET_URL, "cpu_count": 8, "base_env": {}, "host": "node", **kwargs}
+    return worker_launches("studies/criteria-smoke.yaml", n_workers, **kwargs)
+
+
+def option(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+# ---- worker_launches: pure ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n_workers", "cpu_count", "threads"), [(1, 8, 8), (3, 8, 2), (4, 8, 2), (16, 8, 1), (2, 1, 1)])
+def test_threads_split_the_cores_evenly_and_never_drop_below_one(n_workers, cpu_count, threads):
+    result = launches(n_workers, cpu_count=cpu_count)
+    assert len(result) == n_workers
+    for launch in result:
+        assert option(launch.cmd, "--threads") == str(threads)
+        assert launch.env["OMP_NUM_THREADS"] == str(threads)
+        assert launch.env["MKL_NUM_THREADS"] == str(threads)
+
+
+def test_each_worker_has_its_own_name_and_runs_the_worker_command():
+    result = launches(3)
+    assert [launch.name for launch in result] == ["node/0", "node/1", "node/2"]
+    for launch in result:
+        assert launch.cmd[:5] == [sys.executable, "-m", "hpo", "worker", "studies/criteria-smoke.yaml"]
+        assert option(launch.cmd, "--name") == launch.name
+
+
+def test_gpus_are_handed_out_round_robin():
+    result = launches(3, gpu_ids=["0", "1"])
+    assert [launch.env["CUDA_VISIBLE_DEVICES"] for launch in result] == ["0", "1", "0"]
+
+
+def test_no_gpus_means_no_cuda_visible_devices():
+    assert all("CUDA_VISIBLE_DEVICES" not in launch.env for launch in launches(2))
+
+
+def test_overrides_are_forwarded_in_order():
+    result = launches(2, overrides=["n_trials=20", "train.epochs=2", "n_trials=30"])
+    for launch in result:
+        tail = launch.cmd[launch.cmd.index("--set"):]
+        assert tail == ["--set", "n_trials=20", "--set", "train.epochs=2", "--set", "n_trials=30"]
+
+
+def test_storage_url_travels_in_the_environment_never_on_the_command_line():
+    for launch in launches(3, overrides=["n_trials=5"]):
+        assert launch.env["HPO_STORAGE"] == SECRET_URL
+        assert not any("topsecret" in part or "postgresql" in part for part in launch.cmd)
+
+
+def test_base_env_is_kept_and_not_mutated():
+    base = {"PATH": "/usr/bin", "HF_HOME": "/cache/hf", "OMP_NUM_THREADS": "64"}
+    before = dict(base)
+    result = launches(2, base_env=base, cpu_count=4)
+    assert base == before
+    for launch in result:
+        assert launch.env["PATH"] == "/usr/bin"
+        assert launch.env["HF_HOME"] == "/cache/hf"
+        assert launch.env["OMP_NUM_THREADS"] == "2"  # ours wins over the inherited value
+        assert launch.env is not base
+    assert result[0].env is not result[1].env
+
+
+def test_without_base_env_the_current_environment_is_inherited(monkeypatch):
+    monkeypatch.setenv("HPO_LAUNCHER_TEST_MARKER", "inherited")
+    before = dict(os.environ)
+    result = worker_launches("s.yaml", 1, storage="sqlite:///x.db", cpu_count=2)
+    assert result[0].env["HPO_LAUNCHER_TEST_MARKER"] == "inherited"
+    assert dict(os.environ) == before
+
+
+@pytest.mark.parametrize("n_workers", [0, -2])
+def test_fewer_than_one_worker_is_an_error(n_workers):
+    with pytest.raises(ValueError, match="n_workers"):
+        launches(n_workers)
+
+
+# ---- visible_gpus --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("listed", "gpus"), [("0,2", ["0", "2"]), (" 1 , 3 ", ["1", "3"]), ("", []), ("-1", []), ("3", ["3"])])
+def test_visible_gpus_honours_cuda_visible_devices(monkeypatch, listed, gpus):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+    assert visible_gpus() == gpus
+
+
+# ---- Supervisor with real processes ------------------------------------------------------
+
+
+class FakeProgress:
+    """Our own progress interface (refresh / write / done), recording what it is told."""
+
+    def __init__(self, done=lambda: False):
+        self.lines: list[str] = []
+        self.refreshes = 0
+        self._done = done
+        self._lock = threading.Lock()
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+
+    def write(self, line: str) -> None:
+        with self._lock:
+            self.lines.append(line)
+
+    def done(self) -> bool:
+        return self._done()
+
+
+def script(name: str, code: str) -> WorkerLaunch:
+    return WorkerLaunch(name, [sys.executable, "-c", code], dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def test_worker_output_is_relayed_and_clean_exits_return_zero():
+    workers = [script(f"w{i}", f"print('hello from {i}'); print('bye from {i}')") for i in range(2)]
+    progress = FakeProgress()
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert Supervisor(workers, progress, poll_seconds=0.1).run() == 0
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # the caller's again
+    for i in range(2):
+        assert progress.lines.index(f"hello from {i}") < progress.lines.index(f"bye from {i}")
+    assert not any("died" in line for line in progress.lines)
+    assert progress.refreshes >= 1
+
+
+def test_a_dead_worker_is_reported_and_run_returns_one():
+    workers = [script("ok", "print('fine')"), script("bad", "import sys; print('about to fail'); sys.exit(3)")]
+    progress = FakeProgress()
+    assert Supervisor(workers, progress, poll_seconds=0.1).run() == 1
+    assert "worker bad died (exit code 3)" in progress.lines
+    assert "fine" in progress.lines
+    assert not any("worker ok died" in line for line in progress.lines)
+
+
+class SlowProgress(FakeProgress):
+    """Writing a line above a progress bar takes time (tqdm redraws the bar)."""
+
+    def write(self, line: str) -> None:
+        time.sleep(0.001)
+        super().write(line)
+
+
+def test_a_dying_workers_last_lines_come_before_its_death_notice():
+    """The lines a worker prints as it dies (its traceback) explain the death: none may be
+    lost or come after the notice, even when the relay lags behind the worker."""
+    code = "import sys\nfor i in range(300): print(f'line {i}')\nsys.exit(3)"
+    progress = SlowProgress()
+    assert Supervisor([script("bad", code)], progress, poll_seconds=0.01).run() == 1
+    assert progress.lines == [f"line {i}" for i in range(300)] + ["worker bad died (exit code 3)"]
+
+
+def test_restart_dead_replaces_a_worker_that_died(tmp_path: Path):
+    marker, finished = tmp_path / "failed-once", tmp_path / "finished"
+    code = (
+        "import pathlib, sys\n"
+        f"marker, finished = pathlib.Path({str(marker)!r}), pathlib.Path({str(finished)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.touch(); print('first run fails'); sys.exit(3)\n"
+        "print('second run succeeds'); finished.touch()\n"
+    )
+    progress = FakeProgress(done=finished.exists)  # the study is done once the replacement finished
+    assert Supervisor([script("flaky", code)], progress, restart_dead=True, poll_seconds=0.1).run() == 0
+    assert "worker flaky died (exit code 3); starting a replacement" in progress.lines
+    assert progress.lines.index("first run fails") < progress.lines.index("second run succeeds")
+    assert finished.exists()
+
+
+def test_without_restart_dead_a_dead_worker_stays_dead(tmp_path: Path):
+    marker = tmp_path / "runs"
+    code = f"import pathlib, sys; p = pathlib.Path({str(marker)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
+    progress = FakeProgress()
+    assert Supervisor([script("bad", code)], progress, poll_seconds=0.1).run() == 1
+    assert marker.read_text() == "x"  # started once, never again
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_path: Path, signum):
+    """Workers run in their own session; the supervisor forwards SIGINT so each can re-queue its trial."""
+    code = (
+        "import pathlib, signal, sys, time\n"
+        "def stop(*_):\n"
+        f"    pathlib.Path({str(tmp_path)!r}, sys.argv[1]).touch(); print('requeued', sys.argv[1]); sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    workers = [WorkerLaunch(name, [sys.executable, "-c", code, name], dict(os.environ)) for name in ("a", "b")]
+    progress = FakeProgress()
+
+    def interrupt_when_ready():  # Ctrl-C only while run() supervises both workers
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if progress.lines.count("ready") == 2 and len(supervisor.procs) == 2:
+                os.kill(os.getpid(), signum)
+                return
+            time.sleep(0.02)
+
+    supervisor = Supervisor(workers, progress, poll_seconds=0.1)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=interrupt_when_ready, daemon=True).start()
+    started = time.monotonic()
+    assert supervisor.run() == 130
+    assert time.monotonic() - started < 20
+    assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
+    assert all(proc.returncode == 0 for proc in supervisor.procs.values())
+    assert any("stopping workers" in line for line in progress.lines)
+    assert "requeued a" in progress.lines and "requeued b" in progress.lines  # relayed before run() returns
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers

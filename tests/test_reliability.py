@@ -1,0 +1,245 @@
+"""Breaking things on purpose against the real PostgreSQL: killed workers, a database
+restart, many concurrent workers, out-of-memory and meta tensors inside a worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+from safetensors.torch import load_file
+
+from hpo.data import write_sample
+from hpo.models import classifier as classifier_module
+from hpo.models.classifier import EncoderClassifier
+from hpo.spec import load_spec
+from hpo.train import loop as loop_module
+from hpo.worker import run_worker
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+REPO = Path(__file__).resolve().parents[1]
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
+    root = tmp_path_factory.mktemp("reliability")
+    return {"data": write_sample(root / "data", posts=60, seed=2), "root": root,
+            "roberta": tiny_roberta, "deberta": tiny_deberta}
+
+
+def _overrides(name: str, assets, *extra: str) -> list[str]:
+    sets = [f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
+            f"train.cache_dir={assets['root'] / 'cache'}", f"model_paths.tiny-roberta={assets['roberta']}",
+            f"model_paths.tiny-deberta={assets['deberta']}", "keep_top_k=0", "heartbeat.interval=1",
+            "heartbeat.grace_period=4", *extra]
+    return sets
+
+
+def _start_worker(spec: str, name: str, storage: str, overrides: list[str]) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "hpo", "worker", str(REPO / "studies" / spec), "--name", name, "--threads", "1"]
+    for item in overrides:
+        cmd += ["--set", item]
+    return subprocess.Popen(cmd, env={**os.environ, "HPO_STORAGE": storage}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_all(procs, timeout: float) -> dict[str, str]:
+    outputs = {}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=timeout)
+        outputs[name] = out
+    return outputs
+
+
+def _study(name: str, storage: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
+    """kill -9 a worker in the middle of a trial, three times, starting a replacement each
+    time: the killed trials are failed by the heartbeat, re-queued with the same
+    parameters, and the study ends at exactly n_trials."""
+    overrides = _overrides(study_name, assets, "n_trials=10", "train.epochs=2")
+    procs = {f"w{i}": _start_worker("evidence-smoke.yaml", f"w{i}", postgres_url, overrides) for i in range(4)}
+    killed_trials: list[int] = []
+    deadline = time.monotonic() + 240
+    try:
+        while len(killed_trials) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                running = _study(study_name, postgres_url).get_trials(states=(TrialState.RUNNING,))
+            except KeyError:  # the first worker has not created the study yet
+                continue
+            victims = [t for t in running if t.user_attrs.get("worker") in procs
+                       and t.number not in killed_trials and procs[t.user_attrs["worker"]].poll() is None]
+            if not victims:
+                continue
+            trial = victims[0]
+            name = trial.user_attrs["worker"]
+            os.killpg(procs[name].pid, signal.SIGKILL)
+            procs[name].wait()
+            killed_trials.append(trial.number)
+            replacement = f"{name}r"
+            procs[replacement] = _start_worker("evidence-smoke.yaml", replacement, postgres_url, overrides)
+            del procs[name]
+        assert len(killed_trials) == 3, "could not catch three workers mid-trial"
+        outputs = _wait_all(procs, timeout=300)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-2000:]
+    study = _study(study_name, postgres_url)
+    trials = study.get_trials()
+    assert len([t for t in trials if t.state in FINISHED]) == 10
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    by_number = {t.number: t for t in trials}
+    for number in killed_trials:
+        killed = by_number[number]
+        assert killed.state == TrialState.FAIL, "the heartbeat fails a dead worker's trial"
+        retries = [t for t in trials if t.system_attrs.get("retry_history", [])[-1:] == [number]]
+        assert len(retries) == 1 and retries[0].params == killed.params, "re-queued with the same parameters"
+        chain = [t for t in trials if number in t.system_attrs.get("retry_history", [])]
+        assert any(t.state in FINISHED for t in chain), "the re-queued trial ran to the end"
+
+
+def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, assets):
+    overrides = _overrides(study_name, assets, "n_trials=6", "train.epochs=2")
+    procs = {f"w{i}": _start_worker("evidence-smoke.yaml", f"w{i}", postgres_url, overrides) for i in range(2)}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                if _study(study_name, postgres_url).get_trials(states=FINISHED):
+                    break
+            except KeyError:
+                continue
+        version = os.listdir("/etc/postgresql")[0]
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True,
+                       timeout=60)
+        outputs = _wait_all(procs, timeout=300)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-3000:]
+    study = _study(study_name, postgres_url)
+    assert len(study.get_trials(states=FINISHED)) == 6
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+
+
+FAST_WORKER = textwrap.dedent("""
+    import sys
+    from hpo.objective import suggest
+    from hpo.spec import load_spec
+    from hpo.worker import run_worker
+    spec = load_spec(sys.argv[1], sys.argv[3:])
+    def objective(trial):  # no training: this test is about the storage under concurrency
+        params = suggest(trial, spec)
+        return params["learning_rate"] * 100 + params["head_dropout"]
+    print("ran", run_worker(spec, worker=sys.argv[2], objective=objective, poll_seconds=0.2))
+""")
+
+
+def test_eight_workers_four_hundred_trials_exact_count(postgres_url, study_name, assets):
+    overrides = _overrides(study_name, assets, "n_trials=400", "sampler.name=random", "sampler.options={}")
+    spec = str(REPO / "studies" / "evidence-smoke.yaml")
+    procs = {f"w{i}": subprocess.Popen([sys.executable, "-c", FAST_WORKER, spec, f"w{i}", *overrides],
+                                       env={**os.environ, "HPO_STORAGE": postgres_url}, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True) for i in range(8)}
+    outputs = _wait_all(procs, timeout=400)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-3000:]
+        bad = [line for line in outputs[name].splitlines() if "already finished" in line or "Error" in line]
+        assert not bad, bad[:5]
+    study = _study(study_name, postgres_url)
+    trials = study.get_trials()
+    assert len([t for t in trials if t.state in FINISHED]) == 400
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers)) and sorted(numbers) == list(range(len(numbers)))
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert sum(int(out.split("ran")[-1].split()[0]) for out in outputs.values()) == len(trials)
+    assert len({t.user_attrs["worker"] for t in trials}) == 8
+
+
+def _in_process_spec(name, storage, assets, *extra):
+    return load_spec(REPO / "studies" / "evidence-smoke.yaml",
+                     _overrides(name, assets, "train.epochs=1", "keep_top_k=1", *extra), storage=storage)
+
+
+def test_out_of_memory_trial_does_not_kill_the_worker(postgres_url, study_name, assets, monkeypatch):
+    """Trial 0 fits at micro-batch 4 and completes; trial 1 cannot fit even one example
+    and fails with the reason recorded; the worker goes on to finish the study."""
+    real_forward = EncoderClassifier.forward
+    limits = {0: 4, 1: 0}
+
+    def forward(module, input_ids, **kwargs):
+        number = len(study.trials) - 1
+        if input_ids.shape[0] > limits.get(number, 10_000):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_forward(module, input_ids, **kwargs)
+
+    monkeypatch.setattr(EncoderClassifier, "forward", forward)
+    spec = _in_process_spec(study_name, postgres_url, assets, "n_trials=3", "train.batch_size=16")
+    study = optuna.create_study(study_name=study_name, storage=postgres_url, direction="maximize")
+    run_worker(spec, worker="oom", poll_seconds=0.2)
+    trials = study.get_trials()
+    assert trials[0].state == TrialState.COMPLETE and trials[0].user_attrs["micro_batch_size"] == 4
+    assert trials[1].state == TrialState.FAIL
+    assert "micro-batch 1" in trials[1].user_attrs["fail_reason"]
+    assert len([t for t in trials if t.state in FINISHED]) == 3
+
+
+def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, study_name, assets, monkeypatch):
+    """Trial 0 gets an encoder on meta: restored exactly from its checkpoint, it completes.
+    Trial 1 gets a meta tensor no checkpoint holds: it fails with a MetaTensorError naming
+    it, never trains on re-initialised weights, and the worker finishes the study."""
+    real_build = classifier_module.build_classifier
+    built = []
+
+    def build(task, encoder_path, head_config=None, encoder_dropout=None):
+        model = real_build(task, encoder_path, head_config, encoder_dropout)
+        number = len(built)
+        built.append(model)
+        if number == 0:
+            model.encoder.embeddings.word_embeddings.weight = torch.nn.Parameter(
+                torch.empty_like(model.encoder.embeddings.word_embeddings.weight, device="meta"))
+        elif number == 1:
+            model.register_buffer("stray_scale", torch.empty(3, device="meta"))
+        return model
+
+    real_transfer = loop_module.safe_to_device
+    restored = []
+
+    def transfer(model, device, checkpoint=None):
+        moved = real_transfer(model, device, checkpoint)
+        restored.append(model.encoder.embeddings.word_embeddings.weight.detach().clone())
+        return moved
+
+    monkeypatch.setattr(loop_module, "build_classifier", build)
+    monkeypatch.setattr(loop_module, "safe_to_device", transfer)
+    spec = _in_process_spec(study_name, postgres_url, assets, "n_trials=3",
+                            "search_space.encoder.choices=[tiny-roberta]")
+    study = optuna.create_study(study_name=study_name, storage=postgres_url, direction="maximize")
+    run_worker(spec, worker="meta", poll_seconds=0.2)
+    trials = study.get_trials()
+    assert trials[0].state == TrialState.COMPLETE
+    saved = load_file(Path(assets["roberta"]) / "model.safetensors")
+    assert torch.equal(restored[0], saved["embeddings.word_embeddings.weight"]), "restored bit-exact before training"
+    assert len(restored) == len(trials) - 1, "trial 1 never got past the transfer"
+    assert trials[1].state == TrialState.FAIL
+    assert "MetaTensorError" in trials[1].user_attrs["fail_reason"]
+    assert "stray_scale" in trials[1].user_attrs["fail_reason"]
+    assert len([t for t in trials if t.state in FINISHED]) == 3

@@ -1,0 +1,295 @@
+"""Storage, sampler, pruner and study, on real SQLite and PostgreSQL storages (no training:
+trials are built with ask/tell and fake intermediate reports)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+from optuna.distributions import FloatDistribution
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+from hpo.errors import UsageError
+from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
+from hpo.study import (
+    get_storage,
+    load_existing_study,
+    make_pruner,
+    make_sampler,
+    mask_url,
+    open_study,
+    state_counts,
+)
+
+SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),
+    pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize"),
+]
+X = {"x": FloatDistribution(0.0, 1.0)}
+
+
+def smoke_spec(*overrides: str, storage: str = "sqlite:///unused.db", name: str | None = None) -> StudySpec:
+    """The shipped smoke study with ``--set`` overrides, as the CLI would load it."""
+    return load_spec(SMOKE, [*overrides, *([f"name={name}"] if name else [])], storage, env={})
+
+
+def study_names(url: str) -> list[str]:
+    return [s.study_name for s in optuna.get_all_study_summaries(get_storage(url))]
+
+
+def one_line_usage_error(url: str, secret: str | None = None) -> str:
+    with pytest.raises(UsageError) as caught:
+        get_storage(url)
+    message = str(caught.value)
+    assert caught.value.exit_code == 2
+    assert "\n" not in message
+    if secret:
+        assert secret not in message
+    return message
+
+
+# ---- storage --------------------------------------------------------------------------------
+
+
+def test_worker_storage_is_rdb_with_heartbeats_and_retry_on_both_backends(storage_url, study_name):
+    storage = get_storage(storage_url, HeartbeatSpec(interval=7, grace_period=21, max_retry=2))
+    assert isinstance(storage, RDBStorage)
+    assert storage.get_heartbeat_interval() == 7
+    assert isinstance(storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback)
+    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
+    study.tell(study.ask(X), 0.5)
+    assert study_name in study_names(storage_url)
+    assert optuna.load_study(study_name=study_name, storage=storage_url).best_value == 0.5
+
+
+def test_read_only_storage_has_no_heartbeat(storage_url):
+    storage = get_storage(storage_url)
+    assert isinstance(storage, RDBStorage)
+    assert storage.get_heartbeat_interval() is None
+
+
+def test_open_study_uses_the_specs_heartbeat(storage_url, study_name):
+    spec = smoke_spec("heartbeat={interval: 5, grace_period: 20}", storage=storage_url, name=study_name)
+    assert open_study(spec)._storage.get_heartbeat_interval() == 5
+
+
+def test_bare_postgresql_url_works_with_the_shipped_driver(postgres_url, study_name):
+    bare = sa.make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    optuna.create_study(study_name=study_name, storage=get_storage(bare))
+    assert study_name in study_names(postgres_url)
+
+
+def test_sqlite_parent_directories_are_created(tmp_path: Path, study_name):
+    db = tmp_path / "a" / "b" / "hpo.db"
+    optuna.create_study(study_name=study_name, storage=get_storage(f"sqlite:///{db}"))
+    assert db.is_file()
+
+
+def test_sqlite_path_that_cannot_be_created_is_a_usage_error(tmp_path: Path):
+    (tmp_path / "file").write_text("not a directory")
+    message = one_line_usage_error(f"sqlite:///{tmp_path / 'file' / 'sub' / 'hpo.db'}")
+    assert "cannot create" in message and str(tmp_path / "file" / "sub") in message
+
+
+@pytest.mark.parametrize(("url", "masked"), [
+    ("postgresql://hpo:s3cret@db:5432/hpo", "postgresql://hpo:***@db:5432/hpo"),
+    ("postgresql+psycopg2://hpo:s3cret@db/hpo", "postgresql+psycopg2://hpo:***@db/hpo"),
+    ("grpc://hpo:s3cret@proxy:13000", "grpc://hpo:***@proxy:13000"),
+    ("postgresql://hpo:s3cret@db:notaport/hpo", "postgresql://hpo:***@db:notaport/hpo"),
+    ("postgresql://hpo@db:5432/hpo", "postgresql://hpo@db:5432/hpo"),
+    ("sqlite:///_runs/hpo.db", "sqlite:///_runs/hpo.db"),
+    ("grpc://proxy:13000", "grpc://proxy:13000"),
+])
+def test_mask_url_hides_only_the_password(url, masked):
+    assert mask_url(url) == masked
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("nonsense", "is not valid"),
+    ("mysql://hpo:s3cret@127.0.0.1/hpo", "only sqlite, postgresql and grpc"),
+    ("redis://hpo:s3cret@127.0.0.1:6379/0", "only sqlite, postgresql and grpc"),
+    ("postgresql://hpo:s3cret@127.0.0.1:notaport/hpo", "is not valid"),
+    ("grpc://hpo:s3cret@proxy", "grpc://HOST:PORT"),
+])
+def test_bad_storage_urls_are_one_line_usage_errors_without_the_password(url, expected):
+    assert expected in one_line_usage_error(url, secret="s3cret")
+
+
+def test_unreachable_database_fails_fast_without_the_password():
+    started = time.monotonic()
+    message = one_line_usage_error("postgresql://postgres:s3cret@127.0.0.1:1/x", secret="s3cret")
+    assert time.monotonic() - started < 10
+    assert "cannot use the database at" in message and "127.0.0.1:1" in message
+    assert "postgres:***@" in message
+
+
+# The local server trusts 127.0.0.1 (pg_hba "trust"), so a wrong password is accepted and
+# cannot be tested here; a missing database or role is refused by any server.
+@pytest.mark.parametrize(("user", "database", "expected"), [
+    ("postgres", "no_such_db_xyz", 'database "no_such_db_xyz" does not exist'),
+    ("no_such_role_xyz", "postgres", 'role "no_such_role_xyz" does not exist'),
+])
+def test_refused_connection_names_the_problem_without_the_password(postgres_url, user, database, expected):
+    url = sa.make_url(postgres_url).set(username=user, password="s3cret-pw", database=database)
+    message = one_line_usage_error(url.render_as_string(hide_password=False), secret="s3cret-pw")
+    assert expected in message
+
+
+# ---- sampler and pruner ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "options", "expected"), [
+    ("tpe", "{n_startup_trials: 3}", optuna.samplers.TPESampler),
+    ("gp", "{n_startup_trials: 3}", optuna.samplers.GPSampler),
+    ("random", "{}", optuna.samplers.RandomSampler),
+    ("cmaes", "{n_startup_trials: 3}", optuna.samplers.CmaEsSampler),
+])
+def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
+    sampler = make_sampler(smoke_spec(f"sampler.name={name}", f"sampler.options={options}"), "host/0")
+    assert type(sampler) is expected
+
+
+@pytest.mark.parametrize(("name", "options", "expected"), [
+    ("median", "{n_startup_trials: 2, n_warmup_steps: 1}", optuna.pruners.MedianPruner),
+    ("hyperband", "{min_resource: 1, reduction_factor: 3}", optuna.pruners.HyperbandPruner),
+    ("successive_halving", "{reduction_factor: 2}", optuna.pruners.SuccessiveHalvingPruner),
+    ("patient", "{patience: 2, wrapped: {name: median, options: {n_startup_trials: 1}}}", optuna.pruners.PatientPruner),
+    ("none", "{}", optuna.pruners.NopPruner),
+])
+def test_every_pruner_name_builds_its_optuna_class(name, options, expected):
+    assert type(make_pruner(smoke_spec(f"pruner.name={name}", f"pruner.options={options}"))) is expected
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("sampler.options.nonsense=1", "sampler.options"),
+    ("pruner.options.nonsense=1", "pruner.options"),
+])
+def test_bad_options_are_spec_errors_and_create_no_study(storage_url, study_name, override, key):
+    spec = smoke_spec(override, storage=storage_url, name=study_name)
+    with pytest.raises(SpecError, match=key) as caught:
+        open_study(spec)
+    assert "nonsense" in str(caught.value) and "\n" not in str(caught.value)
+    assert study_name not in study_names(storage_url)
+
+
+def test_bad_wrapped_pruner_option_names_pruner_options():
+    spec = smoke_spec("pruner.name=patient", "pruner.options={patience: 1, wrapped: {name: median, options: {bogus: 1}}}")
+    with pytest.raises(SpecError, match="pruner.options"):
+        make_pruner(spec)
+
+
+def first_x(sampler: optuna.samplers.BaseSampler) -> float:
+    return optuna.create_study(sampler=sampler).ask(X).params["x"]
+
+
+def test_each_worker_gets_its_own_seed_and_keeps_it():
+    spec = smoke_spec("sampler.seed=7")
+    a, b = first_x(make_sampler(spec, "host/a")), first_x(make_sampler(spec, "host/b"))
+    assert a != b  # N workers with one seed would propose the same parameters N times
+    assert first_x(make_sampler(spec, "host/a")) == a
+    assert first_x(make_sampler(smoke_spec("sampler.seed=7"), "host/a")) == a
+
+
+def test_median_pruner_prunes_a_far_worse_trial_and_keeps_its_reports(storage_url, study_name):
+    spec = smoke_spec("pruner.name=median", "pruner.options={n_startup_trials: 1, n_warmup_steps: 0}",
+                      storage=storage_url, name=study_name)
+    study = open_study(spec)
+    for final in (0.80, 0.85):
+        trial = study.ask(X)
+        for step, value in enumerate((final - 0.2, final - 0.1, final)):
+            trial.report(value, step)
+            assert not trial.should_prune()
+        study.tell(trial, final)
+
+    bad = study.ask(X)
+    bad.report(0.05, 0)
+    assert bad.should_prune()
+    study.tell(bad, state=TrialState.PRUNED)
+
+    frozen = study.get_trials(states=(TrialState.PRUNED,))
+    assert [t.number for t in frozen] == [bad.number]
+    assert frozen[0].intermediate_values == {0: 0.05}
+    assert state_counts(study)["pruned"] == 1
+
+
+def test_none_pruner_never_prunes(storage_url, study_name):
+    study = open_study(smoke_spec("pruner.name=none", "pruner.options={}", storage=storage_url, name=study_name))
+    good = study.ask(X)
+    good.report(0.9, 0)
+    study.tell(good, 0.9)
+    bad = study.ask(X)
+    bad.report(0.0, 0)
+    assert not bad.should_prune()
+
+
+# ---- studies ----------------------------------------------------------------------------------------
+
+
+def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
+    spec = smoke_spec("n_trials=12", storage=storage_url, name=study_name)
+    study = open_study(spec)
+    expected = {"task": "criteria", "metric": "macro_f1", "n_trials": 12, "spec_file": str(SMOKE)}
+    assert study.user_attrs == expected
+    assert study.direction.name.lower() == "maximize"
+    study.tell(study.ask(X), 0.7)
+
+    again = open_study(spec, worker="host/1")
+    assert again._study_id == study._study_id
+    assert again.user_attrs == expected
+    assert len(again.trials) == 1
+    assert study_names(storage_url).count(study_name) == 1
+
+    rerun = open_study(smoke_spec("n_trials=20", storage=storage_url, name=study_name))
+    assert rerun.user_attrs["n_trials"] == 20  # a rerun asking for more trials moves the target
+    assert len(rerun.trials) == 1
+
+
+def test_open_study_rejects_a_direction_mismatch(storage_url, study_name):
+    open_study(smoke_spec(storage=storage_url, name=study_name))
+    with pytest.raises(UsageError, match="direction maximize.*spec says minimize"):
+        open_study(smoke_spec("direction=minimize", storage=storage_url, name=study_name))
+
+
+def test_open_study_without_create_needs_an_existing_study(storage_url, study_name):
+    with pytest.raises(UsageError, match=f"no study named '{study_name}'"):
+        open_study(smoke_spec(storage=storage_url, name=study_name), create=False)
+    assert study_name not in study_names(storage_url)
+
+
+def test_state_counts_counts_every_state_and_gives_the_best_value(storage_url, study_name):
+    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    assert state_counts(study)["best"] is None
+    for value in (0.6, 0.9, 0.7):
+        study.tell(study.ask(X), value)
+    for _ in range(2):
+        study.tell(study.ask(X), state=TrialState.PRUNED)
+    study.tell(study.ask(X), state=TrialState.FAIL)
+    study.ask(X)  # left running
+    study.ask(X)
+    study.enqueue_trial({"x": 0.5})  # waiting: after the asks, or the next ask would take it
+
+    counts = state_counts(study)
+    assert {k: counts[k] for k in ("complete", "pruned", "failed", "running", "waiting", "finished")} == {
+        "complete": 3, "pruned": 2, "failed": 1, "running": 2, "waiting": 1, "finished": 5}
+    assert counts["best"] == pytest.approx(0.9)
+
+
+def test_load_existing_study_lists_the_studies_that_exist(storage_url, study_name):
+    optuna.create_study(study_name=study_name, storage=get_storage(storage_url))
+    optuna.create_study(study_name=f"{study_name}-2", storage=get_storage(storage_url))
+    assert load_existing_study(study_name, storage_url).study_name == study_name
+    with pytest.raises(UsageError) as caught:
+        load_existing_study("no-such-study", storage_url)
+    message = str(caught.value)
+    assert "no study named 'no-such-study'" in message and "\n" not in message
+    assert study_name in message and f"{study_name}-2" in message
+
+
+def test_load_existing_study_on_an_empty_storage_says_none(sqlite_url):
+    with pytest.raises(UsageError, match="studies there: none"):
+        load_existing_study("missing", sqlite_url)
