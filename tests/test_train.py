@@ -26,7 +26,7 @@ def sample_dir(tmp_path_factory):
 def _config(encoder, data_dir, **overrides) -> TrainConfig:
     base = dict(task="evidence", encoder=str(encoder), data_dir=str(data_dir), epochs=3, learning_rate=3e-3,
                 batch_size=16, max_length=64, num_threads=2, seed=0, pooling="mean", warmup_ratio=0.1,
-                class_weighting="balanced")
+                class_weighting="balanced", mixed_precision="no")  # float32: exact comparisons below
     return TrainConfig(**{**base, **overrides})
 
 
@@ -140,5 +140,5 @@ def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_di
 def test_optional_features_run(tiny_roberta, sample_dir):
     result = train(_config(tiny_roberta, sample_dir, epochs=2, activation_checkpointing=True, scheduler="cosine",
                            class_weighting="sqrt", head_layers=2, pooling="mean", micro_batch_size=8,
-                           early_stopping_patience=1, head_learning_rate=1e-2))
+                           early_stopping_patience=1, head_learning_rate=1e-2, mixed_precision="bf16"))
     assert 1 <= result.epochs_run <= 2 and result.micro_batch_size == 8

@@ -36,7 +36,7 @@ class TrainConfig:
     class_weighting: Literal["none", "balanced", "sqrt"] = "none"
     early_stopping_patience: int | None = None  # epochs without improvement
     max_length: int = 256
-    mixed_precision: Literal["auto", "bf16", "fp16", "no"] = "auto"  # auto: bf16/fp16 on GPU, off on CPU
+    mixed_precision: Literal["auto", "bf16", "fp16", "no"] = "auto"  # auto: bf16 where the hardware has it
     activation_checkpointing: bool = False
 
     # data and evaluation

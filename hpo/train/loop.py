@@ -39,7 +39,7 @@ class TrainResult:
     epochs_run: int
     micro_batch_size: int  # after any out-of-memory back-off
     samples_trained: int
-    setup_seconds: float  # run start to the first optimizer step
+    setup_seconds: float  # run start to the start of the first optimizer step (loading, data, transfer)
     wall_seconds: float
     train_samples_per_second: float
     peak_memory_mb: float
@@ -73,9 +73,10 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     loss_fn = nn.CrossEntropyLoss(weight=_class_weights(data.train, config.class_weighting, device), reduction="sum")
 
     micro = config.micro_batch_size or config.batch_size
+    setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
     best: dict[str, float] | None = None
     best_epoch, best_state, history = 0, None, []
-    samples, train_seconds, setup_seconds, stale_epochs = 0, 0.0, None, 0
+    samples, train_seconds, stale_epochs = 0, 0.0, 0
     model.train()
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
@@ -94,8 +95,6 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             samples += len(batch)
-            if setup_seconds is None:
-                setup_seconds = time.perf_counter() - started
         train_seconds += time.perf_counter() - epoch_started
         metrics = evaluate(model, data.validation, collate, config, device, autocast)
         history.append(metrics)
@@ -121,7 +120,7 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         checkpoint = str(save_classifier(model, Path(config.output_dir) / "checkpoint", data.tokenizer))
     return TrainResult(
         metrics=result_metrics, best_epoch=best_epoch, epochs_run=len(history), micro_batch_size=micro,
-        samples_trained=samples, setup_seconds=setup_seconds or 0.0,
+        samples_trained=samples, setup_seconds=setup_seconds,
         wall_seconds=time.perf_counter() - started, train_samples_per_second=samples / max(train_seconds, 1e-9),
         peak_memory_mb=_peak_memory_mb(device), history=history, checkpoint=checkpoint,
     )
@@ -225,11 +224,20 @@ def _optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> t
 
 
 def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
-    if mode == "no" or (mode == "auto" and device.type != "cuda"):
+    """auto: bf16 (fp16 on GPUs without it); on CPU bf16 only with native bf16 units,
+    where it runs matmuls 2-3x faster; elsewhere it would be slower than float32."""
+    if mode == "no":
         return None
+    if mode == "auto" and device.type == "cpu":
+        return torch.bfloat16 if cpu_has_native_bf16() else None
     if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
         return torch.bfloat16
     return torch.float16
+
+
+def cpu_has_native_bf16() -> bool:
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private, so looked up defensively
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
 def _class_weights(split: PreparedSplit, mode: str, device) -> torch.Tensor | None:
