@@ -39,8 +39,14 @@ def _check_encoder(name: str, path: str) -> str:
             raise UsageError(f"encoder {name!r}: {path} has no config.json; point model_paths.{name} at a saved model")
         return f"local {path}"
     from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
 
-    if isinstance(try_to_load_from_cache(path, "config.json"), str):
+    try:
+        cached = try_to_load_from_cache(path, "config.json")
+    except HFValidationError:  # e.g. an absolute path that does not exist: not a hub id either
+        raise UsageError(f"encoder {name!r}: {path} does not exist and is not a hub model id; "
+                         f"use --set model_paths.{name}=/path/to/model") from None
+    if isinstance(cached, str):
         return f"hub {path} (cached)"
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UsageError(f"encoder {name!r}: {path} is neither a local directory nor in the hub cache, and "

@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.objective import Objective
 from hpo.spec import StudySpec
-from hpo.study import FINISHED, caused_by_database, count_trials, database_error_text, open_study
+from hpo.study import caused_by_database, database_error_text, open_study, trial_census
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
         try:
             while True:
                 try:
-                    if _study_done(study, spec.n_trials, poll_seconds):
+                    if guarded.work_left_for_sure <= 0 and _study_done(study, spec.n_trials, poll_seconds):
                         return ran
                     study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[trial_log])
                     outage = 0
@@ -107,11 +107,10 @@ def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool
     here (failing stale trials, which re-queues a dead worker's trial) rather than
     start a surplus trial."""
     while True:
-        finished = count_trials(study, FINISHED)
-        if finished >= n_trials:
+        census = trial_census(study)
+        if census["finished"] >= n_trials:
             return True
-        running = count_trials(study, (TrialState.RUNNING,))
-        if finished + running < n_trials or count_trials(study, (TrialState.WAITING,)):
+        if census["finished"] + census["running"] < n_trials or census["waiting"]:
             return False
         fail_stale_trials(study)
         time.sleep(poll_seconds)
@@ -124,18 +123,19 @@ class _Guarded:
     def __init__(self, objective: Callable[[optuna.Trial], float], n_trials: int, worker: str):
         self.objective, self.n_trials, self.worker = objective, n_trials, worker
         self.current_trial_id: int | None = None  # re-queued if the worker is interrupted
+        # Trials still to start once this one and every other running one finish: while it is
+        # positive the worker needs no census before its next trial (one query less per trial).
+        self.work_left_for_sure = 0
 
     def __call__(self, trial: optuna.Trial) -> float:
         self.current_trial_id = trial._trial_id
         trial.set_user_attr("worker", self.worker)
-        study = trial.study
-        # Running trials started before this one, and queued retries (they must run for no trial to be
-        # lost). Read before the finished count: a trial finishing in between is then counted twice
-        # (this one steps aside needlessly, and the worker asks again) rather than not at all.
-        ahead = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
-                 if t.number < trial.number or t.state == TrialState.WAITING]
-        finished = count_trials(study, FINISHED)
-        if finished + len(ahead) >= self.n_trials:
+        # Finished trials, running ones started before this one, and queued retries (they must
+        # run for no trial to be lost), read in one query so no trial slips between two counts.
+        census = trial_census(trial.study, before=trial.number)
+        claimed = census["finished"] + census["running_before"] + census["waiting"]
+        self.work_left_for_sure = self.n_trials - census["finished"] - census["running"] - census["waiting"]
+        if claimed >= self.n_trials:
             trial.set_user_attr("fail_reason", f"surplus: the study already has {self.n_trials} trials")
             raise SurplusTrial(f"the study already has {self.n_trials} trials")
         return self.objective(trial)

@@ -1,0 +1,81 @@
+"""P3: what the service adds per trial around the sampler and the database, at trial ~800
+on PostgreSQL, against raw Optuna ask/tell on the same database with the same sampler."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import optuna
+import sqlalchemy as sa
+
+from bench.common import RUNS, write_spec
+from hpo.errors import UsageError
+from hpo.objective import suggest
+from hpo.spec import load_spec
+from hpo.study import get_storage
+from hpo.worker import run_worker
+
+SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
+         "weight_decay": {"type": "float", "low": 0.0, "high": 0.1},
+         "warmup_ratio": {"type": "float", "low": 0.0, "high": 0.2},
+         "head_dropout": {"type": "float", "low": 0.0, "high": 0.3},
+         "head_layers": {"type": "int", "low": 0, "high": 2}}
+
+
+def p3_orchestration(url: str, prefill: int = 790, measured: int = 30) -> dict:
+    try:
+        _ensure_database(url)
+        get_storage(url)
+    except (UsageError, sa.exc.SQLAlchemyError) as exc:
+        return {"skipped": f"P3 skipped: PostgreSQL not reachable ({exc})"}
+    stamp = time.strftime("%H%M%S")
+    spec_path = write_spec(f"p3-{stamp}", task="criteria", data_dir=str(RUNS / "data"), n_trials=prefill + measured,
+                           storage=url, output_dir=str(RUNS / "studies"), keep_top_k=0,
+                           sampler={"name": "tpe", "seed": 0}, pruner={"name": "none"},
+                           train={"encoder": "unused"}, search_space=SPACE)
+    spec = load_spec(spec_path, storage=url)
+
+    def fast_objective(trial):  # no training: only the orchestration is measured
+        params = suggest(trial, spec)
+        return params["learning_rate"] * 100 + params["head_dropout"]
+
+    service = _prefilled(spec.name + "-service", url, spec, prefill)
+    started = time.perf_counter()
+    run_worker(spec.model_copy(update={"name": service.study_name}), worker="bench", objective=fast_objective,
+               poll_seconds=0.05)
+    service_ms = (time.perf_counter() - started) * 1000 / measured
+
+    raw = _prefilled(spec.name + "-raw", url, spec, prefill)
+    raw = optuna.load_study(study_name=raw.study_name, storage=optuna.storages.RDBStorage(url),
+                            sampler=optuna.samplers.TPESampler(seed=0))
+    started = time.perf_counter()
+    for _ in range(measured):
+        trial = raw.ask()
+        raw.tell(trial, fast_objective(trial))
+    raw_ms = (time.perf_counter() - started) * 1000 / measured
+    for name in (service.study_name, raw.study_name):
+        optuna.delete_study(study_name=name, storage=url)
+    return {"ratio": service_ms / raw_ms, "service_ms": service_ms, "raw_ms": raw_ms, "at_trial": prefill,
+            "command": "python -m bench.run --only p3"}
+
+
+def _prefilled(name: str, url: str, spec, n: int) -> optuna.Study:
+    """A study holding n finished trials of the spec's parameters (random values)."""
+    scratch = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
+    for value in np.random.default_rng(0).random(n):
+        trial = scratch.ask()
+        suggest(trial, spec)
+        scratch.tell(trial, float(value))
+    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    study.add_trials(scratch.trials)
+    return study
+
+
+def _ensure_database(url: str) -> None:
+    target = sa.make_url(url)
+    admin = sa.create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        if not conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": target.database}).scalar():
+            conn.execute(sa.text(f'CREATE DATABASE "{target.database}"'))
+    admin.dispose()

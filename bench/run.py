@@ -1,0 +1,177 @@
+"""The benchmark suite: this service against Trainer.hyperparameter_search and against raw
+Optuna, on this machine. Prints each result as a ratio with the command that reproduces it.
+
+    make bench                              # everything (CPU part ~15 min on 2 cores)
+    python -m bench.run --only p1 p4        # some of it
+    python -m bench.run --data-dir DIR      # real ReDSM5 files instead of generated sample data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+
+import optuna
+import torch
+
+from bench.common import (
+    FRACTIONS,
+    POSTS,
+    RUNS,
+    encoder_path,
+    hpo_cmd,
+    sample_data,
+    save,
+    timed_run,
+    write_spec,
+)
+
+TARGETS = {"p1": "<= 0.4", "p2": "<= 0.5 s", "p3": "<= 1.1", "p4": ">= 1.8", "p5": ">= 1.5, MFU >= 35%", "p6": "<= 0.5"}
+SEARCH_SPACE = {"learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True},
+                "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}}
+
+
+def service_spec(name: str, data_dir: str, encoder: str, n_trials: int, **overrides) -> str:
+    train = {"encoder": encoder, "epochs": 1, "max_length": 128, "batch_size": 16, "warmup_ratio": 0.0,
+             "split_fractions": list(FRACTIONS), "class_weighting": "balanced", "cache_dir": str(RUNS / "cache")}
+    train.update(overrides.pop("train", {}))
+    fields = {"task": "criteria", "data_dir": data_dir, "n_trials": n_trials, "keep_top_k": 0,
+              "storage": f"sqlite:///{RUNS / 'bench.db'}", "output_dir": str(RUNS / "studies"),
+              "sampler": {"name": "tpe", "seed": 0}, "pruner": {"name": "none"}, "train": train,
+              "search_space": SEARCH_SPACE, **overrides}
+    return str(write_spec(name, **fields))
+
+
+def load(name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{RUNS / 'bench.db'}")
+
+
+def p1_end_to_end(encoder: str, data_dir: str) -> dict:
+    """Same checkpoint, data, split, search space, 2 trials, 1 epoch: wall time of each command."""
+    baseline_out = RUNS / "p1-trainer.json"
+    baseline_cmd = [sys.executable, "-m", "bench.trainer_baseline", encoder, data_dir, "--trials", "2",
+                    "--epochs", "1", "--max-length", "128", "--out", str(baseline_out)]
+    baseline_wall, _ = timed_run(baseline_cmd)
+    baseline = json.loads(baseline_out.read_text())
+    spec = service_spec("p1", data_dir, encoder, n_trials=2)
+    service_wall, _ = timed_run(hpo_cmd("tune", spec, "--workers", "2", "--no-progress"))
+    study = load("p1")
+    return {"ratio": service_wall / baseline_wall, "service_seconds": service_wall, "trainer_seconds": baseline_wall,
+            "service_best_macro_f1": study.best_value, "trainer_best_macro_f1": baseline["best_macro_f1"],
+            "train_examples": baseline["train_examples"], "eval_examples": baseline["eval_examples"],
+            "command": f"{' '.join(baseline_cmd)}  vs  hpo tune {spec} --workers 2"}
+
+
+def p4_scaling(encoder: str, data_dir: str) -> tuple[dict, dict]:
+    """Trials per hour with 2 workers vs 1 on this machine's cores; P2 comes from the 1-worker run."""
+    walls = {}
+    for workers in (1, 2):
+        spec = service_spec(f"p4-w{workers}", data_dir, encoder, n_trials=4)
+        walls[workers], _ = timed_run(hpo_cmd("tune", spec, "--workers", str(workers), "--no-progress"))
+    per_hour = {w: 4 * 3600 / s for w, s in walls.items()}
+    trials = sorted(load("p4-w1").get_trials(states=(optuna.trial.TrialState.COMPLETE,)), key=lambda t: t.number)
+    setups = [t.user_attrs["setup_seconds"] for t in trials]
+    p2 = {"first_trial_seconds": setups[0], "later_trials_seconds": max(setups[1:]), "all": setups,
+          "command": f"hpo tune {RUNS / 'specs' / 'p4-w1.yaml'} --workers 1   # user attr setup_seconds"}
+    p4 = {"ratio": per_hour[2] / per_hour[1], "trials_per_hour_1_worker": per_hour[1],
+          "trials_per_hour_2_workers": per_hour[2], "cores": os.cpu_count(),
+          "command": f"hpo tune {RUNS / 'specs' / 'p4-w1.yaml'} --workers 1  vs  --workers 2 (p4-w2.yaml)"}
+    return p2, p4
+
+
+def p6_pruning(encoder: str, data_dir: str) -> dict:
+    """Epochs spent until the study first reaches its best value, with the median pruner and
+    without. A random sampler with one seed proposes the same trials to both studies."""
+    common = dict(sampler={"name": "random", "seed": 0}, train={"epochs": 3},
+                  search_space={"learning_rate": {"type": "float", "low": 1e-5, "high": 5e-4, "log": True}})
+    runs = {}
+    for pruner in ("median", "none"):
+        options = {"n_startup_trials": 3, "n_warmup_steps": 0} if pruner == "median" else {}
+        spec = service_spec(f"p6-{pruner}", data_dir, encoder, n_trials=10, pruner={"name": pruner, "options": options},
+                            **common)
+        timed_run(hpo_cmd("tune", spec, "--workers", "1", "--no-progress"))
+        trials = sorted(load(f"p6-{pruner}").get_trials(), key=lambda t: t.number)
+        runs[pruner] = [(t.user_attrs.get("epochs_run", 0), t.value, t.state.name) for t in trials]
+    best = max(v for _, v, s in runs["none"] if s == "COMPLETE")
+    spent = {}
+    for pruner, trials in runs.items():
+        total = 0
+        for epochs, value, state in trials:
+            total += epochs
+            if state == "COMPLETE" and value >= best - 1e-9:
+                spent[pruner] = total
+                break
+    reached = "median" in spent
+    return {"ratio": spent["median"] / spent["none"] if reached else None, "best_value": best,
+            "epochs_to_best_with_pruner": spent.get("median"), "epochs_to_best_without": spent["none"],
+            "pruner_reached_best": reached, "total_epochs": {p: sum(e for e, _, _ in t) for p, t in runs.items()},
+            "command": f"hpo tune {RUNS / 'specs' / 'p6-median.yaml'} --workers 1  vs  p6-none.yaml"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", choices=["p1", "p2", "p3", "p4", "p5", "p6"])
+    parser.add_argument("--data-dir", help="real ReDSM5 files (default: generated sample data)")
+    parser.add_argument("--postgres", default=os.environ.get("HPO_BENCH_POSTGRES",
+                                                             "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_bench"))
+    args = parser.parse_args()
+    only = set(args.only or TARGETS)
+    shutil.rmtree(RUNS / "studies", ignore_errors=True)
+    shutil.rmtree(RUNS / "cache", ignore_errors=True)  # no tokenization carried over from an earlier run
+    (RUNS / "bench.db").unlink(missing_ok=True)
+    encoder, encoder_name = encoder_path()
+    data_dir = sample_data("data", POSTS, args.data_dir)
+    results: dict = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                                f"torch {torch.__version__}", "encoder": encoder_name, "data": data_dir,
+                     "started": time.strftime("%Y-%m-%d %H:%M")}
+    if "p1" in only:
+        results["p1"] = p1_end_to_end(encoder, data_dir)
+    if only & {"p2", "p4"}:
+        results["p2"], results["p4"] = p4_scaling(encoder, data_dir)
+    if "p3" in only:
+        from bench.orchestration import p3_orchestration
+
+        results["p3"] = p3_orchestration(args.postgres)
+    if "p5" in only:
+        from bench.gpu import p5_gpu
+
+        results["p5"] = p5_gpu()
+    if "p6" in only:
+        results["p6"] = p6_pruning(encoder, sample_data("data-p6", 40, args.data_dir))
+    path = save(results)
+    report(results, path)
+
+
+def report(results: dict, path) -> None:
+    print(f"\nhpo benchmarks on {results['machine']}; encoder {results['encoder']}")
+    lines = {
+        "p1": lambda r: f"P1 end-to-end wall time, service / Trainer.hyperparameter_search: {r['ratio']:.2f}x "
+                        f"({r['service_seconds']:.1f} s vs {r['trainer_seconds']:.1f} s); best macro-F1 "
+                        f"{r['service_best_macro_f1']:.3f} vs {r['trainer_best_macro_f1']:.3f}",
+        "p2": lambda r: f"P2 trial set-up (start to first optimizer step): first trial {r['first_trial_seconds']:.2f} s, "
+                        f"later trials at most {r['later_trials_seconds']:.2f} s",
+        "p3": lambda r: r.get("skipped") or (f"P3 orchestration per trial at trial {r['at_trial']}, service / raw Optuna: "
+                        f"{r['ratio']:.2f}x ({r['service_ms']:.1f} ms vs {r['raw_ms']:.1f} ms)"),
+        "p4": lambda r: f"P4 scaling, trials/hour 2 workers / 1 worker: {r['ratio']:.2f}x "
+                        f"({r['trials_per_hour_2_workers']:.0f} vs {r['trials_per_hour_1_worker']:.0f})",
+        "p5": lambda r: r.get("skipped") or (f"P5 GPU tokens/s, service loop / Trainer: {r['ratio']:.2f}x; "
+                        f"MFU {r['mfu']:.0%}"),
+        "p6": lambda r: (f"P6 pruning, epochs to reach the best value with / without the pruner: {r['ratio']:.2f}x "
+                         f"({r['epochs_to_best_with_pruner']} vs {r['epochs_to_best_without']} epochs; "
+                         f"best {r['best_value']:.3f})") if r["ratio"] is not None else
+                        "P6 pruning: the pruned study did not reach the unpruned best value",
+    }
+    for key, line in lines.items():
+        if key in results:
+            print(f"  {line(results[key])}   [target {TARGETS[key]}]")
+            print(f"      reproduce: {results[key].get('command', 'python -m bench.run --only ' + key)}")
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

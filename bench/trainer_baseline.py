@@ -1,0 +1,95 @@
+"""The baseline: transformers.Trainer.hyperparameter_search with the Optuna backend, written
+as a new user would from the documentation, on exactly the service's examples and split.
+
+    python -m bench.trainer_baseline ENCODER DATA_DIR --trials 2 --epochs 1 --max-length 128 --out result.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+from sklearn.metrics import f1_score
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    Trainer,
+    TrainingArguments,
+)
+
+from hpo.data import build_examples, load_descriptions, load_redsm5, split_by_post
+
+
+class PairDataset(torch.utils.data.Dataset):
+    def __init__(self, encodings, labels):
+        self.encodings, self.labels = encodings, labels
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        item = {k: torch.tensor(v[i]) for k, v in self.encodings.items()}
+        item["labels"] = torch.tensor(self.labels[i])
+        return item
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("encoder")
+    parser.add_argument("data_dir")
+    parser.add_argument("--task", default="criteria")
+    parser.add_argument("--trials", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--fractions", type=float, nargs=3, default=(0.6, 0.3, 0.1))
+    parser.add_argument("--bf16", action="store_true", help="bf16 mixed precision (GPU runs)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    started = time.perf_counter()
+
+    examples = build_examples(load_redsm5(args.data_dir), args.task, load_descriptions())
+    splits = split_by_post(examples, tuple(args.fractions), seed=0)  # the service's split (split_seed 0)
+    tokenizer = AutoTokenizer.from_pretrained(args.encoder)
+
+    def encode(rows):
+        enc = tokenizer([e.text_a for e in rows], [e.text_b for e in rows], truncation="only_second",
+                        padding="max_length", max_length=args.max_length)
+        return PairDataset(dict(enc), [e.label for e in rows])
+
+    train, validation = encode(splits.train), encode(splits.validation)
+
+    def model_init(trial=None):
+        return AutoModelForSequenceClassification.from_pretrained(args.encoder, num_labels=2)
+
+    def compute_metrics(pred):
+        return {"macro_f1": f1_score(pred.label_ids, np.argmax(pred.predictions, axis=-1), average="macro")}
+
+    def hp_space(trial):  # the same search space as bench's service spec
+        return {"learning_rate": trial.suggest_float("learning_rate", 2e-5, 2e-4, log=True),
+                "weight_decay": trial.suggest_float("weight_decay", 0.0, 0.1)}
+
+    training_args = TrainingArguments(
+        output_dir=args.out + ".trainer", num_train_epochs=args.epochs, per_device_train_batch_size=16,
+        eval_strategy="epoch", save_strategy="no", logging_strategy="epoch", report_to="none",
+        disable_tqdm=True, seed=0, use_cpu=not torch.cuda.is_available(), bf16=args.bf16,
+    )
+    trainer = Trainer(model_init=model_init, args=training_args, train_dataset=train, eval_dataset=validation,
+                      compute_metrics=compute_metrics)
+    search_started = time.perf_counter()
+    best = trainer.hyperparameter_search(hp_space=hp_space, compute_objective=lambda m: m["eval_macro_f1"],
+                                         n_trials=args.trials, direction="maximize", backend="optuna")
+    done = time.perf_counter()
+    runtime = [entry for entry in trainer.state.log_history if "train_runtime" in entry]
+    result = {"train_samples_per_second": runtime[-1]["train_samples_per_second"] if runtime else None,
+              "best_macro_f1": best.objective, "best_params": best.hyperparameters,
+              "search_seconds": done - search_started, "script_seconds": done - started,
+              "train_examples": len(train), "eval_examples": len(validation)}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""Secrets and exposure: a storage password never leaves the environment, the dashboard stays
+on this machine unless asked, checkpoints are safetensors, and the package has no unsafe
+deserialisation or code execution."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from hpo.data import write_sample
+from hpo.models.classifier import load_classifier
+from hpo.train.config import TrainConfig
+from hpo.train.loop import train
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "hpo"
+SECRET = "SuperSecret-4711"
+
+
+def _hpo(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hpo", *args]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "HPO_STORAGE"}
+    return {**env, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _secret_url(postgres_url: str) -> str:
+    # The local server trusts every connection, so it accepts the password it is given.
+    return sa.make_url(postgres_url).set(password=SECRET).render_as_string(hide_password=False)
+
+
+# --- a real study with a password in the storage URL -------------------------------------
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # after "(comm)": state, then ppid
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _proc_bytes(pid: int, name: str) -> bytes | None:
+    try:
+        return (Path("/proc") / str(pid) / name).read_bytes()
+    except OSError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> dict:
+    """`hpo tune --storage URL-with-password` (2 workers, 2 trials) on PostgreSQL, watching
+    every worker process's command line while it runs; then status, best and export."""
+    root = tmp_path_factory.mktemp("secret-study")
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    url = _secret_url(postgres_url)
+    data = write_sample(root / "data", posts=30, seed=0)
+    cmd = _hpo("tune", str(REPO / "studies" / "evidence-smoke.yaml"), "--workers", "2", "--no-progress",
+               "--storage", url,
+               "--set", f"name={name}", "--set", f"data_dir={data}", "--set", f"output_dir={root / 'out'}",
+               "--set", f"train.cache_dir={root / 'cache'}", "--set", f"model_paths.tiny-roberta={tiny_roberta}",
+               "--set", f"model_paths.tiny-deberta={tiny_deberta}", "--set", "n_trials=2",
+               "--set", "train.epochs=1")
+    cmdlines: dict[int, set[bytes]] = {}  # every command line each process had (fork, then exec)
+    environs: dict[int, bytes] = {}  # of the worker processes, after their exec
+    with open(root / "tune.out", "wb") as out, open(root / "tune.err", "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=root, env=_env(), stdout=out, stderr=err)
+        # Until it execs, a forked child still shows this command line: `hpo tune`'s, not its own.
+        parent_line = b"\0".join(part.encode() for part in cmd) + b"\0"
+        deadline = time.monotonic() + 300
+        while proc.poll() is None:
+            for pid in _descendants(proc.pid)[1:]:  # the workers (and anything they start), not `hpo tune`
+                line = _proc_bytes(pid, "cmdline")
+                if line and line != parent_line and line not in cmdlines.setdefault(pid, set()):
+                    cmdlines[pid].add(line)
+                    if b"\0worker\0" in line:
+                        environs[pid] = _proc_bytes(pid, "environ") or b""
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+            time.sleep(0.1)
+        proc.wait()
+    tune = {"returncode": proc.returncode, "stdout": (root / "tune.out").read_text(),
+            "stderr": (root / "tune.err").read_text()}
+    assert tune["returncode"] == 0, tune["stdout"][-3000:] + tune["stderr"][-3000:]
+
+    commands = (("status", name), ("best", name),
+                ("export", name, "--format", "json", "--out", str(root / "trials.json")),
+                ("export", name, "--format", "csv", "--out", str(root / "trials.csv")))
+    procs = {" ".join(c[:1] + c[2:4]): subprocess.Popen(  # "status", "export --format json", …
+        _hpo(*c, "--storage", url), cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for c in commands}
+    reads = {}
+    for key, read in procs.items():
+        stdout, stderr = read.communicate(timeout=120)
+        assert read.returncode == 0, f"{key}: {stderr}"
+        reads[key] = subprocess.CompletedProcess(read.args, read.returncode, stdout, stderr)
+    return {"name": name, "url": url, "root": root, "tune": tune, "cmdlines": cmdlines, "environs": environs,
+            "reads": reads, "study_dir": root / "out" / name}
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_password_is_on_no_command_line_it_travels_in_the_environment(secret_study):
+    cmdlines, environs = secret_study["cmdlines"], secret_study["environs"]
+    assert len(environs) >= 2, f"both worker processes were seen: {list(cmdlines.values())}"
+    for pid, line in ((pid, line) for pid, lines in cmdlines.items() for line in lines):
+        assert SECRET.encode() not in line, f"password on the command line of {pid}: {line!r}"
+    # `hpo tune` got the URL from --storage (its environment has no HPO_STORAGE): the launcher put it there.
+    for pid, environ in environs.items():
+        assert f"HPO_STORAGE={secret_study['url']}".encode() in environ.split(b"\0"), pid
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_password_is_in_no_output_file_or_log(secret_study):
+    tune = secret_study["tune"]
+    assert SECRET not in tune["stdout"] and SECRET not in tune["stderr"]
+    assert f"study {secret_study['name']!r} on postgresql+psycopg2://postgres:***@" in tune["stdout"]
+    files = [p for p in secret_study["root"].rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"train.log", "metrics.json", "checkpoint.tar", "head.safetensors", "trials.json",
+            "trials.csv"} <= names, names
+    for path in files:
+        assert SECRET.encode() not in path.read_bytes(), f"password in {path}"
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_password_is_not_in_status_best_or_export(secret_study):
+    reads = secret_study["reads"]
+    assert f"study {secret_study['name']}" in reads["status"].stdout
+    assert "best trial" in reads["best"].stdout
+    for command, run in reads.items():
+        assert SECRET not in run.stdout and SECRET not in run.stderr, command
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_password_is_not_in_study_or_trial_attributes(secret_study, postgres_url):
+    study = optuna.load_study(study_name=secret_study["name"], storage=postgres_url)
+    assert len(study.trials) >= 2
+    study_system_attrs = study._storage.get_study_system_attrs(study._study_id)  # no public getter in Optuna 5
+    recorded = json.dumps([study.user_attrs, study_system_attrs,
+                           [(t.user_attrs, t.system_attrs, t.params) for t in study.trials]], default=str)
+    assert "metrics" in recorded and "spec_file" in recorded
+    assert SECRET not in recorded
+    assert "://" not in recorded and "postgresql" not in recorded, "no storage URL in attributes"
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_exports_and_metrics_hold_no_storage_url(secret_study):
+    root, study_dir = secret_study["root"], secret_study["study_dir"]
+    exported = json.loads((root / "trials.json").read_text())
+    assert len(exported) >= 2 and "user_attrs" in exported[0]
+    metrics = sorted(study_dir.glob("trial_*/metrics.json"))
+    assert len(metrics) == 2
+    for path in [root / "trials.json", root / "trials.csv", *metrics]:
+        text = path.read_text()
+        for marker in ("://", "postgresql", "127.0.0.1:5432", SECRET):
+            assert marker not in text, f"{marker!r} in {path.name}"
+
+
+# --- the dashboard ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _non_loopback_address() -> str | None:
+    """This machine's address on a real interface (a UDP connect sends nothing)."""
+    candidates = []
+    for target in ("192.0.2.1", "10.255.255.255", "8.8.8.8"):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.connect((target, 9))
+                candidates.append(s.getsockname()[0])
+            except OSError:
+                pass
+    try:
+        candidates.append(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        pass
+    return next((a for a in candidates if not a.startswith(("127.", "0."))), None)
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except ConnectionRefusedError:
+        return False
+
+
+@contextmanager
+def _dashboard(tmp_path: Path, *args: str):
+    port = _free_port()
+    log = tmp_path / f"dashboard-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(_hpo("dashboard", *args, "--port", str(port)), cwd=tmp_path, env=_env(),
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not _accepts("127.0.0.1", port):
+            assert proc.poll() is None, f"dashboard exited {proc.returncode}: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"dashboard never listened: {log.read_text()[-2000:]}"
+            time.sleep(0.2)
+        yield port, lambda: log.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_dashboard_binds_loopback_only_by_default(tmp_path):
+    address = _non_loopback_address()
+    with _dashboard(tmp_path, "--storage", f"sqlite:///{tmp_path / 'x.db'}") as (port, output):
+        banner = output()
+        assert f"sqlite:///{tmp_path / 'x.db'}" in banner and f"http://127.0.0.1:{port}/" in banner
+        if address is None:
+            pytest.skip("this machine has no non-loopback IPv4 address to try the dashboard on")
+        assert not _accepts(address, port), f"the dashboard answers on {address}: it must bind 127.0.0.1 only"
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_dashboard_is_exposed_only_when_asked_and_masks_the_password(tmp_path, postgres_url):
+    address = _non_loopback_address()
+    url = _secret_url(postgres_url)
+    with _dashboard(tmp_path, "--storage", url, "--host", "0.0.0.0") as (port, output):
+        banner = output()
+        assert SECRET not in banner
+        assert "postgresql+psycopg2://postgres:***@" in banner and f"http://0.0.0.0:{port}/" in banner
+        if address is None:
+            pytest.skip("this machine has no non-loopback IPv4 address to try the dashboard on")
+        assert _accepts(address, port), f"--host 0.0.0.0 must answer on {address}"
+
+
+# --- static checks over the package source --------------------------------------------------
+
+_PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "shelve", "marshal"}
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _is_true(call: ast.Call, keyword: str) -> bool:
+    return any(k.arg == keyword and isinstance(k.value, ast.Constant) and k.value.value is True
+               for k in call.keywords)
+
+
+def unsafe_calls(source: str) -> list[str]:
+    """Every unsafe pattern in ``source``: what it is and the line."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                if module.split(".")[0] in _PICKLE_MODULES:
+                    problems.append(f"line {node.lineno}: imports {module}")
+            if isinstance(node, ast.ImportFrom) and node.module == "yaml":
+                if unsafe := {a.name for a in node.names} & {"load", "unsafe_load", "full_load", "Loader"}:
+                    problems.append(f"line {node.lineno}: from yaml import {', '.join(sorted(unsafe))}")
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        last = name.rsplit(".", 1)[-1]
+        if name in ("yaml.load", "yaml.unsafe_load", "yaml.full_load", "yaml.load_all", "yaml.unsafe_load_all"):
+            problems.append(f"line {node.lineno}: {name}(); use yaml.safe_load")
+        elif name == "torch.load" and not _is_true(node, "weights_only"):
+            problems.append(f"line {node.lineno}: torch.load() without weights_only=True")
+        elif name in ("np.load", "numpy.load") and _is_true(node, "allow_pickle"):
+            problems.append(f"line {node.lineno}: {name}(allow_pickle=True)")
+        elif last in ("to_empty", "reset_parameters") and isinstance(node.func, ast.Attribute):
+            problems.append(f"line {node.lineno}: .{last}() re-initialises weights")
+        elif isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec", "__import__"):
+            problems.append(f"line {node.lineno}: {node.func.id}()")
+    return problems
+
+
+def test_the_checker_finds_every_unsafe_pattern():
+    bad = """
+import pickle
+from yaml import load
+yaml.load(text)
+yaml.load(text, Loader=yaml.Loader)
+torch.load(path)
+torch.load(path, weights_only=False)
+np.load(path, allow_pickle=True)
+model.to_empty(device="cpu")
+module.reset_parameters()
+eval("1")
+exec("x = 1")
+"""
+    assert len(unsafe_calls(bad)) == 11, unsafe_calls(bad)
+    good = """
+yaml.safe_load(text)
+torch.load(path, weights_only=True)
+model.eval()
+np.load(path)
+"""
+    assert unsafe_calls(good) == []
+
+
+def test_package_source_has_no_unsafe_loading_or_code_execution():
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 10
+    problems = [f"{path.relative_to(REPO)}: {problem}" for path in files
+                for problem in unsafe_calls(path.read_text(encoding="utf-8"))]
+    assert problems == []
+
+
+# --- checkpoints -------------------------------------------------------------------------
+
+_PICKLE_OR_TORCH_SAVE = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
+
+
+@pytest.mark.slow
+def test_checkpoints_are_safetensors_and_load_back(tiny_encoder, tmp_path):
+    data = write_sample(tmp_path / "data", posts=30, seed=0)
+    config = TrainConfig(task="evidence", encoder=str(tiny_encoder), data_dir=str(data), epochs=1, batch_size=16,
+                         max_length=64, num_threads=2, output_dir=str(tmp_path / "trial"))
+    checkpoint = Path(train(config).checkpoint)
+    files = [p for p in checkpoint.rglob("*") if p.is_file()]
+    tensors = sorted(p.relative_to(checkpoint).as_posix() for p in files if p.suffix == ".safetensors")
+    assert tensors == ["encoder/model.safetensors", "head.safetensors"]
+    for path in files:
+        assert path.suffix in {".safetensors", ".json", ".txt", ".model"}, f"unexpected file {path.name}"
+        assert not path.read_bytes().startswith(_PICKLE_OR_TORCH_SAVE), f"{path.name} is a pickle or torch.save file"
+    for name in tensors:
+        with safe_open(checkpoint / name, framework="pt") as f:
+            assert list(f.keys())
+
+    model, tokenizer = load_classifier(checkpoint)
+    assert not [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    for key, saved in load_file(checkpoint / "head.safetensors").items():
+        assert torch.equal(model.head.state_dict()[key], saved), key
+    encoder_saved = load_file(checkpoint / "encoder" / "model.safetensors")
+    encoder_state = model.encoder.state_dict()
+    matched = [k for k in encoder_saved if k in encoder_state]
+    assert len(matched) >= len(encoder_saved) - 2, "the encoder's weights come from the checkpoint"
+    assert all(torch.equal(encoder_state[k], encoder_saved[k]) for k in matched)
+    batch = tokenizer(["criterion text"], ["a sentence"], return_tensors="pt")
+    with torch.no_grad():
+        logits = model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    logits = getattr(logits, "logits", logits)
+    assert logits.shape == (1, 2) and torch.isfinite(logits).all()
