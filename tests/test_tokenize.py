@@ -141,6 +141,17 @@ def test_disk_cache_serves_a_new_process_after_memory_is_cleared(tokenizers, dat
     ):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(first.lengths, again.lengths)
+    np.testing.assert_array_equal(first.labels, again.labels)
+
+
+def test_disk_cache_holds_plain_arrays_only(tokenizers, data, tmp_path):
+    """Workers read a possibly shared cache directory: nothing in it may be unpickled."""
+    pairs, labels = data
+    tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "plain", cache_dir=tmp_path)
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert files and all(f.suffix == ".npy" for f in files), files
+    for f in files:
+        np.load(f, allow_pickle=False)  # raises on any object (pickled) array
 
 
 def test_disk_cache_is_keyed_on_content(tokenizers, data, tmp_path):

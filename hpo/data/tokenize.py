@@ -2,14 +2,16 @@
 
 Every trial of a study tokenizes the same splits with the same tokenizer, so the work is
 cached twice: in a process-wide dict (a repeated call does nothing at all) and, when a
-``cache_dir`` is given, on disk through ``joblib.Memory`` so a fresh worker process
-reuses what an earlier worker computed.
+``cache_dir`` is given, on disk as plain arrays so a fresh worker process reuses what an
+earlier worker computed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,7 +58,6 @@ class CacheInfo:
 _info = CacheInfo()
 _memory_cache: dict[tuple[str, str, int], TokenizedSplit] = {}
 _backend_digests: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-_disk_caches: dict[str, Any] = {}
 
 
 def cache_info() -> CacheInfo:
@@ -95,9 +96,9 @@ def tokenize_pairs(
     _info.memory_misses += 1
     pairs, labels = list(pairs), list(labels)
     if cache_dir is None:
-        split = _tokenize(tokenizer, pairs, labels, max_length, fingerprint)
+        split = _tokenize(tokenizer, pairs, labels, max_length)
     else:
-        split = _disk_cached(cache_dir)(tokenizer, pairs, labels, max_length, fingerprint)
+        split = _disk_cached(cache_dir, tokenizer, pairs, labels, max_length, fingerprint)
     _memory_cache[key] = split
     return split
 
@@ -134,13 +135,40 @@ def _backend_digest(tokenizer: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _disk_cached(cache_dir: str | Path) -> Any:
-    location = str(cache_dir)
-    if location not in _disk_caches:
-        memory = joblib.Memory(location, verbose=0)
-        # The tokenizer object does not hash stably; its fingerprint argument stands in.
-        _disk_caches[location] = memory.cache(_tokenize, ignore=["tokenizer"])
-    return _disk_caches[location]
+def _disk_cached(cache_dir: str | Path, tokenizer: Any, pairs: list[tuple[str, str]], labels: list[int],
+                 max_length: int, fingerprint: str) -> TokenizedSplit:
+    """Tokenize once per cache directory, shared by every worker that can read it.
+
+    Stored as plain ``.npy`` arrays loaded with ``allow_pickle=False`` (joblib.Memory would
+    pickle, and a shared cache directory must never be a way to run code in a worker);
+    joblib only hashes the inputs into the key.
+    """
+    folder = Path(cache_dir) / joblib.hash((fingerprint, max_length, pairs, labels))
+    if (folder / "labels.npy").exists():
+        arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
+        ids, offsets = arrays["input_ids"], arrays["offsets"]
+        types = arrays.get("token_type_ids")
+        return TokenizedSplit(
+            input_ids=np.split(ids, offsets[1:-1]),
+            token_type_ids=None if types is None else np.split(types, offsets[1:-1]),
+            labels=arrays["labels"],
+            lengths=np.diff(offsets),
+        )
+    split = _tokenize(tokenizer, pairs, labels, max_length)
+    arrays = {"input_ids": np.concatenate(split.input_ids),
+              "offsets": np.concatenate([[0], np.cumsum(split.lengths)]),
+              "labels": split.labels}
+    if split.token_type_ids is not None:
+        arrays["token_type_ids"] = np.concatenate(split.token_type_ids)
+    staging = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")  # workers race: write aside, rename
+    staging.mkdir(parents=True, exist_ok=True)
+    for name, array in arrays.items():
+        np.save(staging / f"{name}.npy", array, allow_pickle=False)
+    try:
+        staging.rename(folder)
+    except OSError:  # another worker got there first with the same content
+        shutil.rmtree(staging, ignore_errors=True)
+    return split
 
 
 def _tokenize(
@@ -148,7 +176,6 @@ def _tokenize(
     pairs: list[tuple[str, str]],
     labels: list[int],
     max_length: int,
-    fingerprint: str,  # only part of the disk-cache key
 ) -> TokenizedSplit:
     _info.tokenizations += 1
     firsts = [first for first, _ in pairs]
