@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -85,3 +87,36 @@ def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, a
     assert again.returncode == 0, again.stderr[-2000:]
     study = optuna.load_study(study_name=study_name, storage=postgres_url)
     assert len(study.trials) == 2
+
+
+def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
+    out = assets["root"] / study_name
+    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "evidence-smoke.yaml"), "--workers", "2",
+           "--storage", postgres_url, "--no-progress", "--set", f"name={study_name}",
+           "--set", f"data_dir={assets['data']}", "--set", f"output_dir={out}", "--set", "keep_top_k=0",
+           "--set", f"model_paths.tiny-roberta={assets['roberta']}",
+           "--set", f"model_paths.tiny-deberta={assets['deberta']}", "--set", "train.epochs=20"]
+    proc = subprocess.Popen(cmd, cwd=assets["root"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                if len(optuna.load_study(study_name=study_name, storage=postgres_url)
+                       .get_trials(states=(TrialState.RUNNING,))) == 2:
+                    break
+            except KeyError:
+                continue
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends the launcher
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output[-3000:]
+    study = optuna.load_study(study_name=study_name, storage=postgres_url)
+    assert not study.get_trials(states=(TrialState.RUNNING,)), "nothing may be left RUNNING"
+    interrupted = study.get_trials(states=(TrialState.FAIL,))
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert len(interrupted) == 2 and len(queued) == 2
+    assert sorted(map(str, (t.params for t in interrupted))) == sorted(map(str, (t.params for t in queued)))
