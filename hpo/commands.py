@@ -29,7 +29,25 @@ def preflight(spec: StudySpec) -> list[str]:
     for name in encoders:
         path = spec.model_paths.get(name, name)
         notes.append(f"encoder {name}: {_check_encoder(str(name), str(path))}")
+    check_gpus(spec)
     return notes
+
+
+def gpus_per_trial(spec: StudySpec) -> int:
+    """The most GPUs any trial of the spec can ask for."""
+    searched = spec.search_space.get("gpus_per_trial")
+    if searched is None:
+        return int(spec.train.get("gpus_per_trial", 1))
+    return int(max(searched.choices) if hasattr(searched, "choices") else searched.high)
+
+
+def check_gpus(spec: StudySpec) -> None:
+    from hpo.launcher import visible_gpus
+
+    wanted = gpus_per_trial(spec)
+    if wanted > 1 and len(available := visible_gpus()) < wanted:
+        raise UsageError(f"gpus_per_trial={wanted} needs {wanted} GPUs per worker, but this machine has "
+                         f"{len(available)}; set train.gpus_per_trial=1 or run on a machine with more GPUs")
 
 
 def _check_encoder(name: str, path: str) -> str:
@@ -83,6 +101,7 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
     study = open_study(spec)  # created once here, so workers never race to create it
     print(f"study {spec.name!r} on {mask_url(spec.storage)}: {spec.n_trials} trials, {workers} workers")
     launches = worker_launches(spec_path, workers, storage=spec.storage, overrides=overrides,
+                               gpus_per_trial=gpus_per_trial(spec),
                                cpu_count=available_cpus(), gpu_ids=visible_gpus())
     bar = StudyProgress(study, spec.n_trials, enabled=progress)
     try:
@@ -101,6 +120,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
     from hpo.worker import TooManyFailures, run_worker
 
     spec = load_spec(spec_path, overrides, storage)
+    check_gpus(spec)
     name = name or f"{socket.gethostname()}/{os.getpid()}"
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [{name}] %(message)s", stream=sys.stdout)
     for noisy in ("optuna", "transformers", "httpx"):

@@ -34,7 +34,8 @@ class WorkerLaunch:
 
 
 def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
-                    cpu_count: int, gpu_ids: Sequence[str] = (), base_env: Mapping[str, str] | None = None,
+                    cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
+                    base_env: Mapping[str, str] | None = None,
                     host: str | None = None) -> list[WorkerLaunch]:
     """Each worker's command and environment.
 
@@ -45,6 +46,9 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
     threads = max(1, cpu_count // n_workers)
+    # Disjoint groups of gpus_per_trial GPUs, handed out round-robin (a group per worker).
+    groups = [[str(g) for g in gpu_ids[i:i + gpus_per_trial]]
+              for i in range(0, len(gpu_ids) - gpus_per_trial + 1, gpus_per_trial)]
     host = host or socket.gethostname()
     launches = []
     for index in range(n_workers):
@@ -57,8 +61,8 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
         })
-        if gpu_ids:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu_ids[index % len(gpu_ids)])
+        if groups:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
         cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads)]
         for override in overrides:
             cmd += ["--set", override]

@@ -16,9 +16,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from hpo.models.adapters import add_lora, is_lora, load_lora
 from hpo.models.device import unwrap_model
-from hpo.models.head import HeadConfig
 from hpo.models.loading import load_pretrained, load_tokenizer, model_construction
+from hpo.models.settings import HeadConfig, LoraSettings
 
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}  # keys: ACTIVATIONS
 _CHECKPOINT_FORMAT = 1
@@ -79,26 +80,33 @@ CLASSIFIERS: dict[str, type[EncoderClassifier]] = {c.task: c for c in (CriteriaC
 
 
 def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfig | None = None,
-                     encoder_dropout: float | None = None) -> EncoderClassifier:
-    """A classifier on a meta-safely loaded pretrained encoder."""
+                     encoder_dropout: float | None = None, lora: LoraSettings | None = None) -> EncoderClassifier:
+    """A classifier on a meta-safely loaded pretrained encoder, LoRA-adapted if ``lora``."""
     overrides = {}
     if encoder_dropout is not None:
         overrides = {"hidden_dropout_prob": encoder_dropout, "attention_probs_dropout_prob": encoder_dropout}
     encoder = load_pretrained(encoder_path, config_overrides=overrides)
+    if lora is not None:
+        encoder = add_lora(encoder, lora)
     return CLASSIFIERS[task](encoder, head_config or HeadConfig())
 
 
 def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None) -> Path:
-    """Write ``encoder/`` (save_pretrained, safetensors), ``head.safetensors`` and
-    ``classifier.json``; works on a wrapped model without touching the wrapper."""
+    """Write the encoder (``encoder/`` via save_pretrained, or only ``adapter/`` for LoRA),
+    ``head.safetensors``, ``tokenizer/`` and ``classifier.json``; works on a wrapped model
+    without touching the wrapper."""
     real = unwrap_model(model)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    real.encoder.save_pretrained(out / "encoder")
-    if tokenizer is not None:
-        tokenizer.save_pretrained(out / "encoder")
-    save_file({k: v.detach().cpu().contiguous() for k, v in real.head.state_dict().items()}, out / "head.safetensors")
     meta = {"format": _CHECKPOINT_FORMAT, "task": real.task, "head": asdict(real.head_config)}
+    if is_lora(real.encoder):
+        real.encoder.save_pretrained(out / "adapter")  # the adapters only; the base encoder is named
+        meta["base_encoder"] = real.encoder.get_base_model().name_or_path
+    else:
+        real.encoder.save_pretrained(out / "encoder")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out / "tokenizer")
+    save_file({k: v.detach().cpu().contiguous() for k, v in real.head.state_dict().items()}, out / "head.safetensors")
     (out / "classifier.json").write_text(json.dumps(meta, indent=2) + "\n")
     return out
 
@@ -107,7 +115,11 @@ def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
     """The classifier and tokenizer saved by ``save_classifier``, through the meta-safe loader."""
     path = Path(path)
     meta = json.loads((path / "classifier.json").read_text())
-    model = CLASSIFIERS[meta["task"]](load_pretrained(path / "encoder"), HeadConfig(**meta["head"]))
+    if "base_encoder" in meta:
+        encoder = load_lora(load_pretrained(meta["base_encoder"]), path / "adapter")
+    else:
+        encoder = load_pretrained(path / "encoder")
+    model = CLASSIFIERS[meta["task"]](encoder, HeadConfig(**meta["head"]))
     model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
-    tokenizer = load_tokenizer(path / "encoder") if (path / "encoder" / "tokenizer_config.json").exists() else None
+    tokenizer = load_tokenizer(path / "tokenizer") if (path / "tokenizer").is_dir() else None
     return model, tokenizer

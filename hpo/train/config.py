@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from hpo.models.head import HeadConfig
+from hpo.models.settings import HeadConfig, LoraSettings
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,11 @@ class TrainConfig:
     head_activation: str = "gelu"
     head_dropout: float = 0.1
     encoder_dropout: float | None = None  # None keeps the checkpoint's
+    adapter: Literal["full", "lora"] = "full"  # lora: train LoRA adapters (peft), base encoder frozen
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    lora_target_modules: str | None = None  # comma-separated names or "all-linear"; None: peft's default
 
     # optimisation
     learning_rate: float = 3e-5
@@ -52,6 +57,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"  # auto: cuda when available
     num_threads: int | None = None  # torch CPU threads; None leaves torch's default
+    gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
     output_dir: str | None = None  # where the best checkpoint goes; None: not saved
 
     def __post_init__(self):
@@ -64,11 +70,21 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.lora_r < 1 or self.lora_alpha < 1 or not 0 <= self.lora_dropout < 1:
+            raise ValueError("lora_r and lora_alpha must be >= 1 and lora_dropout in [0, 1)")
+        if self.gpus_per_trial < 1:
+            raise ValueError(f"gpus_per_trial must be >= 1, got {self.gpus_per_trial}")
         self.head_config()  # validates the head settings
 
     def head_config(self) -> HeadConfig:
         return HeadConfig(pooling=self.pooling, hidden_layers=self.head_layers, hidden_size=self.head_hidden_size,
                           activation=self.head_activation, dropout=self.head_dropout)
+
+    def lora_settings(self) -> LoraSettings | None:
+        if self.adapter != "lora":
+            return None
+        return LoraSettings(r=self.lora_r, alpha=self.lora_alpha, dropout=self.lora_dropout,
+                            target_modules=self.lora_target_modules)
 
     @classmethod
     def field_names(cls) -> frozenset[str]:

@@ -1,4 +1,4 @@
-"""Settings of a classification head: plain data, importable without torch (specs use it)."""
+"""Model settings as plain data, importable without torch (study specs use them)."""
 
 from __future__ import annotations
 
@@ -26,3 +26,16 @@ class HeadConfig:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.05
+    target_modules: str | None = None  # comma-separated module names, "all-linear", or None: peft's default
+
+    def target_list(self) -> list[str] | str | None:
+        if self.target_modules in (None, "all-linear"):
+            return self.target_modules
+        return [name.strip() for name in self.target_modules.split(",") if name.strip()]
