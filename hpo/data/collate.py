@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpo.models.device import unwrap_model
+
 PADDED_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 DEFAULT_KEYS = frozenset({*PADDED_KEYS, "labels"})
 
@@ -55,27 +57,11 @@ def forward_keys(model: nn.Module) -> frozenset[str] | None:
 
     None means "accept all": the signature cannot tell which keys are safe to pass.
     """
-    parameters = inspect.signature(_unwrap(model).forward).parameters.values()
+    parameters = inspect.signature(unwrap_model(model).forward).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return frozenset(p.name for p in parameters if p.kind in named)
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    """Follow torch.compile, DataParallel/DDP/FSDP and peft wrappers down to the model."""
-    while True:
-        if isinstance(getattr(model, "_orig_mod", None), nn.Module):
-            model = model._orig_mod
-        elif isinstance(getattr(model, "module", None), nn.Module):
-            model = model.module
-        elif callable(getattr(model, "get_base_model", None)):
-            inner = model.get_base_model()
-            if inner is model:
-                return model
-            model = inner
-        else:
-            return model
 
 
 class Collator:
