@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # CPU wheel by default. GPU users: make install TORCH_SPEC=torch TORCH_INDEX=https://download.pytorch.org/whl/cu128
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-EXTRAS ?= dashboard,dev
+EXTRAS ?= dashboard,dev,proxy,lora
 PYTEST_ARGS ?=
 
 # Studies: storage comes from $$HPO_STORAGE (e.g. postgresql://user@host:5432/hpo), else sqlite:///_runs/hpo.db.
@@ -24,7 +24,7 @@ STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--se
 	$(if $(ROBERTA_PATH),--set model_paths.roberta-base=$(ROBERTA_PATH)) \
 	$(if $(DEBERTA_PATH),--set model_paths.microsoft/deberta-v3-base=$(DEBERTA_PATH))
 
-.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax workers dashboard status
+.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax workers dashboard status report
 
 install: $(VENV)/.installed
 
@@ -75,6 +75,10 @@ status: install
 
 dashboard: install
 	$(HPO) dashboard $(SPEC) --port $(PORT)
+
+# PNG plots and summary.md for SPEC's study.
+report: install
+	$(HPO) report $(SPEC) --out $(RUNS)/report
 
 clean:
 	rm -rf $(VENV) $(RUNS) .pytest_cache

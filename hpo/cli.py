@@ -59,10 +59,22 @@ def _export(args) -> None:
     export(args.study, args.storage, args.format, args.out)
 
 
+def _report(args) -> None:
+    from hpo.report import report
+
+    report(args.study, args.storage, args.out)
+
+
 def _dashboard(args) -> None:
     from hpo.commands import dashboard
 
     dashboard(args.target, args.storage, args.artifact_dir, args.host, args.port)
+
+
+def _storage_proxy(args) -> None:
+    from hpo.proxy import serve
+
+    serve(args.storage, args.host, args.port, args.sweep_seconds, args.max_trial_seconds)
 
 
 def _spec_args(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="file to write (default: standard output)")
     export.set_defaults(func=_export)
 
+    rep = commands.add_parser("report", help="PNG plots and a Markdown summary of a study")
+    rep.add_argument("study", help="study name, or its YAML file")
+    _storage_arg(rep)
+    rep.add_argument("--out", help="folder to write (default _runs/reports/<study>)")
+    rep.set_defaults(func=_report)
+
     dash = commands.add_parser("dashboard", help="optuna-dashboard on the storage, with the artifact store")
     dash.add_argument("target", nargs="?", help="a study YAML file or a storage URL (default $HPO_STORAGE)")
     _storage_arg(dash)
@@ -125,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     dash.add_argument("--port", type=int, default=8080)
     dash.set_defaults(func=_dashboard)
+
+    proxy = commands.add_parser("storage-proxy", help="Optuna's gRPC storage proxy in front of the database, "
+                                "with a stale-trial sweep (workers use --storage grpc://HOST:PORT)")
+    proxy.add_argument("--storage", help="the database URL (default $HPO_STORAGE); postgresql://… or sqlite:///…")
+    proxy.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    proxy.add_argument("--port", type=int, default=13000)
+    proxy.add_argument("--sweep-seconds", type=float, default=30,
+                       help="how often to fail and re-queue stale RUNNING trials (default 30; 0: never)")
+    proxy.add_argument("--max-trial-seconds", type=float, default=86400,
+                       help="a RUNNING trial without heartbeats (a client other than hpo) is stale after this "
+                            "(default 86400)")
+    proxy.set_defaults(func=_storage_proxy)
 
     tiny = commands.add_parser("make-tiny-encoder", help="build a small real encoder + tokenizer offline")
     tiny.add_argument("out_dir")
