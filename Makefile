@@ -24,7 +24,7 @@ STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--se
 	$(if $(ROBERTA_PATH),--set model_paths.roberta-base=$(ROBERTA_PATH)) \
 	$(if $(DEBERTA_PATH),--set model_paths.microsoft/deberta-v3-base=$(DEBERTA_PATH))
 
-.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax workers dashboard status report
+.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax workers dashboard status report bench
 
 install: $(VENV)/.installed
 
@@ -77,6 +77,13 @@ dashboard: install
 	$(HPO) dashboard $(SPEC) --port $(PORT)
 
 # PNG plots and summary.md for SPEC's study.
+# Benchmarks against Trainer.hyperparameter_search and raw Optuna (CPU part ~15 min on 2 cores).
+# BENCH_ARGS: e.g. --only p1 p4, or --data-dir /data/redsm5 for the real files.
+BENCH_ARGS ?=
+bench: install
+	$(BIN)/pip install -q -e ".[$(EXTRAS),bench]"
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
 report: install
 	$(HPO) report $(SPEC) --out $(RUNS)/report
 

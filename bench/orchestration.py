@@ -24,6 +24,7 @@ SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": Tr
 
 
 def p3_orchestration(url: str, prefill: int = 790, measured: int = 30) -> dict:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # 800 "trial finished" lines say nothing here
     try:
         _ensure_database(url)
         get_storage(url)

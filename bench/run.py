@@ -86,13 +86,14 @@ def p4_scaling(encoder: str, data_dir: str) -> tuple[dict, dict]:
 
 def p6_pruning(encoder: str, data_dir: str) -> dict:
     """Epochs spent until the study first reaches its best value, with the median pruner and
-    without. A random sampler with one seed proposes the same trials to both studies."""
-    common = dict(sampler={"name": "random", "seed": 0}, train={"epochs": 3},
-                  search_space={"learning_rate": {"type": "float", "low": 1e-5, "high": 5e-4, "log": True}})
+    without. A random sampler with one seed proposes the same trials to both studies, and
+    training is deterministic, so the pruner can only skip epochs, not change trials."""
+    common = dict(task="evidence", sampler={"name": "random", "seed": 0}, train={"epochs": 4, "max_length": 64},
+                  search_space={"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True}})
     runs = {}
-    for pruner in ("median", "none"):
-        options = {"n_startup_trials": 3, "n_warmup_steps": 0} if pruner == "median" else {}
-        spec = service_spec(f"p6-{pruner}", data_dir, encoder, n_trials=10, pruner={"name": pruner, "options": options},
+    for pruner in ("median", "none"):  # a second run of the same pruner would resume, so fresh names
+        options = {"n_startup_trials": 3, "n_warmup_steps": 1} if pruner == "median" else {}
+        spec = service_spec(f"p6-{pruner}", data_dir, encoder, n_trials=12, pruner={"name": pruner, "options": options},
                             **common)
         timed_run(hpo_cmd("tune", spec, "--workers", "1", "--no-progress"))
         trials = sorted(load(f"p6-{pruner}").get_trials(), key=lambda t: t.number)
@@ -142,7 +143,9 @@ def main() -> None:
 
         results["p5"] = p5_gpu()
     if "p6" in only:
-        results["p6"] = p6_pruning(encoder, sample_data("data-p6", 40, args.data_dir))
+        results["p6"] = p6_pruning(encoder, sample_data("data-p6", 60, args.data_dir))
+    if args.only and (RUNS / "results.json").exists():  # a partial run updates the last full one
+        results = {**json.loads((RUNS / "results.json").read_text()), **results}
     path = save(results)
     report(results, path)
 
@@ -163,7 +166,8 @@ def report(results: dict, path) -> None:
                         f"MFU {r['mfu']:.0%}"),
         "p6": lambda r: (f"P6 pruning, epochs to reach the best value with / without the pruner: {r['ratio']:.2f}x "
                          f"({r['epochs_to_best_with_pruner']} vs {r['epochs_to_best_without']} epochs; "
-                         f"best {r['best_value']:.3f})") if r["ratio"] is not None else
+                         f"best {r['best_value']:.3f}); whole study {r['total_epochs']['median']} vs "
+                         f"{r['total_epochs']['none']} epochs") if r["ratio"] is not None else
                         "P6 pruning: the pruned study did not reach the unpruned best value",
     }
     for key, line in lines.items():
