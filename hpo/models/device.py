@@ -2,7 +2,7 @@
 
 ``safe_to_device`` scans every parameter and buffer. Tensors still on the meta device are
 restored from the checkpoint they came from, or the call raises ``MetaTensorError``
-naming them. It never uses ``to_empty()``/``reset_parameters()``: those replace
+naming them. It never re-initialises (``to_empty`` + ``reset_parameters``): that would replace
 pretrained weights with random ones and let training carry on silently.
 """
 
