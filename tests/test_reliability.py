@@ -60,6 +60,18 @@ def _wait_all(procs, timeout: float) -> dict[str, str]:
     return outputs
 
 
+def _wait_clean_exit(procs) -> None:
+    outputs = _wait_all(procs, timeout=300)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-3000:]
+
+
+def _kill_leftovers(procs) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _study(name: str, storage: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=storage)
 
@@ -92,13 +104,9 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
             procs[replacement] = _start_worker("evidence-smoke.yaml", replacement, postgres_url, overrides)
             del procs[name]
         assert len(killed_trials) == 3, "could not catch three workers mid-trial"
-        outputs = _wait_all(procs, timeout=300)
+        _wait_clean_exit(procs)
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    for name, proc in procs.items():
-        assert proc.returncode == 0, outputs[name][-2000:]
+        _kill_leftovers(procs)
     study = _study(study_name, postgres_url)
     trials = study.get_trials()
     assert len([t for t in trials if t.state in FINISHED]) == 10
@@ -128,13 +136,9 @@ def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, asse
         version = os.listdir("/etc/postgresql")[0]
         subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True,
                        timeout=60)
-        outputs = _wait_all(procs, timeout=300)
+        _wait_clean_exit(procs)
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    for name, proc in procs.items():
-        assert proc.returncode == 0, outputs[name][-3000:]
+        _kill_leftovers(procs)
     study = _study(study_name, postgres_url)
     assert len(study.get_trials(states=FINISHED)) == 6
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
