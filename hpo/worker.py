@@ -56,6 +56,9 @@ class _QuietSurplus(logging.Filter):
         return not (message.endswith("failed with value None.") and message.split()[1] in self.numbers)
 
 
+_QUIET_SURPLUS = _QuietSurplus()
+
+
 def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = None,
                poll_seconds: float = IDLE_POLL_SECONDS,
                objective: Callable[[optuna.Trial], float] | None = None) -> int:
@@ -68,12 +71,14 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     ran, failures, outage = 0, 0, 0
-    logging.getLogger("optuna").addFilter(_QuietSurplus())  # on the logger: Optuna's handler is its own
+    for handler in logging.getLogger("optuna").handlers:  # on the handler: its records come from child loggers
+        if _QUIET_SURPLUS not in handler.filters:
+            handler.addFilter(_QUIET_SURPLUS)
     with _stop_on_signals():
         try:
             while True:
                 try:
-                    if guarded.work_left_for_sure <= 0 and _study_done(study, spec.n_trials, poll_seconds):
+                    if _study_done(study, spec.n_trials, poll_seconds):
                         return ran
                     study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[trial_log])
                     outage = 0
@@ -123,9 +128,6 @@ class _Guarded:
     def __init__(self, objective: Callable[[optuna.Trial], float], n_trials: int, worker: str):
         self.objective, self.n_trials, self.worker = objective, n_trials, worker
         self.current_trial_id: int | None = None  # re-queued if the worker is interrupted
-        # Trials still to start once this one and every other running one finish: while it is
-        # positive the worker needs no census before its next trial (one query less per trial).
-        self.work_left_for_sure = 0
 
     def __call__(self, trial: optuna.Trial) -> float:
         self.current_trial_id = trial._trial_id
@@ -134,7 +136,6 @@ class _Guarded:
         # run for no trial to be lost), read in one query so no trial slips between two counts.
         census = trial_census(trial.study, before=trial.number)
         claimed = census["finished"] + census["running_before"] + census["waiting"]
-        self.work_left_for_sure = self.n_trials - census["finished"] - census["running"] - census["waiting"]
         if claimed >= self.n_trials:
             trial.set_user_attr("fail_reason", f"surplus: the study already has {self.n_trials} trials")
             raise SurplusTrial(f"the study already has {self.n_trials} trials")

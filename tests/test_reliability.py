@@ -3,6 +3,7 @@ restart, many concurrent workers, out-of-memory and meta tensors inside a worker
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -166,7 +167,8 @@ def test_eight_workers_four_hundred_trials_exact_count(postgres_url, study_name,
     outputs = _wait_all(procs, timeout=400)
     for name, proc in procs.items():
         assert proc.returncode == 0, outputs[name][-3000:]
-        bad = [line for line in outputs[name].splitlines() if "already finished" in line or "Error" in line]
+        bad = [line for line in outputs[name].splitlines()
+               if any(word in line for word in ("already finished", "Error", "Traceback", "SurplusTrial"))]
         assert not bad, bad[:5]
     study = _study(study_name, postgres_url)
     trials = study.get_trials()
@@ -247,3 +249,18 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, stu
     assert "MetaTensorError" in trials[1].user_attrs["fail_reason"]
     assert "stray_scale" in trials[1].user_attrs["fail_reason"]
     assert len([t for t in trials if t.state in FINISHED]) == 3
+
+
+def test_surplus_bookkeeping_is_not_logged_as_a_failure():
+    from hpo.worker import _QuietSurplus
+
+    quiet = _QuietSurplus()
+
+    def passes(message: str) -> bool:
+        return quiet.filter(logging.LogRecord("optuna.study._optimize", logging.WARNING, "", 0, message, None, None))
+
+    assert not passes("Trial 6 failed with parameters: {} because of the following error: "
+                      "SurplusTrial('the study already has 6 trials').")
+    assert not passes("Trial 6 failed with value None.")
+    assert passes("Trial 7 failed with value None.")  # a real failure still shows
+    assert passes("Trial 8 failed with parameters: {} because of the following error: ValueError('x').")
