@@ -117,7 +117,8 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
         killed = by_number[number]
         assert killed.state == TrialState.FAIL, "the heartbeat fails a dead worker's trial"
         retries = [t for t in trials if t.system_attrs.get("retry_history", [])[-1:] == [number]]
-        assert len(retries) == 1 and retries[0].params == killed.params, "re-queued with the same parameters"
+        # Same parameters: every one the killed trial had chosen (a kill mid-suggest leaves the rest to the retry).
+        assert len(retries) == 1 and killed.params.items() <= retries[0].params.items(), "re-queued, same parameters"
         chain = [t for t in trials if number in t.system_attrs.get("retry_history", [])]
         assert any(t.state in FINISHED for t in chain), "the re-queued trial ran to the end"
 
