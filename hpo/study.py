@@ -28,7 +28,6 @@ from hpo.spec import HeartbeatSpec, SpecError, StudySpec
 
 log = logging.getLogger(__name__)
 
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 HEARTBEAT_ATTR = "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/proxy.py
 PROXY_CONNECT_SECONDS = 10
 

@@ -18,17 +18,11 @@ from hpo.data import (
     split_by_post,
     write_sample,
 )
+from hpo.data.redsm5 import ANNOTATION_COLUMNS, POST_COLUMNS
 from hpo.errors import DataError, UsageError
 
-POST_HEADER = ["post_id", "text"]
-ANNOTATION_HEADER = [
-    "post_id",
-    "sentence_id",
-    "sentence_text",
-    "DSM5_symptom",
-    "status",
-    "explanation",
-]
+POST_HEADER = list(POST_COLUMNS)  # the layout the loader requires, in ReDSM5's column order
+ANNOTATION_HEADER = list(ANNOTATION_COLUMNS)
 
 # p1's text spans three lines and holds commas and quotes, so its record is lines 2-4.
 POSTS = [
