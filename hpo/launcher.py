@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
+from hpo.process import interruptible
 from hpo.study import state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
@@ -93,36 +94,35 @@ class Supervisor:
         self.deaths = 0
 
     def run(self) -> int:
-        """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C or SIGTERM."""
-        previous = {sig: signal.signal(sig, signal.default_int_handler)  # even when started in the background
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C, SIGTERM or SIGHUP."""
         try:
-            for launch in self.launches:  # inside the try: a Ctrl-C now still stops those already started
-                self._start(launch)
-            while self.procs:
-                time.sleep(self.poll_seconds)
-                self.progress.refresh()
-                for launch in self.launches:
-                    proc = self.procs.get(launch.name)
-                    if proc is None or proc.poll() is None:
-                        continue
-                    del self.procs[launch.name]
-                    self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)  # its last lines before our notice
-                    if proc.returncode != 0:
-                        self.deaths += 1
-                        self.progress.write(f"worker {launch.name} died (exit code {proc.returncode})"
-                                            + ("; starting a replacement" if self.restart_dead else ""))
-                        if self.restart_dead and not self.progress.done():
-                            self._start(launch)
-            self.progress.refresh()
-            return 1 if self.deaths and not self.progress.done() else 0
+            with interruptible():
+                return self._supervise()
         except KeyboardInterrupt:
             self.progress.write("stopping workers; their running trials are re-queued …")
             self.stop()
             return 130
-        finally:
-            for sig, handler in previous.items():  # the caller's handlers, not ours, once we return
-                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    def _supervise(self) -> int:
+        for launch in self.launches:  # under interruptible(): a Ctrl-C now still stops those already started
+            self._start(launch)
+        while self.procs:
+            time.sleep(self.poll_seconds)
+            self.progress.refresh()
+            for launch in self.launches:
+                proc = self.procs.get(launch.name)
+                if proc is None or proc.poll() is None:
+                    continue
+                del self.procs[launch.name]
+                self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)  # its last lines before our notice
+                if proc.returncode != 0:
+                    self.deaths += 1
+                    self.progress.write(f"worker {launch.name} died (exit code {proc.returncode})"
+                                        + ("; starting a replacement" if self.restart_dead else ""))
+                    if self.restart_dead and not self.progress.done():
+                        self._start(launch)
+        self.progress.refresh()
+        return 1 if self.deaths and not self.progress.done() else 0
 
     def _start(self, launch: WorkerLaunch) -> None:
         proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

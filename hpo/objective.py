@@ -10,26 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import optuna
-from optuna.artifacts import FileSystemArtifactStore, upload_artifact
-from optuna.trial import TrialState
 
 from hpo.outputs import TrialOutputs
 from hpo.spec import CategoricalParam, FloatParam, IntParam, StudySpec
+from hpo.study import artifact_store, completed_trials, upload
 from hpo.train.loop import TrainResult, train
 
 log = logging.getLogger(__name__)
-
-
-def artifact_store(spec: StudySpec) -> FileSystemArtifactStore:
-    """One store per output_dir, so one dashboard serves every study's artifacts; on several
-    machines put output_dir on shared storage."""
-    path = Path(spec.output_dir) / "artifacts"
-    path.mkdir(parents=True, exist_ok=True)
-    return FileSystemArtifactStore(str(path))
 
 
 def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
@@ -46,18 +36,16 @@ def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
 
 
 class Objective:
-    def __init__(self, spec: StudySpec, num_threads: int | None = None):
-        self.spec, self.num_threads = spec, num_threads
+    def __init__(self, spec: StudySpec):
+        self.spec = spec
         self.outputs = TrialOutputs(spec.study_dir, keep_top_k=spec.keep_top_k, direction=spec.direction)
-        self.artifact_store = artifact_store(spec)
+        self.artifact_store = artifact_store(spec.output_dir)
 
     def __call__(self, trial: optuna.Trial) -> float:
         started = time.perf_counter()
         trial_dir = self.outputs.trial_dir(trial.number)
         config = self.spec.train_config(suggest(trial, self.spec),
                                         output_dir=str(trial_dir) if self.spec.keep_top_k else None)
-        if self.num_threads:
-            config = replace(config, num_threads=self.num_threads)
         epochs = []
 
         def report(epoch: int, value: float) -> None:
@@ -107,7 +95,7 @@ class Objective:
         self._upload(trial, metrics_file, "metrics_artifact")
         if result.checkpoint is None:
             return
-        kept = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        kept = [t for t in completed_trials(trial.study)
                 if "checkpoint" in t.user_attrs and outputs.checkpoint_dir(t.number).exists()]
         keep = outputs.ranked_keep([(t.number, t.value) for t in kept] + [(trial.number, value)])
         for old in kept:
@@ -122,5 +110,4 @@ class Objective:
         self._upload(trial, outputs.archive_checkpoint(trial.number), "checkpoint_artifact")
 
     def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
-        artifact_id = upload_artifact(artifact_store=self.artifact_store, file_path=str(path), study_or_trial=trial)
-        trial.set_user_attr(attr, artifact_id)
+        trial.set_user_attr(attr, upload(self.artifact_store, trial, path))

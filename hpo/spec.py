@@ -31,7 +31,8 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from hpo.errors import UsageError
 from hpo.train.config import TrainConfig
 
-DEFAULT_STORAGE = "sqlite:///_runs/hpo.db"
+DEFAULT_STORAGE = "sqlite:///_runs/hpo.db"  # embedded default: one machine, a few workers
+DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
 STORAGE_ENV = "HPO_STORAGE"
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
@@ -175,7 +176,7 @@ class StudySpec(_Strict):
                     "post_micro_f1", "post_macro_f1"] = "macro_f1"
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
     storage: str = DEFAULT_STORAGE
-    output_dir: str = "_runs/studies"
+    output_dir: str = DEFAULT_OUTPUT_DIR
     keep_top_k: int = Field(default=3, ge=0)
     timeout_per_trial: float | None = Field(default=None, gt=0)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
@@ -194,6 +195,14 @@ class StudySpec(_Strict):
     @property
     def study_dir(self) -> Path:
         return Path(self.output_dir) / self.name
+
+    @property
+    def gpus_per_trial(self) -> int:
+        """The most GPUs any trial of this spec can ask for."""
+        searched = self.search_space.get("gpus_per_trial")
+        if searched is None:
+            return int(self.train.get("gpus_per_trial", 1))
+        return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
 
     def train_config(self, params: Mapping[str, object], output_dir: str | None) -> TrainConfig:
         """The plain config of one trial: the fixed settings plus its sampled ``params``."""
@@ -300,6 +309,13 @@ def parse_override(text: str) -> tuple[list[str], object]:
         raise SpecError(f"override {text!r}: the value is not valid YAML") from None
 
 
+def resolve_storage(flag: str | None, from_spec: str | None = None, env: Mapping[str, str] | None = None,
+                    default: str | None = DEFAULT_STORAGE) -> str | None:
+    """The storage URL by precedence: --storage, then $HPO_STORAGE, then the spec, then ``default``."""
+    env = os.environ if env is None else env
+    return flag or env.get(STORAGE_ENV) or from_spec or default
+
+
 def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: str | None = None,
               env: Mapping[str, str] | None = None) -> StudySpec:
     """Read, override and validate a study file; ``storage`` (the CLI flag) wins over
@@ -312,8 +328,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: str | No
         except SpecError as error:
             raise SpecError(f"{source}: {error}") from None
         _set(document, keys, value, source)
-    env = os.environ if env is None else env
-    document["storage"] = storage or env.get(STORAGE_ENV) or document.get("storage") or DEFAULT_STORAGE
+    document["storage"] = resolve_storage(storage, document.get("storage"), env)
     try:
         spec = StudySpec.model_validate(document)
     except ValidationError as error:

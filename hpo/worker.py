@@ -11,19 +11,24 @@ waits, failing stale ones, in case one of them dies.
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import optuna
-from optuna.storages import RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.objective import Objective
+from hpo.process import interruptible
 from hpo.spec import StudySpec
-from hpo.study import caused_by_database, database_error_text, open_study, trial_census
+from hpo.study import (
+    caused_by_database,
+    database_error_text,
+    fail_stale,
+    find_trial,
+    open_study,
+    requeue,
+    trial_census,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,22 +64,21 @@ class _QuietSurplus(logging.Filter):
 _QUIET_SURPLUS = _QuietSurplus()
 
 
-def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = None,
-               poll_seconds: float = IDLE_POLL_SECONDS,
+def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_POLL_SECONDS,
                objective: Callable[[optuna.Trial], float] | None = None) -> int:
     """Run trials until the study is done; returns how many trials this worker ran.
 
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
     study = open_study(spec, worker=worker)
-    objective = objective or Objective(spec, num_threads=num_threads)
+    objective = objective or Objective(spec)
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     ran, failures, outage = 0, 0, 0
     for handler in logging.getLogger("optuna").handlers:  # on the handler: its records come from child loggers
         if _QUIET_SURPLUS not in handler.filters:
             handler.addFilter(_QUIET_SURPLUS)
-    with _stop_on_signals():
+    with interruptible():
         try:
             while True:
                 try:
@@ -102,7 +106,7 @@ def run_worker(spec: StudySpec, worker: str = "0", num_threads: int | None = Non
                     raise TooManyFailures(
                         f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}")
         except KeyboardInterrupt:
-            _requeue_interrupted(study, guarded.current_trial_id, spec.heartbeat.max_retry)
+            _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry)
             log.warning("worker %s interrupted; its running trial was re-queued", worker)
             raise
 
@@ -117,7 +121,7 @@ def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool
             return True
         if census["finished"] + census["running"] < n_trials or census["waiting"]:
             return False
-        fail_stale_trials(study)
+        fail_stale(study)
         time.sleep(poll_seconds)
 
 
@@ -127,10 +131,10 @@ class _Guarded:
 
     def __init__(self, objective: Callable[[optuna.Trial], float], n_trials: int, worker: str):
         self.objective, self.n_trials, self.worker = objective, n_trials, worker
-        self.current_trial_id: int | None = None  # re-queued if the worker is interrupted
+        self.current_trial: int | None = None  # its number; re-queued if the worker is interrupted
 
     def __call__(self, trial: optuna.Trial) -> float:
-        self.current_trial_id = trial._trial_id
+        self.current_trial = trial.number
         trial.set_user_attr("worker", self.worker)
         # Finished trials, running ones started before this one, and queued retries (they must
         # run for no trial to be lost), read in one query so no trial slips between two counts.
@@ -142,31 +146,12 @@ class _Guarded:
         return self.objective(trial)
 
 
-@contextmanager
-def _stop_on_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the running trial is re-queued.
-    Set explicitly: a process started in the background inherits SIGINT ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _requeue_interrupted(study: optuna.Study, trial_id: int | None, max_retry: int) -> None:
+def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> None:
     """The trial that Ctrl-C / SIGTERM interrupted is FAIL now; queue it again with the
-    same parameters (Optuna's own retry callback), so resuming the study loses nothing."""
-    if trial_id is None:
-        return
-    trial = study._storage.get_trial(trial_id)
-    if trial.state == TrialState.FAIL and not _is_surplus(trial):
-        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, trial)
+    same parameters, so resuming the study loses nothing."""
+    trial = find_trial(study, number) if number is not None else None
+    if trial is not None and trial.state == TrialState.FAIL and not _is_surplus(trial):
+        requeue(study, trial, max_retry)
 
 
 def _is_surplus(trial: FrozenTrial) -> bool:

@@ -18,8 +18,14 @@ from optuna.trial import TrialState
 
 from hpo.data import write_sample
 from hpo.errors import UsageError
-from hpo.proxy import serve, sweep_stale_trials
-from hpo.study import HEARTBEAT_ATTR, caused_by_database, database_error_text, get_storage
+from hpo.proxy import serve
+from hpo.study import (
+    HEARTBEAT_ATTR,
+    caused_by_database,
+    database_error_text,
+    get_storage,
+    sweep_stale_trials,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # the gRPC proxy
@@ -179,7 +185,7 @@ def test_database_outage_behind_the_proxy_counts_as_a_database_outage():
 
 
 def test_worker_storage_without_a_proxy_is_a_one_line_error(monkeypatch):
-    monkeypatch.setattr("hpo.study.PROXY_CONNECT_SECONDS", 1)
+    monkeypatch.setattr("hpo.study._storage.PROXY_CONNECT_SECONDS", 1)
     with pytest.raises(UsageError, match="no storage proxy answers at grpc://127.0.0.1:.*hpo storage-proxy"):
         get_storage(f"grpc://127.0.0.1:{_free_port()}")
 

@@ -14,13 +14,13 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpo.errors import UsageError
+from hpo.process import redact
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
 from hpo.study import (
     get_storage,
     load_existing_study,
     make_pruner,
     make_sampler,
-    mask_url,
     open_study,
     state_counts,
 )
@@ -105,8 +105,8 @@ def test_sqlite_path_that_cannot_be_created_is_a_usage_error(tmp_path: Path):
     ("sqlite:///_runs/hpo.db", "sqlite:///_runs/hpo.db"),
     ("grpc://proxy:13000", "grpc://proxy:13000"),
 ])
-def test_mask_url_hides_only_the_password(url, masked):
-    assert mask_url(url) == masked
+def test_redact_hides_only_the_password(url, masked):
+    assert redact(url) == masked
 
 
 @pytest.mark.parametrize(("url", "expected"), [
@@ -255,9 +255,9 @@ def test_open_study_rejects_a_direction_mismatch(storage_url, study_name):
         open_study(smoke_spec("direction=minimize", storage=storage_url, name=study_name))
 
 
-def test_open_study_without_create_needs_an_existing_study(storage_url, study_name):
+def test_reading_a_study_needs_an_existing_one_and_creates_none(storage_url, study_name):
     with pytest.raises(UsageError, match=f"no study named '{study_name}'"):
-        open_study(smoke_spec(storage=storage_url, name=study_name), create=False)
+        load_existing_study(smoke_spec(storage=storage_url, name=study_name).name, storage_url)
     assert study_name not in study_names(storage_url)
 
 

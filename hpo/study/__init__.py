@@ -1,0 +1,63 @@
+"""The one gateway to Optuna and the study storage.
+
+Everything else in hpo that needs a study, a storage, a trial count, an artifact or a
+plot calls the names below; only this package (and the worker and objective, which run
+Optuna's trial loop) import optuna. The machinery lives in the private modules.
+"""
+
+from hpo.study._census import state_counts, trial_census, trials_per_hour
+from hpo.study._dashboard import serve_dashboard
+from hpo.study._open import (
+    load_existing_study,
+    load_study_ref,
+    make_pruner,
+    make_sampler,
+    open_study,
+)
+from hpo.study._plots import draw_plots, param_importances
+from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
+from hpo.study._storage import (
+    HEARTBEAT_ATTR,
+    caused_by_database,
+    database_error_text,
+    get_storage,
+    require_grpc,
+)
+from hpo.study._trials import (
+    ARTIFACT_DIR,
+    artifact_store,
+    completed_trials,
+    fail_stale,
+    find_trial,
+    requeue,
+    upload,
+)
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "HEARTBEAT_ATTR",
+    "artifact_store",
+    "caused_by_database",
+    "completed_trials",
+    "database_error_text",
+    "draw_plots",
+    "fail_stale",
+    "find_trial",
+    "get_storage",
+    "load_existing_study",
+    "load_study_ref",
+    "make_pruner",
+    "make_sampler",
+    "open_study",
+    "param_importances",
+    "proxy_storage",
+    "requeue",
+    "require_grpc",
+    "run_proxy_server",
+    "serve_dashboard",
+    "state_counts",
+    "sweep_stale_trials",
+    "trial_census",
+    "trials_per_hour",
+    "upload",
+]

@@ -1,0 +1,60 @@
+"""How far a study is: trial counts by state, the best value, and the pace."""
+
+from __future__ import annotations
+
+import optuna
+import sqlalchemy as sa
+from optuna.storages import RDBStorage
+from optuna.storages._rdb import models  # the trials table, for trial_census
+from optuna.trial import TrialState
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, int]:
+    """Trials per state (lower-case names), ``finished`` (complete + pruned) and
+    ``running_before`` (running trials numbered below ``before``), in one GROUP BY query.
+
+    Hand-written because Optuna's ``get_n_trials`` fetches every trial (30 ms at trial
+    800 here) and workers ask this twice per trial.
+    """
+    census = {state.name.lower(): 0 for state in TrialState} | {"running_before": 0}
+    backend = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache wrapper
+    if isinstance(backend, RDBStorage):
+        trial = models.TrialModel
+        early = trial.number < (before if before is not None else -1)
+        query = (sa.select(trial.state, early, sa.func.count()).where(trial.study_id == study._study_id)
+                 .group_by(trial.state, early))
+        with backend.engine.connect() as connection:
+            rows = [(state, bool(is_early), n) for state, is_early, n in connection.execute(query)]
+    else:  # the gRPC proxy: no SQL, so count what it returns
+        rows = [(t.state, before is not None and t.number < before, 1) for t in study.get_trials(deepcopy=False)]
+    for state, is_early, n in rows:
+        census[state.name.lower()] += n
+        if state == TrialState.RUNNING and is_early:
+            census["running_before"] += n
+    census["finished"] = census["complete"] + census["pruned"]
+    return census
+
+
+def state_counts(study: optuna.Study) -> dict:
+    """Trial counts by state and the best value, from COUNT queries (cheap to poll)."""
+    counts = trial_census(study)
+    counts["failed"] = counts.pop("fail")
+    counts.pop("running_before")
+    try:
+        counts["best"] = study.best_value
+    except ValueError:  # no completed trial yet
+        counts["best"] = None
+    return counts
+
+
+def trials_per_hour(study: optuna.Study) -> float | None:
+    """Finished trials per hour of wall time so far; None before two have finished."""
+    done = study.get_trials(deepcopy=False, states=FINISHED)
+    if len(done) < 2:
+        return None
+    start = min(t.datetime_start for t in done)
+    end = max(t.datetime_complete for t in done)
+    hours = (end - start).total_seconds() / 3600
+    return len(done) / hours if hours > 0 else None

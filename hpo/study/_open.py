@@ -1,0 +1,91 @@
+"""Opening a spec's study (created once, with the spec recorded) and loading existing ones."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import optuna
+import sqlalchemy as sa
+
+from hpo.errors import UsageError
+from hpo.process import redact
+from hpo.spec import SpecError, StudySpec, load_spec, resolve_storage
+from hpo.study._storage import database_problem, get_storage
+
+_SAMPLERS = {
+    "tpe": optuna.samplers.TPESampler,
+    "gp": optuna.samplers.GPSampler,
+    "random": optuna.samplers.RandomSampler,
+    "cmaes": optuna.samplers.CmaEsSampler,
+}
+_PRUNERS = {
+    "median": optuna.pruners.MedianPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+    "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
+    "none": optuna.pruners.NopPruner,
+}
+
+
+def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampler:
+    """Each worker seeds its sampler differently: N workers with one seed would propose
+    the same parameters N times."""
+    sampler_class = _SAMPLERS[spec.sampler.name]
+    seed = spec.sampler.seed
+    if seed is not None and worker:
+        seed += zlib.crc32(worker.encode()) % 100_000
+    try:
+        return sampler_class(seed=seed, **spec.sampler.options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
+
+
+def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
+    try:
+        if spec.pruner.name == "patient":
+            options = spec.pruner.patient_options()
+            wrapped = _PRUNERS[options.wrapped.name](**options.wrapped.options)
+            return optuna.pruners.PatientPruner(wrapped, patience=options.patience)
+        return _PRUNERS[spec.pruner.name](**spec.pruner.options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
+
+
+def open_study(spec: StudySpec, worker: str = "") -> optuna.Study:
+    """The spec's study on its storage, created (with the spec's settings recorded) if it
+    does not exist. Sampler and pruner are built before anything touches the database, so
+    a bad option leaves no half-created study behind."""
+    sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
+    storage = get_storage(spec.storage, spec.heartbeat)
+    try:
+        study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
+                                    direction=spec.direction, load_if_exists=True)
+    except sa.exc.SQLAlchemyError as exc:
+        raise UsageError(database_problem(spec.storage, exc)) from None
+    if study.direction.name.lower() != spec.direction:
+        raise UsageError(f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
+                         f"but the spec says {spec.direction}; rename the study or fix the direction")
+    for key, value in {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
+                       "spec_file": spec.source}.items():
+        if study.user_attrs.get(key) != value:
+            study.set_user_attr(key, value)
+    return study
+
+
+def load_existing_study(name: str, storage_url: str) -> optuna.Study:
+    """A study by name, for the read-only commands (status, best, export, report)."""
+    storage = get_storage(storage_url)
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise UsageError(f"no study named {name!r} in {redact(storage_url)}; "
+                         f"studies there: {', '.join(names) or 'none'}") from None
+
+
+def load_study_ref(ref: str, storage: str | None) -> optuna.Study:
+    """STUDY as the read commands take it: a spec file (name and storage from it) or a name."""
+    if ref.endswith((".yaml", ".yml")) and Path(ref).exists():
+        spec = load_spec(ref, (), storage)
+        return load_existing_study(spec.name, spec.storage)
+    return load_existing_study(ref, resolve_storage(storage))

@@ -1,0 +1,185 @@
+"""Storage URLs to ready Optuna storages.
+
+One function normalises every storage URL (as Optuna's own ``get_storage`` does):
+SQLite gets a long lock timeout, PostgreSQL a bounded, pre-pinged pool, both get
+heartbeats so a dead worker's trial is failed and re-queued with the same parameters,
+and ``grpc://host:port`` goes through Optuna's storage proxy (``hpo storage-proxy``), where
+a worker's heartbeat is a trial system attribute that the proxy host judges.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import optuna
+import sqlalchemy as sa
+from optuna.storages import GrpcStorageProxy, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages._heartbeat import (
+    BaseHeartbeat,  # the heartbeat protocol, for the proxy's beats
+)
+
+from hpo.errors import UsageError
+from hpo.process import redact
+from hpo.spec import HeartbeatSpec
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_ATTR = "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/proxy.py
+PROXY_CONNECT_SECONDS = 10
+
+# Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.storages.BaseStorage:
+    """A ready storage for ``url``, or a one-line UsageError naming what is wrong.
+    Workers pass ``heartbeat``; read-only commands do not."""
+    if url.startswith("grpc://"):
+        return _grpc_storage(url, heartbeat)
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise UsageError(
+            f"storage URL {redact(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql" and "+" not in parsed.drivername:
+        # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we ship psycopg2.
+        url = parsed.set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            try:
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"storage {redact(url)!r}: cannot create {Path(parsed.database).parent}: "
+                                 f"{exc.strerror}") from None
+        engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
+    elif backend == "postgresql":
+        engine_kwargs = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
+                         "connect_args": {"connect_timeout": 10}}
+    else:
+        raise UsageError(f"storage {redact(url)!r}: only sqlite, postgresql and grpc storages are supported")
+    extra = {}
+    if heartbeat:
+        extra = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace_period,
+                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=heartbeat.max_retry))
+    try:
+        return _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise UsageError(database_problem(url, exc)) from None
+
+
+# What a database restart or network cut raises; Optuna wraps some in StorageInternalError.
+DATABASE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, optuna.exceptions.StorageInternalError)
+
+
+def caused_by_database(exc: BaseException) -> bool:
+    """True when a database error is anywhere in the exception's chain. Optuna 5.0's
+    ``_run_trial`` can turn one into an UnboundLocalError when the database drops twice."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DATABASE_ERRORS) or _proxy_outage(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def database_error_text(exc: BaseException) -> str:
+    """First line of the root cause (psycopg2's message), for one-line logs."""
+    while exc.__cause__ is not None or getattr(exc, "orig", None) is not None:
+        exc = getattr(exc, "orig", None) or exc.__cause__
+    if _is_grpc_error(exc):
+        return f"storage proxy: {exc.code().name} {str(exc.details()).strip()}".splitlines()[0]
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _is_grpc_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("grpc") and callable(getattr(exc, "code", None))
+
+
+def _proxy_outage(exc: BaseException) -> bool:
+    """The storage proxy restarting or unreachable (UNAVAILABLE), or the database behind it
+    gone: Optuna's servicer does not catch that, so gRPC reports it as UNKNOWN with its text."""
+    if not _is_grpc_error(exc):
+        return False
+    code = exc.code().name
+    return code == "UNAVAILABLE" or (code == "UNKNOWN" and any(
+        name in str(exc.details()) for name in ("OperationalError", "InterfaceError")))
+
+
+class _ResilientRDBStorage(RDBStorage):
+    """Optuna's heartbeat thread dies on its first database error, so a database restart
+    would get a healthy trial failed as stale and run twice; a missed beat is logged and
+    the next one retries instead."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except DATABASE_ERRORS as exc:
+            log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
+
+
+def _grpc_storage(url: str, heartbeat: HeartbeatSpec | None) -> GrpcStorageProxy:
+    parts = urlsplit(url)
+    if not parts.hostname or not parts.port:
+        raise UsageError(f"storage {redact(url)!r} must look like grpc://HOST:PORT")
+    require_grpc(f"storage {redact(url)!r}")
+    if heartbeat:
+        storage = _BeatingGrpcStorage(host=parts.hostname, port=parts.port, heartbeat=heartbeat)
+    else:
+        storage = GrpcStorageProxy(host=parts.hostname, port=parts.port)
+    try:
+        storage.wait_server_ready(timeout=PROXY_CONNECT_SECONDS)
+    except ConnectionError:
+        raise UsageError(f"no storage proxy answers at {redact(url)} after {PROXY_CONNECT_SECONDS}s; "
+                         "start one with `hpo storage-proxy --storage DATABASE_URL`") from None
+    return storage
+
+
+class _BeatingGrpcStorage(GrpcStorageProxy, BaseHeartbeat):
+    """The gRPC proxy has no heartbeat table, so a running trial's beat is written through
+    it as a trial system attribute. Only the proxy host judges staleness (one clock, it sees
+    every beat): a worker here fails nothing, ``hpo storage-proxy`` fails a trial whose beat
+    has stopped changing for ``grace_period`` and re-queues it with ``max_retry``."""
+
+    def __init__(self, *, host: str, port: int, heartbeat: HeartbeatSpec):
+        super().__init__(host=host, port=port)
+        self.heartbeat = heartbeat
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        beat = {"at": round(time.time(), 3), "grace_period": self.heartbeat.grace_period,
+                "max_retry": self.heartbeat.max_retry}
+        try:
+            self.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, beat)
+        except Exception as exc:  # proxy restarting, or the trial already failed as stale
+            log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        return []
+
+    def get_heartbeat_interval(self) -> int:
+        return self.heartbeat.interval
+
+    def get_heartbeat_stale_trial_callback(self) -> None:
+        return None
+
+
+def require_grpc(what: str) -> None:
+    """Optuna imports grpc lazily, deep inside a call; fail first, in one line."""
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        raise UsageError(f"{what} needs grpcio: pip install 'hpo[proxy]'") from None
+
+
+def database_problem(url: str, exc: Exception) -> str:
+    """One line for a storage that cannot be used: the driver's reason, no password."""
+    detail = redact(url, str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
+    return (f"cannot use the database at {redact(url)}: {detail}. "
+            "Check that it is running and the URL (user, password, host, database) is right, "
+            "or pass --storage / set HPO_STORAGE")
+
+

@@ -1,0 +1,45 @@
+"""What happens to single trials outside Optuna's own loop: re-queueing an interrupted or
+stale one, and the files (artifacts) a trial leaves for the dashboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.storages import RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+
+ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
+
+
+def artifact_store(output_dir: str | Path) -> FileSystemArtifactStore:
+    """The artifact store of ``output_dir``; on several machines put output_dir on shared storage."""
+    path = Path(output_dir) / ARTIFACT_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    return FileSystemArtifactStore(str(path))
+
+
+def upload(store: FileSystemArtifactStore, trial: optuna.Trial, path: Path) -> str:
+    """Attach the file at ``path`` to ``trial``; returns the artifact id."""
+    return upload_artifact(artifact_store=store, file_path=str(path), study_or_trial=trial)
+
+
+def completed_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+
+
+def find_trial(study: optuna.Study, number: int) -> FrozenTrial | None:
+    return next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
+
+
+def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
+    """Queue a WAITING copy of a failed ``trial`` with the same parameters, unless it was
+    retried ``max_retry`` times already (Optuna's own retry callback, so the dashboard
+    shows the retry history)."""
+    RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, trial)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail RUNNING trials whose heartbeat stopped (their retry is queued by the storage's callback)."""
+    fail_stale_trials(study)
