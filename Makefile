@@ -38,8 +38,10 @@ $(VENV)/.installed: pyproject.toml
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# Style (ruff) and the layering contracts in pyproject.toml (import-linter; also run by the tests).
 lint: install
-	$(BIN)/ruff check hpo tests
+	$(BIN)/ruff check hpo tests bench
+	$(BIN)/lint-imports
 
 # The main job on the embedded default: tiny offline encoders, sample data, the criteria
 # smoke study with 2 workers on SQLite, then the best trial.

@@ -25,8 +25,11 @@ def _data_sample(args) -> None:
 def _tune(args) -> int:
     from hpo.commands import tune
 
-    return tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
-                progress=not args.no_progress)
+    code, result = tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
+                        progress=not args.no_progress)
+    if code == 0:
+        _print_best(result["best"], result["study"])
+    return code
 
 
 def _worker(args) -> int:
@@ -38,31 +41,69 @@ def _worker(args) -> int:
 def _validate(args) -> None:
     from hpo.commands import validate
 
-    validate(args.spec, args.overrides, args.storage)
+    result = validate(args.spec, args.overrides, args.storage)
+    for note in result.notes:
+        print(f"  {note}")
+    print(result.summary)
 
 
 def _status(args) -> None:
     from hpo.commands import status
 
-    status(args.study, args.storage)
+    s = status(args.study, args.storage)
+    counts = s["counts"]
+    print(f"study {s['study']} ({s['task']}, {s['direction']} {s['metric']})")
+    print("  " + "  ".join(f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")))
+    best = "-" if counts["best"] is None else counts["best"]
+    print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {best}")
+    if s["trials_per_hour"]:
+        eta = f"   ETA {s['eta_hours']:.1f} h" if s["eta_hours"] else ""
+        print(f"  {s['trials_per_hour']:.1f} trials/hour{eta}")
 
 
 def _best(args) -> None:
     from hpo.commands import best
 
-    best(args.study, args.storage)
+    result = best(args.study, args.storage)
+    _print_best(result["best"], result["study"])
+
+
+def _print_best(best: dict | None, study: str) -> None:
+    if best is None:
+        print(f"study {study} has no completed trial yet")
+        return
+    print(f"best trial {best['number']}: {best['metric']} = {best['value']:.4f}")
+    print("  params: " + ", ".join(f"{k}={v}" for k, v in best["params"].items()))
+    if best["metrics"]:
+        print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best["metrics"].items()))
+    if best["checkpoint"]:
+        print(f"  checkpoint: {best['checkpoint']}")
 
 
 def _export(args) -> None:
     from hpo.commands import export
 
-    export(args.study, args.storage, args.format, args.out)
+    text, count = export(args.study, args.storage, args.format)
+    if not args.out:
+        sys.stdout.write(text)
+        return
+    _write_text(args.out, text)
+    print(f"wrote {count} trials to {args.out}", file=sys.stderr)
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}; pass --out to a writable file") from None
 
 
 def _report(args) -> None:
     from hpo.report import report
 
-    report(args.study, args.storage, args.out)
+    for path in report(args.study, args.storage, args.out):
+        print(path)
 
 
 def _dashboard(args) -> None:

@@ -1,26 +1,34 @@
-"""What each CLI subcommand does. ``cli`` parses arguments and calls one of these."""
+"""What each CLI subcommand does. ``cli`` parses arguments, calls one of these and prints
+what it returns; the long-running ones (tune, worker, dashboard) report as they go."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.spec import DEFAULT_STORAGE, STORAGE_ENV, StudySpec, load_spec
+from hpo.process import redact
+from hpo.spec import DEFAULT_OUTPUT_DIR, StudySpec, load_spec, resolve_storage
 
 log = logging.getLogger(__name__)
+
+Say = Callable[[str], None]
 
 
 def preflight(spec: StudySpec) -> list[str]:
     """Everything that can be checked before a study exists: the data loads and yields
-    examples, every encoder can be found. Raises UsageError; returns notes for the user."""
+    examples, every encoder can be found, the GPUs a trial asks for are there. Raises
+    UsageError; returns notes for the user."""
     from hpo.data import build_examples, load_descriptions, load_redsm5
+    from hpo.models.device import check_gpus
 
     descriptions = load_descriptions(spec.train.get("descriptions_path"))
     examples = build_examples(load_redsm5(spec.data_dir), spec.task, descriptions)
@@ -29,25 +37,8 @@ def preflight(spec: StudySpec) -> list[str]:
     for name in encoders:
         path = spec.model_paths.get(name, name)
         notes.append(f"encoder {name}: {_check_encoder(str(name), str(path))}")
-    check_gpus(spec)
+    check_gpus(spec.gpus_per_trial)
     return notes
-
-
-def gpus_per_trial(spec: StudySpec) -> int:
-    """The most GPUs any trial of the spec can ask for."""
-    searched = spec.search_space.get("gpus_per_trial")
-    if searched is None:
-        return int(spec.train.get("gpus_per_trial", 1))
-    return int(max(searched.choices) if hasattr(searched, "choices") else searched.high)
-
-
-def check_gpus(spec: StudySpec) -> None:
-    from hpo.launcher import visible_gpus
-
-    wanted = gpus_per_trial(spec)
-    if wanted > 1 and len(available := visible_gpus()) < wanted:
-        raise UsageError(f"gpus_per_trial={wanted} needs {wanted} GPUs per worker, but this machine has "
-                         f"{len(available)}; set train.gpus_per_trial=1 or run on a machine with more GPUs")
 
 
 def _check_encoder(name: str, path: str) -> str:
@@ -72,19 +63,26 @@ def _check_encoder(name: str, path: str) -> str:
     return f"hub {path} (downloaded on first use)"
 
 
-def validate(spec_path: str, overrides: Sequence[str], storage: str | None) -> None:
-    spec = load_spec(spec_path, overrides, storage)
-    from hpo.study import make_pruner, make_sampler, mask_url
+@dataclass(frozen=True)
+class Validated:
+    notes: list[str]
+    summary: str
 
+
+def validate(spec_path: str, overrides: Sequence[str], storage: str | None) -> Validated:
+    from hpo.study import make_pruner, make_sampler
+
+    spec = load_spec(spec_path, overrides, storage)
     make_sampler(spec), make_pruner(spec)
-    for note in preflight(spec):
-        print(f"  {note}")
-    print(f"{spec_path}: valid — study {spec.name!r}, {spec.n_trials} trials, "
-          f"{len(spec.search_space)} searched parameters, storage {mask_url(spec.storage)}")
+    notes = preflight(spec)
+    return Validated(notes, f"{spec_path}: valid — study {spec.name!r}, {spec.n_trials} trials, "
+                            f"{len(spec.search_space)} searched parameters, storage {redact(spec.storage)}")
 
 
 def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers: int,
-         restart_dead: bool, progress: bool = True) -> int:
+         restart_dead: bool, progress: bool = True, say: Say = print) -> tuple[int, dict]:
+    """Run the study with ``workers`` supervised processes; returns the exit code and, as
+    ``best`` does, the study's best trial."""
     from hpo.launcher import (
         StudyProgress,
         Supervisor,
@@ -92,35 +90,36 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         visible_gpus,
         worker_launches,
     )
-    from hpo.study import mask_url, open_study
+    from hpo.study import open_study
 
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     spec = load_spec(spec_path, overrides, storage)
     preflight(spec)
     study = open_study(spec)  # created once here, so workers never race to create it
-    print(f"study {spec.name!r} on {mask_url(spec.storage)}: {spec.n_trials} trials, {workers} workers")
+    say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers")
     launches = worker_launches(spec_path, workers, storage=spec.storage, overrides=overrides,
-                               gpus_per_trial=gpus_per_trial(spec),
+                               gpus_per_trial=spec.gpus_per_trial,
                                cpu_count=available_cpus(), gpu_ids=visible_gpus())
     bar = StudyProgress(study, spec.n_trials, enabled=progress)
     try:
         code = Supervisor(launches, bar, restart_dead=restart_dead).run()
     finally:
         bar.close()
-    if code == 0:
-        _print_best(study)
-    return code
+    return code, {"study": study.study_name, "best": best_trial(study)}
 
 
 def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: str | None,
            threads: int | None) -> int:
+    """One worker process: its thread budget is applied here, once, for the whole process."""
     import socket
 
     from hpo.worker import TooManyFailures, run_worker
 
     spec = load_spec(spec_path, overrides, storage)
-    check_gpus(spec)
+    from hpo.models.device import check_gpus
+
+    check_gpus(spec.gpus_per_trial)
     name = name or f"{socket.gethostname()}/{os.getpid()}"
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [{name}] %(message)s", stream=sys.stdout)
     for noisy in ("optuna", "transformers", "httpx"):
@@ -130,7 +129,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
 
         torch.set_num_threads(threads)
     try:
-        ran = run_worker(spec, worker=name, num_threads=threads)
+        ran = run_worker(spec, worker=name)
     except TooManyFailures as exc:
         log.error("%s", exc)
         return 1
@@ -140,86 +139,54 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
     return 0
 
 
-def _study_and_spec(study: str, storage: str | None):
-    """STUDY is a spec file (name and storage from it) or a study name."""
-    from hpo.study import load_existing_study
+def status(study_ref: str, storage: str | None) -> dict:
+    """Counts by state, the best value, the pace and what remains."""
+    from hpo.study import load_study_ref, state_counts, trials_per_hour
 
-    if study.endswith((".yaml", ".yml")) and Path(study).exists():
-        spec = load_spec(study, (), storage)
-        return load_existing_study(spec.name, spec.storage), spec
-    url = storage or os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE
-    return load_existing_study(study, url), None
-
-
-def status(study_name: str, storage: str | None) -> None:
-    from hpo.study import state_counts
-
-    study, _ = _study_and_spec(study_name, storage)
+    study = load_study_ref(study_ref, storage)
     counts = state_counts(study)
     n_trials = study.user_attrs.get("n_trials")
-    print(f"study {study.study_name} ({study.user_attrs.get('task', '?')}, {study.direction.name.lower()} "
-          f"{study.user_attrs.get('metric', 'value')})")
-    print("  " + "  ".join(f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")))
-    print(f"  finished {counts['finished']}/{n_trials or '?'}   best {counts['best'] if counts['best'] is not None else '-'}")
-    rate = _trials_per_hour(study)
-    if rate:
-        eta = ""
-        if n_trials and counts["finished"] < n_trials:
-            eta = f"   ETA {(n_trials - counts['finished']) / rate:.1f} h"
-        print(f"  {rate:.1f} trials/hour{eta}")
+    rate = trials_per_hour(study)
+    remaining = max(n_trials - counts["finished"], 0) if n_trials else None
+    return {"study": study.study_name, "task": study.user_attrs.get("task", "?"),
+            "direction": study.direction.name.lower(), "metric": study.user_attrs.get("metric", "value"),
+            "n_trials": n_trials, "counts": counts, "trials_per_hour": rate,
+            "eta_hours": remaining / rate if rate and remaining else None}
 
 
-def _trials_per_hour(study) -> float | None:
-    from optuna.trial import TrialState
+def best(study_ref: str, storage: str | None) -> dict:
+    from hpo.study import load_study_ref
 
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    if len(done) < 2:
-        return None
-    start = min(t.datetime_start for t in done)
-    end = max(t.datetime_complete for t in done)
-    hours = (end - start).total_seconds() / 3600
-    return len(done) / hours if hours > 0 else None
+    study = load_study_ref(study_ref, storage)
+    return {"study": study.study_name, "best": best_trial(study)}
 
 
-def best(study_name: str, storage: str | None) -> None:
-    study, _ = _study_and_spec(study_name, storage)
-    _print_best(study)
-
-
-def _print_best(study) -> None:
+def best_trial(study) -> dict | None:
+    """The best trial's number, value, parameters, metrics and checkpoint (if it still exists)."""
     try:
         trial = study.best_trial
     except ValueError:
-        print(f"study {study.study_name} has no completed trial yet")
-        return
-    attrs = trial.user_attrs
-    print(f"best trial {trial.number}: {study.user_attrs.get('metric', 'value')} = {trial.value:.4f}")
-    print("  params: " + ", ".join(f"{k}={v}" for k, v in trial.params.items()))
-    if metrics := attrs.get("metrics"):
-        print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-    checkpoint = attrs.get("checkpoint")
-    if checkpoint and Path(checkpoint).exists():
-        print(f"  checkpoint: {checkpoint}")
+        return None
+    checkpoint = trial.user_attrs.get("checkpoint")
+    return {"number": trial.number, "metric": study.user_attrs.get("metric", "value"), "value": trial.value,
+            "params": dict(trial.params), "metrics": trial.user_attrs.get("metrics") or {},
+            "checkpoint": checkpoint if checkpoint and Path(checkpoint).exists() else None}
 
 
-def export(study_name: str, storage: str | None, fmt: str, out: str | None) -> None:
-    study, _ = _study_and_spec(study_name, storage)
+def export(study_ref: str, storage: str | None, fmt: str) -> tuple[str, int]:
+    """Every trial as CSV or JSON text, and how many trials it holds."""
+    from hpo.study import load_study_ref
+
+    study = load_study_ref(study_ref, storage)
     rows = [_trial_row(t) for t in study.get_trials(deepcopy=False)]
-    stream = open(out, "w", newline="") if out else sys.stdout
-    try:
-        if fmt == "json":
-            json.dump(rows, stream, indent=2, default=str)
-            stream.write("\n")
-        else:
-            columns = list(dict.fromkeys(key for row in rows for key in _flat(row)))
-            writer = csv.DictWriter(stream, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(_flat(row) for row in rows)
-    finally:
-        if out:
-            stream.close()
-    if out:
-        print(f"wrote {len(rows)} trials to {out}", file=sys.stderr)
+    if fmt == "json":
+        return json.dumps(rows, indent=2, default=str) + "\n", len(rows)
+    text = io.StringIO(newline="")
+    columns = list(dict.fromkeys(key for row in rows for key in _flat(row)))
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(_flat(row) for row in rows)
+    return text.getvalue(), len(rows)
 
 
 def _trial_row(trial) -> dict:
@@ -241,20 +208,17 @@ def _flat(row: dict, prefix: str = "") -> dict:
     return flat
 
 
-def dashboard(spec_or_storage: str | None, storage: str | None, artifact_dir: str | None, host: str, port: int) -> None:
-    from optuna.artifacts import FileSystemArtifactStore
-    from optuna_dashboard import run_server
+def dashboard(spec_or_storage: str | None, storage: str | None, artifact_dir: str | None, host: str, port: int,
+              say: Say = print) -> None:
+    from hpo.study import ARTIFACT_DIR, serve_dashboard
 
-    from hpo.study import get_storage, mask_url
-
-    output_dir = "_runs/studies"
+    output_dir = DEFAULT_OUTPUT_DIR
     if spec_or_storage and spec_or_storage.endswith((".yaml", ".yml")):
         spec = load_spec(spec_or_storage, (), storage)
         url, output_dir = spec.storage, spec.output_dir
     else:
-        url = storage or spec_or_storage or os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE
-    artifacts = Path(artifact_dir or Path(output_dir) / "artifacts")
+        url = resolve_storage(storage or spec_or_storage)
+    artifacts = Path(artifact_dir or Path(output_dir) / ARTIFACT_DIR)
     artifacts.mkdir(parents=True, exist_ok=True)
-    print(f"optuna-dashboard for {mask_url(url)} at http://{host}:{port}/ (artifacts: {artifacts}); Ctrl-C stops it")
-    run_server(get_storage(url), host=host, port=port,
-               artifact_store=FileSystemArtifactStore(str(artifacts)))
+    say(f"optuna-dashboard for {redact(url)} at http://{host}:{port}/ (artifacts: {artifacts}); Ctrl-C stops it")
+    serve_dashboard(url, artifacts, host=host, port=port)

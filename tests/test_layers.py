@@ -1,0 +1,47 @@
+"""The layering in pyproject.toml's import-linter contracts holds, and the check can fail:
+a copy of the package with one forbidden import is reported broken."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists() and not os.environ.get("CI"),
+                                reason="needs import-linter: pip install -e '.[dev]'")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}  # the package under root, not the installed one
+    return subprocess.run([str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+                          capture_output=True, text=True, cwd=root, env=env, timeout=120)
+
+
+def test_every_layering_contract_is_kept():
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(("module", "line", "contract"), [
+    ("train/loop.py", "import optuna", "Training never sees Optuna"),
+    ("data/tokenize.py", "import hpo.models.loading", "Data and models do not know each other"),
+    ("report.py", "import optuna", "One gateway to Optuna"),
+    ("study/_census.py", "import hpo.cli", "Nothing imports the CLI"),
+])
+def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract):
+    shutil.copytree(REPO / "hpo", tmp_path / "hpo", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    path = tmp_path / "hpo" / module
+    path.write_text(path.read_text() + f"\n{line}  # deliberate violation\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    broken = result.stdout.split("Broken contracts", 1)[-1]
+    assert contract in broken, result.stdout
