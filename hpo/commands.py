@@ -60,7 +60,26 @@ def _check_encoder(name: str, path: str) -> str:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UsageError(f"encoder {name!r}: {path} is neither a local directory nor in the hub cache, and "
                          f"HF_HUB_OFFLINE=1; use --set model_paths.{name}=/path/to/model")
-    return f"hub {path} (downloaded on first use)"
+    return f"hub {path} ({_download(name, path)})"
+
+
+def _download(name: str, repo_id: str) -> str:
+    """Fetch the encoder into the hub cache once, here, before any worker starts: a worker
+    that cannot fetch it would fail every trial after a long wait instead."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(repo_id, ignore_patterns=_NOT_PYTORCH)
+    except Exception as exc:  # offline, unknown id, gated repo, no space: all end the same way
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"encoder {name!r}: cannot download {repo_id} from the hub ({reason}); check the id "
+                         f"and the network, or use --set model_paths.{name}=/path/to/model") from None
+    return "downloaded to the hub cache"
+
+
+# Weights for other frameworks: a checkpoint often ships several; fine-tuning here needs none of them.
+_NOT_PYTORCH = ["*.h5", "*.msgpack", "*.onnx", "onnx/*", "*.ot", "*.tflite", "flax_model*", "tf_model*",
+                "rust_model*", "coreml/*", "openvino/*"]
 
 
 @dataclass(frozen=True)

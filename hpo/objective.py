@@ -1,8 +1,8 @@
 """The Optuna objective: a trial becomes a plain ``TrainConfig``; the training loop's
 ``report`` callback becomes ``trial.report`` + pruning; results become user attributes.
 
-A trial that fails (out of memory at micro-batch 1, meta tensors, bad data) is recorded
-with its reason and re-raised for Optuna to mark FAIL; ``study.optimize(catch=...)``
+A trial that fails (out of memory at micro-batch 1, meta tensors, bad data) raises; the
+worker records its reason and Optuna marks it FAIL, and ``study.optimize(catch=...)``
 keeps the worker alive.
 """
 
@@ -63,9 +63,6 @@ class Objective:
         except optuna.TrialPruned:
             trial.set_user_attr("epochs_run", len(epochs))
             trial.set_user_attr("wall_seconds", round(time.perf_counter() - started, 3))
-            raise
-        except Exception as exc:
-            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:1000])
             raise
         value = result.metrics[self.spec.metric]
         self._record(trial, result)

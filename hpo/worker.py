@@ -143,7 +143,18 @@ class _Guarded:
         if claimed >= self.n_trials:
             trial.set_user_attr("fail_reason", f"surplus: the study already has {self.n_trials} trials")
             raise SurplusTrial(f"the study already has {self.n_trials} trials")
-        return self.objective(trial)
+        try:
+            return self.objective(trial)
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:  # every failure keeps its reason, whichever step of the trial raised
+            trial.set_user_attr("fail_reason", failure_reason(exc))
+            raise
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a failed trial records: the error's type and message, bounded for the database."""
+    return f"{type(exc).__name__}: {exc}"[:1000]
 
 
 def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> None:

@@ -5,7 +5,7 @@ plot calls the names below; only this package (and the worker and objective, whi
 Optuna's trial loop) import optuna. The machinery lives in the private modules.
 """
 
-from hpo.study._census import state_counts, trial_census, trials_per_hour
+from hpo.study._census import recent_outcomes, state_counts, trial_census, trials_per_hour
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._open import (
     load_existing_study,
@@ -51,6 +51,7 @@ __all__ = [
     "open_study",
     "param_importances",
     "proxy_storage",
+    "recent_outcomes",
     "requeue",
     "require_grpc",
     "run_proxy_server",

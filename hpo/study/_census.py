@@ -58,3 +58,12 @@ def trials_per_hour(study: optuna.Study) -> float | None:
     end = max(t.datetime_complete for t in done)
     hours = (end - start).total_seconds() / 3600
     return len(done) / hours if hours > 0 else None
+
+
+def recent_outcomes(study: optuna.Study, k: int) -> list[tuple[str, str | None]]:
+    """The last ``k`` trials to end, oldest first, as (state, fail_reason); surplus
+    trials (bookkeeping of the exact count, not failures) are left out."""
+    ended = [t for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.FAIL))
+             if not str(t.user_attrs.get("fail_reason", "")).startswith("surplus")]
+    ended.sort(key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
+    return [(t.state.name.lower(), t.user_attrs.get("fail_reason")) for t in ended[-k:]]
