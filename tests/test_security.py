@@ -382,3 +382,35 @@ def test_checkpoints_are_safetensors_and_load_back(tiny_encoder, tmp_path):
         logits = model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     logits = getattr(logits, "logits", logits)
     assert logits.shape == (1, 2) and torch.isfinite(logits).all()
+
+
+# ---- every printed URL is masked, however the password is written ------------------------------
+
+
+@pytest.mark.parametrize(("url", "secret", "shown"), [
+    ("postgresql://hpo@db/hpo?password=qsecret9&sslmode=require", "qsecret9",
+     "postgresql://hpo@db/hpo?password=***&sslmode=require"),
+    ("postgresql://hpo:at@secret9@db:5432/hpo", "at@secret9", "postgresql://hpo:***@db:5432/hpo"),
+    ("postgresql://hpo:s3cret@db/hpo?sslpassword=key9", "key9", "postgresql://hpo:***@db/hpo?sslpassword=***"),
+    ("not a url with s3cret", "s3cret", "<storage URL hidden>"),
+])
+def test_redact_masks_query_passwords_unescaped_at_signs_and_unparseable_urls(url, secret, shown):
+    from hpo.process import redact
+
+    assert redact(url) == shown
+    assert secret not in redact(url, f"connection to {url} failed")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", ["status", "best", "export"])
+@pytest.mark.parametrize("password", ["?password=qsecret9", "@"])
+def test_query_and_at_sign_passwords_are_never_printed(postgres_url, command, password):
+    base = sa.make_url(postgres_url)
+    host = f"{base.host}:{base.port or 5432}/{base.database}"
+    url = (f"postgresql://{base.username}@{host}{password}" if password.startswith("?")
+           else f"postgresql://{base.username}:at@secret9@{host}")
+    result = subprocess.run(_hpo(command, "no-such-study", "--storage", url), capture_output=True, text=True,
+                            env=_env(), timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "qsecret9" not in result.stdout + result.stderr and "secret9" not in result.stdout + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

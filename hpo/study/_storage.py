@@ -13,7 +13,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import optuna
 import sqlalchemy as sa
@@ -39,6 +39,7 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
     Workers pass ``heartbeat``; read-only commands do not."""
     if url.startswith("grpc://"):
         return _grpc_storage(url, heartbeat)
+    url = _quote_password(url)
     try:
         parsed = sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
@@ -70,6 +71,18 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
         return _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
     except (sa.exc.SQLAlchemyError, ImportError) as exc:
         raise UsageError(database_problem(url, exc)) from None
+
+
+def _quote_password(url: str) -> str:
+    """A password with an unescaped ``@`` (``user:p@ss@host``) is what users mean; SQLAlchemy
+    would split at the first ``@`` and send part of the password as the host name."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if authority.count("@") < 2:
+        return url
+    userinfo, _, host = authority.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return f"{scheme}{sep}{user}{colon}{quote(password, safe='')}@{host}{slash}{tail}"
 
 
 # What a database restart or network cut raises; Optuna wraps some in StorageInternalError.
