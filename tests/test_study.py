@@ -154,6 +154,26 @@ def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
     assert type(sampler) is expected
 
 
+@pytest.mark.parametrize("name", ["tpe", "gp", "random", "cmaes"])
+def test_every_sampler_runs_trials_past_its_startup(storage_url, study_name, name):
+    """Building a sampler is not enough: CMA-ES needs the cmaes package once it starts sampling."""
+    from hpo.objective import suggest
+
+    spec = smoke_spec(f"sampler.name={name}", "sampler.options={n_startup_trials: 2}" if name != "random"
+                      else "sampler.options={}", storage=storage_url, name=study_name)
+    study = open_study(spec)
+    for number in range(5):
+        trial = study.ask()
+        study.tell(trial, float(number % 3) + suggest(trial, spec)["learning_rate"])
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 5
+
+
+def test_cmaes_is_refused_behind_the_storage_proxy():
+    spec = smoke_spec("sampler.name=cmaes", "sampler.options={}", storage="grpc://127.0.0.1:13999")
+    with pytest.raises(SpecError, match="cmaes unpickles its state"):
+        make_sampler(spec, "host/0")
+
+
 @pytest.mark.parametrize(("name", "options", "expected"), [
     ("median", "{n_startup_trials: 2, n_warmup_steps: 1}", optuna.pruners.MedianPruner),
     ("hyperband", "{min_resource: 1, reduction_factor: 3}", optuna.pruners.HyperbandPruner),

@@ -30,6 +30,10 @@ _PRUNERS = {
 def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampler:
     """Each worker seeds its sampler differently: N workers with one seed would propose
     the same parameters N times."""
+    if spec.sampler.name == "cmaes" and spec.storage.startswith("grpc://"):
+        raise SpecError(f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, and the storage "
+                        "proxy has no authentication, so anyone reaching it could run code on every worker; "
+                        "use tpe or gp, or connect the workers to the database directly")
     sampler_class = _SAMPLERS[spec.sampler.name]
     seed = spec.sampler.seed
     if seed is not None and worker:
