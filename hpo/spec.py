@@ -344,8 +344,10 @@ def _read_mapping(path: Path) -> dict[str, Any]:
         raise SpecError(f"{path}: no such study file") from None
     except OSError as error:
         raise SpecError(f"{path}: cannot read the study file: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise SpecError(f"{path}: byte {error.start}: not valid UTF-8; save the study file as UTF-8") from None
     try:
-        document = yaml.safe_load(text)
+        document = _UniqueKeyLoader.read(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
@@ -355,6 +357,29 @@ def _read_mapping(path: Path) -> dict[str, Any]:
         found = "an empty file" if document is None else f"a {type(document).__name__}"
         raise SpecError(f"{path}: top level: must be a mapping of keys (name:, task:, ...), not {found}")
     return document
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; in a study file that is a typo, not a wish.
+    A SafeLoader: it builds plain data only."""
+
+    @classmethod
+    def read(cls, text: str) -> object:
+        loader = cls(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}; keep one", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _set(document: dict[str, Any], keys: list[str], value: object, source: str) -> None:

@@ -165,6 +165,18 @@ def test_missing_column_lists_missing_and_found(tmp_path):
     assert "found: post_id, sentence_id, sentence_text, symptom, status, explanation" in message
 
 
+def test_duplicated_column_is_an_error_not_the_last_one_silently(tmp_path):
+    posts = [[post_id, text, "other text"] for post_id, text in POSTS]
+    message = load_error(write_fixture(tmp_path, posts=posts, post_header=["post_id", "text", "text"]))
+    assert "redsm5_posts.csv: line 1: column(s) text appear more than once" in message
+
+
+def test_a_five_megabyte_post_loads(tmp_path):
+    long_text = "I cannot sleep and nothing helps. " * 150_000  # ~5 MB, past csv's default field limit
+    corpus = load_redsm5(write_fixture(tmp_path, posts=[*POSTS[1:], ["p1", long_text]]))
+    assert corpus.posts["p1"].text == long_text
+
+
 def test_empty_file(tmp_path):
     write_fixture(tmp_path)
     (tmp_path / "redsm5_posts.csv").write_text("")

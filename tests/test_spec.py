@@ -246,3 +246,19 @@ def test_a_loaded_spec_is_frozen_and_knows_its_file(tmp_path):
     assert spec.study_dir == Path("_runs/studies/unit-spec")
     with pytest.raises(ValidationError):
         spec.n_trials = 1
+
+
+def test_a_key_written_twice_is_an_error_naming_it_and_its_line(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text((Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml").read_text() + "n_trials: 99\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    message = str(caught.value)
+    assert "duplicate key 'n_trials'" in message and "line " in message and "\n" not in message
+
+
+def test_a_study_file_that_is_not_utf8_is_a_one_line_error(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(SpecError, match="not valid UTF-8; save the study file as UTF-8"):
+        load_spec(path)

@@ -121,12 +121,19 @@ def _read_table(
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DataError(f"{path}: line {line}: not valid UTF-8; re-save the file as UTF-8") from exc
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a field can be as long as the file: real posts run to ~7,000 words
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [name.strip() for name in next(reader, [])]
         if not any(header):
             raise DataError(
                 f"{path}: line 1: file is empty; it needs the header {','.join(required)} and data rows"
+            )
+        repeated = sorted({name for name in header if name and header.count(name) > 1})
+        if repeated:
+            raise DataError(
+                f"{path}: line 1: column(s) {', '.join(repeated)} appear more than once in the header; "
+                "keep one column of each name"
             )
         missing = [name for name in required if name not in header]
         if missing:
