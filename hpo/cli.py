@@ -182,14 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
     _storage_arg(dash)
     dash.add_argument("--artifact-dir", help="artifact store (default <output_dir>/artifacts)")
     dash.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    dash.add_argument("--port", type=int, default=8080)
+    dash.add_argument("--port", type=_port, default=8080)
     dash.set_defaults(func=_dashboard)
 
     proxy = commands.add_parser("storage-proxy", help="Optuna's gRPC storage proxy in front of the database, "
                                 "with a stale-trial sweep (workers use --storage grpc://HOST:PORT)")
     proxy.add_argument("--storage", help="the database URL (default $HPO_STORAGE); postgresql://… or sqlite:///…")
     proxy.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    proxy.add_argument("--port", type=int, default=13000)
+    proxy.add_argument("--port", type=_port, default=13000)
     proxy.add_argument("--sweep-seconds", type=float, default=30,
                        help="how often to fail and re-queue stale RUNNING trials (default 30; 0: never)")
     proxy.add_argument("--max-trial-seconds", type=float, default=86400,
@@ -212,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=0)
     sample.set_defaults(func=_data_sample)
     return parser
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -239,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"hpo: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a path the command cannot write (or read): the user's to fix, in one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hpo: error: {where}{exc.strerror or exc}; check the path and its permissions", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

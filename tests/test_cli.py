@@ -1,0 +1,54 @@
+"""The CLI's own edges: a path it cannot write, or a flag out of range, is one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from hpo.study import get_storage
+
+UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc
+
+
+def run_hpo(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=120)
+
+
+def assert_one_line_exit_2(result: subprocess.CompletedProcess, *expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    for text in expected:
+        assert text in result.stderr
+
+
+@pytest.fixture
+def finished_study(sqlite_url, study_name) -> str:
+    study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
+    for value in (0.3, 0.5, 0.4):
+        trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+        trial.report(value, 1)
+        study.tell(trial, value)
+    return study_name
+
+
+def test_export_to_an_unwritable_path(sqlite_url, finished_study):
+    result = run_hpo("export", finished_study, "--storage", sqlite_url, "--out", f"{UNWRITABLE}/trials.csv")
+    assert_one_line_exit_2(result, "cannot write", "trials.csv")
+
+
+def test_report_to_an_unwritable_path(sqlite_url, finished_study):
+    assert_one_line_exit_2(run_hpo("report", finished_study, "--storage", sqlite_url, "--out", UNWRITABLE),
+                           "cannot write the report", UNWRITABLE)
+
+
+@pytest.mark.parametrize("command", [("data", "sample"), ("make-tiny-encoder",)])
+def test_fixture_builders_to_an_unwritable_path(command):
+    assert_one_line_exit_2(run_hpo(*command, UNWRITABLE), UNWRITABLE, "permissions")
+
+
+@pytest.mark.parametrize("command", ["dashboard", "storage-proxy"])
+def test_a_port_out_of_range(command):
+    assert_one_line_exit_2(run_hpo(command, "--port", "99999"), "must be a port number 1-65535, got 99999")
