@@ -154,6 +154,32 @@ def test_disk_cache_holds_plain_arrays_only(tokenizers, data, tmp_path):
         np.load(f, allow_pickle=False)  # raises on any object (pickled) array
 
 
+@pytest.mark.parametrize("damage", ["truncate", "empty", "delete-offsets", "short-ids"])
+def test_a_damaged_disk_cache_is_rebuilt_once_with_a_warning(tokenizers, data, tmp_path, caplog, damage):
+    pairs, labels = data
+    first = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
+    folder = next(p for p in tmp_path.iterdir() if p.is_dir())
+    if damage == "truncate":
+        path = folder / "input_ids.npy"
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "empty":
+        (folder / "labels.npy").write_bytes(b"")
+    elif damage == "delete-offsets":
+        (folder / "offsets.npy").unlink()
+    else:  # a valid file with the wrong contents: fewer ids than the offsets promise
+        np.save(folder / "input_ids.npy", np.load(folder / "input_ids.npy")[:-3], allow_pickle=False)
+    clear_memory_cache()
+    before = cache_info().tokenizations
+    with caplog.at_level("WARNING", logger="hpo.data.tokenize"):
+        again = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
+    assert cache_info().tokenizations == before + 1
+    assert [r.message for r in caplog.records if "damaged" in r.message and "rebuilding" in r.message]
+    assert all(np.array_equal(a, b) for a, b in zip(first.input_ids, again.input_ids, strict=True))
+    clear_memory_cache()
+    tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
+    assert cache_info().tokenizations == before + 1, "the rebuilt cache serves the next process"
+
+
 def test_disk_cache_is_keyed_on_content(tokenizers, data, tmp_path):
     pairs, labels = data
     tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import weakref
@@ -22,6 +23,8 @@ import joblib
 import numpy as np
 
 from hpo.errors import DataError, UsageError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -145,15 +148,11 @@ def _disk_cached(cache_dir: str | Path, tokenizer: Any, pairs: list[tuple[str, s
     """
     folder = Path(cache_dir) / joblib.hash((fingerprint, max_length, pairs, labels))
     if (folder / "labels.npy").exists():
-        arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
-        ids, offsets = arrays["input_ids"], arrays["offsets"]
-        types = arrays.get("token_type_ids")
-        return TokenizedSplit(
-            input_ids=np.split(ids, offsets[1:-1]),
-            token_type_ids=None if types is None else np.split(types, offsets[1:-1]),
-            labels=arrays["labels"],
-            lengths=np.diff(offsets),
-        )
+        try:
+            return _load_cached(folder, len(pairs))
+        except (OSError, ValueError, EOFError, KeyError) as exc:  # truncated, emptied or partly deleted
+            log.warning("tokenization cache %s is damaged (%s); rebuilding it", folder, exc)
+            _discard(folder)
     split = _tokenize(tokenizer, pairs, labels, max_length)
     arrays = {"input_ids": np.concatenate(split.input_ids),
               "offsets": np.concatenate([[0], np.cumsum(split.lengths)]),
@@ -169,6 +168,33 @@ def _disk_cached(cache_dir: str | Path, tokenizer: Any, pairs: list[tuple[str, s
     except OSError:  # another worker got there first with the same content
         shutil.rmtree(staging, ignore_errors=True)
     return split
+
+
+def _load_cached(folder: Path, n_examples: int) -> TokenizedSplit:
+    """The cached split, checked for consistency: a damaged file raises instead of training on garbage."""
+    arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
+    ids, offsets, labels = arrays["input_ids"], arrays["offsets"], arrays["labels"]
+    types = arrays.get("token_type_ids")
+    if (len(labels) != n_examples or len(offsets) != n_examples + 1 or offsets[0] != 0
+            or offsets[-1] != len(ids) or np.any(np.diff(offsets) < 0)
+            or (types is not None and len(types) != len(ids))):
+        raise ValueError(f"arrays do not fit {n_examples} examples")
+    return TokenizedSplit(
+        input_ids=np.split(ids, offsets[1:-1]),
+        token_type_ids=None if types is None else np.split(types, offsets[1:-1]),
+        labels=labels,
+        lengths=np.diff(offsets),
+    )
+
+
+def _discard(folder: Path) -> None:
+    """Move aside first, so a worker reading it meanwhile never sees a half-deleted folder."""
+    doomed = folder.with_name(f"{folder.name}.{os.getpid()}.damaged")
+    try:
+        folder.rename(doomed)
+    except OSError:  # another worker moved it already
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _tokenize(
