@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from bench.common import RUNS, write_spec
 from hpo.errors import UsageError
-from hpo.objective import suggest
+from hpo.study import suggest
 from hpo.spec import load_spec
 from hpo.study import get_storage
 from hpo.worker import run_worker

@@ -15,24 +15,11 @@ from pathlib import Path
 import optuna
 
 from hpo.outputs import TrialOutputs
-from hpo.spec import CategoricalParam, FloatParam, IntParam, StudySpec
-from hpo.study import artifact_store, completed_trials, upload
+from hpo.spec import StudySpec
+from hpo.study import artifact_store, completed_trials, suggest, upload
 from hpo.train.loop import TrainResult, train
 
 log = logging.getLogger(__name__)
-
-
-def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
-    params: dict[str, object] = {}
-    for name, param in spec.search_space.items():
-        if isinstance(param, FloatParam):
-            params[name] = trial.suggest_float(name, param.low, param.high, log=param.log, step=param.step)
-        elif isinstance(param, IntParam):
-            params[name] = trial.suggest_int(name, int(param.low), int(param.high), log=param.log,
-                                             step=int(param.step or 1))
-        elif isinstance(param, CategoricalParam):
-            params[name] = trial.suggest_categorical(name, list(param.choices))
-    return params
 
 
 class Objective:

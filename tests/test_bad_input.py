@@ -43,7 +43,14 @@ def assets(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict[str, Path]:
     _write_csv(broken["unknown-label"] / ANNOTATIONS_FILE, annotations)
     _write_csv(broken["header-only"] / POSTS_FILE, posts[:1])
     _write_csv(broken["header-only"] / ANNOTATIONS_FILE, annotations[:1])
-    return {"root": root, "data": good, **broken, "roberta": tiny_roberta, "deberta": tiny_deberta}
+    one_post = root / "one-post"
+    one_post.mkdir()
+    first = posts[1][0]
+    _write_csv(one_post / POSTS_FILE, posts[:2])
+    _write_csv(one_post / ANNOTATIONS_FILE, [annotations[0], *(row for row in annotations[1:] if row[0] == first)])
+    (root / "a-file").write_text("not a folder\n")
+    return {"root": root, "data": good, **broken, "one-post": one_post, "roberta": tiny_roberta,
+            "deberta": tiny_deberta}
 
 
 def _read_csv(path: Path) -> list[list[str]]:
@@ -143,6 +150,22 @@ CASES = [
     Case("zero-workers", ("hpo tune: error: argument --workers: must be a positive integer, got 0",),
          args=("--workers", "0"), validate=False),
     Case("missing-spec-file", ("no such study file",), spec_file=False),
+    # What only a run would have rejected (the trials failed, and the study existed already):
+    Case("one-post-dataset", ("the validation split is empty (1 posts", "use more posts"),
+         edit=_data("one-post")),
+    Case("max-length-too-short", ("encoder 'tiny-", "max_length=8 leaves no room for the post",
+                                  "Raise max_length to at least"),
+         args=("--set", "train.max_length=8")),
+    Case("split-fractions-out-of-range", ("split fractions",), args=("--set", "train.split_fractions=[-1,2,0]")),
+    Case("unknown-device", ("train.device='bogus' is not a device", "use auto, cpu, cuda or cuda:N"),
+         args=("--set", "train.device=bogus")),
+    Case("sampler-option-of-the-wrong-type", ("sampler or pruner options", "TypeError"),
+         args=("--set", "sampler.options.n_startup_trials=abc")),
+    Case("output-dir-is-a-file", ("output_dir", "a-file", "point output_dir at a writable folder"),
+         edit=lambda spec, assets: spec.update(output_dir=str(assets["root"] / "a-file"))),
+    Case("output-dir-cannot-be-created", ("output_dir /proc/hpo-out", "point output_dir at a writable folder"),
+         edit=lambda spec, _: spec.update(output_dir="/proc/hpo-out")),
+    Case("dots-only-study-name", ("name:",), edit=lambda spec, _: spec.update(name="..")),
     Case("missing-encoder-path", ("encoder 'tiny-roberta': /nonexistent does not exist",
                                   "use --set model_paths.tiny-roberta=/path/to/model"),
          args=("--set", "model_paths.tiny-roberta=/nonexistent")),

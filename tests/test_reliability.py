@@ -148,7 +148,7 @@ def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, asse
 
 FAST_WORKER = textwrap.dedent("""
     import sys
-    from hpo.objective import suggest
+    from hpo.study import suggest
     from hpo.spec import load_spec
     from hpo.worker import run_worker
     spec = load_spec(sys.argv[1], sys.argv[3:])

@@ -16,6 +16,7 @@ from hpo.study._open import (
 )
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
+from hpo.study._space import sample_points, suggest
 from hpo.study._storage import (
     HEARTBEAT_ATTR,
     caused_by_database,
@@ -55,8 +56,10 @@ __all__ = [
     "requeue",
     "require_grpc",
     "run_proxy_server",
+    "sample_points",
     "serve_dashboard",
     "state_counts",
+    "suggest",
     "sweep_stale_trials",
     "trial_census",
     "trials_per_hour",
