@@ -208,7 +208,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
     """One worker process: its thread budget is applied here, once, for the whole process."""
     import socket
 
-    from hpo.worker import TooManyFailures, run_worker
+    from hpo.worker import WorkerStopped, run_worker
 
     spec = load_spec(spec_path, overrides, storage)
     from hpo.models.device import check_gpus
@@ -224,9 +224,9 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
         torch.set_num_threads(threads)
     try:
         ran = run_worker(spec, worker=name)
-    except TooManyFailures as exc:
+    except WorkerStopped as exc:
         log.error("%s", exc)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     log.info("worker %s done after %d trials", name, ran)

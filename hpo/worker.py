@@ -27,6 +27,7 @@ from hpo.study import (
     find_trial,
     open_study,
     requeue,
+    study_exists,
     trial_census,
 )
 
@@ -34,11 +35,26 @@ log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE_FAILURES = 5  # a worker whose every trial fails stops instead of burning the budget
 IDLE_POLL_SECONDS = 5.0
-DATABASE_RETRY_SECONDS = (1, 2, 5, 10, 20, 30)  # back-off while the database is unreachable; then give up
+DATABASE_RETRY_SECONDS = (1, 2, 5, 10, 20, 30)  # back-off while the database is unreachable, then every 30 s
+DATABASE_OUTAGE_SECONDS = 600  # rides out a restart or a maintenance window; then stops, in one line
 
 
-class TooManyFailures(RuntimeError):
+class WorkerStopped(RuntimeError):
+    """The worker cannot go on; the message says why in one line and what to do."""
+
+    exit_code = 1
+
+
+class TooManyFailures(WorkerStopped):
     pass
+
+
+class DatabaseUnreachable(WorkerStopped):
+    pass
+
+
+class StudyGone(WorkerStopped):
+    exit_code = 2  # deleted on purpose: a replacement worker would only create it again
 
 
 class SurplusTrial(Exception):
@@ -74,7 +90,8 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     objective = objective or Objective(spec)
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
-    ran, failures, outage = 0, 0, 0
+    ran, failures = 0, 0
+    outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
     for handler in logging.getLogger("optuna").handlers:  # on the handler: its records come from child loggers
         if _QUIET_SURPLUS not in handler.filters:
             handler.addFilter(_QUIET_SURPLUS)
@@ -85,20 +102,31 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                     if _study_done(study, spec.n_trials, poll_seconds):
                         return ran
                     study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[trial_log])
-                    outage = 0
+                    outage, retries = 0.0, 0
                 except optuna.exceptions.UpdateFinishedTrialError as exc:
                     # Another worker failed this trial as stale (we were cut off); its retry runs instead.
                     log.warning("worker %s: %s; its re-queued copy will run", worker, exc)
                     continue
+                except KeyError:
+                    if study_exists(study):
+                        raise
+                    raise StudyGone(f"worker {worker}: study {spec.name!r} was deleted from its storage while "
+                                    "this worker ran; stopping") from None
                 except Exception as exc:
                     # The database went away (restart, network): wait and reconnect. A trial it
                     # interrupted stays RUNNING, its heartbeat stops, and it is re-queued as stale.
-                    if not caused_by_database(exc) or outage >= len(DATABASE_RETRY_SECONDS):
+                    if not caused_by_database(exc):
                         raise
+                    if outage >= DATABASE_OUTAGE_SECONDS:
+                        raise DatabaseUnreachable(
+                            f"worker {worker}: database unreachable for {outage:.0f}s "
+                            f"({database_error_text(exc)}); the study is safe in it: start workers again "
+                            "once it is back") from None
+                    delay = DATABASE_RETRY_SECONDS[min(retries, len(DATABASE_RETRY_SECONDS) - 1)]
                     log.warning("worker %s: database unreachable (%s); retrying in %ss", worker,
-                                database_error_text(exc), DATABASE_RETRY_SECONDS[outage])
-                    time.sleep(DATABASE_RETRY_SECONDS[outage])
-                    outage += 1
+                                database_error_text(exc), delay)
+                    time.sleep(delay)
+                    outage, retries = outage + delay, retries + 1
                     continue
                 ran += 1
                 failures = failures + 1 if trial_log.last_failed else 0

@@ -60,6 +60,7 @@ __all__ = [
     "serve_dashboard",
     "state_counts",
     "suggest",
+    "study_exists",
     "sweep_stale_trials",
     "trial_census",
     "trials_per_hour",

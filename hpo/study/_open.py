@@ -87,6 +87,15 @@ def load_existing_study(name: str, storage_url: str) -> optuna.Study:
                          f"studies there: {', '.join(names) or 'none'}") from None
 
 
+def study_exists(study: optuna.Study) -> bool:
+    """False once the study was deleted from its storage (``optuna delete-study``)."""
+    try:
+        study._storage.get_study_id_from_name(study.study_name)  # the storage's own lookup: one query
+    except KeyError:
+        return False
+    return True
+
+
 def load_study_ref(ref: str, storage: str | None) -> optuna.Study:
     """STUDY as the read commands take it: a spec file (name and storage from it) or a name."""
     if ref.endswith((".yaml", ".yml")) and Path(ref).exists():

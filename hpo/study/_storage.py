@@ -92,16 +92,22 @@ DATABASE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, optuna.except
 def caused_by_database(exc: BaseException) -> bool:
     """True when a database error is anywhere in the exception's chain. Optuna 5.0's
     ``_run_trial`` can turn one into an UnboundLocalError when the database drops twice."""
+    return _database_error_in(exc) is not None
+
+
+def _database_error_in(exc: BaseException) -> BaseException | None:
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, DATABASE_ERRORS) or _proxy_outage(seen):
-            return True
+            return seen
         seen = seen.__cause__ or seen.__context__
-    return False
+    return None
 
 
 def database_error_text(exc: BaseException) -> str:
-    """First line of the root cause (psycopg2's message), for one-line logs."""
+    """First line of the root cause (psycopg2's message), for one-line logs. The database
+    error may sit in the context of another (Optuna 5.0 raises UnboundLocalError over it)."""
+    exc = _database_error_in(exc) or exc
     while exc.__cause__ is not None or getattr(exc, "orig", None) is not None:
         exc = getattr(exc, "orig", None) or exc.__cause__
     if _is_grpc_error(exc):

@@ -1,0 +1,105 @@
+"""How a worker stops when it cannot go on: one line naming why, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+from optuna.trial import TrialState
+
+from hpo import worker as worker_module
+from hpo.fixtures import write_sample
+from hpo.spec import load_spec
+from hpo.study import database_error_text, suggest
+
+REPO = Path(__file__).parent.parent
+SMOKE = REPO / "studies" / "evidence-smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("worker")
+    return {"root": root, "data": write_sample(root / "data", posts=40, seed=0),
+            "roberta": tiny_roberta, "deberta": tiny_deberta}
+
+
+def overrides(name: str, assets, *extra: str) -> list[str]:
+    return [f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
+            f"model_paths.tiny-roberta={assets['roberta']}", f"model_paths.tiny-deberta={assets['deberta']}",
+            "keep_top_k=0", *extra]
+
+
+def outage() -> sa.exc.OperationalError:
+    return sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))
+
+
+def test_the_database_reason_is_found_under_optunas_unbound_local_error():
+    try:
+        try:
+            raise outage()
+        except sa.exc.OperationalError:
+            raise UnboundLocalError("cannot access local variable 'updated_state'") from None
+    except UnboundLocalError as exc:
+        raised = exc
+    raised.__context__ = outage()  # what Optuna 5.0's _run_trial leaves behind
+    assert database_error_text(raised) == "server closed the connection unexpectedly"
+
+
+def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
+        sqlite_url, study_name, assets, monkeypatch):
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=50"), storage=sqlite_url)
+    calls = []
+    real_census = worker_module.trial_census
+
+    def census_then_outage(*args, **kwargs):
+        calls.append(time.monotonic())
+        if len(calls) > 2:
+            raise outage()
+        return real_census(*args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "trial_census", census_then_outage)
+    monkeypatch.setattr(worker_module, "DATABASE_RETRY_SECONDS", (0.2, 0.5))
+    monkeypatch.setattr(worker_module, "DATABASE_OUTAGE_SECONDS", 2)
+    with pytest.raises(worker_module.DatabaseUnreachable) as caught:
+        worker_module.run_worker(spec, worker="w", objective=lambda t: suggest(t, spec)["learning_rate"],
+                                 poll_seconds=0.1)
+    message = str(caught.value)
+    assert "database unreachable for" in message and "server closed the connection unexpectedly" in message
+    assert "\n" not in message
+    assert calls[-1] - calls[2] >= 2, "it kept retrying for the whole outage budget"
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(postgres_url, study_name, assets):
+    cmd = [sys.executable, "-m", "hpo", "worker", str(SMOKE), "--name", "w", "--threads", "1"]
+    for item in overrides(study_name, assets, "n_trials=20", "train.epochs=3"):
+        cmd += ["--set", item]
+    proc = subprocess.Popen(cmd, env={**os.environ, "HPO_STORAGE": postgres_url}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                if optuna.load_study(study_name=study_name, storage=postgres_url).get_trials(
+                        states=(TrialState.RUNNING,)):
+                    break
+            except KeyError:  # not created yet
+                continue
+        optuna.delete_study(study_name=study_name, storage=postgres_url)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert f"study {study_name!r} was deleted from its storage" in output.strip().splitlines()[-1]
+    assert study_name not in {s.study_name for s in optuna.get_all_study_summaries(postgres_url)}
