@@ -1,12 +1,10 @@
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from hpo.data.collate import (
     Collator,
     coerce_long,
-    forward_keys,
     length_grouped_batches,
     padded_tokens,
     sorted_batches,
@@ -128,58 +126,6 @@ def test_mask_length_must_match_input_ids():
     features[0]["attention_mask"] = [1, 1]
     with pytest.raises(ValueError, match="attention_mask of example 0"):
         Collator(0)(features)
-
-
-# --- forward_keys ------------------------------------------------------------------------
-
-
-class _Classifier(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(2, 2)
-
-    def forward(self, input_ids, attention_mask=None, *, labels=None):
-        return self.linear(input_ids.float())
-
-
-class _TakesAnything(nn.Module):
-    def forward(self, input_ids, **kwargs):
-        return input_ids
-
-
-class _Peft(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.base_model = model  # not a `.module`: only get_base_model() reaches it
-
-    def get_base_model(self):
-        return self.base_model
-
-    def forward(self, *args, **kwargs):
-        return self.base_model(*args, **kwargs)
-
-
-class _Compiled(nn.Module):
-    """Stands in for torch.compile's OptimizedModule, which keeps the model as _orig_mod."""
-
-    def __init__(self, model):
-        super().__init__()
-        self._orig_mod = model
-
-    def forward(self, *args, **kwargs):
-        return self._orig_mod(*args, **kwargs)
-
-
-def test_forward_keys_of_a_plain_and_a_wrapped_model():
-    expected = frozenset({"input_ids", "attention_mask", "labels"})
-    assert forward_keys(_Classifier()) == expected
-    assert forward_keys(nn.DataParallel(_Classifier())) == expected
-    assert forward_keys(nn.DataParallel(_Peft(_Classifier()))) == expected
-    assert forward_keys(_Compiled(_Classifier())) == expected
-
-
-def test_forward_keys_is_none_when_forward_takes_kwargs():
-    assert forward_keys(_TakesAnything()) is None
 
 
 # --- batch plans -------------------------------------------------------------------------

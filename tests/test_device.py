@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
 from hpo.errors import MetaTensorError
 from hpo.models.classifier import CriteriaClassifier, HeadConfig
-from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.loading import encoder_init_kwargs, find_meta_tensors, load_pretrained
 
 
@@ -155,3 +155,55 @@ def test_forward_through_data_parallel(tiny_roberta):
     wrapped = safe_to_device(nn.DataParallel(model), "cpu")
     logits = wrapped(input_ids=torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]]), attention_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
     assert logits.shape == (2, 2)
+
+
+# --- forward_keys ------------------------------------------------------------------------
+
+
+class _Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    def forward(self, input_ids, attention_mask=None, *, labels=None):
+        return self.linear(input_ids.float())
+
+
+class _TakesAnything(nn.Module):
+    def forward(self, input_ids, **kwargs):
+        return input_ids
+
+
+class _Peft(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.base_model = model  # not a `.module`: only get_base_model() reaches it
+
+    def get_base_model(self):
+        return self.base_model
+
+    def forward(self, *args, **kwargs):
+        return self.base_model(*args, **kwargs)
+
+
+class _Compiled(nn.Module):
+    """Stands in for torch.compile's OptimizedModule, which keeps the model as _orig_mod."""
+
+    def __init__(self, model):
+        super().__init__()
+        self._orig_mod = model
+
+    def forward(self, *args, **kwargs):
+        return self._orig_mod(*args, **kwargs)
+
+
+def test_forward_keys_of_a_plain_and_a_wrapped_model():
+    expected = frozenset({"input_ids", "attention_mask", "labels"})
+    assert forward_keys(_Classifier()) == expected
+    assert forward_keys(nn.DataParallel(_Classifier())) == expected
+    assert forward_keys(nn.DataParallel(_Peft(_Classifier()))) == expected
+    assert forward_keys(_Compiled(_Classifier())) == expected
+
+
+def test_forward_keys_is_none_when_forward_takes_kwargs():
+    assert forward_keys(_TakesAnything()) is None

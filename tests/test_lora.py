@@ -13,11 +13,11 @@ from safetensors.torch import load_file
 from torch import nn
 
 from hpo.data import write_sample
-from hpo.data.collate import Collator, forward_keys
+from hpo.data.collate import Collator
 from hpo.errors import UsageError
 from hpo.launcher import worker_launches
 from hpo.models.classifier import build_classifier, load_classifier, save_classifier
-from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.loading import find_meta_tensors, load_tokenizer
 from hpo.models.settings import LoraSettings
 from hpo.train.config import TrainConfig

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from hpo.data import write_sample
-from hpo.data.collate import Collator, forward_keys
+from hpo.data.collate import Collator
 from hpo.data.tokenize import cache_info
 from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import EncoderClassifier, load_classifier
+from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
 from hpo.train.loop import evaluate, train
 from hpo.train.prepare import prepare_data

@@ -8,6 +8,7 @@ pretrained weights with random ones and let training carry on silently.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,18 @@ def unwrap_model(model: nn.Module) -> nn.Module:
             model = base
         else:
             return model
+
+
+def forward_keys(model: nn.Module) -> frozenset[str] | None:
+    """Keyword names the model's ``forward`` accepts, or None when it takes ``**kwargs``.
+
+    None means "accept all": the signature cannot tell which keys are safe to pass.
+    """
+    parameters = inspect.signature(unwrap_model(model).forward).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in parameters if p.kind in named)
 
 
 def safe_to_device(model: nn.Module, device, checkpoint: str | Path | None = None) -> nn.Module:

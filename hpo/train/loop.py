@@ -21,10 +21,10 @@ from torch import nn
 from transformers import get_scheduler
 
 from hpo.data import SYMPTOMS
-from hpo.data.collate import Collator, forward_keys, length_grouped_batches, sorted_batches
+from hpo.data.collate import Collator, length_grouped_batches, sorted_batches
 from hpo.errors import OutOfMemoryError, UsageError
 from hpo.models.classifier import build_classifier, save_classifier
-from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.train.config import TrainConfig
 from hpo.train.metrics import binary_metrics, post_level_metrics
 from hpo.train.prepare import PreparedSplit, prepare_data
