@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from hpo.data import write_sample
 from hpo.data.collate import Collator
 from hpo.errors import UsageError
+from hpo.fixtures import write_sample
 from hpo.launcher import worker_launches
 from hpo.models.classifier import build_classifier, load_classifier, save_classifier
 from hpo.models.device import forward_keys, safe_to_device, unwrap_model

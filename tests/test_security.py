@@ -22,7 +22,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from hpo.data import write_sample
+from hpo.fixtures import write_sample
 from hpo.models.classifier import load_classifier
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train

@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 import torch
 
-from hpo.data import write_sample
 from hpo.data.collate import Collator
 from hpo.data.tokenize import cache_info
 from hpo.errors import OutOfMemoryError
+from hpo.fixtures import write_sample
 from hpo.models.classifier import EncoderClassifier, load_classifier
 from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
