@@ -15,18 +15,18 @@ class TrainConfig:
     encoder: str  # hub name or local path
     data_dir: str
 
-    # classification head and encoder
-    pooling: Literal["cls", "mean"] = "cls"
-    head_layers: int = 0
-    head_hidden_size: int = 256
-    head_activation: str = "gelu"
-    head_dropout: float = 0.1
+    # classification head and encoder; head and LoRA defaults are HeadConfig's and LoraSettings'
+    pooling: Literal["cls", "mean"] = HeadConfig.pooling
+    head_layers: int = HeadConfig.hidden_layers
+    head_hidden_size: int = HeadConfig.hidden_size
+    head_activation: str = HeadConfig.activation
+    head_dropout: float = HeadConfig.dropout
     encoder_dropout: float | None = None  # None keeps the checkpoint's
     adapter: Literal["full", "lora"] = "full"  # lora: train LoRA adapters (peft), base encoder frozen
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.05
-    lora_target_modules: str | None = None  # comma-separated names or "all-linear"; None: peft's default
+    lora_r: int = LoraSettings.r
+    lora_alpha: int = LoraSettings.alpha
+    lora_dropout: float = LoraSettings.dropout
+    lora_target_modules: str | None = LoraSettings.target_modules  # comma-separated names or "all-linear"; None: peft's default
 
     # optimisation
     learning_rate: float = 3e-5
