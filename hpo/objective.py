@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -56,8 +55,6 @@ class Objective:
         trial_dir = self.outputs.trial_dir(trial.number)
         config = self.spec.train_config(suggest(trial, self.spec),
                                         output_dir=str(trial_dir) if self.spec.keep_top_k else None)
-        if self.num_threads:
-            config = replace(config, num_threads=self.num_threads)
         epochs = []
 
         def report(epoch: int, value: float) -> None:

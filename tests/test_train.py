@@ -26,7 +26,7 @@ def sample_dir(tmp_path_factory):
 
 def _config(encoder, data_dir, **overrides) -> TrainConfig:
     base = dict(task="evidence", encoder=str(encoder), data_dir=str(data_dir), epochs=3, learning_rate=3e-3,
-                batch_size=16, max_length=64, num_threads=2, seed=0, pooling="mean", warmup_ratio=0.1,
+                batch_size=16, max_length=64, seed=0, pooling="mean", warmup_ratio=0.1,
                 class_weighting="balanced", mixed_precision="no")  # float32: exact comparisons below
     return TrainConfig(**{**base, **overrides})
 

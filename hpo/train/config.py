@@ -56,7 +56,6 @@ class TrainConfig:
     # runtime
     seed: int = 0
     device: str = "auto"  # auto: cuda when available
-    num_threads: int | None = None  # torch CPU threads; None leaves torch's default
     gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
     output_dir: str | None = None  # where the best checkpoint goes; None: not saved
 

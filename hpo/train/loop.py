@@ -49,8 +49,6 @@ class TrainResult:
 
 def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     started = time.perf_counter()
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
     _seed_everything(config.seed)
     device = resolve_device(config.device)
     data = prepare_data(config)
