@@ -104,7 +104,7 @@ def test_lora_checkpoint_holds_only_adapters_and_reloads_exactly(tiny_encoder, t
 def test_lora_trial_end_to_end(tiny_roberta, tmp_path):
     data_dir = write_sample(tmp_path / "data", posts=40, seed=5)
     config = TrainConfig(task="evidence", encoder=str(tiny_roberta), data_dir=str(data_dir), epochs=2, max_length=64,
-                         learning_rate=5e-3, adapter="lora", lora_r=4, output_dir=str(tmp_path / "out"),
+                         learning_rate=5e-3, adapter="lora", lora_r=4, checkpoint_dir=str(tmp_path / "out" / "checkpoint"),
                          mixed_precision="no")
     result = train(config)
     assert result.checkpoint and (Path(result.checkpoint) / "adapter" / "adapter_config.json").exists()

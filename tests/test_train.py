@@ -128,7 +128,8 @@ def test_second_run_does_not_tokenize_again(tiny_roberta, sample_dir):
 
 
 def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_dir, tmp_path):
-    config = _config(tiny_deberta, sample_dir, epochs=3, output_dir=str(tmp_path), evaluate_test=True)
+    config = _config(tiny_deberta, sample_dir, epochs=3, checkpoint_dir=str(tmp_path / "checkpoint"),
+                     evaluate_test=True)
     result = train(config)
     assert result.checkpoint and "test_macro_f1" in result.metrics
     model, tokenizer = load_classifier(result.checkpoint)

@@ -57,7 +57,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"  # auto: cuda when available
     gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
-    output_dir: str | None = None  # where the best checkpoint goes; None: not saved
+    checkpoint_dir: str | None = None  # the folder the best checkpoint is saved into; None: not saved
 
     def __post_init__(self):
         for name in ("batch_size", "epochs", "max_length", "eval_batch_size"):

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -101,7 +100,7 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         history.append(metrics)
         if best is None or metrics[config.objective_metric] > best[config.objective_metric]:
             best, best_epoch, stale_epochs = metrics, epoch, 0
-            if config.output_dir or config.evaluate_test:
+            if config.checkpoint_dir or config.evaluate_test:
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
         else:
             stale_epochs += 1
@@ -117,8 +116,8 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     if config.evaluate_test and data.test is not None:
         test = evaluate(model, data.test, collate, config, device, autocast)
         result_metrics.update({f"test_{k}": v for k, v in test.items()})
-    if config.output_dir:
-        checkpoint = str(save_classifier(model, Path(config.output_dir) / "checkpoint", data.tokenizer))
+    if config.checkpoint_dir:
+        checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer))
     return TrainResult(
         metrics=result_metrics, best_epoch=best_epoch, epochs_run=len(history), micro_batch_size=micro,
         samples_trained=samples, setup_seconds=setup_seconds,
