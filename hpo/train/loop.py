@@ -21,9 +21,9 @@ from transformers import get_scheduler
 
 from hpo.data import SYMPTOMS
 from hpo.data.collate import Collator, length_grouped_batches, sorted_batches
-from hpo.errors import OutOfMemoryError, UsageError
+from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import build_classifier, save_classifier
-from hpo.models.device import forward_keys, safe_to_device, unwrap_model
+from hpo.models.device import check_gpus, forward_keys, safe_to_device, unwrap_model
 from hpo.train.config import TrainConfig
 from hpo.train.metrics import binary_metrics, post_level_metrics
 from hpo.train.prepare import PreparedSplit, prepare_data
@@ -57,7 +57,8 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     if config.activation_checkpointing:
         model.encoder.activation_checkpointing_enable()
     if config.gpus_per_trial > 1:  # one trial on several GPUs; methods are reached through unwrap_model
-        model = nn.DataParallel(model, device_ids=list(range(_check_gpus(config.gpus_per_trial, device))))
+        check_gpus(config.gpus_per_trial)
+        model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
     optimizer = _optimizer(model, config, device)  # after the transfer: restored tensors are new objects
     steps_per_epoch = -(-len(data.train) // config.batch_size)
     scheduler = get_scheduler(
@@ -201,14 +202,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
-def _check_gpus(wanted: int, device: torch.device) -> int:
-    available = torch.cuda.device_count() if device.type == "cuda" else 0
-    if available < wanted:
-        raise UsageError(f"gpus_per_trial={wanted} but this worker sees {available} GPU(s); "
-                         "set gpus_per_trial: 1 or give each worker more GPUs")
-    return wanted
 
 
 def resolve_device(name: str) -> torch.device:
