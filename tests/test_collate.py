@@ -6,7 +6,6 @@ from hpo.data.collate import (
     Collator,
     coerce_long,
     length_grouped_batches,
-    padded_tokens,
     sorted_batches,
 )
 
@@ -141,6 +140,18 @@ def _assert_each_index_once(batches, n):
     assert sorted(flat) == list(range(n))
 
 
+def _padded_tokens(lengths, batches, pad_to_multiple_of=None) -> tuple[int, int]:
+    """(real tokens, tokens after padding) when the Collator pads each batch of a plan:
+    their ratio is the padding waste."""
+    collate = Collator(pad_token_id=0, pad_to_multiple_of=pad_to_multiple_of)
+    real = padded = 0
+    for batch in batches:
+        inputs = collate([{"input_ids": [1] * int(lengths[i])} for i in batch])
+        real += int(inputs["attention_mask"].sum())
+        padded += inputs["input_ids"].numel()
+    return real, padded
+
+
 def test_length_grouped_batches_cover_every_index_once_and_repeat_per_seed():
     lengths = _skewed_lengths(1003)
     batches = length_grouped_batches(lengths, batch_size=16, seed=7, mega_batch_mult=10)
@@ -159,8 +170,8 @@ def test_length_grouping_cuts_padding_against_random_batches():
     random_batches = [order[i : i + 16].tolist() for i in range(0, len(order), 16)]
     grouped = length_grouped_batches(lengths, batch_size=16, seed=1)
 
-    real, random_padded = padded_tokens(lengths, random_batches)
-    _, grouped_padded = padded_tokens(lengths, grouped)
+    real, random_padded = _padded_tokens(lengths, random_batches)
+    _, grouped_padded = _padded_tokens(lengths, grouped)
     random_waste, grouped_waste = random_padded - real, grouped_padded - real
     assert grouped_waste * 10 < random_waste  # measured ratio ≈ 41
 
@@ -172,10 +183,10 @@ def test_sorted_batches_are_longest_first_and_cover_every_index():
     _assert_each_index_once(sorted_batches(_skewed_lengths(101), 8), 101)
 
 
-def test_padded_tokens_counts_real_and_padded():
+def test_collator_pads_each_batch_to_its_longest_example_rounded_up():
     lengths = [3, 5, 2]
-    assert padded_tokens(lengths, [[0, 1], [2]]) == (10, 12)
-    assert padded_tokens(lengths, [[0, 1], [2]], pad_to_multiple_of=8) == (10, 24)
+    assert _padded_tokens(lengths, [[0, 1], [2]]) == (10, 12)
+    assert _padded_tokens(lengths, [[0, 1], [2]], pad_to_multiple_of=8) == (10, 24)
 
 
 def test_batch_size_must_be_positive():

@@ -149,22 +149,6 @@ def sorted_batches(lengths: Sequence[int] | np.ndarray, batch_size: int) -> list
     return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
 
 
-def padded_tokens(
-    lengths: Sequence[int] | np.ndarray,
-    batches: list[list[int]],
-    pad_to_multiple_of: int | None = None,
-) -> tuple[int, int]:
-    """(real tokens, tokens after padding) for a batch plan: their ratio is the padding waste."""
-    lengths = np.asarray(lengths)
-    multiple = pad_to_multiple_of or 1
-    real = padded = 0
-    for batch in batches:
-        batch_lengths = lengths[batch]
-        real += int(batch_lengths.sum())
-        padded += len(batch) * (-(-int(batch_lengths.max()) // multiple) * multiple)
-    return real, padded
-
-
 def _check_batch_size(batch_size: int) -> None:
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive; got {batch_size}")
