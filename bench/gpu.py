@@ -19,7 +19,7 @@ def p5_gpu() -> dict:
         return {"skipped": "P5 skipped: no GPU on this machine"}
     from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
 
-    from hpo.models.tiny import make_tiny_encoder
+    from hpo.fixtures import make_tiny_encoder
     from hpo.train.config import TrainConfig
     from hpo.train.loop import train
 

@@ -9,14 +9,14 @@ from hpo.errors import UsageError
 
 
 def _make_tiny_encoder(args) -> None:
-    from hpo.models.tiny import make_tiny_encoder
+    from hpo.fixtures import make_tiny_encoder
 
     path = make_tiny_encoder(args.arch, args.out_dir, masked_lm=args.masked_lm, seed=args.seed)
     print(f"wrote a tiny {args.arch} encoder to {path}")
 
 
 def _data_sample(args) -> None:
-    from hpo.data.sample import write_sample
+    from hpo.fixtures import write_sample
 
     path = write_sample(args.out_dir, posts=args.posts, seed=args.seed)
     print(f"wrote {args.posts} sample posts to {path}")

@@ -30,9 +30,9 @@ class Objective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         started = time.perf_counter()
-        trial_dir = self.outputs.trial_dir(trial.number)
         config = self.spec.train_config(suggest(trial, self.spec),
-                                        output_dir=str(trial_dir) if self.spec.keep_top_k else None)
+                                        checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
+                                        if self.spec.keep_top_k else None)
         epochs = []
 
         def report(epoch: int, value: float) -> None:

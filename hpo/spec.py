@@ -36,7 +36,7 @@ DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
 STORAGE_ENV = "HPO_STORAGE"
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
-_FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "output_dir": "output_dir"}
+_FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "checkpoint_dir": "output_dir"}
 SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys()
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
@@ -204,17 +204,17 @@ class StudySpec(_Strict):
             return int(self.train.get("gpus_per_trial", 1))
         return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
 
-    def train_config(self, params: Mapping[str, object], output_dir: str | None) -> TrainConfig:
+    def train_config(self, params: Mapping[str, object], checkpoint_dir: str | None) -> TrainConfig:
         """The plain config of one trial: the fixed settings plus its sampled ``params``."""
         if set(params) != set(self.search_space):
             raise ValueError(f"params {sorted(params)} do not match the search space {sorted(self.search_space)}")
         settings = {**self.train, **params}
         settings["encoder"] = self.model_paths.get(settings["encoder"], settings["encoder"])
-        return self._build(settings, output_dir)
+        return self._build(settings, checkpoint_dir)
 
-    def _build(self, settings: Mapping[str, object], output_dir: str | None = None) -> TrainConfig:
+    def _build(self, settings: Mapping[str, object], checkpoint_dir: str | None = None) -> TrainConfig:
         return _TRAIN_CONFIG.validate_python({"task": self.task, "data_dir": self.data_dir,
-                                              "objective_metric": self.metric, "output_dir": output_dir,
+                                              "objective_metric": self.metric, "checkpoint_dir": checkpoint_dir,
                                               **settings})
 
     @model_validator(mode="after")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from hpo.models.tiny import make_tiny_encoder
+from hpo.fixtures import make_tiny_encoder
 
 POSTGRES_URL = os.environ.get("HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach a model hub

@@ -22,7 +22,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from hpo.data import ANNOTATIONS_FILE, POSTS_FILE, write_sample
+from hpo.data import ANNOTATIONS_FILE, POSTS_FILE
+from hpo.fixtures import write_sample
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "evidence-smoke.yaml"

@@ -1,14 +1,11 @@
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from hpo.data.collate import (
     Collator,
     coerce_long,
-    forward_keys,
     length_grouped_batches,
-    padded_tokens,
     sorted_batches,
 )
 
@@ -130,58 +127,6 @@ def test_mask_length_must_match_input_ids():
         Collator(0)(features)
 
 
-# --- forward_keys ------------------------------------------------------------------------
-
-
-class _Classifier(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(2, 2)
-
-    def forward(self, input_ids, attention_mask=None, *, labels=None):
-        return self.linear(input_ids.float())
-
-
-class _TakesAnything(nn.Module):
-    def forward(self, input_ids, **kwargs):
-        return input_ids
-
-
-class _Peft(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.base_model = model  # not a `.module`: only get_base_model() reaches it
-
-    def get_base_model(self):
-        return self.base_model
-
-    def forward(self, *args, **kwargs):
-        return self.base_model(*args, **kwargs)
-
-
-class _Compiled(nn.Module):
-    """Stands in for torch.compile's OptimizedModule, which keeps the model as _orig_mod."""
-
-    def __init__(self, model):
-        super().__init__()
-        self._orig_mod = model
-
-    def forward(self, *args, **kwargs):
-        return self._orig_mod(*args, **kwargs)
-
-
-def test_forward_keys_of_a_plain_and_a_wrapped_model():
-    expected = frozenset({"input_ids", "attention_mask", "labels"})
-    assert forward_keys(_Classifier()) == expected
-    assert forward_keys(nn.DataParallel(_Classifier())) == expected
-    assert forward_keys(nn.DataParallel(_Peft(_Classifier()))) == expected
-    assert forward_keys(_Compiled(_Classifier())) == expected
-
-
-def test_forward_keys_is_none_when_forward_takes_kwargs():
-    assert forward_keys(_TakesAnything()) is None
-
-
 # --- batch plans -------------------------------------------------------------------------
 
 
@@ -193,6 +138,18 @@ def _skewed_lengths(n: int = 2000) -> np.ndarray:
 def _assert_each_index_once(batches, n):
     flat = [i for batch in batches for i in batch]
     assert sorted(flat) == list(range(n))
+
+
+def _padded_tokens(lengths, batches, pad_to_multiple_of=None) -> tuple[int, int]:
+    """(real tokens, tokens after padding) when the Collator pads each batch of a plan:
+    their ratio is the padding waste."""
+    collate = Collator(pad_token_id=0, pad_to_multiple_of=pad_to_multiple_of)
+    real = padded = 0
+    for batch in batches:
+        inputs = collate([{"input_ids": [1] * int(lengths[i])} for i in batch])
+        real += int(inputs["attention_mask"].sum())
+        padded += inputs["input_ids"].numel()
+    return real, padded
 
 
 def test_length_grouped_batches_cover_every_index_once_and_repeat_per_seed():
@@ -213,8 +170,8 @@ def test_length_grouping_cuts_padding_against_random_batches():
     random_batches = [order[i : i + 16].tolist() for i in range(0, len(order), 16)]
     grouped = length_grouped_batches(lengths, batch_size=16, seed=1)
 
-    real, random_padded = padded_tokens(lengths, random_batches)
-    _, grouped_padded = padded_tokens(lengths, grouped)
+    real, random_padded = _padded_tokens(lengths, random_batches)
+    _, grouped_padded = _padded_tokens(lengths, grouped)
     random_waste, grouped_waste = random_padded - real, grouped_padded - real
     assert grouped_waste * 10 < random_waste  # measured ratio ≈ 41
 
@@ -226,10 +183,10 @@ def test_sorted_batches_are_longest_first_and_cover_every_index():
     _assert_each_index_once(sorted_batches(_skewed_lengths(101), 8), 101)
 
 
-def test_padded_tokens_counts_real_and_padded():
+def test_collator_pads_each_batch_to_its_longest_example_rounded_up():
     lengths = [3, 5, 2]
-    assert padded_tokens(lengths, [[0, 1], [2]]) == (10, 12)
-    assert padded_tokens(lengths, [[0, 1], [2]], pad_to_multiple_of=8) == (10, 24)
+    assert _padded_tokens(lengths, [[0, 1], [2]]) == (10, 12)
+    assert _padded_tokens(lengths, [[0, 1], [2]], pad_to_multiple_of=8) == (10, 24)
 
 
 def test_batch_size_must_be_positive():

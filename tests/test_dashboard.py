@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hpo.data import write_sample
+from hpo.fixtures import write_sample
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

@@ -16,10 +16,10 @@ from hpo.data import (
     load_redsm5,
     normalise_symptom,
     split_by_post,
-    write_sample,
 )
 from hpo.data.redsm5 import ANNOTATION_COLUMNS, POST_COLUMNS
 from hpo.errors import DataError, UsageError
+from hpo.fixtures import write_sample
 
 POST_HEADER = list(POST_COLUMNS)  # the layout the loader requires, in ReDSM5's column order
 ANNOTATION_HEADER = list(ANNOTATION_COLUMNS)

@@ -10,9 +10,9 @@ from safetensors.torch import load_file
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
-from hpo.errors import MetaTensorError
+from hpo.errors import MetaTensorError, UsageError
 from hpo.models.classifier import CriteriaClassifier, HeadConfig
-from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.device import check_gpus, forward_keys, safe_to_device, unwrap_model
 from hpo.models.loading import encoder_init_kwargs, find_meta_tensors, load_pretrained
 
 
@@ -155,3 +155,77 @@ def test_forward_through_data_parallel(tiny_roberta):
     wrapped = safe_to_device(nn.DataParallel(model), "cpu")
     logits = wrapped(input_ids=torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]]), attention_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
     assert logits.shape == (2, 2)
+
+
+# --- forward_keys ------------------------------------------------------------------------
+
+
+class _Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    def forward(self, input_ids, attention_mask=None, *, labels=None):
+        return self.linear(input_ids.float())
+
+
+class _TakesAnything(nn.Module):
+    def forward(self, input_ids, **kwargs):
+        return input_ids
+
+
+class _Peft(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.base_model = model  # not a `.module`: only get_base_model() reaches it
+
+    def get_base_model(self):
+        return self.base_model
+
+    def forward(self, *args, **kwargs):
+        return self.base_model(*args, **kwargs)
+
+
+class _Compiled(nn.Module):
+    """Stands in for torch.compile's OptimizedModule, which keeps the model as _orig_mod."""
+
+    def __init__(self, model):
+        super().__init__()
+        self._orig_mod = model
+
+    def forward(self, *args, **kwargs):
+        return self._orig_mod(*args, **kwargs)
+
+
+def test_forward_keys_of_a_plain_and_a_wrapped_model():
+    expected = frozenset({"input_ids", "attention_mask", "labels"})
+    assert forward_keys(_Classifier()) == expected
+    assert forward_keys(nn.DataParallel(_Classifier())) == expected
+    assert forward_keys(nn.DataParallel(_Peft(_Classifier()))) == expected
+    assert forward_keys(_Compiled(_Classifier())) == expected
+
+
+def test_forward_keys_is_none_when_forward_takes_kwargs():
+    assert forward_keys(_TakesAnything()) is None
+
+
+# --- check_gpus --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cuda, count, wanted, sees", [(False, 2, 2, 0), (True, 1, 2, 1), (True, 3, 4, 3)])
+def test_check_gpus_names_the_shortfall_in_one_line(monkeypatch, cuda, count, wanted, sees):
+    # CUDA unavailable counts as no GPU, whatever device_count would say
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    with pytest.raises(UsageError) as caught:
+        check_gpus(wanted)
+    message = str(caught.value)
+    assert f"gpus_per_trial={wanted} needs {wanted} GPUs" in message and f"sees {sees}" in message
+    assert "\n" not in message
+
+
+def test_check_gpus_passes_when_enough_are_visible(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    check_gpus(1)
+    check_gpus(2)

@@ -11,11 +11,11 @@ from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
 from hpo.errors import MetaTensorError
 from hpo.models import loading
-from hpo.models.loading import assert_no_meta, find_meta_tensors, load_encoder, load_pretrained
+from hpo.models.loading import assert_no_meta, find_meta_tensors, load_pretrained, load_tokenizer
 
 
 def test_loads_without_meta_and_bit_equal_to_checkpoint(tiny_encoder):
-    model, tokenizer = load_encoder(tiny_encoder)
+    model, tokenizer = load_pretrained(tiny_encoder), load_tokenizer(tiny_encoder)
     assert find_meta_tensors(model) == []
     assert model.training, "from_pretrained returns eval mode; the loader must switch to train"
     saved = load_file(tiny_encoder / "model.safetensors")

@@ -12,12 +12,12 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from hpo.data import write_sample
-from hpo.data.collate import Collator, forward_keys
+from hpo.data.collate import Collator
 from hpo.errors import UsageError
+from hpo.fixtures import write_sample
 from hpo.launcher import worker_launches
 from hpo.models.classifier import build_classifier, load_classifier, save_classifier
-from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.loading import find_meta_tensors, load_tokenizer
 from hpo.models.settings import LoraSettings
 from hpo.train.config import TrainConfig
@@ -104,7 +104,7 @@ def test_lora_checkpoint_holds_only_adapters_and_reloads_exactly(tiny_encoder, t
 def test_lora_trial_end_to_end(tiny_roberta, tmp_path):
     data_dir = write_sample(tmp_path / "data", posts=40, seed=5)
     config = TrainConfig(task="evidence", encoder=str(tiny_roberta), data_dir=str(data_dir), epochs=2, max_length=64,
-                         learning_rate=5e-3, adapter="lora", lora_r=4, output_dir=str(tmp_path / "out"),
+                         learning_rate=5e-3, adapter="lora", lora_r=4, checkpoint_dir=str(tmp_path / "out" / "checkpoint"),
                          mixed_precision="no")
     result = train(config)
     assert result.checkpoint and (Path(result.checkpoint) / "adapter" / "adapter_config.json").exists()

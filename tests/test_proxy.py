@@ -16,8 +16,8 @@ import pytest
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
 
-from hpo.data import write_sample
 from hpo.errors import UsageError
+from hpo.fixtures import write_sample
 from hpo.proxy import serve
 from hpo.study import (
     HEARTBEAT_ATTR,

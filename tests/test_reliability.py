@@ -18,7 +18,7 @@ import torch
 from optuna.trial import TrialState
 from safetensors.torch import load_file
 
-from hpo.data import write_sample
+from hpo.fixtures import write_sample
 from hpo.models import classifier as classifier_module
 from hpo.models.classifier import EncoderClassifier
 from hpo.spec import load_spec

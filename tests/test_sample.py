@@ -11,13 +11,12 @@ from hpo.data import (
     SYMPTOMS,
     TASKS,
     build_examples,
-    corpus_sentences,
     load_descriptions,
     load_redsm5,
-    write_sample,
 )
-from hpo.data.sample import NEUTRAL, PRESENT
 from hpo.errors import UsageError
+from hpo.fixtures import corpus_sentences, write_sample
+from hpo.fixtures.sample import NEUTRAL, PRESENT
 
 FILES = ("redsm5_posts.csv", "redsm5_annotations.csv")
 

@@ -22,7 +22,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from hpo.data import write_sample
+from hpo.fixtures import write_sample
 from hpo.models.classifier import load_classifier
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
@@ -356,7 +356,7 @@ _PICKLE_OR_TORCH_SAVE = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"P
 def test_checkpoints_are_safetensors_and_load_back(tiny_encoder, tmp_path):
     data = write_sample(tmp_path / "data", posts=30, seed=0)
     config = TrainConfig(task="evidence", encoder=str(tiny_encoder), data_dir=str(data), epochs=1, batch_size=16,
-                         max_length=64, num_threads=2, output_dir=str(tmp_path / "trial"))
+                         max_length=64, checkpoint_dir=str(tmp_path / "trial" / "checkpoint"))
     checkpoint = Path(train(config).checkpoint)
     files = [p for p in checkpoint.rglob("*") if p.is_file()]
     tensors = sorted(p.relative_to(checkpoint).as_posix() for p in files if p.suffix == ".safetensors")

@@ -213,7 +213,7 @@ def test_train_config_maps_encoder_names_to_local_paths(tmp_path):
     params = first_values(spec)
     config = spec.train_config(params, "trial_0")
     assert (config.encoder, config.epochs, config.max_length) == ("/models/tiny-roberta", 3, 128)
-    assert (config.task, config.data_dir, config.objective_metric, config.output_dir) == (
+    assert (config.task, config.data_dir, config.objective_metric, config.checkpoint_dir) == (
         "criteria", "_runs/sample-data", "macro_f1", "trial_0")
     assert spec.train_config({**params, "encoder": "org/hub-model"}, None).encoder == "org/hub-model"
     with pytest.raises(ValueError, match="do not match the search space"):

@@ -8,11 +8,12 @@ import dataclasses
 import pytest
 import torch
 
-from hpo.data import write_sample
-from hpo.data.collate import Collator, forward_keys
+from hpo.data.collate import Collator
 from hpo.data.tokenize import cache_info
 from hpo.errors import OutOfMemoryError
+from hpo.fixtures import write_sample
 from hpo.models.classifier import EncoderClassifier, load_classifier
+from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
 from hpo.train.loop import evaluate, train
 from hpo.train.prepare import prepare_data
@@ -25,7 +26,7 @@ def sample_dir(tmp_path_factory):
 
 def _config(encoder, data_dir, **overrides) -> TrainConfig:
     base = dict(task="evidence", encoder=str(encoder), data_dir=str(data_dir), epochs=3, learning_rate=3e-3,
-                batch_size=16, max_length=64, num_threads=2, seed=0, pooling="mean", warmup_ratio=0.1,
+                batch_size=16, max_length=64, seed=0, pooling="mean", warmup_ratio=0.1,
                 class_weighting="balanced", mixed_precision="no")  # float32: exact comparisons below
     return TrainConfig(**{**base, **overrides})
 
@@ -127,7 +128,8 @@ def test_second_run_does_not_tokenize_again(tiny_roberta, sample_dir):
 
 
 def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_dir, tmp_path):
-    config = _config(tiny_deberta, sample_dir, epochs=3, output_dir=str(tmp_path), evaluate_test=True)
+    config = _config(tiny_deberta, sample_dir, epochs=3, checkpoint_dir=str(tmp_path / "checkpoint"),
+                     evaluate_test=True)
     result = train(config)
     assert result.checkpoint and "test_macro_f1" in result.metrics
     model, tokenizer = load_classifier(result.checkpoint)

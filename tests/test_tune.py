@@ -13,7 +13,7 @@ import pytest
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
 
-from hpo.data import write_sample
+from hpo.fixtures import write_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]

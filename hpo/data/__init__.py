@@ -1,4 +1,4 @@
-"""ReDSM5-format data: loading, task examples, grouped splits and a synthetic generator."""
+"""ReDSM5-format data: loading, task examples and grouped splits (sample data: ``hpo.fixtures``)."""
 
 from hpo.data.redsm5 import (
     ANNOTATIONS_FILE,
@@ -11,7 +11,6 @@ from hpo.data.redsm5 import (
     load_redsm5,
     normalise_symptom,
 )
-from hpo.data.sample import corpus_sentences, write_sample
 from hpo.data.split import Splits, split_by_post
 from hpo.data.tasks import TASKS, Example, build_examples, load_descriptions
 
@@ -27,10 +26,8 @@ __all__ = [
     "Post",
     "Splits",
     "build_examples",
-    "corpus_sentences",
     "load_descriptions",
     "load_redsm5",
     "normalise_symptom",
     "split_by_post",
-    "write_sample",
 ]

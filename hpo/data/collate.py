@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
-
-from hpo.models.device import unwrap_model
 
 PADDED_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 DEFAULT_KEYS = frozenset({*PADDED_KEYS, "labels"})
@@ -52,23 +48,11 @@ def _check_integral(tensor: torch.Tensor, name: str) -> None:
     raise ValueError(f"{name} must hold integers; got {value} at position {where}")
 
 
-def forward_keys(model: nn.Module) -> frozenset[str] | None:
-    """Keyword names the model's ``forward`` accepts, or None when it takes ``**kwargs``.
-
-    None means "accept all": the signature cannot tell which keys are safe to pass.
-    """
-    parameters = inspect.signature(unwrap_model(model).forward).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return frozenset(p.name for p in parameters if p.kind in named)
-
-
 class Collator:
     """Pads each batch to its own longest example and keeps only the keys the model takes.
 
-    ``keep_keys`` is usually ``forward_keys(model)``; None keeps the padded keys and
-    ``labels``. ``input_ids`` and ``labels`` are always kept, the latter so the loop can
+    ``keep_keys``: the keyword names the model's ``forward`` accepts (the training loop
+    reads them off the model); None keeps the padded keys and ``labels``. ``input_ids`` and ``labels`` are always kept, the latter so the loop can
     compute the loss. Kept keys beyond the padded ones (an ``idx``, say) are stacked as
     integers; every other key (a string ``post_id``) is dropped.
     """
@@ -163,22 +147,6 @@ def sorted_batches(lengths: Sequence[int] | np.ndarray, batch_size: int) -> list
     _check_batch_size(batch_size)
     order = np.argsort(-np.asarray(lengths), kind="stable")
     return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
-
-
-def padded_tokens(
-    lengths: Sequence[int] | np.ndarray,
-    batches: list[list[int]],
-    pad_to_multiple_of: int | None = None,
-) -> tuple[int, int]:
-    """(real tokens, tokens after padding) for a batch plan: their ratio is the padding waste."""
-    lengths = np.asarray(lengths)
-    multiple = pad_to_multiple_of or 1
-    real = padded = 0
-    for batch in batches:
-        batch_lengths = lengths[batch]
-        real += int(batch_lengths.sum())
-        padded += len(batch) * (-(-int(batch_lengths.max()) // multiple) * multiple)
-    return real, padded
 
 
 def _check_batch_size(batch_size: int) -> None:

@@ -107,7 +107,7 @@ def _read_bytes(path: Path) -> bytes:
     if not path.is_file():
         raise DataError(
             f"{path}: file not found; put {path.name} (ReDSM5 layout) in {path.parent} "
-            "or generate sample data with hpo.data.write_sample"
+            "or generate sample data with `hpo data sample` (hpo.fixtures.write_sample)"
         )
     return path.read_bytes()
 

@@ -19,17 +19,17 @@ from torch import nn
 from hpo.models.adapters import add_lora, is_lora, load_lora
 from hpo.models.device import unwrap_model
 from hpo.models.loading import load_pretrained, load_tokenizer, model_construction
-from hpo.models.settings import HeadConfig, LoraSettings
+from hpo.models.settings import ACTIVATIONS, HeadConfig, LoraSettings
 
-_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}  # keys: ACTIVATIONS
 _CHECKPOINT_FORMAT = 1
 
 
 def build_head(input_size: int, config: HeadConfig) -> nn.Sequential:
     layers: list[nn.Module] = [nn.Dropout(config.dropout)]
     width = input_size
+    activation = getattr(nn, ACTIVATIONS[config.activation])
     for _ in range(config.hidden_layers):
-        layers += [nn.Linear(width, config.hidden_size), _ACTIVATIONS[config.activation](), nn.Dropout(config.dropout)]
+        layers += [nn.Linear(width, config.hidden_size), activation(), nn.Dropout(config.dropout)]
         width = config.hidden_size
     layers.append(nn.Linear(width, config.num_labels))
     return nn.Sequential(*layers)

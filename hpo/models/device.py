@@ -8,6 +8,7 @@ pretrained weights with random ones and let training carry on silently.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
 
-from hpo.errors import MetaTensorError
+from hpo.errors import MetaTensorError, UsageError
 from hpo.models.loading import find_meta_tensors, model_construction
 
 _MODULE_WRAPPER_NAMES = {"DataParallel", "DistributedDataParallel", "FullyShardedDataParallel", "DeepSpeedEngine"}
@@ -39,6 +40,29 @@ def unwrap_model(model: nn.Module) -> nn.Module:
             model = base
         else:
             return model
+
+
+def forward_keys(model: nn.Module) -> frozenset[str] | None:
+    """Keyword names the model's ``forward`` accepts, or None when it takes ``**kwargs``.
+
+    None means "accept all": the signature cannot tell which keys are safe to pass.
+    """
+    parameters = inspect.signature(unwrap_model(model).forward).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in parameters if p.kind in named)
+
+
+def check_gpus(wanted: int) -> None:
+    """Raise a one-line UsageError unless this process sees at least ``wanted`` CUDA GPUs.
+
+    Otherwise the shortfall would surface later as an opaque DataParallel error.
+    """
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if available < wanted:
+        raise UsageError(f"gpus_per_trial={wanted} needs {wanted} GPUs, but this process sees {available}; "
+                         "set gpus_per_trial: 1 or give each worker more GPUs")
 
 
 def safe_to_device(model: nn.Module, device, checkpoint: str | Path | None = None) -> nn.Module:

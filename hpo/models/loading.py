@@ -95,8 +95,3 @@ def load_pretrained(
 
 def load_tokenizer(name_or_path: str | Path):
     return AutoTokenizer.from_pretrained(name_or_path)
-
-
-def load_encoder(name_or_path: str | Path, config_overrides: dict | None = None):
-    """The encoder (no task head) and its tokenizer, loaded meta-safe."""
-    return load_pretrained(name_or_path, config_overrides=config_overrides), load_tokenizer(name_or_path)

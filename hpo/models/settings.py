@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ACTIVATIONS = ("gelu", "relu", "tanh", "silu")
+# Head activation name -> its torch.nn class, by name so this module stays torch-free.
+ACTIVATIONS = {"gelu": "GELU", "relu": "ReLU", "tanh": "Tanh", "silu": "SiLU"}
 
 
 @dataclass(frozen=True)

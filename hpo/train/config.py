@@ -15,18 +15,18 @@ class TrainConfig:
     encoder: str  # hub name or local path
     data_dir: str
 
-    # classification head and encoder
-    pooling: Literal["cls", "mean"] = "cls"
-    head_layers: int = 0
-    head_hidden_size: int = 256
-    head_activation: str = "gelu"
-    head_dropout: float = 0.1
+    # classification head and encoder; head and LoRA defaults are HeadConfig's and LoraSettings'
+    pooling: Literal["cls", "mean"] = HeadConfig.pooling
+    head_layers: int = HeadConfig.hidden_layers
+    head_hidden_size: int = HeadConfig.hidden_size
+    head_activation: str = HeadConfig.activation
+    head_dropout: float = HeadConfig.dropout
     encoder_dropout: float | None = None  # None keeps the checkpoint's
     adapter: Literal["full", "lora"] = "full"  # lora: train LoRA adapters (peft), base encoder frozen
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.05
-    lora_target_modules: str | None = None  # comma-separated names or "all-linear"; None: peft's default
+    lora_r: int = LoraSettings.r
+    lora_alpha: int = LoraSettings.alpha
+    lora_dropout: float = LoraSettings.dropout
+    lora_target_modules: str | None = LoraSettings.target_modules  # comma-separated names or "all-linear"; None: peft's default
 
     # optimisation
     learning_rate: float = 3e-5
@@ -56,9 +56,8 @@ class TrainConfig:
     # runtime
     seed: int = 0
     device: str = "auto"  # auto: cuda when available
-    num_threads: int | None = None  # torch CPU threads; None leaves torch's default
     gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
-    output_dir: str | None = None  # where the best checkpoint goes; None: not saved
+    checkpoint_dir: str | None = None  # the folder the best checkpoint is saved into; None: not saved
 
     def __post_init__(self):
         for name in ("batch_size", "epochs", "max_length", "eval_batch_size"):

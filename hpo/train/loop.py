@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,10 +20,10 @@ from torch import nn
 from transformers import get_scheduler
 
 from hpo.data import SYMPTOMS
-from hpo.data.collate import Collator, forward_keys, length_grouped_batches, sorted_batches
-from hpo.errors import OutOfMemoryError, UsageError
+from hpo.data.collate import Collator, length_grouped_batches, sorted_batches
+from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import build_classifier, save_classifier
-from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.device import check_gpus, forward_keys, safe_to_device, unwrap_model
 from hpo.train.config import TrainConfig
 from hpo.train.metrics import binary_metrics, post_level_metrics
 from hpo.train.prepare import PreparedSplit, prepare_data
@@ -49,8 +48,6 @@ class TrainResult:
 
 def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     started = time.perf_counter()
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
     _seed_everything(config.seed)
     device = resolve_device(config.device)
     data = prepare_data(config)
@@ -60,7 +57,8 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     if config.activation_checkpointing:
         model.encoder.activation_checkpointing_enable()
     if config.gpus_per_trial > 1:  # one trial on several GPUs; methods are reached through unwrap_model
-        model = nn.DataParallel(model, device_ids=list(range(_check_gpus(config.gpus_per_trial, device))))
+        check_gpus(config.gpus_per_trial)
+        model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
     optimizer = _optimizer(model, config, device)  # after the transfer: restored tensors are new objects
     steps_per_epoch = -(-len(data.train) // config.batch_size)
     scheduler = get_scheduler(
@@ -103,7 +101,7 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         history.append(metrics)
         if best is None or metrics[config.objective_metric] > best[config.objective_metric]:
             best, best_epoch, stale_epochs = metrics, epoch, 0
-            if config.output_dir or config.evaluate_test:
+            if config.checkpoint_dir or config.evaluate_test:
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
         else:
             stale_epochs += 1
@@ -119,8 +117,8 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     if config.evaluate_test and data.test is not None:
         test = evaluate(model, data.test, collate, config, device, autocast)
         result_metrics.update({f"test_{k}": v for k, v in test.items()})
-    if config.output_dir:
-        checkpoint = str(save_classifier(model, Path(config.output_dir) / "checkpoint", data.tokenizer))
+    if config.checkpoint_dir:
+        checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer))
     return TrainResult(
         metrics=result_metrics, best_epoch=best_epoch, epochs_run=len(history), micro_batch_size=micro,
         samples_trained=samples, setup_seconds=setup_seconds,
@@ -204,14 +202,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
-def _check_gpus(wanted: int, device: torch.device) -> int:
-    available = torch.cuda.device_count() if device.type == "cuda" else 0
-    if available < wanted:
-        raise UsageError(f"gpus_per_trial={wanted} but this worker sees {available} GPU(s); "
-                         "set gpus_per_trial: 1 or give each worker more GPUs")
-    return wanted
 
 
 def resolve_device(name: str) -> torch.device:
