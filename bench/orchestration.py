@@ -11,9 +11,8 @@ import sqlalchemy as sa
 
 from bench.common import RUNS, write_spec
 from hpo.errors import UsageError
-from hpo.study import suggest
 from hpo.spec import load_spec
-from hpo.study import get_storage
+from hpo.study import get_storage, suggest
 from hpo.worker import run_worker
 
 SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
