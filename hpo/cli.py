@@ -57,8 +57,17 @@ def _status(args) -> None:
     best = "-" if counts["best"] is None else counts["best"]
     print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {best}")
     if s["trials_per_hour"]:
-        eta = f"   ETA {s['eta_hours']:.1f} h" if s["eta_hours"] else ""
+        eta = f"   ETA {_duration(s['eta_hours'])}" if s["eta_hours"] else ""
         print(f"  {s['trials_per_hour']:.1f} trials/hour{eta}")
+
+
+def _duration(hours: float) -> str:
+    """In the unit that shows it: "ETA 0.0 h" with 23 trials left told the user nothing."""
+    if hours >= 1:
+        return f"{hours:.1f} h"
+    if hours * 60 >= 1:
+        return f"{hours * 60:.0f} min"
+    return f"{max(hours * 3600, 1):.0f} s"
 
 
 def _best(args) -> None:

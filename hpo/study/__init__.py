@@ -13,6 +13,7 @@ from hpo.study._open import (
     make_pruner,
     make_sampler,
     open_study,
+    study_exists,
 )
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
