@@ -55,10 +55,13 @@ def forward_keys(model: nn.Module) -> frozenset[str] | None:
 
 
 def check_gpus(wanted: int) -> None:
-    """Raise a one-line UsageError unless this process sees at least ``wanted`` CUDA GPUs.
+    """Raise a one-line UsageError when a trial wants ``wanted`` > 1 GPUs (DataParallel) and
+    this process sees fewer; one device, CPU included, always works.
 
     Otherwise the shortfall would surface later as an opaque DataParallel error.
     """
+    if wanted <= 1:
+        return
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if available < wanted:
         raise UsageError(f"gpus_per_trial={wanted} needs {wanted} GPUs, but this process sees {available}; "

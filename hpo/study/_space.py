@@ -29,9 +29,11 @@ def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, ob
     study. A sampler option that is only used while sampling (``n_startup_trials: abc``)
     fails here, before any real study exists."""
     sampler, pruner = make_sampler(spec), make_pruner(spec)
-    study = optuna.create_study(direction=spec.direction, sampler=sampler, pruner=pruner)
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the throw-away study is no news to the user
     points = []
     try:
+        study = optuna.create_study(direction=spec.direction, sampler=sampler, pruner=pruner)
         for index in range(n):
             trial = study.ask()
             points.append(suggest(trial, spec))
@@ -40,4 +42,6 @@ def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, ob
             study.tell(trial, 0.5 + index / 100)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: sampler or pruner options: {type(exc).__name__}: {exc}") from None
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     return points
