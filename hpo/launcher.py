@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from hpo.process import interruptible
-from hpo.study import state_counts
+from hpo.study import caused_by_database, database_error_text, state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
@@ -153,23 +153,47 @@ class Supervisor:
 
 
 class StudyProgress:
-    """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value."""
+    """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value.
+
+    While the database is unreachable (a restart, a network cut) the bar keeps the last
+    counts it read and says so once; the workers retry on their own, and give up (and
+    die, which the supervisor reports) if the outage lasts too long.
+    """
 
     def __init__(self, study, n_trials: int, enabled: bool = True):
         self.study, self.n_trials = study, n_trials
         self.bar = tqdm(total=n_trials, unit="trial", disable=not enabled, dynamic_ncols=True)
         self._lock = threading.Lock()
+        self._counts = {"finished": 0, "running": 0, "pruned": 0, "failed": 0, "best": None}
+        self._outage = False
 
     def done(self) -> bool:
-        return state_counts(self.study)["finished"] >= self.n_trials
+        return self._poll()["finished"] >= self.n_trials
 
     def refresh(self) -> None:
-        counts = state_counts(self.study)
+        counts = self._poll()
         best = "-" if counts["best"] is None else f"{counts['best']:.4f}"
         with self._lock:
             self.bar.n = min(counts["finished"], self.n_trials)
             self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
                                      f"failed={counts['failed']} best={best}")
+
+    def _poll(self) -> dict:
+        """The study's counts now, or the last ones read while the database is unreachable."""
+        try:
+            self._counts = state_counts(self.study)
+        except Exception as exc:
+            if not caused_by_database(exc):
+                raise
+            if not self._outage:
+                self._outage = True
+                self.write(f"database unreachable ({database_error_text(exc)}); waiting for it, "
+                           "the workers retry on their own")
+            return self._counts
+        if self._outage:
+            self._outage = False
+            self.write("database reachable again")
+        return self._counts
 
     def write(self, line: str) -> None:
         with self._lock:
