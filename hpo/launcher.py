@@ -37,12 +37,14 @@ class WorkerLaunch:
 def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
                     cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
                     base_env: Mapping[str, str] | None = None,
-                    host: str | None = None) -> list[WorkerLaunch]:
+                    host: str | None = None, parent_pid: int | None = None) -> list[WorkerLaunch]:
     """Each worker's command and environment.
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
     so N workers never oversubscribe the cores. The storage URL travels in the
-    environment, not the command line, so a password never shows in `ps`.
+    environment, not the command line, so a password never shows in `ps`. Each worker
+    is told the launcher's PID (``parent_pid``, default this process) so it stops when
+    the launcher dies.
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
@@ -51,6 +53,7 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
     groups = [[str(g) for g in gpu_ids[i:i + gpus_per_trial]]
               for i in range(0, len(gpu_ids) - gpus_per_trial + 1, gpus_per_trial)]
     host = host or socket.gethostname()
+    parent_pid = os.getpid() if parent_pid is None else parent_pid
     launches = []
     for index in range(n_workers):
         name = f"{host}/{index}"
@@ -64,7 +67,8 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
         })
         if groups:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
-        cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads)]
+        cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads),
+               "--parent-pid", str(parent_pid)]
         for override in overrides:
             cmd += ["--set", override]
         launches.append(WorkerLaunch(name, cmd, env))
@@ -125,6 +129,7 @@ class Supervisor:
         return 1 if self.deaths and not self.progress.done() else 0
 
     def _start(self, launch: WorkerLaunch) -> None:
+        # From the main thread: a worker's death signal fires when the thread that started it ends.
         proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, start_new_session=True)
         self.procs[launch.name] = proc

@@ -1,11 +1,14 @@
-"""Process chores every long-running command shares: stopping on signals, and keeping
-secrets out of what a process prints."""
+"""Process chores every long-running command shares: stopping on signals, following a
+launcher out when it dies, and keeping secrets out of what a process prints."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -14,6 +17,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill/do
 HIDDEN_URL = "<storage URL hidden>"
 MASK = "***"
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)  # query parameters that carry secrets
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PARENT_POLL_SECONDS = 1.0  # where the kernel cannot signal a parent's death, how often a thread looks
 
 
 @contextmanager
@@ -34,6 +39,45 @@ def interruptible() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def exit_with_parent(pid: int) -> None:
+    """Send this process SIGTERM when process ``pid``, its parent (the ``hpo tune`` that
+    started it), exits: killed with -9, or gone with its closed terminal. A worker then
+    stops as SIGTERM stops it, re-queueing its running trial, instead of running on
+    unsupervised in its own session.
+
+    On Linux the kernel sends it (PR_SET_PDEATHSIG; it fires when the *thread* that
+    started this process ends, so the launcher starts workers from its main thread);
+    elsewhere a daemon thread polls the parent's PID. The parent may have died before
+    this ran: then the signal comes at once.
+    """
+    if not _parent_death_signal(signal.SIGTERM):
+        _watch_parent(pid)
+    if os.getppid() != pid:  # already orphaned (adopted by init or a subreaper)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _parent_death_signal(sig: signal.Signals) -> bool:
+    """Ask the kernel to send ``sig`` when our parent dies; False where it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library this Python runs on
+        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no prctl in this C library
+        return False
+
+
+def _watch_parent(pid: int, poll_seconds: float = PARENT_POLL_SECONDS) -> None:
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(poll_seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def redact(url: str, text: str | None = None) -> str:

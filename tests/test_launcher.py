@@ -90,6 +90,12 @@ def test_without_base_env_the_current_environment_is_inherited(monkeypatch):
     assert dict(os.environ) == before
 
 
+def test_workers_are_told_the_launchers_pid_so_they_can_stop_when_it_dies():
+    for launch in launches(2, parent_pid=4321):
+        assert option(launch.cmd, "--parent-pid") == "4321"
+    assert all(option(launch.cmd, "--parent-pid") == str(os.getpid()) for launch in launches(2))
+
+
 @pytest.mark.parametrize("n_workers", [0, -2])
 def test_fewer_than_one_worker_is_an_error(n_workers):
     with pytest.raises(ValueError, match="n_workers"):
@@ -404,3 +410,24 @@ def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
     trials = _trials(study_name, postgres_url)
     assert len([t for t in trials if t.state.name in FINISHED]) == 10
     assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+@e2e
+def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, assets):
+    """kill -9 `hpo tune` mid-trial: its workers notice their launcher is gone, re-queue
+    their running trials and exit, instead of running on unsupervised with PPID 1."""
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50")
+    workers = []
+    try:
+        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        workers = _children(proc.pid)
+        assert len(workers) == 2, workers
+        killed = time.monotonic()
+        proc.kill()
+        output, _ = proc.communicate(timeout=30)
+        _wait_for(lambda: not any(map(_alive, workers)), ORPHAN_SECONDS, "the orphaned workers to exit")
+        print(f"workers gone {time.monotonic() - killed:.1f}s after the launcher was killed")
+    finally:
+        _kill_all([proc.pid, *workers])
+    _assert_requeued(study_name, postgres_url, running)
+
