@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from hpo.process import interruptible
+from hpo.process import interruptible, output_may_be_gone
 from hpo.study import caused_by_database, database_error_text, state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
@@ -99,13 +99,13 @@ class Supervisor:
 
     def run(self) -> int:
         """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C, SIGTERM or SIGHUP."""
-        try:
-            with interruptible():
+        with interruptible():  # the stop runs inside too: a second signal cannot cut it short
+            try:
                 return self._supervise()
-        except KeyboardInterrupt:
-            self.progress.write("stopping workers; their running trials are re-queued …")
-            self.stop()
-            return 130
+            except KeyboardInterrupt:
+                self.progress.write("stopping workers; their running trials are re-queued …")
+                self.stop()
+                return 130
 
     def _supervise(self) -> int:
         for launch in self.launches:  # under interruptible(): a Ctrl-C now still stops those already started
@@ -180,8 +180,9 @@ class StudyProgress:
         best = "-" if counts["best"] is None else f"{counts['best']:.4f}"
         with self._lock:
             self.bar.n = min(counts["finished"], self.n_trials)
-            self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
-                                     f"failed={counts['failed']} best={best}")
+            with output_may_be_gone():  # the terminal was closed: the supervision goes on
+                self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
+                                         f"failed={counts['failed']} best={best}")
 
     def _poll(self) -> dict:
         """The study's counts now, or the last ones read while the database is unreachable."""
@@ -201,8 +202,9 @@ class StudyProgress:
         return self._counts
 
     def write(self, line: str) -> None:
-        with self._lock:
+        with self._lock, output_may_be_gone():
             self.bar.write(line)
 
     def close(self) -> None:
-        self.bar.close()
+        with output_may_be_gone():
+            self.bar.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -431,3 +432,41 @@ def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, as
         _kill_all([proc.pid, *workers])
     _assert_requeued(study_name, postgres_url, running)
 
+
+@e2e
+def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
+    """The terminal window closes: SIGHUP, and every write to the terminal fails (EIO).
+    The launcher still stops its workers (their running trials re-queued) and exits 130."""
+    terminal, side = os.openpty()
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", stdout=side, stderr=side)
+    os.close(side)
+    seen, closing = bytearray(), threading.Event()
+
+    def read_terminal():  # what the user saw, for the failure message
+        while not closing.is_set():
+            if select.select([terminal], [], [], 0.2)[0]:
+                try:
+                    seen.extend(os.read(terminal, 65536))
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    workers = []
+    try:
+        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        workers = _children(proc.pid)
+        assert len(workers) == 2, workers
+        closing.set()
+        reader.join()
+        os.close(terminal)  # the window closes: writes to the terminal now fail with EIO
+        hung_up = time.monotonic()
+        proc.send_signal(signal.SIGHUP)
+        proc.wait(timeout=90)
+        print(f"launcher exited {time.monotonic() - hung_up:.1f}s after SIGHUP")
+    finally:
+        closing.set()
+        _kill_all([proc.pid, *workers])
+    assert proc.returncode == 130, seen.decode(errors="replace")[-3000:]
+    assert not any(map(_alive, workers)), "the launcher stops its workers before it exits"
+    _assert_requeued(study_name, postgres_url, running)

@@ -1,4 +1,5 @@
-"""Process chores: a worker that follows its launcher out. Real processes, no mocks."""
+"""Process chores: stop signals, a worker that follows its launcher out, output to a
+terminal that was closed. Real processes, no mocks."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals and PR_SET_PDEATHSIG")
+from hpo.process import interruptible
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, PR_SET_PDEATHSIG and ptys")
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
@@ -61,3 +64,47 @@ def test_a_child_is_sent_sigterm_when_its_parent_dies(tmp_path, how, child_delay
         if Path(f"/proc/{child}").exists():
             os.kill(child, signal.SIGKILL)
 
+
+def test_a_second_stop_signal_does_not_cut_the_clean_up_short():
+    """The first SIGINT/SIGTERM/SIGHUP raises KeyboardInterrupt; more of them (the launcher's
+    death signal, a second Ctrl-C) while its clean-up re-queues a trial or stops workers are ignored."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    cleaned_up = False
+    with pytest.raises(KeyboardInterrupt), interruptible():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+                os.kill(os.getpid(), sig)
+                time.sleep(0.05)
+            cleaned_up = True
+            raise
+    assert cleaned_up
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_output_to_a_closed_terminal_is_dropped_without_an_error(tmp_path):
+    """Writes that fail with EIO (the terminal window closed) are dropped, and so is all
+    later output, so a clean-up that prints as it goes, and the exit, still succeed."""
+    go = tmp_path / "go"
+    code = textwrap.dedent(f"""
+        import pathlib, sys, time
+        from hpo.process import output_may_be_gone
+        while not pathlib.Path({str(go)!r}).exists():
+            time.sleep(0.02)
+        with output_may_be_gone():
+            print("into a closed terminal")
+        print("and again")
+        sys.stderr.write("and on stderr\\n")
+        pathlib.Path({str(go)!r}).write_text("done")
+        sys.exit(7)
+    """)
+    terminal, side = os.openpty()
+    child = subprocess.Popen([sys.executable, "-c", code], env=ENV, stdin=subprocess.DEVNULL, stdout=side,
+                             stderr=side)
+    os.close(side)
+    os.close(terminal)  # closed before the child writes anything
+    go.touch()
+    assert child.wait(timeout=30) == 7  # not 1 (an OSError) nor 120 (stdout failed to flush at exit)
+    assert go.read_text() == "done"
