@@ -35,7 +35,7 @@ def _tune(args) -> int:
 def _worker(args) -> int:
     from hpo.commands import worker
 
-    return worker(args.spec, args.overrides, args.storage, args.name, args.threads)
+    return worker(args.spec, args.overrides, args.storage, args.name, args.threads, args.parent_pid)
 
 
 def _validate(args) -> None:
@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_args(worker)
     worker.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
     worker.add_argument("--threads", type=_positive_int, help="torch CPU threads for this worker")
+    worker.add_argument("--parent-pid", type=_positive_int, metavar="PID",
+                        help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its own")
     worker.set_defaults(func=_worker)
 
     validate = commands.add_parser("validate", help="check a study file, its data and encoders; creates nothing")

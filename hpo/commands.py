@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.process import redact
+from hpo.process import exit_with_parent, redact
 from hpo.spec import DEFAULT_OUTPUT_DIR, StudySpec, load_spec, resolve_storage
 
 log = logging.getLogger(__name__)
@@ -200,14 +200,17 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         code = Supervisor(launches, bar, restart_dead=restart_dead).run()
     finally:
         bar.close()
-    return code, {"study": study.study_name, "best": best_trial(study)}
+    return code, {"study": study.study_name, "best": best_trial(study) if code == 0 else None}
 
 
 def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: str | None,
-           threads: int | None) -> int:
-    """One worker process: its thread budget is applied here, once, for the whole process."""
+           threads: int | None, parent_pid: int | None = None) -> int:
+    """One worker process: its thread budget is applied here, once, for the whole process.
+    Started by ``hpo tune`` (``parent_pid``), it stops as SIGTERM stops it when the launcher dies."""
     import socket
 
+    if parent_pid:
+        exit_with_parent(parent_pid)  # first: a launcher killed during our start-up is noticed too
     from hpo.worker import WorkerStopped, run_worker
 
     spec = load_spec(spec_path, overrides, storage)

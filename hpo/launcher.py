@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from hpo.process import interruptible
-from hpo.study import state_counts
+from hpo.process import interruptible, output_may_be_gone
+from hpo.study import caused_by_database, database_error_text, state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
@@ -37,12 +37,14 @@ class WorkerLaunch:
 def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
                     cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
                     base_env: Mapping[str, str] | None = None,
-                    host: str | None = None) -> list[WorkerLaunch]:
+                    host: str | None = None, parent_pid: int | None = None) -> list[WorkerLaunch]:
     """Each worker's command and environment.
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
     so N workers never oversubscribe the cores. The storage URL travels in the
-    environment, not the command line, so a password never shows in `ps`.
+    environment, not the command line, so a password never shows in `ps`. Each worker
+    is told the launcher's PID (``parent_pid``, default this process) so it stops when
+    the launcher dies.
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
@@ -51,6 +53,7 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
     groups = [[str(g) for g in gpu_ids[i:i + gpus_per_trial]]
               for i in range(0, len(gpu_ids) - gpus_per_trial + 1, gpus_per_trial)]
     host = host or socket.gethostname()
+    parent_pid = os.getpid() if parent_pid is None else parent_pid
     launches = []
     for index in range(n_workers):
         name = f"{host}/{index}"
@@ -64,7 +67,8 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
         })
         if groups:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
-        cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads)]
+        cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads),
+               "--parent-pid", str(parent_pid)]
         for override in overrides:
             cmd += ["--set", override]
         launches.append(WorkerLaunch(name, cmd, env))
@@ -95,13 +99,13 @@ class Supervisor:
 
     def run(self) -> int:
         """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C, SIGTERM or SIGHUP."""
-        try:
-            with interruptible():
+        with interruptible():  # the stop runs inside too: a second signal cannot cut it short
+            try:
                 return self._supervise()
-        except KeyboardInterrupt:
-            self.progress.write("stopping workers; their running trials are re-queued …")
-            self.stop()
-            return 130
+            except KeyboardInterrupt:
+                self.progress.write("stopping workers; their running trials are re-queued …")
+                self.stop()
+                return 130
 
     def _supervise(self) -> int:
         for launch in self.launches:  # under interruptible(): a Ctrl-C now still stops those already started
@@ -125,6 +129,7 @@ class Supervisor:
         return 1 if self.deaths and not self.progress.done() else 0
 
     def _start(self, launch: WorkerLaunch) -> None:
+        # From the main thread: a worker's death signal fires when the thread that started it ends.
         proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, start_new_session=True)
         self.procs[launch.name] = proc
@@ -153,27 +158,53 @@ class Supervisor:
 
 
 class StudyProgress:
-    """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value."""
+    """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value.
+
+    While the database is unreachable (a restart, a network cut) the bar keeps the last
+    counts it read and says so once; the workers retry on their own, and give up (and
+    die, which the supervisor reports) if the outage lasts too long.
+    """
 
     def __init__(self, study, n_trials: int, enabled: bool = True):
         self.study, self.n_trials = study, n_trials
         self.bar = tqdm(total=n_trials, unit="trial", disable=not enabled, dynamic_ncols=True)
         self._lock = threading.Lock()
+        self._counts = {"finished": 0, "running": 0, "pruned": 0, "failed": 0, "best": None}
+        self._outage = False
 
     def done(self) -> bool:
-        return state_counts(self.study)["finished"] >= self.n_trials
+        return self._poll()["finished"] >= self.n_trials
 
     def refresh(self) -> None:
-        counts = state_counts(self.study)
+        counts = self._poll()
         best = "-" if counts["best"] is None else f"{counts['best']:.4f}"
         with self._lock:
             self.bar.n = min(counts["finished"], self.n_trials)
-            self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
-                                     f"failed={counts['failed']} best={best}")
+            with output_may_be_gone():  # the terminal was closed: the supervision goes on
+                self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
+                                         f"failed={counts['failed']} best={best}")
+
+    def _poll(self) -> dict:
+        """The study's counts now, or the last ones read while the database is unreachable."""
+        try:
+            self._counts = state_counts(self.study)
+        except Exception as exc:
+            if not caused_by_database(exc):
+                raise
+            if not self._outage:
+                self._outage = True
+                self.write(f"database unreachable ({database_error_text(exc)}); waiting for it, "
+                           "the workers retry on their own")
+            return self._counts
+        if self._outage:
+            self._outage = False
+            self.write("database reachable again")
+        return self._counts
 
     def write(self, line: str) -> None:
-        with self._lock:
+        with self._lock, output_may_be_gone():
             self.bar.write(line)
 
     def close(self) -> None:
-        self.bar.close()
+        with output_may_be_gone():
+            self.bar.close()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -87,6 +89,12 @@ def test_without_base_env_the_current_environment_is_inherited(monkeypatch):
     result = worker_launches("s.yaml", 1, storage="sqlite:///x.db", cpu_count=2)
     assert result[0].env["HPO_LAUNCHER_TEST_MARKER"] == "inherited"
     assert dict(os.environ) == before
+
+
+def test_workers_are_told_the_launchers_pid_so_they_can_stop_when_it_dies():
+    for launch in launches(2, parent_pid=4321):
+        assert option(launch.cmd, "--parent-pid") == "4321"
+    assert all(option(launch.cmd, "--parent-pid") == str(os.getpid()) for launch in launches(2))
 
 
 @pytest.mark.parametrize("n_workers", [0, -2])
@@ -226,3 +234,239 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
     assert any("stopping workers" in line for line in progress.lines)
     assert "requeued a" in progress.lines and "requeued b" in progress.lines  # relayed before run() returns
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+# ---- StudyProgress while the database is unreachable ----------------------------------------
+
+
+def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(monkeypatch, capsys):
+    import sqlalchemy as sa
+
+    from hpo import launcher
+
+    def counts(finished: int) -> dict:
+        return {"finished": finished, "running": 2, "pruned": 0, "failed": 0, "best": 0.5}
+
+    outage = sa.exc.OperationalError("SELECT", {}, Exception("connection refused\nIs the server running?"))
+    answers = iter([counts(3), outage, outage, outage, counts(5), outage, counts(9), ValueError("a bug")])
+
+    def state_counts(study):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(launcher, "state_counts", state_counts)
+    progress = launcher.StudyProgress(study=None, n_trials=5, enabled=False)
+    progress.refresh()
+    assert not progress.done() and progress.bar.n == 3  # the outage began: the last counts stand
+    progress.refresh()
+    progress.refresh()
+    assert progress.bar.n == 3
+    progress.refresh()  # back
+    assert progress.bar.n == 5
+    assert progress.done()  # a second outage: the last counts say done
+    progress.refresh()
+    assert progress.bar.n == 5
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["database unreachable (connection refused); waiting for it, the workers retry on their own",
+                     "database reachable again"] * 2
+    with pytest.raises(ValueError, match="a bug"):  # only database errors are waited out
+        progress.refresh()
+
+
+# ---- `hpo tune` end to end on PostgreSQL: a database outage, a killed or hung-up launcher ----
+# The real CLI as a subprocess, tiny encoders and sample data, real PostgreSQL.
+
+
+
+def e2e(test):
+    """Slow, on the real PostgreSQL; Linux only, for /proc."""
+    for mark in (pytest.mark.slow, pytest.mark.postgres,
+                 pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find the worker processes")):
+        test = mark(test)
+    return test
+
+
+REPO = Path(__file__).resolve().parents[1]
+FINISHED = ("COMPLETE", "PRUNED")
+ORPHAN_SECONDS = 15  # how long workers may outlive a launcher that was killed
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
+    from hpo.data import write_sample
+
+    root = tmp_path_factory.mktemp("launcher")
+    return {"data": write_sample(root / "data", posts=60, seed=3), "root": root,
+            "roberta": tiny_roberta, "deberta": tiny_deberta}
+
+
+def _start_tune(name: str, storage: str, assets, *sets: str, **popen) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--workers", "2",
+           "--storage", storage, "--no-progress"]
+    for item in (f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
+                 f"train.cache_dir={assets['root'] / 'cache'}", f"model_paths.tiny-roberta={assets['roberta']}",
+                 f"model_paths.tiny-deberta={assets['deberta']}", "keep_top_k=0", *sets):
+        cmd += ["--set", item]
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, **popen}
+    return subprocess.Popen(cmd, cwd=assets["root"], stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                            **popen)
+
+
+def _trials(name: str, storage: str) -> list:
+    import optuna
+
+    try:
+        return optuna.load_study(study_name=name, storage=storage).get_trials()
+    except KeyError:  # not created yet
+        return []
+
+
+def _wait_for(condition, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.3)
+    raise AssertionError(f"waited {seconds}s for {what}")
+
+
+def _running(name: str, storage: str, n: int) -> list:
+    running = [t for t in _trials(name, storage) if t.state.name == "RUNNING"]
+    return running if len(running) >= n else []
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid:
+                kids.append(int(entry.name))
+        except OSError:  # exited meanwhile
+            continue
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    """A zombie (exited, not yet reaped by whoever adopted it) counts as gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _kill_all(pids) -> None:
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _assert_requeued(name: str, storage: str, interrupted: list) -> None:
+    """Nothing left RUNNING; each interrupted trial failed and has a copy with the same
+    parameters that is WAITING, or that already ran to the end."""
+    trials = _trials(name, storage)
+    assert not [t.number for t in trials if t.state.name == "RUNNING"], "nothing may be left RUNNING"
+    by_number = {t.number: t for t in trials}
+    for trial in interrupted:
+        if by_number[trial.number].state.name in FINISHED:
+            continue  # it ended on its own before the stop reached it
+        assert by_number[trial.number].state.name == "FAIL"
+        copies = [t for t in trials if trial.number in t.system_attrs.get("retry_history", [])]
+        assert len(copies) == 1 and trial.params.items() <= copies[0].params.items(), "re-queued, same parameters"
+        assert copies[0].state.name in ("WAITING", *FINISHED)
+
+
+def _pg_ctl(action: str) -> None:
+    version = os.listdir("/etc/postgresql")[0]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action], check=True, timeout=60)
+
+
+@e2e
+def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
+    """PostgreSQL stops for 20 s mid-study: the launcher keeps its last counts and says
+    once that it waits, its workers retry, and the study still ends at exactly n_trials."""
+    proc = _start_tune(study_name, postgres_url, assets, "n_trials=10", "train.epochs=1",
+                       "heartbeat.interval=1", "heartbeat.grace_period=4")
+    stopped, workers = False, []
+    try:
+        _wait_for(lambda: [t for t in _trials(study_name, postgres_url) if t.state.name in FINISHED], 180,
+                  "a first finished trial")
+        workers = _children(proc.pid)
+        _pg_ctl("stop")
+        stopped = True
+        time.sleep(20)
+        _pg_ctl("start")
+        stopped = False
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        if stopped:
+            _pg_ctl("start")
+        _kill_all([proc.pid, *workers])
+    assert proc.returncode == 0, output[-5000:]
+    assert "Traceback" not in output, output[-5000:]
+    said = [line for line in output.splitlines() if line.startswith("database unreachable")]
+    assert len(said) == 1, output[-5000:]
+    assert output.count("database reachable again") == 1, output[-5000:]
+    trials = _trials(study_name, postgres_url)
+    assert len([t for t in trials if t.state.name in FINISHED]) == 10
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+@e2e
+def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, assets):
+    """kill -9 `hpo tune` mid-trial: its workers notice their launcher is gone, re-queue
+    their running trials and exit, instead of running on unsupervised with PPID 1."""
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50")
+    workers = []
+    try:
+        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        workers = _children(proc.pid)
+        assert len(workers) == 2, workers
+        killed = time.monotonic()
+        proc.kill()
+        output, _ = proc.communicate(timeout=30)
+        _wait_for(lambda: not any(map(_alive, workers)), ORPHAN_SECONDS, "the orphaned workers to exit")
+        print(f"workers gone {time.monotonic() - killed:.1f}s after the launcher was killed")
+    finally:
+        _kill_all([proc.pid, *workers])
+    _assert_requeued(study_name, postgres_url, running)
+
+
+@e2e
+def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
+    """The terminal window closes: SIGHUP, and every write to the terminal fails (EIO).
+    The launcher still stops its workers (their running trials re-queued) and exits 130."""
+    terminal, side = os.openpty()
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", stdout=side, stderr=side)
+    os.close(side)
+    seen, closing = bytearray(), threading.Event()
+
+    def read_terminal():  # what the user saw, for the failure message
+        while not closing.is_set():
+            if select.select([terminal], [], [], 0.2)[0]:
+                try:
+                    seen.extend(os.read(terminal, 65536))
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    workers = []
+    try:
+        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        workers = _children(proc.pid)
+        assert len(workers) == 2, workers
+        closing.set()
+        reader.join()
+        os.close(terminal)  # the window closes: writes to the terminal now fail with EIO
+        hung_up = time.monotonic()
+        proc.send_signal(signal.SIGHUP)
+        proc.wait(timeout=90)
+        print(f"launcher exited {time.monotonic() - hung_up:.1f}s after SIGHUP")
+    finally:
+        closing.set()
+        _kill_all([proc.pid, *workers])
+    assert proc.returncode == 130, seen.decode(errors="replace")[-3000:]
+    assert not any(map(_alive, workers)), "the launcher stops its workers before it exits"
+    _assert_requeued(study_name, postgres_url, running)
