@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from hpo.errors import UsageError
+from hpo.errors import RunStopped, UsageError
 from hpo.process import exit_with_parent, redact
 from hpo.spec import DEFAULT_OUTPUT_DIR, StudySpec, load_spec, resolve_storage
 
@@ -196,10 +196,14 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
                                gpus_per_trial=spec.gpus_per_trial,
                                cpu_count=available_cpus(), gpu_ids=visible_gpus())
     bar = StudyProgress(study, spec.n_trials, enabled=progress)
+    supervisor = Supervisor(launches, bar, restart_dead=restart_dead)
     try:
-        code = Supervisor(launches, bar, restart_dead=restart_dead).run()
+        code = supervisor.run()
     finally:
         bar.close()
+    if supervisor.stopped_because:
+        raise RunStopped(f"stopped study {spec.name!r}: {supervisor.stopped_because}; fix that and run "
+                         "`hpo tune` again to resume")
     return code, {"study": study.study_name, "best": best_trial(study) if code == 0 else None}
 
 

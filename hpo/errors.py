@@ -7,6 +7,13 @@ class UsageError(Exception):
     exit_code = 2
 
 
+class RunStopped(UsageError):
+    """The launcher stopped a study that could only fail (every trial failing the same way,
+    workers dying in a row); the message names the reason. Exit 1: the input may be fine."""
+
+    exit_code = 1
+
+
 class DataError(UsageError):
     """A data file is missing, malformed or holds values we cannot use."""
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
+from hpo.breaker import CircuitBreaker
 from hpo.process import interruptible, output_may_be_gone
-from hpo.study import caused_by_database, database_error_text, state_counts
+from hpo.study import caused_by_database, database_error_text, recent_outcomes, state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
@@ -88,17 +89,24 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+USAGE_EXIT = 2  # a worker refused its spec or found its study deleted: a replacement cannot help
+
+
 class Supervisor:
     def __init__(self, launches: Sequence[WorkerLaunch], progress, restart_dead: bool = False,
-                 poll_seconds: float = 2.0):
+                 poll_seconds: float = 2.0, breaker: CircuitBreaker | None = None):
         self.launches, self.progress = list(launches), progress
         self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
+        self.breaker = breaker or CircuitBreaker()
         self.procs: dict[str, subprocess.Popen] = {}
         self.relays: dict[str, threading.Thread] = {}
         self.deaths = 0
+        self.stopped_because: str | None = None  # set when the circuit breaker stopped the study
+        self._failed_seen = 0
 
     def run(self) -> int:
-        """0 when every worker ended cleanly, 1 when some died, 130 on Ctrl-C, SIGTERM or SIGHUP."""
+        """0 when every worker ended cleanly, 1 when some died or the study could only fail
+        (``stopped_because`` says why), 130 on Ctrl-C, SIGTERM or SIGHUP."""
         with interruptible():  # the stop runs inside too: a second signal cannot cut it short
             try:
                 return self._supervise()
@@ -121,12 +129,28 @@ class Supervisor:
                 self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)  # its last lines before our notice
                 if proc.returncode != 0:
                     self.deaths += 1
+                    replace = self.restart_dead and proc.returncode != USAGE_EXIT
                     self.progress.write(f"worker {launch.name} died (exit code {proc.returncode})"
-                                        + ("; starting a replacement" if self.restart_dead else ""))
-                    if self.restart_dead and not self.progress.done():
+                                        + ("; starting a replacement" if replace else ""))
+                    self.stopped_because = (self.stopped_because
+                                            or self.breaker.worker_exited(proc.returncode, self.progress.finished()))
+                    if replace and not self.stopped_because and not self.progress.done():
                         self._start(launch)
+            self.stopped_because = self.stopped_because or self._failing_trials()
+            if self.stopped_because:
+                self.progress.write(f"stopping the study: {self.stopped_because}")
+                self.stop()
+                return 1
         self.progress.refresh()
         return 1 if self.deaths and not self.progress.done() else 0
+
+    def _failing_trials(self) -> str | None:
+        """Look at the latest trials only when another one has failed since the last look."""
+        failed = self.progress.failed()
+        if failed == self._failed_seen:
+            return None
+        self._failed_seen = failed
+        return self.breaker.check_trials(self.progress.recent_outcomes(self.breaker.failed_trials))
 
     def _start(self, launch: WorkerLaunch) -> None:
         # From the main thread: a worker's death signal fires when the thread that started it ends.
@@ -174,6 +198,21 @@ class StudyProgress:
 
     def done(self) -> bool:
         return self._poll()["finished"] >= self.n_trials
+
+    def finished(self) -> int:
+        return self._counts["finished"]
+
+    def failed(self) -> int:
+        return self._counts["failed"]
+
+    def recent_outcomes(self, k: int) -> list[tuple[str, str | None]]:
+        """The last ``k`` trials to end, oldest first; none while the database is unreachable."""
+        try:
+            return recent_outcomes(self.study, k)
+        except Exception as exc:
+            if not caused_by_database(exc):
+                raise
+            return []
 
     def refresh(self) -> None:
         counts = self._poll()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import optuna
 import pytest
 
 from hpo.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
@@ -123,6 +125,7 @@ class FakeProgress:
         self.refreshes = 0
         self._done = done
         self._lock = threading.Lock()
+        self.outcomes: list[tuple[str, str | None]] = []  # trials that ended, oldest first
 
     def refresh(self) -> None:
         self.refreshes += 1
@@ -133,6 +136,15 @@ class FakeProgress:
 
     def done(self) -> bool:
         return self._done()
+
+    def finished(self) -> int:
+        return 0
+
+    def failed(self) -> int:
+        return len(self.outcomes)
+
+    def recent_outcomes(self, k: int) -> list[tuple[str, str | None]]:
+        return self.outcomes[-k:]
 
 
 def script(name: str, code: str) -> WorkerLaunch:
@@ -470,3 +482,78 @@ def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials
     assert proc.returncode == 130, seen.decode(errors="replace")[-3000:]
     assert not any(map(_alive, workers)), "the launcher stops its workers before it exits"
     _assert_requeued(study_name, postgres_url, running)
+
+
+# ---- the circuit breaker in the supervisor ------------------------------------------------------
+
+
+def test_workers_that_keep_dying_without_progress_stop_the_study(tmp_path: Path):
+    starts = tmp_path / "starts"
+    code = f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
+    progress = FakeProgress()
+    supervisor = Supervisor([script("doomed", code)], progress, restart_dead=True, poll_seconds=0.05)
+    assert supervisor.run() == 1
+    assert starts.read_text() == "xxx", "three starts, then it gave up instead of restarting for ever"
+    assert supervisor.stopped_because.startswith("workers died 3 times in a row without a trial finishing")
+    assert any(line.startswith("stopping the study: workers died 3 times") for line in progress.lines)
+
+
+def test_a_worker_that_exits_2_is_not_replaced(tmp_path: Path):
+    starts = tmp_path / "starts"
+    code = f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(2)"
+    progress = FakeProgress()
+    assert Supervisor([script("refused", code)], progress, restart_dead=True, poll_seconds=0.05).run() == 1
+    assert starts.read_text() == "x"
+    assert "worker refused died (exit code 2)" in progress.lines
+
+
+def test_trials_failing_the_same_way_stop_every_worker(tmp_path: Path):
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    progress = FakeProgress()
+    supervisor = Supervisor([script("a", code), script("b", code)], progress, poll_seconds=0.05)
+
+    def fail_five_trials():
+        deadline = time.monotonic() + 20
+        while progress.lines.count("ready") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for _ in range(5):
+            progress.outcomes.append(("fail", "ValueError: the encoder's weights are unreadable"))
+            time.sleep(0.1)
+
+    threading.Thread(target=fail_five_trials, daemon=True).start()
+    started = time.monotonic()
+    assert supervisor.run() == 1
+    assert time.monotonic() - started < 30, "the sleeping workers were stopped, not waited for"
+    assert supervisor.stopped_because == "5 trials in a row failed with: ValueError: the encoder's weights are unreadable"
+    assert all(proc.poll() is not None for proc in supervisor.procs.values())
+
+
+@pytest.mark.slow
+def test_tune_with_an_encoder_that_cannot_load_stops_in_one_line(tmp_path, study_name, tiny_roberta):
+    """The encoder's config and tokenizer pass every preflight check, but its weights are
+    damaged, so every trial fails the same way at run time: with --restart-dead the study
+    used to burn trials for as long as it was let. Now it stops with the reason."""
+    from hpo.fixtures import write_sample
+
+    broken = tmp_path / "broken-encoder"
+    shutil.copytree(tiny_roberta, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    data = write_sample(tmp_path / "data", posts=40, seed=0)
+    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--workers", "2",
+           "--restart-dead", "--no-progress", "--storage", f"sqlite:///{tmp_path / 'hpo.db'}",
+           "--set", f"name={study_name}", "--set", f"data_dir={data}", "--set", f"output_dir={tmp_path / 'out'}",
+           "--set", "n_trials=40", "--set", f"model_paths.tiny-roberta={broken}",
+           "--set", f"model_paths.tiny-deberta={broken}"]
+    started = time.monotonic()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert time.monotonic() - started < 240
+    line = run.stderr.strip().splitlines()[-1]  # after Optuna's own "A new study created" note
+    assert line.startswith(f"hpo: error: stopped study {study_name!r}: ") and "in a row" in line, line
+    assert "SafetensorError" in line, "the reason is the trials' own"
+    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{tmp_path / 'hpo.db'}")
+    failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    assert 5 <= len(failed) < 40, "stopped early, not after burning the whole budget"
+    assert all(t.user_attrs.get("fail_reason") for t in failed), "every failure says why"
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
