@@ -187,6 +187,14 @@ class StudySpec(_Strict):
     search_space: dict[str, Param] = Field(min_length=1)
     _source: str = PrivateAttr(default="<memory>")
 
+    @field_validator("name")
+    @classmethod
+    def _name_starts_a_folder(cls, name: str) -> str:
+        # The name becomes a folder under output_dir: "." or ".." would put trials beside it.
+        if not name[0].isalnum():
+            raise _problem(f"must start with a letter or digit: it names a folder under output_dir (got {name!r})")
+        return name
+
     @property
     def source(self) -> str:
         """The study file this spec was loaded from, for messages and logs."""
