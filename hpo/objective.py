@@ -38,7 +38,7 @@ def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
 class Objective:
     def __init__(self, spec: StudySpec):
         self.spec = spec
-        self.outputs = TrialOutputs(spec.study_dir, keep_top_k=spec.keep_top_k, direction=spec.direction)
+        self.outputs = TrialOutputs(spec.output_dir, spec.name, keep_top_k=spec.keep_top_k, direction=spec.direction)
         self.artifact_store = artifact_store(spec.output_dir)
 
     def __call__(self, trial: optuna.Trial) -> float:

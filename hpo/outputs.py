@@ -11,14 +11,32 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from hpo.errors import UsageError
+
+
+class OutsideOutputDir(UsageError):
+    """A study or trial folder that would lie outside output_dir (a name with '..', or a symlink)."""
+
 
 class TrialOutputs:
-    def __init__(self, study_dir: str | Path, keep_top_k: int, direction: str):
-        self.study_dir = Path(study_dir)
+    def __init__(self, output_dir: str | Path, name: str, keep_top_k: int, direction: str):
+        self.output_dir = Path(output_dir)
+        self.study_dir = self._confined(self.output_dir / name)
         self.keep_top_k, self.direction = keep_top_k, direction
 
+    def _confined(self, path: Path) -> Path:
+        """``path``, once it is known to resolve strictly inside output_dir.
+
+        Defence in depth behind the spec's name check: folders here get written to and
+        deleted, so one that leads out (``..``, a symlink) must never be used.
+        """
+        if self.output_dir.resolve() not in path.resolve().parents:
+            raise OutsideOutputDir(f"{path} resolves to {path.resolve()}, outside output_dir {self.output_dir}; "
+                                   "give the study a plain name and remove any symlink that leads out")
+        return path
+
     def trial_dir(self, number: int) -> Path:
-        return self.study_dir / f"trial_{number}"
+        return self._confined(self.study_dir / f"trial_{number}")
 
     @contextmanager
     def trial_log(self, number: int) -> Iterator[Path]:
@@ -48,7 +66,7 @@ class TrialOutputs:
         return {number for number, _ in best_first[: self.keep_top_k]}
 
     def checkpoint_dir(self, number: int) -> Path:
-        return self.trial_dir(number) / "checkpoint"
+        return self._confined(self.trial_dir(number) / "checkpoint")
 
     def archive_checkpoint(self, number: int) -> Path:
         """One uncompressed tar (safetensors do not compress) for the artifact store."""
