@@ -13,6 +13,7 @@ from hpo.study._open import (
     make_pruner,
     make_sampler,
     open_study,
+    study_uid,
 )
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
@@ -56,6 +57,7 @@ __all__ = [
     "run_proxy_server",
     "serve_dashboard",
     "state_counts",
+    "study_uid",
     "sweep_stale_trials",
     "trial_census",
     "trials_per_hour",
