@@ -14,9 +14,10 @@ from pathlib import Path
 
 import optuna
 
+from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.spec import CategoricalParam, FloatParam, IntParam, StudySpec
-from hpo.study import artifact_store, completed_trials, upload
+from hpo.study import artifact_store, completed_trials, study_uid, upload
 from hpo.train.loop import TrainResult, train
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,23 @@ def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
 
 
 class Objective:
-    def __init__(self, spec: StudySpec):
+    def __init__(self, spec: StudySpec, uid: str | None = None):
+        """``uid``: the study's (``study_uid``), which names its folder; None reads it from
+        the first trial's study."""
         self.spec = spec
-        self.outputs = TrialOutputs(spec.output_dir, spec.name, keep_top_k=spec.keep_top_k, direction=spec.direction)
+        self.outputs = self._outputs(uid) if uid else None
         self.artifact_store = artifact_store(spec.output_dir)
+
+    def _outputs(self, uid: str | None) -> TrialOutputs:
+        if not uid:
+            raise UsageError(f"study {self.spec.name!r} has no uid to name its folder; open it with open_study")
+        return TrialOutputs(self.spec.output_dir, self.spec.name, uid, keep_top_k=self.spec.keep_top_k,
+                            direction=self.spec.direction)
 
     def __call__(self, trial: optuna.Trial) -> float:
         started = time.perf_counter()
+        if self.outputs is None:
+            self.outputs = self._outputs(study_uid(trial.study))
         trial_dir = self.outputs.trial_dir(trial.number)
         config = self.spec.train_config(suggest(trial, self.spec),
                                         output_dir=str(trial_dir) if self.spec.keep_top_k else None)

@@ -1,5 +1,5 @@
-"""Files a study leaves on disk: ``<output_dir>/<study>/trial_<n>/`` with the trial's log,
-metrics and (for the top-k trials only) its checkpoint."""
+"""Files a study leaves on disk: ``<output_dir>/<study>-<uid8>/trial_<n>/`` with the trial's
+log, metrics and (for the top-k trials only) its checkpoint."""
 
 from __future__ import annotations
 
@@ -13,15 +13,23 @@ from pathlib import Path
 
 from hpo.errors import UsageError
 
+UID_DIGITS = 8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
+
 
 class OutsideOutputDir(UsageError):
     """A study or trial folder that would lie outside output_dir (a name with '..', or a symlink)."""
 
 
+def study_dir(output_dir: str | Path, name: str, uid: str) -> Path:
+    """``<output_dir>/<name>-<uid8>``: keyed by the study's uid as well as its name, so two
+    studies of one name (on two storages, or deleted and re-created) never share trial folders."""
+    return Path(output_dir) / f"{name}-{uid[:UID_DIGITS]}"
+
+
 class TrialOutputs:
-    def __init__(self, output_dir: str | Path, name: str, keep_top_k: int, direction: str):
-        self.output_dir = Path(output_dir)
-        self.study_dir = self._confined(self.output_dir / name)
+    def __init__(self, output_dir: str | Path, name: str, uid: str, keep_top_k: int, direction: str):
+        self.output_dir, self.uid = Path(output_dir), uid
+        self.study_dir = self._confined(study_dir(output_dir, name, uid))
         self.keep_top_k, self.direction = keep_top_k, direction
 
     def _confined(self, path: Path) -> Path:
@@ -54,9 +62,11 @@ class TrialOutputs:
             handler.close()
 
     def write_metrics(self, number: int, data: dict) -> Path:
+        """``metrics.json``, naming the study and trial it belongs to (``hpo best`` checks them)."""
         path = self.trial_dir(number) / "metrics.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        owner = {"study_uid": self.uid, "trial": number}
+        path.write_text(json.dumps({**data, **owner}, indent=2, sort_keys=True) + "\n")
         return path
 
     def ranked_keep(self, candidates: Sequence[tuple[int, float]]) -> set[int]:

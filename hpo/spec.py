@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from hpo import outputs
 from hpo.errors import UsageError
 from hpo.train.config import TrainConfig
 
@@ -200,9 +201,9 @@ class StudySpec(_Strict):
         """The study file this spec was loaded from, for messages and logs."""
         return self._source
 
-    @property
-    def study_dir(self) -> Path:
-        return Path(self.output_dir) / self.name
+    def study_dir(self, uid: str) -> Path:
+        """The trial folders' parent for the study with this ``uid`` (``hpo.study.study_uid``)."""
+        return outputs.study_dir(self.output_dir, self.name, uid)
 
     @property
     def gpus_per_trial(self) -> int:

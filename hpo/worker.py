@@ -27,6 +27,7 @@ from hpo.study import (
     find_trial,
     open_study,
     requeue,
+    study_uid,
     trial_census,
 )
 
@@ -71,7 +72,7 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
     study = open_study(spec, worker=worker)
-    objective = objective or Objective(spec)
+    objective = objective or Objective(spec, uid=study_uid(study))
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     ran, failures, outage = 0, 0, 0

@@ -246,6 +246,6 @@ def test_a_loaded_spec_is_frozen_and_knows_its_file(tmp_path):
     study = write(tmp_path, BASE)
     spec = load_spec(study, env={})
     assert spec.source == str(study)
-    assert spec.study_dir == Path("_runs/studies/unit-spec")
+    assert spec.study_dir("0123456789abcdef") == Path("_runs/studies/unit-spec-01234567")
     with pytest.raises(ValidationError):
         spec.n_trials = 1
