@@ -26,6 +26,18 @@ def study_dir(output_dir: str | Path, name: str, uid: str) -> Path:
     return Path(output_dir) / f"{name}-{uid[:UID_DIGITS]}"
 
 
+def recorded_owner(checkpoint: str | Path) -> tuple[str | None, int | None]:
+    """The (study uid, trial number) that the metrics.json beside ``checkpoint`` names;
+    (None, None) where there is none to read (a checkpoint from before uids, or moved)."""
+    try:
+        recorded = json.loads((Path(checkpoint).parent / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(recorded, dict):
+        return None, None
+    return recorded.get("study_uid"), recorded.get("trial")
+
+
 class TrialOutputs:
     def __init__(self, output_dir: str | Path, name: str, uid: str, keep_top_k: int, direction: str):
         self.output_dir, self.uid = Path(output_dir), uid
