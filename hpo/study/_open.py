@@ -15,15 +15,16 @@ from hpo.process import redact
 from hpo.spec import SpecError, StudySpec, load_spec, resolve_storage
 from hpo.study._storage import database_problem, get_storage
 
+UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
+UID_WAIT_SECONDS = 3.0  # how long a process that finds a study without a uid waits for its creator to record one
+_UID_POLL_SECONDS = 0.1
+
 _SAMPLERS = {
     "tpe": optuna.samplers.TPESampler,
     "gp": optuna.samplers.GPSampler,
     "random": optuna.samplers.RandomSampler,
     "cmaes": optuna.samplers.CmaEsSampler,
 }
-UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
-UID_WAIT_SECONDS = 3.0  # how long a process that finds a study without a uid waits for its creator to record one
-_UID_POLL_SECONDS = 0.1
 _PRUNERS = {
     "median": optuna.pruners.MedianPruner,
     "hyperband": optuna.pruners.HyperbandPruner,
@@ -57,9 +58,9 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
 
 
 def open_study(spec: StudySpec, worker: str = "") -> optuna.Study:
-    """The spec's study on its storage, created (with the spec's settings recorded) if it
-    does not exist. Sampler and pruner are built before anything touches the database, so
-    a bad option leaves no half-created study behind."""
+    """The spec's study on its storage, created (with the spec's settings and a random uid
+    recorded) if it does not exist. Sampler and pruner are built before anything touches
+    the database, so a bad option leaves no half-created study behind."""
     sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
     storage = get_storage(spec.storage, spec.heartbeat)
     try:
