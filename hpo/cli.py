@@ -87,6 +87,8 @@ def _print_best(best: dict | None, study: str) -> None:
         print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best["metrics"].items()))
     if best["checkpoint"]:
         print(f"  checkpoint: {best['checkpoint']}")
+    elif best["checkpoint_refused"]:
+        print(f"  {best['checkpoint_refused']}")
 
 
 def _export(args) -> None:

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hpo.errors import RunStopped, UsageError
+from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.process import exit_with_parent, redact
 from hpo.spec import DEFAULT_OUTPUT_DIR, StudySpec, load_spec, resolve_storage
 
@@ -263,15 +264,41 @@ def best(study_ref: str, storage: str | None) -> dict:
 
 
 def best_trial(study) -> dict | None:
-    """The best trial's number, value, parameters, metrics and checkpoint (if it still exists)."""
+    """The best trial's number, value, parameters, metrics and checkpoint (if it still exists
+    and is this trial's); ``checkpoint_refused`` says why an existing one is not shown."""
     try:
         trial = study.best_trial
     except ValueError:
         return None
     checkpoint = trial.user_attrs.get("checkpoint")
+    if not checkpoint or not Path(checkpoint).exists():
+        checkpoint = None
+    refused = _foreign_checkpoint(study, trial.number, checkpoint) if checkpoint else None
     return {"number": trial.number, "metric": study.user_attrs.get("metric", "value"), "value": trial.value,
             "params": dict(trial.params), "metrics": trial.user_attrs.get("metrics") or {},
-            "checkpoint": checkpoint if checkpoint and Path(checkpoint).exists() else None}
+            "checkpoint": None if refused else checkpoint, "checkpoint_refused": refused}
+
+
+def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
+    """Why ``checkpoint`` is not trial ``number``'s of ``study``, or None if it is.
+
+    Its folder's metrics.json must name this study's uid and this trial: a study of the
+    same name elsewhere (another storage, or deleted and re-created) may have written
+    the folder since, and its weights would be shown beside these parameters.
+    """
+    from hpo.study import study_uid
+
+    uid = study_uid(study)
+    owner_uid, owner_trial = recorded_owner(checkpoint)
+    if uid is not None and (owner_uid, owner_trial) == (uid, number):
+        return None
+    if owner_uid is None:
+        return (f"the checkpoint at {checkpoint} is not recorded as this study's "
+                "(no study uid in its metrics.json); not shown")
+    if owner_uid != uid:
+        return (f"the checkpoint at {checkpoint} belongs to another study "
+                f"(its metrics.json names study {str(owner_uid)[:UID_DIGITS]}); not shown")
+    return f"the checkpoint at {checkpoint} belongs to trial {owner_trial}, not trial {number}; not shown"
 
 
 def export(study_ref: str, storage: str | None, fmt: str) -> tuple[str, int]:

@@ -14,22 +14,33 @@ from pathlib import Path
 
 import optuna
 
+from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.spec import StudySpec
-from hpo.study import artifact_store, completed_trials, suggest, upload
+from hpo.study import artifact_store, completed_trials, study_uid, suggest, upload
 from hpo.train.loop import TrainResult, train
 
 log = logging.getLogger(__name__)
 
 
 class Objective:
-    def __init__(self, spec: StudySpec):
+    def __init__(self, spec: StudySpec, uid: str | None = None):
+        """``uid``: the study's (``study_uid``), which names its folder; None reads it from
+        the first trial's study."""
         self.spec = spec
-        self.outputs = TrialOutputs(spec.study_dir, keep_top_k=spec.keep_top_k, direction=spec.direction)
+        self.outputs = self._outputs(uid) if uid else None
         self.artifact_store = artifact_store(spec.output_dir)
+
+    def _outputs(self, uid: str | None) -> TrialOutputs:
+        if not uid:
+            raise UsageError(f"study {self.spec.name!r} has no uid to name its folder; open it with open_study")
+        return TrialOutputs(self.spec.output_dir, self.spec.name, uid, keep_top_k=self.spec.keep_top_k,
+                            direction=self.spec.direction)
 
     def __call__(self, trial: optuna.Trial) -> float:
         started = time.perf_counter()
+        if self.outputs is None:
+            self.outputs = self._outputs(study_uid(trial.study))
         config = self.spec.train_config(suggest(trial, self.spec),
                                         checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
                                         if self.spec.keep_top_k else None)

@@ -1,5 +1,5 @@
-"""Files a study leaves on disk: ``<output_dir>/<study>/trial_<n>/`` with the trial's log,
-metrics and (for the top-k trials only) its checkpoint."""
+"""Files a study leaves on disk: ``<output_dir>/<study>-<uid8>/trial_<n>/`` with the trial's
+log, metrics and (for the top-k trials only) its checkpoint."""
 
 from __future__ import annotations
 
@@ -11,14 +11,52 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from hpo.errors import UsageError
+
+UID_DIGITS = 8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
+
+
+class OutsideOutputDir(UsageError):
+    """A study or trial folder that would lie outside output_dir (a name with '..', or a symlink)."""
+
+
+def study_dir(output_dir: str | Path, name: str, uid: str) -> Path:
+    """``<output_dir>/<name>-<uid8>``: keyed by the study's uid as well as its name, so two
+    studies of one name (on two storages, or deleted and re-created) never share trial folders."""
+    return Path(output_dir) / f"{name}-{uid[:UID_DIGITS]}"
+
+
+def recorded_owner(checkpoint: str | Path) -> tuple[str | None, int | None]:
+    """The (study uid, trial number) that the metrics.json beside ``checkpoint`` names;
+    (None, None) where there is none to read (a checkpoint from before uids, or moved)."""
+    try:
+        recorded = json.loads((Path(checkpoint).parent / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(recorded, dict):
+        return None, None
+    return recorded.get("study_uid"), recorded.get("trial")
+
 
 class TrialOutputs:
-    def __init__(self, study_dir: str | Path, keep_top_k: int, direction: str):
-        self.study_dir = Path(study_dir)
+    def __init__(self, output_dir: str | Path, name: str, uid: str, keep_top_k: int, direction: str):
+        self.output_dir, self.uid = Path(output_dir), uid
+        self.study_dir = self._confined(study_dir(output_dir, name, uid))
         self.keep_top_k, self.direction = keep_top_k, direction
 
+    def _confined(self, path: Path) -> Path:
+        """``path``, once it is known to resolve strictly inside output_dir.
+
+        Defence in depth behind the spec's name check: folders here get written to and
+        deleted, so one that leads out (``..``, a symlink) must never be used.
+        """
+        if self.output_dir.resolve() not in path.resolve().parents:
+            raise OutsideOutputDir(f"{path} resolves to {path.resolve()}, outside output_dir {self.output_dir}; "
+                                   "give the study a plain name and remove any symlink that leads out")
+        return path
+
     def trial_dir(self, number: int) -> Path:
-        return self.study_dir / f"trial_{number}"
+        return self._confined(self.study_dir / f"trial_{number}")
 
     @contextmanager
     def trial_log(self, number: int) -> Iterator[Path]:
@@ -36,9 +74,11 @@ class TrialOutputs:
             handler.close()
 
     def write_metrics(self, number: int, data: dict) -> Path:
+        """``metrics.json``, naming the study and trial it belongs to (``hpo best`` checks them)."""
         path = self.trial_dir(number) / "metrics.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        owner = {"study_uid": self.uid, "trial": number}
+        path.write_text(json.dumps({**data, **owner}, indent=2, sort_keys=True) + "\n")
         return path
 
     def ranked_keep(self, candidates: Sequence[tuple[int, float]]) -> set[int]:
@@ -48,7 +88,7 @@ class TrialOutputs:
         return {number for number, _ in best_first[: self.keep_top_k]}
 
     def checkpoint_dir(self, number: int) -> Path:
-        return self.trial_dir(number) / "checkpoint"
+        return self._confined(self.trial_dir(number) / "checkpoint")
 
     def archive_checkpoint(self, number: int) -> Path:
         """One uncompressed tar (safetensors do not compress) for the artifact store."""

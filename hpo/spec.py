@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from hpo import outputs
 from hpo.errors import UsageError
 from hpo.train.config import TrainConfig
 
@@ -187,14 +188,22 @@ class StudySpec(_Strict):
     search_space: dict[str, Param] = Field(min_length=1)
     _source: str = PrivateAttr(default="<memory>")
 
+    @field_validator("name")
+    @classmethod
+    def _name_starts_a_folder(cls, name: str) -> str:
+        # The name becomes a folder under output_dir: "." or ".." would put trials beside it.
+        if not name[0].isalnum():
+            raise _problem(f"must start with a letter or digit: it names a folder under output_dir (got {name!r})")
+        return name
+
     @property
     def source(self) -> str:
         """The study file this spec was loaded from, for messages and logs."""
         return self._source
 
-    @property
-    def study_dir(self) -> Path:
-        return Path(self.output_dir) / self.name
+    def study_dir(self, uid: str) -> Path:
+        """The trial folders' parent for the study with this ``uid`` (``hpo.study.study_uid``)."""
+        return outputs.study_dir(self.output_dir, self.name, uid)
 
     @property
     def gpus_per_trial(self) -> int:

@@ -28,6 +28,7 @@ from hpo.study import (
     open_study,
     requeue,
     study_exists,
+    study_uid,
     trial_census,
 )
 
@@ -87,7 +88,7 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
     study = open_study(spec, worker=worker)
-    objective = objective or Objective(spec)
+    objective = objective or Objective(spec, uid=study_uid(study))
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     ran, failures = 0, 0

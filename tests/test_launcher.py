@@ -307,7 +307,7 @@ ORPHAN_SECONDS = 15  # how long workers may outlive a launcher that was killed
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    from hpo.data import write_sample
+    from hpo.fixtures import write_sample
 
     root = tmp_path_factory.mktemp("launcher")
     return {"data": write_sample(root / "data", posts=60, seed=3), "root": root,

@@ -22,6 +22,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from hpo import outputs
 from hpo.fixtures import write_sample
 from hpo.models.classifier import load_classifier
 from hpo.train.config import TrainConfig
@@ -123,8 +124,9 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
         stdout, stderr = read.communicate(timeout=120)
         assert read.returncode == 0, f"{key}: {stderr}"
         reads[key] = subprocess.CompletedProcess(read.args, read.returncode, stdout, stderr)
+    uid = optuna.load_study(study_name=name, storage=postgres_url).user_attrs["uid"]
     return {"name": name, "url": url, "root": root, "tune": tune, "cmdlines": cmdlines, "environs": environs,
-            "reads": reads, "study_dir": root / "out" / name}
+            "reads": reads, "study_dir": outputs.study_dir(root / "out", name, uid)}
 
 
 @pytest.mark.slow

@@ -123,6 +123,9 @@ BROKEN = {
                                                                                    "wrapped": {"nme": "median"}}})),
                                 "pruner.options.wrapped.nme", "not allowed"),
     "bad name": (changed(("name", "my study!")), "name", "pattern"),
+    "name of two dots": (changed(("name", "..")), "name", "must start with a letter or digit"),
+    "name of one dot": (changed(("name", ".")), "name", "must start with a letter or digit"),
+    "name starting with a dot": (changed(("name", ".hidden")), "name", "must start with a letter or digit"),
     "no trials": (changed(("n_trials", 0)), "n_trials", "greater than or equal to 1"),
     "negative keep_top_k": (changed(("keep_top_k", -1)), "keep_top_k", "greater than or equal to 0"),
     "zero timeout": (changed(("timeout_per_trial", 0)), "timeout_per_trial", "greater than 0"),
@@ -243,7 +246,7 @@ def test_a_loaded_spec_is_frozen_and_knows_its_file(tmp_path):
     study = write(tmp_path, BASE)
     spec = load_spec(study, env={})
     assert spec.source == str(study)
-    assert spec.study_dir == Path("_runs/studies/unit-spec")
+    assert spec.study_dir("0123456789abcdef") == Path("_runs/studies/unit-spec-01234567")
     with pytest.raises(ValidationError):
         spec.n_trials = 1
 

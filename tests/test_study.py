@@ -3,6 +3,7 @@ trials are built with ask/tell and fake intermediate reports)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from hpo.study import (
     make_sampler,
     open_study,
     state_counts,
+    study_uid,
 )
 
 SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
@@ -253,7 +255,8 @@ def test_none_pruner_never_prunes(storage_url, study_name):
 def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     spec = smoke_spec("n_trials=12", storage=storage_url, name=study_name)
     study = open_study(spec)
-    expected = {"task": "criteria", "metric": "macro_f1", "n_trials": 12, "spec_file": str(SMOKE)}
+    expected = {"task": "criteria", "metric": "macro_f1", "n_trials": 12, "spec_file": str(SMOKE),
+                "uid": study_uid(study)}
     assert study.user_attrs == expected
     assert study.direction.name.lower() == "maximize"
     study.tell(study.ask(X), 0.7)
@@ -267,6 +270,32 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     rerun = open_study(smoke_spec("n_trials=20", storage=storage_url, name=study_name))
     assert rerun.user_attrs["n_trials"] == 20  # a rerun asking for more trials moves the target
     assert len(rerun.trials) == 1
+
+
+def test_a_created_study_gets_a_random_uid_that_every_opener_keeps(tmp_path, storage_url, study_name):
+    uid = study_uid(open_study(smoke_spec(storage=storage_url, name=study_name)))
+    assert len(uid) == 32 and int(uid, 16) >= 0
+    assert study_uid(open_study(smoke_spec(storage=storage_url, name=study_name), worker="host/1")) == uid
+    elsewhere = open_study(smoke_spec(storage=f"sqlite:///{tmp_path / 'other.db'}", name=study_name))
+    assert study_uid(elsewhere) not in (None, uid), "a same-named study on another storage is another study"
+
+
+def test_an_opener_waits_for_the_creator_to_record_the_uid(storage_url, study_name):
+    created = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    creator = threading.Timer(0.5, created.set_user_attr, ("uid", "c0ffee" * 5 + "00"))  # between create and set
+    creator.start()
+    try:
+        assert study_uid(open_study(smoke_spec(storage=storage_url, name=study_name))) == "c0ffee" * 5 + "00"
+    finally:
+        creator.join()
+
+
+def test_a_study_made_without_a_uid_gets_one_when_opened(monkeypatch, storage_url, study_name):
+    monkeypatch.setattr("hpo.study._open.UID_WAIT_SECONDS", 0.3)  # Optuna's CLI made it: nobody else will record one
+    optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    uid = study_uid(open_study(smoke_spec(storage=storage_url, name=study_name)))
+    assert uid and len(uid) == 32
+    assert study_uid(open_study(smoke_spec(storage=storage_url, name=study_name))) == uid
 
 
 def test_open_study_rejects_a_direction_mismatch(storage_url, study_name):

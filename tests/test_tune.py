@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
 
 from hpo.fixtures import write_sample
+from hpo.outputs import study_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -55,13 +57,16 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
     best = study.best_trial
     assert {"metrics", "epochs_run", "micro_batch_size", "wall_seconds", "train_samples_per_second",
             "peak_memory_mb"} <= set(best.user_attrs)
+    folder = study_dir(assets["root"] / study_name, study_name, study.user_attrs["uid"])
     for trial in finished:
-        log = assets["root"] / study_name / study_name / f"trial_{trial.number}" / "train.log"
-        assert log.exists()
+        assert (folder / f"trial_{trial.number}" / "train.log").exists()
     # Only the top-k (3) checkpoints stay on disk, each uploaded as an artifact.
-    kept = sorted(p.parent.name for p in (assets["root"] / study_name / study_name).glob("trial_*/checkpoint"))
+    kept = sorted(p.parent.name for p in folder.glob("trial_*/checkpoint"))
     complete = sorted(study.get_trials(states=(TrialState.COMPLETE,)), key=lambda t: -t.value)
     assert kept == sorted(f"trial_{t.number}" for t in complete[:3])
+    for trial in complete:  # each trial's metrics name the study and trial they belong to
+        recorded = json.loads((folder / f"trial_{trial.number}" / "metrics.json").read_text())
+        assert (recorded["study_uid"], recorded["trial"]) == (study.user_attrs["uid"], trial.number)
     for trial in complete[:3]:
         names = {m.filename for m in get_all_artifact_meta(trial, storage=study._storage)}
         assert {"checkpoint.tar", "metrics.json"} <= names

@@ -14,6 +14,7 @@ from hpo.study._open import (
     make_sampler,
     open_study,
     study_exists,
+    study_uid,
 )
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
@@ -62,6 +63,7 @@ __all__ = [
     "state_counts",
     "suggest",
     "study_exists",
+    "study_uid",
     "sweep_stale_trials",
     "trial_census",
     "trials_per_hour",

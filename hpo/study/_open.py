@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 import zlib
 from pathlib import Path
 
@@ -12,6 +14,10 @@ from hpo.errors import UsageError
 from hpo.process import redact
 from hpo.spec import SpecError, StudySpec, load_spec, resolve_storage
 from hpo.study._storage import database_problem, get_storage
+
+UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
+UID_WAIT_SECONDS = 3.0  # how long a process that finds a study without a uid waits for its creator to record one
+_UID_POLL_SECONDS = 0.1
 
 _SAMPLERS = {
     "tpe": optuna.samplers.TPESampler,
@@ -56,14 +62,13 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
 
 
 def open_study(spec: StudySpec, worker: str = "") -> optuna.Study:
-    """The spec's study on its storage, created (with the spec's settings recorded) if it
-    does not exist. Sampler and pruner are built before anything touches the database, so
-    a bad option leaves no half-created study behind."""
+    """The spec's study on its storage, created (with the spec's settings and a random uid
+    recorded) if it does not exist. Sampler and pruner are built before anything touches
+    the database, so a bad option leaves no half-created study behind."""
     sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
     storage = get_storage(spec.storage, spec.heartbeat)
     try:
-        study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
-                                    direction=spec.direction, load_if_exists=True)
+        study = _create_or_load(spec, storage, sampler, pruner)
     except sa.exc.SQLAlchemyError as exc:
         raise UsageError(database_problem(spec.storage, exc)) from None
     if study.direction.name.lower() != spec.direction:
@@ -74,6 +79,43 @@ def open_study(spec: StudySpec, worker: str = "") -> optuna.Study:
         if study.user_attrs.get(key) != value:
             study.set_user_attr(key, value)
     return study
+
+
+def study_uid(study: optuna.Study) -> str | None:
+    """The random id ``open_study`` records when it creates a study (None for a study no
+    hpo worker or ``hpo tune`` has opened yet)."""
+    return study.user_attrs.get(UID_ATTR)
+
+
+def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
+                    pruner: optuna.pruners.BasePruner) -> optuna.Study:
+    """The spec's study; the process that creates it records its uid at once."""
+    try:
+        study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
+                                    direction=spec.direction)
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
+        _await_uid(study)
+    else:
+        study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
+    return study
+
+
+def _await_uid(study: optuna.Study) -> None:
+    """Wait briefly for the creator of ``study`` to record its uid; a study made by an
+    older hpo or by Optuna's CLI never gets one that way, so then record one here.
+
+    Two processes that give up waiting at the same moment may both record one; the
+    second write wins, and the pause after writing lets it land before either caller
+    reads the uid back (``study_uid``), so they agree.
+    """
+    deadline = time.monotonic() + UID_WAIT_SECONDS
+    while study_uid(study) is None:
+        if time.monotonic() >= deadline:
+            study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
+            time.sleep(UID_WAIT_SECONDS / 10)  # lets a simultaneous writer land before anyone reads the uid
+            return
+        time.sleep(_UID_POLL_SECONDS)
 
 
 def load_existing_study(name: str, storage_url: str) -> optuna.Study:

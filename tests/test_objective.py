@@ -1,0 +1,42 @@
+"""The objective finds its study's folder from the study's uid, even when built without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from hpo.errors import UsageError
+from hpo.fixtures import write_sample
+from hpo.objective import Objective
+from hpo.spec import StudySpec, load_spec
+from hpo.study import get_storage, open_study, study_uid
+
+SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
+
+@pytest.fixture
+def spec(tmp_path, sqlite_url, study_name, tiny_roberta) -> StudySpec:
+    data = write_sample(tmp_path / "data", posts=30, seed=0)
+    return load_spec(SMOKE, [f"name={study_name}", f"data_dir={data}", f"output_dir={tmp_path / 'out'}",
+                             "train.epochs=1", "search_space.encoder.choices=[tiny-roberta]",
+                             f"model_paths.tiny-roberta={tiny_roberta}", f"train.cache_dir={tmp_path / 'cache'}"],
+                     sqlite_url, env={})
+
+
+def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
+    study = open_study(spec)
+    study.optimize(Objective(spec), n_trials=1)
+    uid = study_uid(study)
+    recorded = json.loads((spec.study_dir(uid) / "trial_0" / "metrics.json").read_text())
+    assert (recorded["study_uid"], recorded["trial"]) == (uid, 0)
+
+
+def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):
+    study = optuna.create_study(study_name=spec.name, storage=get_storage(spec.storage), direction="maximize")
+    with pytest.raises(UsageError, match="has no uid to name its folder"):
+        study.optimize(Objective(spec), n_trials=1)
+    assert [p.name for p in Path(spec.output_dir).iterdir()] == ["artifacts"]
