@@ -58,13 +58,17 @@ class Objective:
         try:
             with self.outputs.trial_log(trial.number):
                 result = train(config, report=report)
+            value = result.metrics[self.spec.metric]
+            self._record(trial, result)
+            self._keep_outputs(trial, value, result)
         except optuna.TrialPruned:
             trial.set_user_attr("epochs_run", len(epochs))
             trial.set_user_attr("wall_seconds", round(time.perf_counter() - started, 3))
             raise
-        value = result.metrics[self.spec.metric]
-        self._record(trial, result)
-        self._keep_outputs(trial, value, result)
+        except Exception:
+            # A save cut short (a full disk) leaves no partial checkpoint to keep the disk full.
+            self.outputs.remove_checkpoint(trial.number)
+            raise
         return value
 
     def _record(self, trial: optuna.Trial, result: TrainResult) -> None:

@@ -40,3 +40,39 @@ def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):
     with pytest.raises(UsageError, match="has no uid to name its folder"):
         study.optimize(Objective(spec), n_trials=1)
     assert [p.name for p in Path(spec.output_dir).iterdir()] == ["artifacts"]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 400 KB file system: room for logs and metrics, none for a checkpoint."""
+    import os
+    import subprocess
+
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        pytest.skip("needs root to mount a small tmpfs")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_trials_with_the_reason_and_frees_what_they_wrote(spec, small_disk):
+    import os
+
+    from hpo import worker as worker_module
+
+    spec = spec.model_copy(update={"output_dir": str(small_disk), "keep_top_k": 2})
+    with pytest.raises(worker_module.TooManyFailures, match="No space left on device"):
+        worker_module.run_worker(spec, worker="w", poll_seconds=0.1)
+    study = optuna.load_study(study_name=spec.name, storage=spec.storage)
+    failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    assert len(failed) == worker_module.MAX_CONSECUTIVE_FAILURES
+    assert all("No space left on device" in t.user_attrs["fail_reason"] for t in failed)
+    leftovers = [p for p in small_disk.rglob("*") if p.name in ("checkpoint", "checkpoint.tar")
+                 or p.suffix == ".safetensors"]
+    assert not leftovers, leftovers
+    free = os.statvfs(small_disk)
+    assert free.f_bavail * free.f_frsize > 300_000, "the partial checkpoints were removed: the disk is not full"
