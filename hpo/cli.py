@@ -26,7 +26,7 @@ def _tune(args) -> int:
     from hpo.commands import tune
 
     code, result = tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, allow_spec_change=args.allow_spec_change)
     if code == 0:
         _print_best(result["best"], result["study"])
     return code
@@ -35,7 +35,8 @@ def _tune(args) -> int:
 def _worker(args) -> int:
     from hpo.commands import worker
 
-    return worker(args.spec, args.overrides, args.storage, args.name, args.threads, args.parent_pid)
+    return worker(args.spec, args.overrides, args.storage, args.name, args.threads, args.parent_pid,
+                  allow_spec_change=args.allow_spec_change)
 
 
 def _validate(args) -> None:
@@ -136,6 +137,12 @@ def _spec_args(parser: argparse.ArgumentParser) -> None:
     _storage_arg(parser)
 
 
+def _spec_change_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-spec-change", action="store_true",
+                        help="join a study created from a different spec (search space, task, metric, n_trials "
+                             "or data) and record this spec as its own; without it such a run is refused")
+
+
 def _storage_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", help="storage URL (beats $HPO_STORAGE and the spec); default sqlite:///_runs/hpo.db")
 
@@ -155,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_args(tune)
     tune.add_argument("--workers", type=_positive_int, default=1, help="parallel worker processes (default 1)")
     tune.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
+    _spec_change_arg(tune)
     tune.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     tune.set_defaults(func=_tune)
 
@@ -162,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_args(worker)
     worker.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
     worker.add_argument("--threads", type=_positive_int, help="torch CPU threads for this worker")
+    _spec_change_arg(worker)
     worker.add_argument("--parent-pid", type=_positive_int, metavar="PID",
                         help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its own")
     worker.set_defaults(func=_worker)

@@ -175,7 +175,8 @@ def validate(spec_path: str, overrides: Sequence[str], storage: str | None) -> V
 
 
 def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers: int,
-         restart_dead: bool, progress: bool = True, say: Say = print) -> tuple[int, dict]:
+         restart_dead: bool, progress: bool = True, say: Say = print,
+         allow_spec_change: bool = False) -> tuple[int, dict]:
     """Run the study with ``workers`` supervised processes; returns the exit code and, as
     ``best`` does, the study's best trial."""
     from hpo.launcher import (
@@ -191,7 +192,8 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     spec = load_spec(spec_path, overrides, storage)
     preflight(spec)
-    study = open_study(spec)  # created once here, so workers never race to create it
+    # Created here, so workers never race to create it; a changed spec is recorded before they start.
+    study = open_study(spec, allow_spec_change=allow_spec_change)
     say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers")
     launches = worker_launches(spec_path, workers, storage=spec.storage, overrides=overrides,
                                gpus_per_trial=spec.gpus_per_trial,
@@ -209,7 +211,7 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
 
 
 def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: str | None,
-           threads: int | None, parent_pid: int | None = None) -> int:
+           threads: int | None, parent_pid: int | None = None, allow_spec_change: bool = False) -> int:
     """One worker process: its thread budget is applied here, once, for the whole process.
     Started by ``hpo tune`` (``parent_pid``), it stops as SIGTERM stops it when the launcher dies."""
     import socket
@@ -231,7 +233,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
 
         torch.set_num_threads(threads)
     try:
-        ran = run_worker(spec, worker=name)
+        ran = run_worker(spec, worker=name, allow_spec_change=allow_spec_change)
     except WorkerStopped as exc:
         log.error("%s", exc)
         return exc.exit_code

@@ -82,12 +82,12 @@ _QUIET_SURPLUS = _QuietSurplus()
 
 
 def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_POLL_SECONDS,
-               objective: Callable[[optuna.Trial], float] | None = None) -> int:
+               objective: Callable[[optuna.Trial], float] | None = None, allow_spec_change: bool = False) -> int:
     """Run trials until the study is done; returns how many trials this worker ran.
 
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
-    study = open_study(spec, worker=worker)
+    study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
     objective = objective or Objective(spec, uid=study_uid(study))
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)

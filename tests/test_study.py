@@ -23,6 +23,7 @@ from hpo.study import (
     make_pruner,
     make_sampler,
     open_study,
+    spec_fingerprint,
     state_counts,
     study_uid,
 )
@@ -256,7 +257,7 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     spec = smoke_spec("n_trials=12", storage=storage_url, name=study_name)
     study = open_study(spec)
     expected = {"task": "criteria", "metric": "macro_f1", "n_trials": 12, "spec_file": str(SMOKE),
-                "uid": study_uid(study)}
+                "uid": study_uid(study), "spec_fingerprint": spec_fingerprint(spec)}
     assert study.user_attrs == expected
     assert study.direction.name.lower() == "maximize"
     study.tell(study.ask(X), 0.7)
@@ -267,9 +268,36 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     assert len(again.trials) == 1
     assert study_names(storage_url).count(study_name) == 1
 
-    rerun = open_study(smoke_spec("n_trials=20", storage=storage_url, name=study_name))
-    assert rerun.user_attrs["n_trials"] == 20  # a rerun asking for more trials moves the target
+    rerun = open_study(smoke_spec("n_trials=20", storage=storage_url, name=study_name), allow_spec_change=True)
+    assert rerun.user_attrs["n_trials"] == 20  # a rerun asking for more trials moves the target, when told to
+    assert rerun.user_attrs["spec_fingerprint"]["n_trials"] == 20
     assert len(rerun.trials) == 1
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("n_trials=12", "n_trials"),
+    ("search_space.learning_rate.high=0.01", "search_space"),
+    ("metric=accuracy", "metric"),
+])
+def test_a_spec_that_differs_from_the_studys_is_refused_naming_the_keys(storage_url, study_name, override, key):
+    open_study(smoke_spec(storage=storage_url, name=study_name))
+    with pytest.raises(UsageError) as caught:
+        open_study(smoke_spec(override, storage=storage_url, name=study_name))
+    message = str(caught.value)
+    assert f"study {study_name!r} was created from another spec ({key}: " in message
+    assert "--allow-spec-change" in message and "\n" not in message
+    study = load_existing_study(study_name, storage_url)
+    assert study.user_attrs["spec_fingerprint"] == spec_fingerprint(smoke_spec(storage=storage_url, name=study_name))
+
+
+def test_the_data_is_part_of_the_fingerprint_by_content_not_path(tmp_path, storage_url, study_name):
+    from hpo.fixtures import write_sample
+
+    here, there, other = (write_sample(tmp_path / d, posts=20, seed=s) for d, s in (("a", 0), ("b", 0), ("c", 1)))
+    open_study(smoke_spec(f"data_dir={here}", storage=storage_url, name=study_name))
+    open_study(smoke_spec(f"data_dir={there}", storage=storage_url, name=study_name))  # same bytes elsewhere
+    with pytest.raises(UsageError, match="data: "):
+        open_study(smoke_spec(f"data_dir={other}", storage=storage_url, name=study_name))
 
 
 def test_a_created_study_gets_a_random_uid_that_every_opener_keeps(tmp_path, storage_url, study_name):

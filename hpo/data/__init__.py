@@ -8,6 +8,7 @@ from hpo.data.redsm5 import (
     Annotation,
     Corpus,
     Post,
+    files_fingerprint,
     load_redsm5,
     normalise_symptom,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "Post",
     "Splits",
     "build_examples",
+    "files_fingerprint",
     "load_descriptions",
     "load_redsm5",
     "normalise_symptom",

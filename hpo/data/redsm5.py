@@ -96,11 +96,21 @@ def load_redsm5(data_dir: str | Path) -> Corpus:
     posts_bytes, annotations_bytes = _read_bytes(posts_path), _read_bytes(annotations_path)
     posts = _parse_posts(posts_path, posts_bytes)
     annotations = _parse_annotations(annotations_path, annotations_bytes, posts)
+    return Corpus(posts, annotations, _digest(posts_bytes, annotations_bytes))
+
+
+def files_fingerprint(data_dir: str | Path) -> str:
+    """The data's identity (``Corpus.fingerprint``) from the files' bytes alone, without parsing."""
+    directory = Path(data_dir)
+    return _digest(_read_bytes(directory / POSTS_FILE), _read_bytes(directory / ANNOTATIONS_FILE))
+
+
+def _digest(posts_bytes: bytes, annotations_bytes: bytes) -> str:
     digest = hashlib.sha256()
     for data in (posts_bytes, annotations_bytes):
         digest.update(len(data).to_bytes(8, "big"))  # so bytes moved between files change it
         digest.update(data)
-    return Corpus(posts, annotations, digest.hexdigest())
+    return digest.hexdigest()
 
 
 def _read_bytes(path: Path) -> bytes:

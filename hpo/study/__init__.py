@@ -13,6 +13,7 @@ from hpo.study._open import (
     make_pruner,
     make_sampler,
     open_study,
+    spec_fingerprint,
     study_exists,
     study_uid,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "sample_points",
     "serve_dashboard",
     "state_counts",
+    "spec_fingerprint",
     "suggest",
     "study_exists",
     "study_uid",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
 import zlib
@@ -10,11 +12,12 @@ from pathlib import Path
 import optuna
 import sqlalchemy as sa
 
-from hpo.errors import UsageError
+from hpo.errors import DataError, UsageError
 from hpo.process import redact
 from hpo.spec import SpecError, StudySpec, load_spec, resolve_storage
 from hpo.study._storage import database_problem, get_storage
 
+FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
 UID_WAIT_SECONDS = 3.0  # how long a process that finds a study without a uid waits for its creator to record one
 _UID_POLL_SECONDS = 0.1
@@ -61,19 +64,31 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
 
 
-def open_study(spec: StudySpec, worker: str = "") -> optuna.Study:
-    """The spec's study on its storage, created (with the spec's settings and a random uid
-    recorded) if it does not exist. Sampler and pruner are built before anything touches
-    the database, so a bad option leaves no half-created study behind."""
+def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = False) -> optuna.Study:
+    """The spec's study on its storage, created (with the spec's settings, its fingerprint
+    and a random uid recorded) if it does not exist. Sampler and pruner are built before
+    anything touches the database, so a bad option leaves no half-created study behind.
+
+    A study opened with a spec whose fingerprint differs from the recorded one is refused
+    (its trials would not be comparable), unless ``allow_spec_change`` records the new one."""
     sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
+    fingerprint = spec_fingerprint(spec)
     storage = get_storage(spec.storage, spec.heartbeat)
     try:
-        study = _create_or_load(spec, storage, sampler, pruner)
+        study = _create_or_load(spec, storage, sampler, pruner, fingerprint)
     except sa.exc.SQLAlchemyError as exc:
         raise UsageError(database_problem(spec.storage, exc)) from None
     if study.direction.name.lower() != spec.direction:
         raise UsageError(f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
                          f"but the spec says {spec.direction}; rename the study or fix the direction")
+    recorded = study.user_attrs.get(FINGERPRINT_ATTR)
+    differing = _differences(recorded, fingerprint) if recorded else list(fingerprint)
+    if differing:
+        if recorded and not allow_spec_change:
+            shown = "; ".join(f"{key}: {recorded.get(key)!r} in the study, {fingerprint[key]!r} here" for key in differing)
+            raise UsageError(f"study {spec.name!r} was created from another spec ({shown}); use another study "
+                             "name, or pass --allow-spec-change to change it on purpose")
+        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     for key, value in {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
                        "spec_file": spec.source}.items():
         if study.user_attrs.get(key) != value:
@@ -87,9 +102,30 @@ def study_uid(study: optuna.Study) -> str | None:
     return study.user_attrs.get(UID_ATTR)
 
 
+def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
+    """What makes two specs' trials comparable: task, metric, trial budget, search space and
+    the data's bytes (not its path: each machine may keep the data elsewhere)."""
+    from hpo.data import files_fingerprint
+
+    space = json.dumps({name: param.model_dump(mode="json") for name, param in spec.search_space.items()},
+                       sort_keys=True)
+    try:
+        data = files_fingerprint(spec.data_dir)[:12]
+    except DataError:  # no data here: this process cannot run a trial, and says so when it tries
+        data = None
+    return {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
+            "search_space": hashlib.sha256(space.encode()).hexdigest()[:12], "data": data}
+
+
+def _differences(recorded: dict, fingerprint: dict) -> list[str]:
+    return [key for key, value in fingerprint.items()
+            if recorded.get(key) != value and not (key == "data" and None in (value, recorded.get(key)))]
+
+
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
-                    pruner: optuna.pruners.BasePruner) -> optuna.Study:
-    """The spec's study; the process that creates it records its uid at once."""
+                    pruner: optuna.pruners.BasePruner, fingerprint: dict[str, object]) -> optuna.Study:
+    """The spec's study; the process that creates it records its fingerprint, then its uid,
+    at once (an opener waits for the uid, so it finds the fingerprint too)."""
     try:
         study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
                                     direction=spec.direction)
@@ -97,6 +133,7 @@ def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampl
         study = optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
         _await_uid(study)
     else:
+        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
         study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
     return study
 
