@@ -52,3 +52,26 @@ def test_fixture_builders_to_an_unwritable_path(command):
 @pytest.mark.parametrize("command", ["dashboard", "storage-proxy"])
 def test_a_port_out_of_range(command):
     assert_one_line_exit_2(run_hpo(command, "--port", "99999"), "must be a port number 1-65535, got 99999")
+
+
+def test_an_encoder_the_hub_cannot_serve_is_refused_before_any_study(tmp_path, tiny_roberta):
+    """Fetched once in the launcher: a worker would otherwise fail every trial after a long
+    wait. Here the hub is unreachable (or the id unknown): one line, exit 2, no study."""
+    import os
+    from pathlib import Path
+
+    from hpo.fixtures import write_sample
+
+    data = write_sample(tmp_path / "data", posts=20, seed=0)
+    spec = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HPO_STORAGE")}
+    env["HF_HOME"] = str(tmp_path / "hf")  # an empty cache: nothing to fall back on
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo", "tune", str(spec), "--storage", f"sqlite:///{tmp_path / 'hpo.db'}",
+         "--set", f"data_dir={data}", "--set", f"output_dir={tmp_path / 'out'}",
+         "--set", "model_paths.tiny-roberta=no-such-org/no-such-encoder-xyz",
+         "--set", f"model_paths.tiny-deberta={tiny_roberta}"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert_one_line_exit_2(result, "encoder 'tiny-roberta': cannot download no-such-org/no-such-encoder-xyz",
+                           "--set model_paths.tiny-roberta=/path/to/model")
+    assert not (tmp_path / "hpo.db").exists()
