@@ -108,12 +108,11 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                     # Another worker failed this trial as stale (we were cut off); its retry runs instead.
                     log.warning("worker %s: %s; its re-queued copy will run", worker, exc)
                     continue
-                except KeyError:
-                    if study_exists(study):
-                        raise
-                    raise StudyGone(f"worker {worker}: study {spec.name!r} was deleted from its storage while "
-                                    "this worker ran; stopping") from None
                 except Exception as exc:
+                    # Optuna 5.0 can raise UnboundLocalError over the storage's KeyError.
+                    if _in_chain(exc, KeyError) and not study_exists(study):
+                        raise StudyGone(f"worker {worker}: study {spec.name!r} was deleted from its storage "
+                                        "while this worker ran; stopping") from None
                     # The database went away (restart, network): wait and reconnect. A trial it
                     # interrupted stays RUNNING, its heartbeat stops, and it is re-queued as stale.
                     if not caused_by_database(exc):
@@ -138,6 +137,15 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
             _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry)
             log.warning("worker %s interrupted; its running trial was re-queued", worker)
             raise
+
+
+def _in_chain(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool:
@@ -178,6 +186,9 @@ class _Guarded:
             raise
         except Exception as exc:  # every failure keeps its reason, whichever step of the trial raised
             trial.set_user_attr("fail_reason", failure_reason(exc))
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)")
             raise
 
 

@@ -137,7 +137,7 @@ class _ResilientRDBStorage(RDBStorage):
     def record_heartbeat(self, trial_id: int) -> None:
         try:
             super().record_heartbeat(trial_id)
-        except DATABASE_ERRORS as exc:
+        except (*DATABASE_ERRORS, sa.exc.IntegrityError) as exc:  # IntegrityError: the study was deleted
             log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
 
 
