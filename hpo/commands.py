@@ -31,14 +31,10 @@ def preflight(spec: StudySpec) -> list[str]:
     every encoder can be found and its tokenizer fits the criterion texts at the shortest
     max_length. Raises UsageError; returns notes for the user."""
     from hpo.data import build_examples, load_descriptions, load_redsm5, split_by_post
-    from hpo.models.device import check_gpus
     from hpo.study import sample_points
 
     configs = [_train_config(spec, point) for point in sample_points(spec)]
     first = configs[0]
-    for device in sorted({config.device for config in configs}):
-        _check_device(device)
-    check_gpus(spec.gpus_per_trial)
     _check_writable(spec.output_dir)
     examples = build_examples(load_redsm5(spec.data_dir), spec.task, load_descriptions(first.descriptions_path))
     splits = split_by_post(examples, first.split_fractions, seed=first.split_seed)
@@ -47,6 +43,11 @@ def preflight(spec: StudySpec) -> list[str]:
             posts = len({example.post_id for example in examples})
             raise UsageError(f"the {name} split is empty ({posts} posts, split_fractions {list(first.split_fractions)}); "
                              "use more posts or give that split a larger fraction")
+    from hpo.models.device import check_gpus  # torch from here on: slow to import, so checked last
+
+    for device in sorted({config.device for config in configs}):
+        _check_device(device)
+    check_gpus(spec.gpus_per_trial)
     notes = [f"{len(examples)} {spec.task} examples from {spec.data_dir}: "
              f"{len(splits.train)} train, {len(splits.validation)} validation, {len(splits.test)} test"]
     encoders = spec.search_space["encoder"].choices if "encoder" in spec.search_space else [spec.train["encoder"]]
