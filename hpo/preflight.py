@@ -1,0 +1,148 @@
+"""Everything a run would reject, checked before a study exists (``hpo validate`` and the
+start of ``hpo tune``): one line naming the problem and the fix, and nothing created."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hpo.errors import UsageError
+from hpo.spec import StudySpec
+
+
+def preflight(spec: StudySpec) -> list[str]:
+    """Everything a run would reject, checked before a study exists: the sampler and pruner
+    sample a few points, each point makes a valid TrainConfig, the device and GPUs exist,
+    output_dir is writable, the data loads and splits with a train and a validation part,
+    every encoder can be found and its tokenizer fits the criterion texts at the shortest
+    max_length. Raises UsageError; returns notes for the user."""
+    from hpo.data import build_examples, load_descriptions, load_redsm5, split_by_post
+    from hpo.study import sample_points
+
+    configs = [_train_config(spec, point) for point in sample_points(spec)]
+    first = configs[0]
+    _check_writable(spec.output_dir)
+    examples = build_examples(load_redsm5(spec.data_dir), spec.task, load_descriptions(first.descriptions_path))
+    splits = split_by_post(examples, first.split_fractions, seed=first.split_seed)
+    for name in ("train", "validation"):
+        if not getattr(splits, name):
+            posts = len({example.post_id for example in examples})
+            raise UsageError(f"the {name} split is empty ({posts} posts, split_fractions {list(first.split_fractions)}); "
+                             "use more posts or give that split a larger fraction")
+    from hpo.models.device import check_gpus  # torch from here on: slow to import, so checked last
+
+    for device in sorted({config.device for config in configs}):
+        _check_device(device)
+    check_gpus(spec.gpus_per_trial)
+    notes = [f"{len(examples)} {spec.task} examples from {spec.data_dir}: "
+             f"{len(splits.train)} train, {len(splits.validation)} validation, {len(splits.test)} test"]
+    encoders = spec.search_space["encoder"].choices if "encoder" in spec.search_space else [spec.train["encoder"]]
+    for name in encoders:
+        path = str(spec.model_paths.get(name, name))
+        notes.append(f"encoder {name}: {_check_encoder(str(name), path)}")
+        _check_lengths(str(name), path, examples, _shortest_max_length(spec, first.max_length))
+    return notes
+
+
+def _train_config(spec: StudySpec, point: dict):
+    try:
+        return spec.train_config(point, None)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        problem = exc.errors()[0]["msg"] if hasattr(exc, "errors") else str(exc)
+        raise UsageError(f"{spec.source}: the sampled point {point} is not a valid training setting: "
+                         f"{problem}") from None
+
+
+def _check_device(name: str) -> None:
+    import torch
+
+    from hpo.train.loop import resolve_device
+
+    try:
+        device = resolve_device(name)
+    except RuntimeError as exc:
+        raise UsageError(f"train.device={name!r} is not a device: {str(exc).splitlines()[0]}; "
+                         "use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"train.device={name!r} but this machine has no CUDA GPU; use auto or cpu")
+
+
+def _check_writable(output_dir: str) -> None:
+    """Writable, judged at the nearest folder that exists, so checking creates nothing."""
+    import tempfile
+
+    path = Path(output_dir).absolute()
+    existing = next(folder for folder in (path, *path.parents) if folder.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, f"{existing} is a file, not a folder")
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as exc:
+        raise UsageError(f"output_dir {output_dir}: {exc.strerror}; point output_dir at a writable folder") from None
+
+
+def _shortest_max_length(spec: StudySpec, fixed: int) -> int:
+    searched = spec.search_space.get("max_length")
+    if searched is None:
+        return fixed
+    return int(min(searched.choices) if hasattr(searched, "choices") else searched.low)
+
+
+def _check_lengths(name: str, path: str, examples: list, max_length: int) -> None:
+    """Tokenize one example per criterion text at ``max_length``: the tokenizer loads, and
+    every criterion leaves room for its post."""
+    from hpo.data.tokenize import tokenize_pairs
+    from hpo.models.loading import load_tokenizer
+
+    sample = list({example.text_a: example for example in examples}.values())
+    try:
+        tokenizer = load_tokenizer(path)
+    except Exception as exc:  # a folder without tokenizer files, a converter that is missing
+        raise UsageError(f"encoder {name!r}: cannot load its tokenizer from {path}: "
+                         f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
+    try:
+        tokenize_pairs(tokenizer, [(e.text_a, e.text_b) for e in sample], [e.label for e in sample], max_length,
+                       cache_key=f"preflight|{path}")
+    except UsageError as exc:
+        raise UsageError(f"encoder {name!r}: {exc}") from None
+
+
+def _check_encoder(name: str, path: str) -> str:
+    local = Path(path)
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise UsageError(f"encoder {name!r}: {path} has no config.json; point model_paths.{name} at a saved model")
+        return f"local {path}"
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        cached = try_to_load_from_cache(path, "config.json")
+    except HFValidationError:  # e.g. an absolute path that does not exist: not a hub id either
+        raise UsageError(f"encoder {name!r}: {path} does not exist and is not a hub model id; "
+                         f"use --set model_paths.{name}=/path/to/model") from None
+    if isinstance(cached, str):
+        return f"hub {path} (cached)"
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UsageError(f"encoder {name!r}: {path} is neither a local directory nor in the hub cache, and "
+                         f"HF_HUB_OFFLINE=1; use --set model_paths.{name}=/path/to/model")
+    return f"hub {path} ({_download(name, path)})"
+
+
+def _download(name: str, repo_id: str) -> str:
+    """Fetch the encoder into the hub cache once, here, before any worker starts: a worker
+    that cannot fetch it would fail every trial after a long wait instead."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(repo_id, ignore_patterns=_NOT_PYTORCH)
+    except Exception as exc:  # offline, unknown id, gated repo, no space: all end the same way
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"encoder {name!r}: cannot download {repo_id} from the hub ({reason}); check the id "
+                         f"and the network, or use --set model_paths.{name}=/path/to/model") from None
+    return "downloaded to the hub cache"
+
+
+# Weights for other frameworks: a checkpoint often ships several; fine-tuning here needs none of them.
+_NOT_PYTORCH = ["*.h5", "*.msgpack", "*.onnx", "onnx/*", "*.ot", "*.tflite", "flax_model*", "tf_model*",
+                "rust_model*", "coreml/*", "openvino/*"]
