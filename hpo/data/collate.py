@@ -52,9 +52,10 @@ class Collator:
     """Pads each batch to its own longest example and keeps only the keys the model takes.
 
     ``keep_keys``: the keyword names the model's ``forward`` accepts (the training loop
-    reads them off the model); None keeps the padded keys and ``labels``. ``input_ids`` and ``labels`` are always kept, the latter so the loop can
-    compute the loss. Kept keys beyond the padded ones (an ``idx``, say) are stacked as
-    integers; every other key (a string ``post_id``) is dropped.
+    reads them off the model); None keeps the padded keys and ``labels``. ``input_ids``
+    and ``labels`` are always kept, the latter so the loop can compute the loss. Kept
+    keys beyond the padded ones (an ``idx``, say) are stacked as integers; every other
+    key (a string ``post_id``) is dropped.
     """
 
     def __init__(
