@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 
 import pytest
 
@@ -29,6 +30,19 @@ def read_rows(path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def sample_dir(tmp_path_factory):
     return write_sample(tmp_path_factory.mktemp("sample") / "nested" / "dir", posts=200, seed=0)
+
+
+# sha256 of the files the short profile wrote for posts=200, seed=0 before the realistic
+# profile existed. Fast end-to-end tests rely on this exact data: change it on purpose only.
+SHORT_SHA256 = {
+    "redsm5_posts.csv": "cbf8a88637c851654abe8d828b17ff36cb45f66ec34b989a8e5fa9e37e65676e",
+    "redsm5_annotations.csv": "98be469700afff0d1d9a1993104b6cb851d6ed5e30b490cb06bb1fa38b1c4416",
+}
+
+
+def test_short_profile_output_is_pinned(sample_dir):
+    for name, digest in SHORT_SHA256.items():
+        assert hashlib.sha256((sample_dir / name).read_bytes()).hexdigest() == digest, name
 
 
 def test_exact_headers(sample_dir):
