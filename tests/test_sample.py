@@ -17,7 +17,7 @@ from hpo.data import (
 )
 from hpo.errors import UsageError
 from hpo.fixtures import corpus_sentences, write_sample
-from hpo.fixtures.sample import NEUTRAL, PRESENT
+from hpo.fixtures.templates import NEUTRAL, PRESENT
 
 FILES = ("redsm5_posts.csv", "redsm5_annotations.csv")
 
