@@ -18,8 +18,8 @@ def _make_tiny_encoder(args) -> None:
 def _data_sample(args) -> None:
     from hpo.fixtures import write_sample
 
-    path = write_sample(args.out_dir, posts=args.posts, seed=args.seed)
-    print(f"wrote {args.posts} sample posts to {path}")
+    path = write_sample(args.out_dir, posts=args.posts, seed=args.seed, profile=args.profile)
+    print(f"wrote {args.posts} {args.profile} sample posts to {path}")
 
 
 def _tune(args) -> int:
@@ -232,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("out_dir")
     sample.add_argument("--posts", type=_positive_int, default=200)
     sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--profile", choices=("short", "realistic"), default="short",
+                        help="short: a few sentences a post, fast (default); realistic: "
+                             "lengths, sentence counts and label shares of the real ReDSM5")
     sample.set_defaults(func=_data_sample)
     return parser
 

