@@ -13,7 +13,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill/docker stop, terminal closed
 HIDDEN_URL = "<storage URL hidden>"
@@ -111,6 +112,44 @@ def output_may_be_gone() -> Iterator[None]:
         os.close(devnull)
 
 
+@dataclass(frozen=True)
+class UrlParts:
+    """A storage URL cut where users mean it: userinfo ends at the *last* ``@`` of the
+    authority, because a password may hold an unescaped one (``user:p@ss@host``).
+
+    Hand-written because urllib and SQLAlchemy both split at the first ``@``."""
+
+    scheme: str
+    user: str
+    password: str | None  # None: no ``:`` in the userinfo
+    host: str  # host[:port]; the whole authority when there is no userinfo
+    path: str  # from the first ``/`` after the authority, query excluded
+    query: str
+
+    @classmethod
+    def parse(cls, url: str) -> UrlParts | None:
+        """None when ``url`` is no URL we can read."""
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            return None
+        authority, slash, tail = rest.partition("/")
+        path, _, query = tail.partition("?")
+        userinfo, at, host = authority.rpartition("@")
+        user, colon, password = userinfo.partition(":") if at else ("", "", "")
+        return cls(scheme, user, password if colon else None, host, slash + path, query)
+
+    def render(self, password: str | None = None, query: str | None = None) -> str:
+        """The URL again, with ``password`` and ``query`` replaced when given."""
+        password = self.password if password is None else password
+        userinfo = "" if not self.user and password is None else (
+            f"{self.user}:{password}@" if password is not None else f"{self.user}@")
+        query = self.query if query is None else query
+        return f"{self.scheme}://{userinfo}{self.host}{self.path}{'?' + query if query else ''}"
+
+    def secret_query(self) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in parse_qsl(self.query, keep_blank_values=True) if _SECRET_KEY.search(k)]
+
+
 def redact(url: str, text: str | None = None) -> str:
     """``url`` with its password and any secret query parameter replaced by ***; or, with
     ``text``, that text with every secret of ``url`` masked (error messages quote them).
@@ -118,40 +157,16 @@ def redact(url: str, text: str | None = None) -> str:
     Hand-written because SQLAlchemy's masking misses query-string passwords and a
     password holding an unescaped ``@``. A URL that cannot be parsed is hidden whole.
     """
-    secrets = _secrets(url)
+    parts = UrlParts.parse(url)
     if text is not None:
-        for secret in sorted(filter(None, secrets or ()), key=len, reverse=True):
+        secrets = [] if parts is None else [parts.password, *(v for _, v in parts.secret_query())]
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
             text = text.replace(secret, MASK)
         return text.replace(url, redact(url)) if url else text
-    if secrets is None:
+    if parts is None:
         return HIDDEN_URL
-    scheme, _, rest = url.partition("://")
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        userinfo, _, host = authority.rpartition("@")  # the last @: a password may hold one unescaped
-        user, colon, _ = userinfo.partition(":")
-        authority = f"{user}:{MASK}@{host}" if colon else authority
-    path, question, query = tail.partition("?")
-    if question:
-        pairs = parse_qsl(query, keep_blank_values=True)
+    query = None
+    if parts.secret_query():
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
         query = urlencode([(k, MASK if _SECRET_KEY.search(k) else v) for k, v in pairs], safe="*/:")
-    return f"{scheme}://{authority}{slash}{path}{question}{query}"
-
-
-def _secrets(url: str) -> list[str] | None:
-    """The password and secret query values in ``url``; None when it is no URL we can read."""
-    if "://" not in url:
-        return None
-    try:
-        rest = url.partition("://")[2]
-        authority = rest.partition("/")[0]
-        secrets = []
-        if "@" in authority:
-            userinfo = authority.rpartition("@")[0]
-            if ":" in userinfo:
-                secrets.append(userinfo.partition(":")[2])
-        query = urlsplit(url).query
-        secrets += [v for k, v in parse_qsl(query, keep_blank_values=True) if _SECRET_KEY.search(k)]
-        return secrets
-    except ValueError:
-        return None
+    return parts.render(password=MASK if parts.password is not None else None, query=query)

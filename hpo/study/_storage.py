@@ -23,7 +23,7 @@ from optuna.storages._heartbeat import (
 )
 
 from hpo.errors import UsageError
-from hpo.process import redact
+from hpo.process import UrlParts, redact
 from hpo.spec import HeartbeatSpec
 
 log = logging.getLogger(__name__)
@@ -76,13 +76,10 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
 def _quote_password(url: str) -> str:
     """A password with an unescaped ``@`` (``user:p@ss@host``) is what users mean; SQLAlchemy
     would split at the first ``@`` and send part of the password as the host name."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, tail = rest.partition("/")
-    if authority.count("@") < 2:
+    parts = UrlParts.parse(url)
+    if parts is None or not parts.password or "@" not in parts.password:
         return url
-    userinfo, _, host = authority.rpartition("@")
-    user, colon, password = userinfo.partition(":")
-    return f"{scheme}{sep}{user}{colon}{quote(password, safe='')}@{host}{slash}{tail}"
+    return parts.render(password=quote(parts.password, safe=""))
 
 
 # What a database restart or network cut raises; Optuna wraps some in StorageInternalError.
