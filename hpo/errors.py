@@ -1,6 +1,20 @@
 """Errors users can act on. ``UsageError`` means bad input: the CLI prints it on one line and exits 2."""
 
 
+from collections.abc import Callable
+
+
+def find_cause(exc: BaseException, matches: Callable[[BaseException], bool]) -> BaseException | None:
+    """The first exception in ``exc``'s chain (itself, then causes and contexts) that
+    ``matches``: libraries re-raise over the error that explains a failure."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if matches(seen):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class UsageError(Exception):
     """A problem with the user's input (spec, data, flags, storage URL) that they can fix."""
 

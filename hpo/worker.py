@@ -17,14 +17,17 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.errors import find_cause
 from hpo.objective import Objective
 from hpo.process import interruptible
 from hpo.spec import StudySpec
 from hpo.study import (
+    SURPLUS,
     caused_by_database,
     database_error_text,
     fail_stale,
     find_trial,
+    is_surplus,
     open_study,
     requeue,
     study_exists,
@@ -110,7 +113,7 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                     continue
                 except Exception as exc:
                     # Optuna 5.0 can raise UnboundLocalError over the storage's KeyError.
-                    if _in_chain(exc, KeyError) and not study_exists(study):
+                    if find_cause(exc, lambda seen: isinstance(seen, KeyError)) and not study_exists(study):
                         raise StudyGone(f"worker {worker}: study {spec.name!r} was deleted from its storage "
                                         "while this worker ran; stopping") from None
                     # The database went away (restart, network): wait and reconnect. A trial it
@@ -137,15 +140,6 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
             _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry)
             log.warning("worker %s interrupted; its running trial was re-queued", worker)
             raise
-
-
-def _in_chain(exc: BaseException, kind: type[BaseException]) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, kind):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool:
@@ -178,7 +172,7 @@ class _Guarded:
         census = trial_census(trial.study, before=trial.number)
         claimed = census["finished"] + census["running_before"] + census["waiting"]
         if claimed >= self.n_trials:
-            trial.set_user_attr("fail_reason", f"surplus: the study already has {self.n_trials} trials")
+            trial.set_user_attr("fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials")
             raise SurplusTrial(f"the study already has {self.n_trials} trials")
         try:
             return self.objective(trial)
@@ -201,12 +195,8 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
     """The trial that Ctrl-C / SIGTERM interrupted is FAIL now; queue it again with the
     same parameters, so resuming the study loses nothing."""
     trial = find_trial(study, number) if number is not None else None
-    if trial is not None and trial.state == TrialState.FAIL and not _is_surplus(trial):
+    if trial is not None and trial.state == TrialState.FAIL and not is_surplus(trial):
         requeue(study, trial, max_retry)
-
-
-def _is_surplus(trial: FrozenTrial) -> bool:
-    return str(trial.user_attrs.get("fail_reason", "")).startswith("surplus")
 
 
 class _TrialLog:
@@ -217,7 +207,7 @@ class _TrialLog:
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         attrs = trial.user_attrs
-        surplus = _is_surplus(trial)
+        surplus = is_surplus(trial)
         self.last_failed = trial.state == TrialState.FAIL and not surplus
         self.last_reason = attrs.get("fail_reason")
         if surplus:

@@ -5,7 +5,14 @@ plot calls the names below; only this package (and the worker and objective, whi
 Optuna's trial loop) import optuna. The machinery lives in the private modules.
 """
 
-from hpo.study._census import recent_outcomes, state_counts, trial_census, trials_per_hour
+from hpo.study._census import (
+    SURPLUS,
+    is_surplus,
+    recent_outcomes,
+    state_counts,
+    trial_census,
+    trials_per_hour,
+)
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._open import (
     load_existing_study,
@@ -38,6 +45,7 @@ from hpo.study._trials import (
 )
 
 __all__ = [
+    "SURPLUS",
     "ARTIFACT_DIR",
     "HEARTBEAT_ATTR",
     "artifact_store",
@@ -48,6 +56,7 @@ __all__ = [
     "fail_stale",
     "find_trial",
     "get_storage",
+    "is_surplus",
     "load_existing_study",
     "load_study_ref",
     "make_pruner",

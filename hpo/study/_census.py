@@ -6,9 +6,14 @@ import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 from optuna.storages._rdb import models  # the trials table, for trial_census
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+SURPLUS = "surplus:"  # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
+
+
+def is_surplus(trial: FrozenTrial) -> bool:
+    return str(trial.user_attrs.get("fail_reason", "")).startswith(SURPLUS)
 
 
 def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, int]:
@@ -64,6 +69,6 @@ def recent_outcomes(study: optuna.Study, k: int) -> list[tuple[str, str | None]]
     """The last ``k`` trials to end, oldest first, as (state, fail_reason); surplus
     trials (bookkeeping of the exact count, not failures) are left out."""
     ended = [t for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.FAIL))
-             if not str(t.user_attrs.get("fail_reason", "")).startswith("surplus")]
+             if not is_surplus(t)]
     ended.sort(key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
     return [(t.state.name.lower(), t.user_attrs.get("fail_reason")) for t in ended[-k:]]

@@ -22,7 +22,7 @@ from optuna.storages._heartbeat import (
     BaseHeartbeat,  # the heartbeat protocol, for the proxy's beats
 )
 
-from hpo.errors import UsageError
+from hpo.errors import UsageError, find_cause
 from hpo.process import UrlParts, redact
 from hpo.spec import HeartbeatSpec
 
@@ -93,12 +93,7 @@ def caused_by_database(exc: BaseException) -> bool:
 
 
 def _database_error_in(exc: BaseException) -> BaseException | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, DATABASE_ERRORS) or _proxy_outage(seen):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return find_cause(exc, lambda seen: isinstance(seen, DATABASE_ERRORS) or _proxy_outage(seen))
 
 
 def database_error_text(exc: BaseException) -> str:
