@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # CPU wheel by default. GPU users: make install TORCH_SPEC=torch TORCH_INDEX=https://download.pytorch.org/whl/cu128
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-EXTRAS ?= dashboard,dev,proxy,lora
+EXTRAS ?= dashboard,dev,proxy,lora,tracking
 PYTEST_ARGS ?=
 
 # Studies: storage comes from $$HPO_STORAGE (e.g. postgresql://user@host:5432/hpo), else sqlite:///_runs/hpo.db.
@@ -54,7 +54,7 @@ demo: smoke-assets
 smoke-assets: install $(RUNS)/sample-data/redsm5_posts.csv $(RUNS)/tiny-roberta/config.json $(RUNS)/tiny-deberta/config.json
 
 $(RUNS)/sample-data/redsm5_posts.csv: | install
-	$(HPO) data sample $(RUNS)/sample-data --posts 200 --seed 0
+	$(HPO) data sample $(RUNS)/sample-data --posts 200 --seed 0 --profile realistic
 
 $(RUNS)/tiny-roberta/config.json: | install
 	$(HPO) make-tiny-encoder $(RUNS)/tiny-roberta --arch roberta

@@ -13,8 +13,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "_runs" / "bench"
-# 150 sample posts x 9 criteria, split 0.6/0.3/0.1 by post: ~810 training and ~405 validation pairs,
-# the workload the issue measured Trainer.hyperparameter_search on.
+# 150 realistic sample posts x 9 criteria, split 0.6/0.3/0.1 by post: ~810 training and ~405
+# validation pairs, the workload the issue measured Trainer.hyperparameter_search on.
 POSTS, FRACTIONS = 150, (0.6, 0.3, 0.1)
 
 
@@ -34,14 +34,15 @@ def encoder_path() -> tuple[str, str]:
 
 
 def sample_data(name: str, posts: int, data_dir: str | None = None) -> str:
-    """Real ReDSM5 files when a directory is given, else generated sample data."""
+    """Real ReDSM5 files when a directory is given, else generated sample data of the
+    realistic profile (ReDSM5's post lengths: half of them longer than 128 tokens)."""
     if data_dir:
         return data_dir
     from hpo.fixtures import write_sample
 
     path = RUNS / name
     if not (path / "redsm5_posts.csv").exists():
-        write_sample(path, posts=posts, seed=0)
+        write_sample(path, posts=posts, seed=0, profile="realistic")
     return str(path)
 
 

@@ -20,7 +20,14 @@ from transformers import (
     TrainingArguments,
 )
 
-from hpo.data import build_examples, load_descriptions, load_redsm5, split_by_post
+from hpo.data import (
+    build_examples,
+    load_descriptions,
+    load_redsm5,
+    partition,
+    split_posts,
+    symptom_profiles,
+)
 
 
 class PairDataset(torch.utils.data.Dataset):
@@ -50,8 +57,9 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
 
-    examples = build_examples(load_redsm5(args.data_dir), args.task, load_descriptions())
-    splits = split_by_post(examples, tuple(args.fractions), seed=0)  # the service's split (split_seed 0)
+    corpus = load_redsm5(args.data_dir)
+    posts = split_posts(symptom_profiles(corpus), tuple(args.fractions), seed=0)  # the service's split (split_seed 0)
+    splits = partition(build_examples(corpus, args.task, load_descriptions()), posts)
     tokenizer = AutoTokenizer.from_pretrained(args.encoder)
 
     def encode(rows):

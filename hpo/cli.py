@@ -7,6 +7,8 @@ import sys
 
 from hpo.errors import UsageError
 
+DEFAULT_CPUS_PER_WORKER = 4  # a tiny-to-base encoder's trial rarely speeds up past 4 CPU threads
+
 
 def _make_tiny_encoder(args) -> None:
     from hpo.fixtures import make_tiny_encoder
@@ -30,6 +32,14 @@ def _tune(args) -> int:
     if code == 0:
         _print_best(result["best"], result["study"])
     return code
+
+
+def _submit(args) -> None:
+    from hpo.commands import submit_slurm
+
+    submitted = submit_slurm(args.spec, args.overrides, args.storage, args.workers, args.cpus_per_worker,
+                             args.gpus_per_worker, args.partition, args.time, args.allow_spec_change)
+    print(f"watch it: hpo status {args.spec}   |   squeue -j {submitted.job_id}")
 
 
 def _worker(args) -> int:
@@ -166,6 +176,21 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     tune.set_defaults(func=_tune)
 
+    submit = commands.add_parser("submit", help="create the study, then run its workers as a Slurm job array")
+    _spec_args(submit)
+    submit.add_argument("--slurm", action="store_true", required=True,
+                        help="submit with sbatch (the only scheduler so far)")
+    submit.add_argument("--workers", type=_positive_int, required=True, help="array tasks, one worker each")
+    submit.add_argument("--cpus-per-worker", type=_positive_int, default=DEFAULT_CPUS_PER_WORKER,
+                        help=f"cores per task; the worker's torch threads (default {DEFAULT_CPUS_PER_WORKER})")
+    submit.add_argument("--gpus-per-worker", type=_non_negative_int, default=0,
+                        help="GPUs per task (--gres=gpu:G; default 0)")
+    submit.add_argument("--partition", help="Slurm partition (default: the cluster's)")
+    submit.add_argument("--time", help="time limit per task, e.g. 12:00:00; a minute before it the worker "
+                        "re-queues its running trial and exits")
+    _spec_change_arg(submit)
+    submit.set_defaults(func=_submit)
+
     worker = commands.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
     _spec_args(worker)
     worker.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
@@ -243,6 +268,13 @@ def _port(text: str) -> int:
     value = int(text)
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 

@@ -18,18 +18,20 @@ from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.spec import StudySpec
 from hpo.study import artifact_store, completed_trials, study_uid, suggest, upload
+from hpo.tracking import RUN_ID_ATTR, Tracker, TrialRun
 from hpo.train.loop import TrainResult, train
 
 log = logging.getLogger(__name__)
 
 
 class Objective:
-    def __init__(self, spec: StudySpec, uid: str | None = None):
+    def __init__(self, spec: StudySpec, uid: str | None = None, worker: str = ""):
         """``uid``: the study's (``study_uid``), which names its folder; None reads it from
-        the first trial's study."""
+        the first trial's study. ``worker`` names this process in the MLflow runs' tags."""
         self.spec = spec
         self.outputs = self._outputs(uid) if uid else None
         self.artifact_store = artifact_store(spec.output_dir)
+        self.tracker = Tracker(spec.tracking.mlflow, spec.name, worker)
 
     def _outputs(self, uid: str | None) -> TrialOutputs:
         if not uid:
@@ -38,16 +40,23 @@ class Objective:
                             direction=self.spec.direction)
 
     def __call__(self, trial: optuna.Trial) -> float:
-        started = time.perf_counter()
         if self.outputs is None:
             self.outputs = self._outputs(study_uid(trial.study))
-        config = self.spec.train_config(suggest(trial, self.spec),
-                                        checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
+        params = suggest(trial, self.spec)
+        with self.tracker.trial_run(trial.number, {**params, **_prefixed("train.", self.spec.train)}) as run:
+            if self.spec.tracking.mlflow:  # None too: a re-queued copy inherits its original's attributes
+                trial.set_user_attr(RUN_ID_ATTR, run.run_id)
+            return self._run(trial, params, run)
+
+    def _run(self, trial: optuna.Trial, params: dict[str, object], run: TrialRun) -> float:
+        started = time.perf_counter()
+        config = self.spec.train_config(params, checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
                                         if self.spec.keep_top_k else None)
         epochs = []
 
         def report(epoch: int, value: float) -> None:
             epochs.append(epoch)
+            run.log_epoch(f"val_{self.spec.metric}", value, epoch)
             trial.report(value, step=epoch)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after epoch {epoch} at {self.spec.metric}={value:.4f}")
@@ -58,10 +67,13 @@ class Objective:
         try:
             with self.outputs.trial_log(trial.number):
                 result = train(config, report=report)
-            value = result.metrics[self.spec.metric]
+            value = result.value
             self._record(trial, result)
+            run.log_final({**result.metrics, "best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
+                           "wall_seconds": result.wall_seconds})
             self._keep_outputs(trial, value, result)
         except optuna.TrialPruned:
+            run.end("PRUNED")
             trial.set_user_attr("epochs_run", len(epochs))
             trial.set_user_attr("wall_seconds", round(time.perf_counter() - started, 3))
             raise
@@ -81,7 +93,11 @@ class Objective:
             "setup_seconds": round(result.setup_seconds, 3),
             "train_samples_per_second": round(result.train_samples_per_second, 2),
             "peak_memory_mb": round(result.peak_memory_mb, 1),
+            "tokens_trained": result.tokens_trained,
+            "token_coverage": result.token_coverage,
         }
+        if result.thresholds is not None:  # tuned on validation; the decision ones with threshold: tuned
+            attrs["validation_thresholds"] = {k: round(v, 6) for k, v in result.thresholds.items()}
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
 
@@ -110,3 +126,7 @@ class Objective:
 
     def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
         trial.set_user_attr(attr, upload(self.artifact_store, trial, path))
+
+
+def _prefixed(prefix: str, settings: dict[str, object]) -> dict[str, object]:
+    return {f"{prefix}{key}": value for key, value in settings.items()}

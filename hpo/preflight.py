@@ -16,26 +16,33 @@ def preflight(spec: StudySpec) -> list[str]:
     output_dir is writable, the data loads and splits with a train and a validation part,
     every encoder can be found and its tokenizer fits the criterion texts at the shortest
     max_length. Raises UsageError; returns notes for the user."""
-    from hpo.data import build_examples, load_descriptions, load_redsm5, split_by_post
+    from hpo.data import (
+        build_examples,
+        load_descriptions,
+        load_redsm5,
+        split_posts,
+        symptom_profiles,
+    )
     from hpo.study import sample_points
 
     configs = [_train_config(spec, point) for point in sample_points(spec)]
     first = configs[0]
     _check_writable(spec.output_dir)
-    examples = build_examples(load_redsm5(spec.data_dir), spec.task, load_descriptions(first.descriptions_path))
-    splits = split_by_post(examples, first.split_fractions, seed=first.split_seed)
+    corpus = load_redsm5(spec.data_dir)
+    posts = split_posts(symptom_profiles(corpus), first.split_fractions, seed=first.split_seed)
     for name in ("train", "validation"):
-        if not getattr(splits, name):
-            posts = len({example.post_id for example in examples})
-            raise UsageError(f"the {name} split is empty ({posts} posts, split_fractions {list(first.split_fractions)}); "
-                             "use more posts or give that split a larger fraction")
+        if not getattr(posts, name):
+            raise UsageError(f"the {name} split is empty ({len(corpus.posts)} posts, split_fractions "
+                             f"{list(first.split_fractions)}); use more posts or give that split a larger fraction")
+    # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether they fit.
+    examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
     from hpo.models.device import check_gpus  # torch from here on: slow to import, so checked last
 
     for device in sorted({config.device for config in configs}):
         _check_device(device)
     check_gpus(spec.gpus_per_trial)
-    notes = [f"{len(examples)} {spec.task} examples from {spec.data_dir}: "
-             f"{len(splits.train)} train, {len(splits.validation)} validation, {len(splits.test)} test"]
+    notes = [f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
+             f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test"]
     encoders = spec.search_space["encoder"].choices if "encoder" in spec.search_space else [spec.train["encoder"]]
     for name in encoders:
         path = str(spec.model_paths.get(name, name))

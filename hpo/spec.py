@@ -168,13 +168,20 @@ class HeartbeatSpec(_Strict):
         return self
 
 
+class TrackingSpec(_Strict):
+    """Where trials are logged besides the study (optional; needs the ``tracking`` extra)."""
+
+    mlflow: str | None = Field(default=None, min_length=1)  # tracking URI: http://host:5000, sqlite:///mlflow.db
+
+
 class StudySpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     task: Literal["criteria", "evidence"]
     data_dir: str
     direction: Literal["maximize", "minimize"] = "maximize"
-    metric: Literal["macro_f1", "f1", "precision", "recall", "accuracy", "auroc",
-                    "post_micro_f1", "post_macro_f1"] = "macro_f1"
+    # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*: evidence
+    metric: Literal["macro_f1", "f1", "precision", "recall", "accuracy", "auroc", "average_precision",
+                    "post_micro_f1", "post_macro_f1", "recall_at_1", "recall_at_3"] = "macro_f1"
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
     storage: str = DEFAULT_STORAGE
     output_dir: str = DEFAULT_OUTPUT_DIR
@@ -183,6 +190,7 @@ class StudySpec(_Strict):
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     pruner: PrunerSpec = Field(default_factory=PrunerSpec)
     heartbeat: HeartbeatSpec = Field(default_factory=HeartbeatSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     model_paths: dict[str, str] = Field(default_factory=dict)  # encoder name -> local path
     train: dict[str, Any] = Field(default_factory=dict)
     search_space: dict[str, Param] = Field(min_length=1)
@@ -240,6 +248,8 @@ class StudySpec(_Strict):
             raise _problem("is required: fix it in train or search it in search_space", at="train.encoder")
         if self.task == "evidence" and self.metric.startswith("post_"):
             raise _problem(f"{self.metric} is a post-level metric, only for task criteria", at="metric")
+        if self.task == "criteria" and self.metric.startswith("recall_at_"):
+            raise _problem(f"{self.metric} ranks sentences, only for task evidence", at="metric")
         self._probe_train_configs()
         return self
 

@@ -91,7 +91,7 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
     study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
-    objective = objective or Objective(spec, uid=study_uid(study))
+    objective = objective or Objective(spec, uid=study_uid(study), worker=worker)
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     ran, failures = 0, 0

@@ -41,8 +41,8 @@ def test_trains_one_step_with_right_logits(tiny_encoder, task, head):
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     logits = model(**inputs)
-    assert logits.shape == (4, 2)
-    nn.functional.cross_entropy(logits, labels).backward()
+    assert logits.shape == (4, 1)  # one logit: BCE
+    nn.functional.binary_cross_entropy_with_logits(logits.squeeze(-1), labels.float()).backward()
     optimizer.step()
     changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p)}
     assert any(n.startswith("encoder.") for n in changed), "the encoder must be fine-tuned"
@@ -60,7 +60,7 @@ def test_data_parallel_trains_and_saves(tiny_roberta, tmp_path):
     model = safe_to_device(model, "cpu")
     tokenizer = load_tokenizer(tiny_roberta)
     inputs, labels = _batch(tokenizer, n=2)
-    nn.functional.cross_entropy(model(**inputs), labels).backward()
+    nn.functional.binary_cross_entropy_with_logits(model(**inputs).squeeze(-1), labels.float()).backward()
     save_classifier(model, tmp_path / "ckpt", tokenizer)
     assert isinstance(model, nn.DataParallel), "saving must not unwrap the caller's reference"
     assert json.loads((tmp_path / "ckpt" / "classifier.json").read_text())["task"] == "evidence"

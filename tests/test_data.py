@@ -8,16 +8,22 @@ from pathlib import Path
 import pytest
 
 from hpo.data import (
+    MULTILABEL,
     SPECIAL_CASE,
     SYMPTOMS,
     TASKS,
     build_examples,
+    evidence_candidates,
+    kfold_posts,
     load_descriptions,
     load_redsm5,
     normalise_symptom,
-    split_by_post,
+    partition,
+    split_posts,
+    symptom_profiles,
 )
 from hpo.data.redsm5 import ANNOTATION_COLUMNS, POST_COLUMNS
+from hpo.data.sentences import NOT_IN_POST, split_sentences
 from hpo.errors import DataError, UsageError
 from hpo.fixtures import write_sample
 
@@ -307,6 +313,47 @@ def test_evidence_examples_hand_counted(tmp_path):
     assert examples[0].text_a == descriptions["SLEEP_ISSUES"]
 
 
+def test_multilabel_criteria_describe_the_same_matrix_as_pairs(tmp_path):
+    corpus = load_redsm5(write_fixture(tmp_path))
+    pairs = build_examples(corpus, "criteria", load_descriptions())
+    posts = build_examples(corpus, "criteria", load_descriptions(), formulation="multilabel")
+    assert [e.post_id for e in posts] == ["p1", "p2", "p3"]
+    assert all(e.criterion == MULTILABEL and e.text_a is None for e in posts)
+    from_pairs = {(e.post_id, e.criterion): e.label for e in pairs}
+    for post in posts:
+        assert post.label == tuple(from_pairs[(post.post_id, s)] for s in SYMPTOMS)
+        assert post.text_b == corpus.posts[post.post_id].text
+
+
+def test_evidence_covers_every_sentence_and_reports_what_does_not_align(tmp_path):
+    posts = [["p1", "I sleep badly. The weather was nice. I feel   worthless\nevery day. We had pizza."],
+             ["p2", "Nothing here."]]
+    annotations = [
+        ["p1", "p1_0", "I sleep badly.", "SLEEP_ISSUES", "1", ""],
+        ["p1", "p1_2", "I feel worthless every day.", "WORTHLESSNESS", "1", ""],  # aligns up to whitespace
+        ["p1", "p1_9", "A sentence the post never had.", "WORTHLESSNESS", "1", ""],
+        ["p1", "p1_3", "We had pizza.", "FATIGUE", "0", ""],  # a hard negative; FATIGUE not shown
+    ]
+    corpus = load_redsm5(write_fixture(tmp_path, posts=posts, annotations=annotations))
+    examples, alignment = evidence_candidates(corpus, load_descriptions())
+    sentences = [s.text for s in split_sentences(posts[0][1])]
+    assert sentences == ["I sleep badly.", "The weather was nice.", "I feel   worthless", "every day.",
+                         "We had pizza."]
+    got = {(e.text_b, e.criterion): (e.label, e.annotated) for e in examples}
+    assert set(got) == {(s, c) for s in sentences for c in ("SLEEP_ISSUES", "WORTHLESSNESS")}  # p2 shows nothing
+    assert got[("I sleep badly.", "SLEEP_ISSUES")] == (1, True)
+    assert got[("I sleep badly.", "WORTHLESSNESS")] == (0, True)  # hard negative
+    assert got[("I feel   worthless", "WORTHLESSNESS")] == (1, True)  # the annotation spans a line break
+    assert got[("every day.", "WORTHLESSNESS")] == (1, True)
+    assert got[("The weather was nice.", "SLEEP_ISSUES")] == (0, False)  # nobody annotated it
+    assert got[("We had pizza.", "SLEEP_ISSUES")] == (0, True)
+    assert alignment.unaligned == (("p1", "p1_9", NOT_IN_POST),)
+    assert "3 of 4 annotation rows aligned" in alignment.summary() and "p1_9" in alignment.summary()
+
+    everything, _ = evidence_candidates(corpus, load_descriptions(), scope="all_criteria")
+    assert len(everything) == (len(sentences) + 1) * len(SYMPTOMS)
+
+
 def test_unknown_task_lists_valid_ones(tmp_path):
     corpus = load_redsm5(write_fixture(tmp_path))
     with pytest.raises(
@@ -326,48 +373,56 @@ def test_evidence_without_criterion_annotations_is_an_error(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sample_examples(tmp_path_factory) -> dict[str, list]:
-    corpus = load_redsm5(write_sample(tmp_path_factory.mktemp("sample"), posts=200, seed=3))
-    return {task: build_examples(corpus, task, load_descriptions()) for task in TASKS}
+def sample_corpus(tmp_path_factory):
+    return load_redsm5(write_sample(tmp_path_factory.mktemp("sample"), posts=200, seed=3))
 
 
 def post_ids(examples) -> set[str]:
     return {e.post_id for e in examples}
 
 
-@pytest.mark.parametrize("task", TASKS)
-def test_splits_are_grouped_complete_and_balanced(sample_examples, task):
-    examples = sample_examples[task]
-    splits = split_by_post(examples, seed=0)
-    parts = (splits.train, splits.validation, splits.test)
-    assert sum(len(part) for part in parts) == len(examples)
-    assert not post_ids(splits.train) & post_ids(splits.validation)
-    assert not post_ids(splits.train) & post_ids(splits.test)
-    assert not post_ids(splits.validation) & post_ids(splits.test)
-    n_posts = len(post_ids(examples))
-    assert len(post_ids(splits.validation)) == pytest.approx(0.1 * n_posts, abs=1)
-    overall = sum(e.label for e in examples) / len(examples)
-    for part in parts:
-        assert sum(e.label for e in part) / len(part) == pytest.approx(overall, abs=0.03)
+def test_one_post_split_serves_both_tasks_grouped_complete_and_stratified(sample_corpus):
+    profiles = symptom_profiles(sample_corpus)
+    split = split_posts(profiles, seed=0)
+    parts = (split.train, split.validation, split.test)
+    assert sorted(p for part in parts for p in part) == sorted(sample_corpus.posts)
+    assert [len(part) for part in parts] == [160, 20, 20]
+    for task in TASKS:
+        examples = build_examples(sample_corpus, task, load_descriptions())
+        splits = partition(examples, split)
+        for name, posts in zip(("train", "validation", "test"), parts, strict=True):
+            assert post_ids(getattr(splits, name)) <= set(posts), (task, name)
+        assert sum(len(part) for part in (splits.train, splits.validation, splits.test)) == len(examples)
+    for symptom in SYMPTOMS:  # every split holds its share of every symptom's posts, within 2 posts
+        overall = sum(symptom in shown for shown in profiles.values()) / len(profiles)
+        for part in parts:
+            assert sum(symptom in profiles[p] for p in part) == pytest.approx(overall * len(part), abs=2), symptom
 
 
-def test_splits_are_seeded(sample_examples):
-    examples = sample_examples["criteria"]
-    first, again, other = (split_by_post(examples, seed=s) for s in (7, 7, 8))
+def test_splits_are_seeded(sample_corpus):
+    profiles = symptom_profiles(sample_corpus)
+    first, again, other = (split_posts(profiles, seed=s) for s in (7, 7, 8))
     assert first == again
-    assert post_ids(first.test) != post_ids(other.test)
+    assert first.test != other.test
 
 
 def test_every_requested_split_gets_a_post(tmp_path):
-    examples = build_examples(load_redsm5(write_fixture(tmp_path)), "criteria", load_descriptions())
-    splits = split_by_post(examples, (0.8, 0.1, 0.1))
-    assert [len(post_ids(part)) for part in (splits.train, splits.validation, splits.test)] == [
-        1,
-        1,
-        1,
-    ]
-    no_test = split_by_post(examples, (0.9, 0.1, 0.0))
-    assert no_test.test == [] and len(post_ids(no_test.validation)) == 1
+    profiles = symptom_profiles(load_redsm5(write_fixture(tmp_path)))
+    split = split_posts(profiles, (0.8, 0.1, 0.1))
+    assert [len(part) for part in (split.train, split.validation, split.test)] == [1, 1, 1]
+    no_test = split_posts(profiles, (0.9, 0.1, 0.0))
+    assert no_test.test == () and len(no_test.validation) == 1
+
+
+def test_k_folds_hold_out_every_post_once(sample_corpus):
+    profiles = symptom_profiles(sample_corpus)
+    folds = kfold_posts(profiles, 5, seed=0)
+    held = [p for _, out in folds for p in out]
+    assert sorted(held) == sorted(profiles) and len(set(held)) == len(held)
+    for kept, out in folds:
+        assert not set(kept) & set(out) and len(out) == pytest.approx(40, abs=2)
+    with pytest.raises(UsageError, match="2 <= K"):
+        kfold_posts(profiles, 1)
 
 
 @pytest.mark.parametrize(
@@ -379,6 +434,6 @@ def test_every_requested_split_gets_a_post(tmp_path):
         ((0.5, 0.5), "three numbers"),
     ],
 )
-def test_bad_fractions(sample_examples, fractions, expected):
+def test_bad_fractions(sample_corpus, fractions, expected):
     with pytest.raises(UsageError, match=expected):
-        split_by_post(sample_examples["criteria"], fractions)
+        split_posts(symptom_profiles(sample_corpus), fractions)

@@ -154,7 +154,7 @@ def test_forward_through_data_parallel(tiny_roberta):
     model = CriteriaClassifier(load_pretrained(tiny_roberta), HeadConfig())
     wrapped = safe_to_device(nn.DataParallel(model), "cpu")
     logits = wrapped(input_ids=torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]]), attention_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
-    assert logits.shape == (2, 2)
+    assert logits.shape == (2, 1)
 
 
 # --- forward_keys ------------------------------------------------------------------------

@@ -35,6 +35,7 @@ def test_every_layering_contract_is_kept():
     ("data/tokenize.py", "import hpo.models.loading", "Data and models do not know each other"),
     ("report.py", "import optuna", "One gateway to Optuna"),
     ("study/_census.py", "import hpo.cli", "Nothing imports the CLI"),
+    ("worker.py", "import mlflow", "MLflow only through hpo.tracking"),
 ])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract):
     shutil.copytree(REPO / "hpo", tmp_path / "hpo", ignore=shutil.ignore_patterns("__pycache__"))

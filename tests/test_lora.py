@@ -21,7 +21,8 @@ from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.loading import find_meta_tensors, load_tokenizer
 from hpo.models.settings import LoraSettings
 from hpo.train.config import TrainConfig
-from hpo.train.loop import predict, train
+from hpo.train.evaluate import predict
+from hpo.train.loop import train
 from hpo.train.prepare import prepare_data
 
 pytest.importorskip("peft")
@@ -41,7 +42,7 @@ def test_only_adapters_and_head_train(tiny_encoder):
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     for _ in range(2):
-        nn.functional.cross_entropy(model(**inputs), labels).backward()
+        nn.functional.binary_cross_entropy_with_logits(model(**inputs).squeeze(-1), labels.float()).backward()
         optimizer.step()
         optimizer.zero_grad()
     changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p)}
@@ -122,8 +123,8 @@ def test_data_parallel_wrapped_model_predicts_and_saves(tiny_roberta, tmp_path):
     model = build_classifier("evidence", tiny_roberta, lora=LoraSettings(r=4))
     wrapped = nn.DataParallel(model)
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(wrapped))
-    probs = predict(wrapped, data.validation, collate, 16, torch.device("cpu"))
-    assert probs.shape == (len(data.validation),) and ((probs >= 0) & (probs <= 1)).all()
+    probs = predict(wrapped, data.validation.tokens, collate, 16, torch.device("cpu"))
+    assert probs.shape == (len(data.validation), 1) and ((probs >= 0) & (probs <= 1)).all()
     assert unwrap_model(wrapped) is model and unwrap_model(model.encoder) is model.encoder.get_base_model()
     save_classifier(wrapped, tmp_path / "ckpt", data.tokenizer)
     assert isinstance(wrapped, nn.DataParallel) and (tmp_path / "ckpt" / "head.safetensors").exists()

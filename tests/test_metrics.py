@@ -4,7 +4,7 @@ import warnings
 import numpy as np
 import pytest
 
-from hpo.train.metrics import binary_metrics, post_level_metrics
+from hpo.train.metrics import binary_metrics, criteria_metrics, evidence_metrics, tune_thresholds
 
 LABELS = [1, 1, 1, 0, 0, 0]
 SCORES = [0.9, 0.6, 0.4, 0.7, 0.8, 0.1]  # at 0.5: TP 2, FP 2, FN 1, TN 1
@@ -23,6 +23,8 @@ def test_binary_metrics_match_hand_computed_values():
         "macro_f1": 17 / 35,
         "accuracy": 3 / 6,
         "auroc": 5 / 9,
+        # positives ranked 1st, 4th and 5th: precision 1, 2/4, 3/5 there
+        "average_precision": (1 + 2 / 4 + 3 / 5) / 3,
     }
     assert metrics == pytest.approx(expected)
     assert all(type(value) is float for value in metrics.values())
@@ -59,26 +61,48 @@ def test_binary_metrics_reject_mismatched_inputs():
         binary_metrics([], [])
 
 
-def test_post_level_metrics_match_a_hand_computed_matrix():
-    symptoms = ["A", "B", "C"]
-    rows = [  # post, criterion, label, prediction
-        ("p1", "A", 1, 1),
-        ("p1", "A", 0, 0),  # a second sentence: the post keeps A
-        ("p1", "B", 1, 0),
-        ("p1", "C", 0, 0),
-        ("p2", "A", 0, 1),
-        ("p2", "C", 1, 1),  # no B example for p2: absent
-        ("p2", "SPECIAL_CASE", 1, 1),  # outside the symptoms: ignored
-    ]
-    post_ids, criteria, labels, predictions = zip(*rows, strict=True)
-    metrics = post_level_metrics(post_ids, criteria, labels, predictions, symptoms)
-
-    # Truth p1 [1 1 0], p2 [0 0 1]; predicted p1 [1 0 0], p2 [1 0 1].
+def test_criteria_metrics_match_a_hand_computed_matrix():
+    # Truth p1 [1 1 0], p2 [0 0 1]; at 0.5 predicted p1 [1 0 0], p2 [1 0 1].
+    truth = np.array([[1, 1, 0], [0, 0, 1]])
+    scores = np.array([[0.9, 0.2, 0.1], [0.7, 0.4, 0.6]])
+    metrics = criteria_metrics(truth, scores)
     # Micro: TP 2, FP 1, FN 1 → 4/6. Macro: A 2/3, B 0, C 1 → 5/9.
-    assert metrics == pytest.approx({"post_micro_f1": 2 / 3, "post_macro_f1": 5 / 9})
+    assert metrics["post_micro_f1"] == pytest.approx(2 / 3)
+    assert metrics["post_macro_f1"] == pytest.approx(5 / 9)
+    # The cells are the (post, criterion) examples: TP 2, FP 1, FN 1, TN 2.
+    assert metrics["f1"] == pytest.approx(2 / 3) and metrics["accuracy"] == pytest.approx(4 / 6)
     assert all(type(value) is float for value in metrics.values())
 
 
-def test_post_level_metrics_reject_mismatched_lengths():
-    with pytest.raises(ValueError, match="equal length"):
-        post_level_metrics(["p1"], ["A"], [1, 0], [1], ["A"])
+def test_per_symptom_thresholds_apply_per_column():
+    truth = np.array([[1, 1, 0], [0, 0, 1]])
+    scores = np.array([[0.9, 0.2, 0.1], [0.7, 0.4, 0.6]])
+    # B at 0.15 finds p1's B (and p2's, wrongly); A at 0.8 drops p2's false A.
+    metrics = criteria_metrics(truth, scores, np.array([0.8, 0.15, 0.5]))
+    assert metrics["post_micro_f1"] == pytest.approx(2 * 3 / (2 * 3 + 1))  # TP 3, FP 1, FN 0
+    assert metrics["post_macro_f1"] == pytest.approx((1 + 2 / 3 + 1) / 3)
+
+
+def test_tuned_thresholds_maximise_validation_f1_per_column():
+    truth = np.array([[1, 0], [1, 0], [0, 1], [0, 0]])
+    scores = np.array([[0.30, 0.9], [0.35, 0.2], [0.20, 0.6], [0.10, 0.7]])
+    thresholds = tune_thresholds(truth, scores)
+    assert thresholds[0] == pytest.approx(0.30)  # both positives, no negative: F1 1.0
+    assert criteria_metrics(truth[:, :1], scores[:, :1], thresholds[:1])["post_macro_f1"] == 1.0
+    assert tune_thresholds(np.zeros((3, 1)), np.full((3, 1), 0.9))[0] == 0.5  # no positives: kept at 0.5
+
+
+def test_criteria_metrics_reject_mismatched_shapes():
+    with pytest.raises(ValueError, match="equal post x symptom"):
+        criteria_metrics(np.zeros((2, 3)), np.zeros((2, 2)))
+
+
+def test_evidence_recall_at_k_per_post_and_criterion():
+    # group 0 has 2 evidence sentences ranked 1st and 3rd; group 1 has one ranked 2nd; group 2 has none.
+    labels = np.array([1, 0, 1, 0, 1, 0, 0])
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    groups = np.array([0, 0, 0, 1, 1, 2, 2])
+    metrics = evidence_metrics(labels, scores, groups)
+    assert metrics["recall_at_1"] == pytest.approx((1 / 2 + 0) / 2)
+    assert metrics["recall_at_3"] == pytest.approx((2 / 2 + 1) / 2)
+    assert 0 < metrics["average_precision"] <= 1

@@ -2,7 +2,6 @@ import random
 
 import numpy as np
 import pytest
-import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import BertTokenizerFast, DebertaV2Tokenizer, RobertaTokenizerFast
 
@@ -127,12 +126,13 @@ def test_other_max_length_or_tokenizer_tokenizes_again(tokenizers, data):
     assert other.token_type_ids is not None
 
 
-def test_disk_cache_serves_a_new_process_after_memory_is_cleared(tokenizers, data, tmp_path):
+@pytest.mark.parametrize("long_text", ["truncate", "chunks"])
+def test_disk_cache_serves_a_new_process_after_memory_is_cleared(tokenizers, data, tmp_path, long_text):
     pairs, labels = data
-    first = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path)
+    first = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path, long_text=long_text)
     clear_memory_cache()  # what a fresh worker process starts with
     before = cache_info().tokenizations
-    again = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path)
+    again = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path, long_text=long_text)
 
     assert cache_info().tokenizations == before
     assert again is not first
@@ -140,8 +140,8 @@ def test_disk_cache_serves_a_new_process_after_memory_is_cleared(tokenizers, dat
         first.input_ids + first.token_type_ids, again.input_ids + again.token_type_ids, strict=True
     ):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(first.lengths, again.lengths)
-    np.testing.assert_array_equal(first.labels, again.labels)
+    for name in ("lengths", "offsets", "labels", "text_tokens", "seen_tokens"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
 
 
 def test_disk_cache_holds_plain_arrays_only(tokenizers, data, tmp_path):
@@ -227,19 +227,19 @@ def test_examples_collate_into_a_model_batch(tokenizers, data, name):
     tokenizer = tokenizers[name]
     pairs, labels = data
     split = tokenize_pairs(tokenizer, pairs, labels, 32, cache_key=f"collate-{name}")
-    example = split[3]
-    assert example["attention_mask"].tolist() == [1] * split.lengths[3]
-    assert example["labels"] == labels[3]
+    features, counts = split.sequences(range(8))
+    assert counts == [1] * 8  # truncate: one sequence per example
+    assert features[3]["attention_mask"].tolist() == [1] * split.lengths[3]
 
-    batch = Collator(tokenizer.pad_token_id)([split.example(i) for i in range(8)])
+    batch = Collator(tokenizer.pad_token_id)(features)
     width = int(split.lengths[:8].max())
     assert batch["input_ids"].shape == (8, width)
     assert batch["attention_mask"].sum().item() == split.lengths[:8].sum()
     assert ("token_type_ids" in batch) is (split.token_type_ids is not None)
-    assert torch.equal(batch["labels"], torch.tensor(labels[:8]))
+    np.testing.assert_array_equal(split.labels[:8], labels[:8])
 
 
-def test_tokenizes_in_one_batched_call(tokenizers, data, monkeypatch):
+def test_tokenizes_each_distinct_text_once_in_batched_calls(tokenizers, data, monkeypatch):
     pairs, labels = data
     calls = []
     tokenizer = tokenizers["roberta"]
@@ -251,5 +251,68 @@ def test_tokenizes_in_one_batched_call(tokenizers, data, monkeypatch):
 
     monkeypatch.setattr(type(tokenizer), "__call__", counting)
     tokenize_pairs(tokenizer, pairs, labels, 32, cache_key="batched")
-    # One call for the few distinct criterion texts, one for every pair.
-    assert calls == [len(CRITERIA), len(pairs)]
+    # A one-pair probe of the special tokens, the few distinct criterion texts, each post once.
+    assert calls == [1, len(CRITERIA), len({post for _, post in pairs})]
+
+
+@pytest.mark.parametrize("name", ["roberta", "bert", "deberta_v2"])
+def test_assembly_equals_the_tokenizers_own_truncated_pairs_and_single_texts(tokenizers, data, name):
+    tokenizer = tokenizers[name]
+    pairs, labels = data
+    split = tokenize_pairs(tokenizer, pairs, labels, 40, cache_key=f"same-{name}")
+    reference = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=40)
+    assert [ids.tolist() for ids in split.input_ids] == reference["input_ids"]
+    if split.token_type_ids is not None:
+        assert [t.tolist() for t in split.token_type_ids] == reference["token_type_ids"]
+    posts = sorted({post for _, post in pairs})
+    alone = tokenize_pairs(tokenizer, [(None, post) for post in posts], np.zeros((len(posts), 9)), 40,
+                           cache_key=f"alone-{name}")
+    assert [ids.tolist() for ids in alone.input_ids] == tokenizer(posts, truncation=True, max_length=40)["input_ids"]
+    assert alone.labels.shape == (len(posts), 9)
+
+
+@pytest.mark.parametrize("name", ["roberta", "bert", "deberta_v2"])
+def test_chunks_cover_every_token_of_a_long_text(tokenizers, name):
+    tokenizer = tokenizers[name]
+    post = " ".join(WORDS * 6)  # far longer than max_length
+    split = tokenize_pairs(tokenizer, [(CRITERIA[0], post), (CRITERIA[1], "i feel sad")], [1, 0], 32,
+                           cache_key=f"chunks-{name}", long_text="chunks")
+    whole = tokenizer(post, add_special_tokens=False)["input_ids"]
+    criterion = tokenizer(CRITERIA[0], add_special_tokens=False)["input_ids"]
+    first, last = split.offsets[0], split.offsets[1]
+    assert last - first > 3 and split.offsets[2] - split.offsets[1] == 1  # the short post is one sequence
+    seen = []
+    for ids in split.input_ids[first:last]:
+        assert len(ids) <= 32 and ids[1:1 + len(criterion)].tolist() == criterion  # every chunk is a full pair
+        body = [t for t in ids.tolist()[1 + len(criterion):] if t not in tokenizer.all_special_ids]
+        seen.append(body)
+    covered = seen[0]
+    for body in seen[1:]:  # consecutive chunks overlap, and together they are the whole post
+        overlap = next(k for k in range(len(body), 0, -1) if covered[-k:] == body[:k])
+        assert overlap > 0
+        covered += body[overlap:]
+    assert covered == whole
+    assert split.seen_tokens[0] == split.text_tokens[0] == len(whole) and split.coverage == 1.0
+    assert split.lengths[0] == sum(len(ids) for ids in split.input_ids[first:last])
+
+
+def test_head_tail_keeps_the_start_and_the_end_and_coverage_says_what_was_cut(tokenizers):
+    tokenizer = tokenizers["bert"]
+    post = " ".join(WORDS * 3)
+    whole = tokenizer(post, add_special_tokens=False)["input_ids"]
+    kept = {}
+    for strategy in ("truncate", "head_tail"):
+        split = tokenize_pairs(tokenizer, [(None, post)], np.zeros((1, 9)), 40, cache_key=f"ht-{strategy}",
+                               long_text=strategy)
+        assert len(split.input_ids) == 1 and len(split.input_ids[0]) == 40
+        kept[strategy] = split.input_ids[0].tolist()[1:-1]  # without [CLS] and [SEP]
+        assert split.coverage == pytest.approx(38 / len(whole))
+    assert kept["truncate"] == whole[:38]
+    head = int(38 * 0.25)
+    assert kept["head_tail"] == whole[:head] + whole[-(38 - head):]
+
+
+def test_unknown_long_text_strategy_is_a_usage_error(tokenizers, data):
+    pairs, labels = data
+    with pytest.raises(UsageError, match="unknown long_text 'middle'"):
+        tokenize_pairs(tokenizers["bert"], pairs, labels, 32, cache_key="bad", long_text="middle")

@@ -4,10 +4,13 @@ out-of-memory without skipping data, stops when report raises, and keeps the bes
 from __future__ import annotations
 
 import dataclasses
+import json
 
+import numpy as np
 import pytest
 import torch
 
+from hpo.data import SYMPTOMS
 from hpo.data.collate import Collator
 from hpo.data.tokenize import cache_info
 from hpo.errors import OutOfMemoryError
@@ -15,7 +18,9 @@ from hpo.fixtures import write_sample
 from hpo.models.classifier import EncoderClassifier, load_classifier
 from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
-from hpo.train.loop import evaluate, train
+from hpo.train.evaluate import evaluate, score
+from hpo.train.loop import train
+from hpo.train.losses import bce_loss
 from hpo.train.prepare import prepare_data
 
 
@@ -135,12 +140,84 @@ def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_di
     model, tokenizer = load_classifier(result.checkpoint)
     data = prepare_data(config)
     collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
-    again = evaluate(model, data.validation, collate, config, torch.device("cpu"))
+    again = evaluate(model, data.validation, collate, config, torch.device("cpu")).metrics
     assert again["macro_f1"] == pytest.approx(result.metrics["macro_f1"], abs=1e-6)
 
 
 def test_optional_features_run(tiny_roberta, sample_dir):
     result = train(_config(tiny_roberta, sample_dir, epochs=2, activation_checkpointing=True, scheduler="cosine",
                            class_weighting="sqrt", head_layers=2, pooling="mean", micro_batch_size=8,
-                           early_stopping_patience=1, head_learning_rate=1e-2, mixed_precision="bf16"))
+                           early_stopping_patience=1, head_learning_rate=1e-2, mixed_precision="bf16",
+                           label_smoothing=0.1, focal_gamma=1.0))
     assert 1 <= result.epochs_run <= 2 and result.micro_batch_size == 8
+
+
+def test_both_formulations_give_identical_metrics_for_the_same_predictions(tiny_roberta, sample_dir):
+    pairs = prepare_data(_config(tiny_roberta, sample_dir, task="criteria")).validation
+    multilabel = prepare_data(_config(tiny_roberta, sample_dir, task="criteria",
+                                      criteria_formulation="multilabel")).validation
+    posts = list(dict.fromkeys(multilabel.post_ids))
+    assert posts == list(dict.fromkeys(pairs.post_ids))  # one split for both
+    matrix = np.random.default_rng(0).random((len(posts), len(SYMPTOMS)))
+    row = {post: i for i, post in enumerate(posts)}
+    pair_probs = np.array([[matrix[row[p], SYMPTOMS.index(c)]] for p, c in zip(pairs.post_ids, pairs.criteria,
+                                                                               strict=True)])
+    from_pairs, from_posts = score(pairs, pair_probs), score(multilabel, matrix)
+    assert from_pairs == from_posts
+    assert {"post_micro_f1", "post_macro_f1", "tuned_post_macro_f1"} <= set(from_posts.metrics)
+    assert set(from_posts.thresholds) == set(SYMPTOMS)
+
+
+def test_multilabel_reads_each_post_once(tiny_roberta, sample_dir):
+    tokens = {formulation: prepare_data(_config(tiny_roberta, sample_dir, task="criteria",
+                                                criteria_formulation=formulation)).train.tokens
+              for formulation in ("pairs", "multilabel")}
+    assert len(tokens["pairs"]) == 9 * len(tokens["multilabel"])
+    assert tokens["multilabel"].labels.shape == (len(tokens["multilabel"]), 9)
+    assert tokens["pairs"].lengths.sum() > 5 * tokens["multilabel"].lengths.sum()
+
+
+def test_multilabel_with_chunks_learns_and_sees_every_token(tiny_roberta, sample_dir, tmp_path):
+    config = _config(tiny_roberta, sample_dir, task="criteria", criteria_formulation="multilabel",
+                     long_text="chunks", max_length=48, epochs=6, threshold="tuned",
+                     objective_metric="post_macro_f1", checkpoint_dir=str(tmp_path / "checkpoint"))
+    data = prepare_data(config)
+    assert (np.diff(data.train.tokens.offsets) > 1).any(), "some posts need several chunks at max_length 48"
+    result = train(config)
+    assert result.token_coverage == {"train": 1.0, "validation": 1.0}
+    assert result.value == result.metrics["tuned_post_macro_f1"]
+    assert result.metrics["auroc"] > 0.6, result.history
+    assert set(result.thresholds) == set(SYMPTOMS)
+    saved = json.loads((tmp_path / "checkpoint" / "classifier.json").read_text())
+    assert saved["inference"]["formulation"] == "multilabel" and saved["inference"]["long_text"] == "chunks"
+    assert saved["inference"]["thresholds"] == pytest.approx(result.thresholds)
+    assert saved["head"]["num_labels"] == 9
+
+
+def test_evidence_negative_ratio_subsamples_unannotated_training_sentences_only(tiny_roberta, sample_dir):
+    data = prepare_data(_config(tiny_roberta, sample_dir))
+    train_split = data.train
+    annotated = int(train_split.annotated.sum())
+    assert 0 < annotated < len(train_split)
+    one, again, other = (train_split.training_sample(0.5, seed) for seed in (1, 1, 2))
+    assert len(one) == annotated + round(0.5 * annotated) and (one == again).all() and (one != other).any()
+    assert set(np.flatnonzero(train_split.annotated)) <= set(one.tolist())
+    assert len(train_split.training_sample(None, 1)) == len(train_split)
+    result = train(_config(tiny_roberta, sample_dir, epochs=1, evidence_negative_ratio=0.5))
+    assert result.samples_trained == len(one)
+    assert {"average_precision", "recall_at_1", "recall_at_3"} <= set(result.metrics)
+
+
+def test_label_smoothing_and_focal_loss_match_their_formulas():
+    logits = torch.tensor([[2.0, -1.0], [0.5, 3.0]])
+    labels = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    p = torch.sigmoid(logits)
+    plain = -(labels * p.log() + (1 - labels) * (1 - p).log())
+    assert bce_loss(logits, labels).item() == pytest.approx(plain.sum().item(), rel=1e-6)
+    smoothed = labels * 0.9 + 0.05
+    expected = -(smoothed * p.log() + (1 - smoothed) * (1 - p).log()).sum()
+    assert bce_loss(logits, labels, label_smoothing=0.1).item() == pytest.approx(expected.item(), rel=1e-6)
+    p_true = torch.where(labels == 1, p, 1 - p)
+    focal = (plain * (1 - p_true) ** 2).sum()
+    assert bce_loss(logits, labels, focal_gamma=2.0).item() == pytest.approx(focal.item(), rel=1e-6)
+    assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(logits, labels)  # easy examples weigh less

@@ -12,8 +12,18 @@ from hpo.data.redsm5 import (
     load_redsm5,
     normalise_symptom,
 )
-from hpo.data.split import Splits, split_by_post
-from hpo.data.tasks import TASKS, Example, build_examples, load_descriptions
+from hpo.data.split import PostSplit, Splits, kfold_posts, partition, split_posts, symptom_profiles
+from hpo.data.tasks import (
+    EVIDENCE_SCOPES,
+    FORMULATIONS,
+    MULTILABEL,
+    TASKS,
+    Alignment,
+    Example,
+    build_examples,
+    evidence_candidates,
+    load_descriptions,
+)
 
 __all__ = [
     "ANNOTATIONS_FILE",
@@ -21,15 +31,24 @@ __all__ = [
     "SPECIAL_CASE",
     "SYMPTOMS",
     "TASKS",
+    "EVIDENCE_SCOPES",
+    "FORMULATIONS",
+    "MULTILABEL",
+    "Alignment",
     "Annotation",
     "Corpus",
     "Example",
     "Post",
+    "PostSplit",
     "Splits",
     "build_examples",
+    "evidence_candidates",
     "files_fingerprint",
     "load_descriptions",
     "load_redsm5",
+    "kfold_posts",
     "normalise_symptom",
-    "split_by_post",
+    "partition",
+    "split_posts",
+    "symptom_profiles",
 ]

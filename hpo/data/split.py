@@ -1,14 +1,37 @@
-"""Split examples into train/validation/test by post, keeping label balance close."""
+"""One assignment of posts to train/validation/test (or K folds), shared by both tasks.
+
+Posts are the unit: every example of a post lands in the post's split, so no post is in
+one task's training set and the other's test set. Assignment is stratified on each post's
+multi-label symptom profile by iterative stratification (Sechidis et al., 2011; the
+``iterative-stratification`` package, scikit-learn's splitter API: scikit-learn's own
+stratifiers take one class per sample), seeded, and independent of the task.
+"""
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from iterstrat.ml_stratifiers import MultilabelStratifiedKFold, MultilabelStratifiedShuffleSplit
+
+from hpo.data.redsm5 import SYMPTOMS, Corpus
 from hpo.data.tasks import Example
 from hpo.errors import DataError, UsageError
+
+
+@dataclass(frozen=True)
+class PostSplit:
+    """Post ids per split, each in file order."""
+
+    train: tuple[str, ...]
+    validation: tuple[str, ...]
+    test: tuple[str, ...]
+
+    def of(self) -> dict[str, str]:
+        """post id -> split name."""
+        return {post: name for name in ("train", "validation", "test") for post in getattr(self, name)}
 
 
 @dataclass(frozen=True)
@@ -18,37 +41,73 @@ class Splits:
     test: list[Example]
 
 
-def split_by_post(
-    examples: Sequence[Example],
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
-    seed: int = 0,
-) -> Splits:
-    """Assign whole posts to splits; no post appears in two splits.
+def symptom_profiles(corpus: Corpus) -> dict[str, frozenset[str]]:
+    """post id -> the symptoms it shows (a status-1 annotation), for every post in file order."""
+    shown: dict[str, set[str]] = {post_id: set() for post_id in corpus.posts}
+    for a in corpus.annotations:
+        if a.status == 1 and a.symptom in SYMPTOMS:
+            shown[a.post_id].add(a.symptom)
+    return {post_id: frozenset(symptoms) for post_id, symptoms in shown.items()}
 
-    Split sizes are counted in posts; each split with a non-zero fraction gets at least
-    one post when there are enough. Posts are shuffled with ``seed``, stably sorted
-    largest first (by positive, then negative examples), and each goes to the split,
-    among those with posts left to take, that most lacks its kind of examples: positive
-    and negative counts both end close to each split's share. Examples keep their input
-    order within a split.
-    """
+
+def split_posts(profiles: Mapping[str, frozenset[str]], fractions: Sequence[float] = (0.8, 0.1, 0.1),
+                seed: int = 0) -> PostSplit:
+    """Assign posts to train/validation/test, sized by ``fractions`` (counted in posts; a split
+    with a non-zero fraction gets at least one post) and stratified on the symptom profile."""
     shares = _check_fractions(fractions)
-    by_post: dict[str, list[int]] = {}
+    if not profiles:
+        raise DataError("no posts to split; the corpus is empty")
+    posts = np.arange(len(profiles))
+    _, n_validation, n_test = _quotas(len(posts), shares)
+    labels = _label_matrix(profiles)
+    rest, test = _take(posts, labels, n_test, seed)
+    train, validation = _take(rest, labels, n_validation, seed)
+    ids = list(profiles)
+    return PostSplit(*(tuple(ids[i] for i in sorted(part)) for part in (train, validation, test)))
+
+
+def kfold_posts(profiles: Mapping[str, frozenset[str]], k: int, seed: int = 0) -> list[tuple[tuple[str, ...], ...]]:
+    """K (train, held-out) pairs of post ids, stratified on the symptom profile, every post
+    held out exactly once."""
+    posts = list(profiles)
+    if not 2 <= k <= len(posts):
+        raise UsageError(f"K-fold needs 2 <= K <= the number of posts ({len(posts)}); got K={k}")
+    folds = MultilabelStratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(
+        np.zeros(len(posts)), _label_matrix(profiles))
+    return [(tuple(posts[i] for i in sorted(kept)), tuple(posts[i] for i in sorted(held))) for kept, held in folds]
+
+
+def partition(examples: Sequence[Example], split: PostSplit) -> Splits:
+    """The examples of each split, in their input order; an example of an unknown post is a bug."""
+    of = split.of()
+    parts: dict[str, list[Example]] = {"train": [], "validation": [], "test": []}
     for example in examples:
-        by_post.setdefault(example.post_id, []).append(example.label)
-    if not by_post:
-        raise DataError("no examples to split; build examples from a non-empty corpus first")
-    counts = {
-        post_id: (sum(labels), len(labels) - sum(labels)) for post_id, labels in by_post.items()
-    }
-    post_ids = list(counts)
-    random.Random(seed).shuffle(post_ids)
-    post_ids.sort(key=lambda post_id: (-counts[post_id][0], -counts[post_id][1]))
-    split_of = _assign(post_ids, counts, _quotas(len(post_ids), shares), shares)
-    parts: tuple[list[Example], ...] = ([], [], [])
-    for example in examples:
-        parts[split_of[example.post_id]].append(example)
-    return Splits(*parts)
+        parts[of[example.post_id]].append(example)
+    return Splits(**parts)
+
+
+def _label_matrix(profiles: Mapping[str, frozenset[str]]) -> np.ndarray:
+    """Posts x (nine symptoms + "none"): the extra column spreads symptom-free posts evenly too."""
+    return np.array([[symptom in shown for symptom in SYMPTOMS] + [not shown] for shown in profiles.values()],
+                    dtype=np.int64)
+
+
+def _take(posts: np.ndarray, labels: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the rest, ``n`` posts drawn stratified) from ``posts``."""
+    if n == 0:
+        return posts, posts[:0]
+    splitter = MultilabelStratifiedShuffleSplit(n_splits=1, test_size=n, random_state=seed)
+    rest, taken = next(splitter.split(np.zeros(len(posts)), labels[posts]))
+    # Iterative stratification sizes splits approximately (a tiny split can come out empty):
+    # move a few seeded-random posts so every split gets exactly its quota.
+    rng = np.random.default_rng(seed)
+    if len(taken) < n:
+        moved = rng.choice(rest, size=n - len(taken), replace=False)
+        rest, taken = np.setdiff1d(rest, moved), np.concatenate([taken, moved])
+    elif len(taken) > n:
+        moved = rng.choice(taken, size=len(taken) - n, replace=False)
+        rest, taken = np.concatenate([rest, moved]), np.setdiff1d(taken, moved)
+    return posts[np.sort(rest)], posts[np.sort(taken)]
 
 
 def _check_fractions(fractions: Sequence[float]) -> list[float]:
@@ -80,29 +139,3 @@ def _quotas(n_posts: int, shares: Sequence[float]) -> list[int]:
                 counts[counts.index(max(counts))] -= 1
                 counts[i] += 1
     return counts
-
-
-def _assign(
-    post_ids: list[str],
-    counts: dict[str, tuple[int, int]],
-    quotas: Sequence[int],
-    shares: Sequence[float],
-) -> dict[str, int]:
-    """Greedily give each post to the open split whose (positive, negative) deficit it fills most."""
-    totals = [sum(count[k] for count in counts.values()) for k in (0, 1)]
-    held = [[0, 0] for _ in shares]
-    taken = [0] * len(shares)
-    split_of = {}
-    for post_id in post_ids:
-        post = counts[post_id]
-        open_splits = [i for i in range(len(shares)) if taken[i] < quotas[i]]
-        split = max(open_splits, key=lambda i: _need(shares[i], held[i], totals, post))
-        split_of[post_id] = split
-        taken[split] += 1
-        held[split] = [held[split][k] + post[k] for k in (0, 1)]
-    return split_of
-
-
-def _need(share: float, held: list[int], totals: list[int], post: tuple[int, int]) -> float:
-    """How much of what the split still lacks, relative to its share, this post supplies."""
-    return sum((share * totals[k] - held[k]) * post[k] for k in (0, 1)) / share

@@ -1,7 +1,9 @@
-"""Turn a corpus into (criterion description, text) pair examples for the two tasks."""
+"""Turn a corpus into the examples of the two tasks: criteria (pairs or multilabel) and evidence."""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -10,18 +12,42 @@ from pathlib import Path
 import yaml
 
 from hpo.data.redsm5 import ANNOTATIONS_FILE, SYMPTOMS, Corpus, normalise_symptom
+from hpo.data.sentences import NO_SENTENCE, NOT_IN_POST, covered, locate, split_sentences
 from hpo.errors import DataError, UsageError
 
+log = logging.getLogger(__name__)
+
 TASKS = ("criteria", "evidence")
+FORMULATIONS = ("pairs", "multilabel")  # criteria: one (criterion, post) pair per symptom, or one post
+EVIDENCE_SCOPES = ("positive_criteria", "all_criteria")
+MULTILABEL = ""  # the criterion of a multilabel example: all nine at once
 
 
 @dataclass(frozen=True)
 class Example:
     post_id: str
-    criterion: str
-    text_a: str  # the criterion description
+    criterion: str  # the symptom, or MULTILABEL
+    text_a: str | None  # the criterion description; None when the text stands alone (multilabel)
     text_b: str  # the whole post (criteria) or one sentence (evidence)
-    label: int
+    label: int | tuple[int, ...]  # 0/1, or one 0/1 per symptom in SYMPTOMS order (multilabel)
+    annotated: bool = True  # evidence: False for a sentence no annotator labelled
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """How the annotation rows of a corpus found their sentences (evidence task)."""
+
+    rows: int
+    unaligned: tuple[tuple[str, str, str], ...]  # (post_id, sentence_id, why)
+
+    def summary(self) -> str:
+        if not self.unaligned:
+            return f"all {self.rows} annotation rows aligned to split sentences"
+        reasons = Counter(why for _, _, why in self.unaligned)
+        detail = "; ".join(f"{n} because {why}" for why, n in reasons.most_common())
+        examples = ", ".join(sentence_id for _, sentence_id, _ in self.unaligned[:3])
+        return (f"{self.rows - len(self.unaligned)} of {self.rows} annotation rows aligned to split sentences; "
+                f"{len(self.unaligned)} left out ({detail}; e.g. {examples})")
 
 
 def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
@@ -78,41 +104,49 @@ def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
     return {symptom: descriptions[symptom] for symptom in SYMPTOMS}
 
 
-def build_examples(corpus: Corpus, task: str, descriptions: Mapping[str, str]) -> list[Example]:
-    """Build the examples of ``task``, deterministically ordered.
+def build_examples(corpus: Corpus, task: str, descriptions: Mapping[str, str], formulation: str = "pairs",
+                   evidence_scope: str = "positive_criteria") -> list[Example]:
+    """Build the examples of ``task``, deterministically ordered (posts in file order).
 
-    criteria: one example per (post, criterion) for every post and each of the nine
-    criteria; label 1 iff the post has a status=1 annotation for that criterion. Posts in
-    file order, criteria in ``SYMPTOMS`` order.
+    criteria, ``pairs``: one example per (post, criterion) for each of the nine criteria,
+    label 1 iff the post has a status-1 annotation for it. ``multilabel``: one example per
+    post, labelled with all nine. Both describe the same post x symptom matrix.
 
-    evidence: one example per (annotated sentence, criterion), de-duplicated on
-    (post_id, sentence_id, criterion):
-      - each annotation of one of the nine criteria gives its status as the label; when a
-        sentence has both status 1 and 0 rows for a criterion, 1 wins;
-      - hard negatives: for every distinct annotated sentence s of post p (any label,
-        SPECIAL_CASE included) and every criterion C annotated (any status) somewhere in
-        p but not on s, (C, s) gets label 0.
-    Posts in file order, sentences in order of first annotation, criteria in ``SYMPTOMS`` order.
+    evidence: every sentence of a post (``split_sentences``), paired with each criterion in
+    scope: ``positive_criteria`` (those the post shows, the pipeline view: criteria first,
+    then evidence) or ``all_criteria``. Label 1 where an aligned status-1 annotation of that
+    criterion covers the sentence; an annotated sentence is otherwise a hard negative, and
+    a sentence no annotator labelled is ``annotated=False`` (training may subsample those).
     """
     if task not in TASKS:
         raise UsageError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if formulation not in FORMULATIONS:
+        raise UsageError(f"unknown criteria formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}")
+    if evidence_scope not in EVIDENCE_SCOPES:
+        raise UsageError(f"unknown evidence scope {evidence_scope!r}; choose one of {', '.join(EVIDENCE_SCOPES)}")
     missing = [symptom for symptom in SYMPTOMS if symptom not in descriptions]
     if missing:
         raise DataError(
             f"no description for {', '.join(missing)}; load them with load_descriptions()"
         )
-    build = _criteria_examples if task == "criteria" else _evidence_examples
-    examples = build(corpus, descriptions)
-    if not examples:
+    if task == "criteria":
+        return _criteria_examples(corpus, descriptions, formulation)
+    examples, alignment = evidence_candidates(corpus, descriptions, evidence_scope)
+    log.info("evidence: %s", alignment.summary())
+    if not any(example.label == 1 for example in examples):
         raise DataError(
-            f"no examples for task {task!r}: no annotation in {ANNOTATIONS_FILE} is one of the nine "
-            "criteria; add annotations or use the criteria task"
+            f"no examples for task 'evidence': no annotation in {ANNOTATIONS_FILE} with status 1 for one of "
+            "the nine criteria could be found in its post; add annotations or use the criteria task"
         )
     return examples
 
 
-def _criteria_examples(corpus: Corpus, descriptions: Mapping[str, str]) -> list[Example]:
+def _criteria_examples(corpus: Corpus, descriptions: Mapping[str, str], formulation: str) -> list[Example]:
     present = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
+    if formulation == "multilabel":
+        return [Example(post.post_id, MULTILABEL, None, post.text,
+                        tuple(int((post.post_id, criterion) in present) for criterion in SYMPTOMS))
+                for post in corpus.posts.values()]
     return [
         Example(
             post.post_id,
@@ -126,30 +160,34 @@ def _criteria_examples(corpus: Corpus, descriptions: Mapping[str, str]) -> list[
     ]
 
 
-def _evidence_examples(corpus: Corpus, descriptions: Mapping[str, str]) -> list[Example]:
-    sentences: dict[str, dict[str, str]] = {}  # post_id -> sentence_id -> text, first-seen order
-    labels: dict[
-        tuple[str, str], dict[str, int]
-    ] = {}  # (post_id, sentence_id) -> criterion -> label
+def evidence_candidates(corpus: Corpus, descriptions: Mapping[str, str],
+                        scope: str = "positive_criteria") -> tuple[list[Example], Alignment]:
+    """Every (sentence, criterion in scope) of every post, and how the annotations aligned."""
+    rows_of: dict[str, list] = {}
     for a in corpus.annotations:
-        sentences.setdefault(a.post_id, {}).setdefault(a.sentence_id, a.sentence_text)
-        on_sentence = labels.setdefault((a.post_id, a.sentence_id), {})
-        if a.symptom in SYMPTOMS:
-            on_sentence[a.symptom] = max(on_sentence.get(a.symptom, 0), a.status)
-    examples = []
-    for post_id in corpus.posts:
-        post_sentences = sentences.get(post_id, {})
-        in_post = {
-            criterion
-            for sentence_id in post_sentences
-            for criterion in labels[(post_id, sentence_id)]
-        }
-        for sentence_id, text in post_sentences.items():
-            on_sentence = labels[(post_id, sentence_id)]
-            for criterion in SYMPTOMS:
-                if criterion in in_post:
-                    label = on_sentence.get(criterion, 0)
-                    examples.append(
-                        Example(post_id, criterion, descriptions[criterion], text, label)
-                    )
-    return examples
+        rows_of.setdefault(a.post_id, []).append(a)
+    examples, unaligned = [], []
+    for post in corpus.posts.values():
+        rows = rows_of.get(post.post_id, [])
+        sentences = split_sentences(post.text)
+        labels: dict[int, dict[str, int]] = {}  # sentence -> criterion -> status; SPECIAL_CASE marks it annotated
+        for a in rows:
+            span = locate(post.text, a.sentence_text)
+            hits = covered(sentences, span) if span else []
+            if not hits:
+                unaligned.append((a.post_id, a.sentence_id, NOT_IN_POST if span is None else NO_SENTENCE))
+            for i in hits:
+                on_sentence = labels.setdefault(i, {})
+                on_sentence[a.symptom] = max(on_sentence.get(a.symptom, 0), a.status)
+        if scope == "all_criteria":
+            in_scope = SYMPTOMS
+        else:
+            shown = {a.symptom for a in rows if a.status == 1}
+            in_scope = tuple(criterion for criterion in SYMPTOMS if criterion in shown)
+        for i, sentence in enumerate(sentences):
+            on_sentence = labels.get(i)
+            for criterion in in_scope:
+                label = on_sentence.get(criterion, 0) if on_sentence else 0
+                examples.append(Example(post.post_id, criterion, descriptions[criterion], sentence.text, label,
+                                        annotated=on_sentence is not None))
+    return examples, Alignment(len(corpus.annotations), tuple(unaligned))

@@ -16,7 +16,7 @@ class HeadConfig:
     hidden_size: int = 256
     activation: str = "gelu"
     dropout: float = 0.1
-    num_labels: int = 2
+    num_labels: int = 1  # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
 
     def __post_init__(self):
         if self.pooling not in ("cls", "mean"):

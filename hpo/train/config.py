@@ -39,10 +39,19 @@ class TrainConfig:
     scheduler: Literal["linear", "cosine", "constant"] = "linear"
     max_grad_norm: float | None = 1.0
     class_weighting: Literal["none", "balanced", "sqrt"] = "none"
+    label_smoothing: float = 0.0  # targets pulled to eps/2 and 1 - eps/2
+    focal_gamma: float = 0.0  # > 0: focal loss, down-weighting examples the model already gets right
     early_stopping_patience: int | None = None  # epochs without improvement
     max_length: int = 256
     mixed_precision: Literal["auto", "bf16", "fp16", "no"] = "auto"  # auto: bf16 where the hardware has it
     activation_checkpointing: bool = False
+
+    # the task as the model sees it
+    criteria_formulation: Literal["pairs", "multilabel"] = "pairs"  # criteria: 9 (criterion, post) pairs, or one post
+    long_text: Literal["truncate", "head_tail", "chunks"] = "truncate"  # texts longer than max_length
+    evidence_scope: Literal["positive_criteria", "all_criteria"] = "positive_criteria"  # criteria each post is paired with
+    evidence_negative_ratio: float | None = None  # training: unannotated sentences per annotated one; None: all
+    threshold: Literal["fixed", "tuned"] = "fixed"  # decide at 0.5, or at per-symptom thresholds tuned on validation
 
     # data and evaluation
     objective_metric: str = "macro_f1"
@@ -71,13 +80,18 @@ class TrainConfig:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.lora_r < 1 or self.lora_alpha < 1 or not 0 <= self.lora_dropout < 1:
             raise ValueError("lora_r and lora_alpha must be >= 1 and lora_dropout in [0, 1)")
+        if not 0 <= self.label_smoothing < 0.5 or self.focal_gamma < 0:
+            raise ValueError(f"label_smoothing must be in [0, 0.5) and focal_gamma >= 0, got "
+                             f"{self.label_smoothing} and {self.focal_gamma}")
+        if self.evidence_negative_ratio is not None and self.evidence_negative_ratio < 0:
+            raise ValueError(f"evidence_negative_ratio must be >= 0 (or null for all), got {self.evidence_negative_ratio}")
         if self.gpus_per_trial < 1:
             raise ValueError(f"gpus_per_trial must be >= 1, got {self.gpus_per_trial}")
         self.head_config()  # validates the head settings
 
-    def head_config(self) -> HeadConfig:
+    def head_config(self, num_labels: int = 1) -> HeadConfig:
         return HeadConfig(pooling=self.pooling, hidden_layers=self.head_layers, hidden_size=self.head_hidden_size,
-                          activation=self.head_activation, dropout=self.head_dropout)
+                          activation=self.head_activation, dropout=self.head_dropout, num_labels=num_labels)
 
     def lora_settings(self) -> LoraSettings | None:
         if self.adapter != "lora":

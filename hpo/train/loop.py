@@ -6,7 +6,8 @@ after every evaluation; if it raises (a pruned trial), training stops at once.
 
 from __future__ import annotations
 
-import gc
+import functools
+import logging
 import random
 import resource
 import time
@@ -20,20 +21,29 @@ from torch import nn
 from transformers import get_scheduler
 
 from hpo.data import SYMPTOMS
-from hpo.data.collate import Collator, length_grouped_batches, sorted_batches
+from hpo.data.collate import Collator, length_grouped_batches
 from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import build_classifier, save_classifier
 from hpo.models.device import check_gpus, forward_keys, safe_to_device, unwrap_model
 from hpo.train.config import TrainConfig
-from hpo.train.metrics import binary_metrics, post_level_metrics
-from hpo.train.prepare import PreparedSplit, prepare_data
+from hpo.train.evaluate import (
+    evaluate,
+    example_logits,
+    free_memory,
+    is_out_of_memory,
+    objective_value,
+)
+from hpo.train.losses import bce_loss
+from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 
 Report = Callable[[int, float], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class TrainResult:
     metrics: dict[str, float]  # validation metrics of the best epoch (plus test_* when asked)
+    value: float  # the objective metric of the best epoch (its tuned_ twin with threshold: tuned)
     best_epoch: int
     epochs_run: int
     micro_batch_size: int  # after any out-of-memory back-off
@@ -42,6 +52,9 @@ class TrainResult:
     wall_seconds: float
     train_samples_per_second: float
     peak_memory_mb: float
+    tokens_trained: int = 0  # encoder input tokens of every training forward, padding excluded
+    token_coverage: dict[str, float] = field(default_factory=dict)  # per split: share of text tokens the model sees
+    thresholds: dict[str, float] | None = None  # per symptom, tuned on validation at the best epoch
     history: list[dict[str, float]] = field(default_factory=list)
     checkpoint: str | None = None
 
@@ -51,8 +64,9 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     _seed_everything(config.seed)
     device = resolve_device(config.device)
     data = prepare_data(config)
-    model = build_classifier(config.task, config.encoder, config.head_config(), config.encoder_dropout,
-                             lora=config.lora_settings())
+    coverage = _log_coverage(data, config)
+    model = build_classifier(config.task, config.encoder, config.head_config(data.train.num_labels),
+                             config.encoder_dropout, lora=config.lora_settings())
     model = safe_to_device(model, device, checkpoint=config.encoder)
     if config.activation_checkpointing:
         model.encoder.activation_checkpointing_enable()
@@ -60,7 +74,8 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         check_gpus(config.gpus_per_trial)
         model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
     optimizer = _optimizer(model, config, device)  # after the transfer: restored tensors are new objects
-    steps_per_epoch = -(-len(data.train) // config.batch_size)
+    per_epoch = len(data.train.training_sample(config.evidence_negative_ratio, config.seed))
+    steps_per_epoch = -(-per_epoch // config.batch_size)
     scheduler = get_scheduler(
         "constant_with_warmup" if config.scheduler == "constant" else config.scheduler, optimizer,
         num_warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
@@ -71,17 +86,22 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else nullcontext
     collate = Collator(data.tokenizer.pad_token_id, pad_to_multiple_of=8 if device.type == "cuda" else None,
                        keep_keys=forward_keys(model))
-    loss_fn = nn.CrossEntropyLoss(weight=_class_weights(data.train, config.class_weighting, device), reduction="sum")
+    pos_weight = _positive_weights(data.train, data.train.training_sample(config.evidence_negative_ratio, config.seed),
+                                   config.class_weighting, device)
+    loss_fn = functools.partial(bce_loss, pos_weight=pos_weight, label_smoothing=config.label_smoothing,
+                                focal_gamma=config.focal_gamma)
 
     micro = config.micro_batch_size or config.batch_size
     setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
-    best: dict[str, float] | None = None
-    best_epoch, best_state, history = 0, None, []
-    samples, train_seconds, stale_epochs = 0, 0.0, 0
+    best, best_value, best_epoch, best_state, history = None, None, 0, None, []
+    samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
     model.train()
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
-        for batch in length_grouped_batches(data.train.tokens.lengths, config.batch_size, seed=config.seed + epoch):
+        sample = data.train.training_sample(config.evidence_negative_ratio, config.seed + epoch)
+        lengths = data.train.tokens.lengths
+        for planned in length_grouped_batches(lengths[sample], config.batch_size, seed=config.seed + epoch):
+            batch = sample[planned].tolist()
             micro = _accumulate_gradients(model, data.train, batch, micro, collate, loss_fn, autocast, scaler,
                                           optimizer, device)
             if scaler:
@@ -96,52 +116,55 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             samples += len(batch)
+            tokens += int(lengths[batch].sum())
         train_seconds += time.perf_counter() - epoch_started
-        metrics = evaluate(model, data.validation, collate, config, device, autocast)
-        history.append(metrics)
-        if best is None or metrics[config.objective_metric] > best[config.objective_metric]:
-            best, best_epoch, stale_epochs = metrics, epoch, 0
+        evaluation = evaluate(model, data.validation, collate, config, device, autocast)
+        value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
+        history.append(evaluation.metrics)
+        if best_value is None or value > best_value:
+            best, best_value, best_epoch, stale_epochs = evaluation, value, epoch, 0
             if config.checkpoint_dir or config.evaluate_test:
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
         else:
             stale_epochs += 1
         if report is not None:
-            report(epoch, metrics[config.objective_metric])  # raising here (pruning) stops the run
+            report(epoch, value)  # raising here (pruning) stops the run
         if config.early_stopping_patience is not None and stale_epochs >= config.early_stopping_patience:
             break
 
-    result_metrics = dict(best)
+    result_metrics = dict(best.metrics)
     checkpoint = None
     if best_state is not None and best_epoch != epoch:
         unwrap_model(model).load_state_dict(best_state)
     if config.evaluate_test and data.test is not None:
-        test = evaluate(model, data.test, collate, config, device, autocast)
-        result_metrics.update({f"test_{k}": v for k, v in test.items()})
+        test = evaluate(model, data.test, collate, config, device, autocast, thresholds=best.thresholds)
+        result_metrics.update({f"test_{k}": v for k, v in test.metrics.items()})
     if config.checkpoint_dir:
-        checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer))
+        checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer,
+                                         inference=_inference_settings(config, data, best.thresholds)))
     return TrainResult(
-        metrics=result_metrics, best_epoch=best_epoch, epochs_run=len(history), micro_batch_size=micro,
-        samples_trained=samples, setup_seconds=setup_seconds,
+        metrics=result_metrics, value=best_value, best_epoch=best_epoch, epochs_run=len(history),
+        micro_batch_size=micro, samples_trained=samples, setup_seconds=setup_seconds,
         wall_seconds=time.perf_counter() - started, train_samples_per_second=samples / max(train_seconds, 1e-9),
-        peak_memory_mb=_peak_memory_mb(device), history=history, checkpoint=checkpoint,
+        peak_memory_mb=_peak_memory_mb(device), tokens_trained=tokens, token_coverage=coverage,
+        thresholds=best.thresholds, history=history, checkpoint=checkpoint,
     )
 
 
 def _accumulate_gradients(model, split: PreparedSplit, batch: list[int], micro: int, collate, loss_fn,
                           autocast, scaler, optimizer, device) -> int:
-    """Forward/backward over ``batch`` in micro-batches of ``micro``; returns the micro-batch
-    size that worked. On out-of-memory: free, halve the micro-batch (so accumulation
-    doubles and the effective batch stays the same) and redo the whole step. No data is
-    ever skipped."""
+    """Forward/backward over ``batch`` in micro-batches of ``micro`` examples; returns the
+    micro-batch size that worked. On out-of-memory: free, halve the micro-batch (so
+    accumulation doubles and the effective batch stays the same) and redo the whole step.
+    No data is ever skipped."""
     while True:
         try:
             for start in range(0, len(batch), micro):
-                inputs = {k: v.to(device, non_blocking=True)
-                          for k, v in collate([split.tokens.example(i) for i in batch[start:start + micro]]).items()}
-                labels = inputs.pop("labels")
+                examples = batch[start:start + micro]
+                labels = torch.as_tensor(split.tokens.labels[examples], dtype=torch.float32, device=device)
                 with autocast():
-                    logits = model(**inputs)
-                loss = loss_fn(logits.float(), labels) / len(batch)  # sum/len: same gradient for any split
+                    logits = example_logits(model, split.tokens, examples, collate, device)
+                loss = loss_fn(logits.float(), labels.view(len(examples), -1)) / len(batch)  # same gradient for any split
                 (scaler.scale(loss) if scaler else loss).backward()
             return micro
         except (torch.OutOfMemoryError, RuntimeError) as exc:
@@ -149,7 +172,7 @@ def _accumulate_gradients(model, split: PreparedSplit, batch: list[int], micro: 
                 raise
             del exc  # drop the traceback's references to the failed step's tensors
             optimizer.zero_grad(set_to_none=True)
-            _free_memory(device)
+            free_memory(device)
             if micro == 1:
                 raise OutOfMemoryError(
                     "out of memory even at micro-batch 1; lower max_length, use a smaller encoder, "
@@ -158,50 +181,22 @@ def _accumulate_gradients(model, split: PreparedSplit, batch: list[int], micro: 
             micro = max(1, micro // 2)
 
 
-@torch.inference_mode()
-def predict(model: nn.Module, split: PreparedSplit, collate, batch_size: int, device, autocast=nullcontext) -> np.ndarray:
-    """Positive-class probabilities in the split's order; length-sorted batches waste no padding."""
-    was_training = model.training
-    model.eval()
-    try:
-        while True:
-            try:
-                order, chunks = [], []
-                for batch in sorted_batches(split.tokens.lengths, batch_size):
-                    inputs = {k: v.to(device, non_blocking=True)
-                              for k, v in collate([split.tokens.example(i) for i in batch]).items()}
-                    inputs.pop("labels")
-                    with autocast():
-                        chunks.append(torch.softmax(model(**inputs).float(), dim=-1)[:, 1])
-                    order += batch
-                break
-            except (torch.OutOfMemoryError, RuntimeError) as exc:
-                if not is_out_of_memory(exc) or batch_size == 1:
-                    raise
-                del exc
-                _free_memory(device)
-                batch_size //= 2
-        probs = np.empty(len(order), dtype=np.float64)
-        probs[order] = torch.cat(chunks).cpu().numpy()  # one device→host copy per evaluation
-        return probs
-    finally:
-        model.train(was_training)
+def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:
+    """Nothing longer than max_length is cut silently: say what share of the text tokens the model sees."""
+    coverage = {name: round(split.tokens.coverage, 4)
+                for name in ("train", "validation") if (split := getattr(data, name)) is not None}
+    log.info("the encoder sees %s of the text tokens (long_text=%s, max_length=%d)",
+             ", ".join(f"{share:.1%} of {name}'s" for name, share in coverage.items()), config.long_text,
+             config.max_length)
+    return coverage
 
 
-def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, autocast=nullcontext) -> dict[str, float]:
-    probs = predict(model, split, collate, config.eval_batch_size, device, autocast)
-    labels = split.tokens.labels
-    metrics = binary_metrics(labels, probs)
-    if config.task == "criteria":
-        metrics |= post_level_metrics(split.post_ids, split.criteria, labels, (probs >= 0.5).astype(int), SYMPTOMS)
-    return metrics
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+def _inference_settings(config: TrainConfig, data: PreparedData, tuned: dict[str, float]) -> dict:
+    """What prediction needs to treat new text as training did, and its decision thresholds."""
+    return {"task": config.task, "formulation": data.train.kind, "labels": list(SYMPTOMS),
+            "max_length": config.max_length, "long_text": config.long_text,
+            "thresholds": tuned if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5),
+            "validation_thresholds": tuned}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -241,11 +236,14 @@ def cpu_has_native_bf16() -> bool:
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
-def _class_weights(split: PreparedSplit, mode: str, device) -> torch.Tensor | None:
+def _positive_weights(split: PreparedSplit, sample: np.ndarray, mode: str, device) -> torch.Tensor | None:
+    """BCE's pos_weight per label from the examples an epoch trains on: negatives / positives
+    (balanced) or its square root (sqrt)."""
     if mode == "none":
         return None
-    counts = np.bincount(split.tokens.labels, minlength=2).astype(np.float64)
-    weights = counts.sum() / (2 * np.maximum(counts, 1))
+    labels = split.tokens.labels[sample].reshape(len(sample), -1)
+    positives = labels.sum(0).astype(np.float64)
+    weights = (len(sample) - positives) / np.maximum(positives, 1)
     if mode == "sqrt":
         weights = np.sqrt(weights)
     return torch.tensor(weights, dtype=torch.float32, device=device)
@@ -255,12 +253,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def _free_memory(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def _peak_memory_mb(device: torch.device) -> float:

@@ -1,4 +1,4 @@
-"""Data for a run: corpus → task examples → grouped split → tokenized splits.
+"""Data for a run: corpus → one post split shared by both tasks → task examples → tokenized splits.
 
 Every step is cached in the process, so a worker's second and later trials on the same
 data and tokenizer start training at once; tokenization is also cached on disk
@@ -12,7 +12,17 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpo.data import Example, build_examples, load_descriptions, load_redsm5, split_by_post
+import numpy as np
+
+from hpo.data import (
+    SYMPTOMS,
+    build_examples,
+    load_descriptions,
+    load_redsm5,
+    partition,
+    split_posts,
+    symptom_profiles,
+)
 from hpo.data.tokenize import TokenizedSplit, tokenize_pairs
 from hpo.errors import DataError
 from hpo.models.loading import load_tokenizer
@@ -24,11 +34,28 @@ SPLITS = ("train", "validation", "test")
 @dataclass(frozen=True)
 class PreparedSplit:
     tokens: TokenizedSplit
-    post_ids: tuple[str, ...]
-    criteria: tuple[str, ...]
+    post_ids: tuple[str, ...]  # per example
+    criteria: tuple[str, ...]  # per example; "" for a multilabel example (all nine)
+    annotated: np.ndarray  # per example: False for an evidence sentence no annotator labelled
+    kind: str  # "pairs" | "multilabel" (criteria) or "evidence"
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def num_labels(self) -> int:
+        return len(SYMPTOMS) if self.kind == "multilabel" else 1
+
+    def training_sample(self, negative_ratio: float | None, seed: int) -> np.ndarray:
+        """The examples one epoch trains on: all of them, or every annotated one plus
+        ``negative_ratio`` times as many unannotated ones, drawn anew per ``seed``."""
+        everything = np.arange(len(self))
+        if negative_ratio is None or self.annotated.all():
+            return everything
+        annotated, others = everything[self.annotated], everything[~self.annotated]
+        keep = min(len(others), round(negative_ratio * len(annotated)))
+        drawn = np.random.default_rng(seed).choice(others, size=keep, replace=False)
+        return np.sort(np.concatenate([annotated, drawn]))
 
 
 @dataclass(frozen=True)
@@ -41,14 +68,16 @@ class PreparedData:
 
 def prepare_data(config: TrainConfig) -> PreparedData:
     tokenizer = cached_tokenizer(config.encoder)
+    kind = config.criteria_formulation if config.task == "criteria" else "evidence"
+    variant = config.evidence_scope if kind == "evidence" else kind
     fingerprint, splits = _split_examples(
-        str(Path(config.data_dir).resolve()), _files_stamp(config.data_dir), config.task,
+        str(Path(config.data_dir).resolve()), _files_stamp(config.data_dir), config.task, variant,
         config.descriptions_path, config.split_seed, tuple(config.split_fractions),
     )
     prepared = {}
     for name in SPLITS:
-        examples: list[Example] = getattr(splits, name)
-        key = f"{config.task}|{fingerprint}|{name}|seed={config.split_seed}|{config.split_fractions}"
+        examples = getattr(splits, name)
+        key = f"{config.task}|{variant}|{fingerprint}|{name}|seed={config.split_seed}|{config.split_fractions}"
         if not examples:
             if name != "test":
                 raise DataError(f"the {name} split is empty; use more posts or larger split_fractions")
@@ -56,9 +85,10 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             continue
         tokens = tokenize_pairs(
             tokenizer, [(e.text_a, e.text_b) for e in examples], [e.label for e in examples],
-            config.max_length, cache_key=key, cache_dir=config.cache_dir,
+            config.max_length, cache_key=key, cache_dir=config.cache_dir, long_text=config.long_text,
         )
-        prepared[name] = PreparedSplit(tokens, tuple(e.post_id for e in examples), tuple(e.criterion for e in examples))
+        prepared[name] = PreparedSplit(tokens, tuple(e.post_id for e in examples), tuple(e.criterion for e in examples),
+                                       np.fromiter((e.annotated for e in examples), bool, len(examples)), kind)
     return PreparedData(tokenizer, **prepared)
 
 
@@ -79,10 +109,14 @@ def _files_stamp(data_dir: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=8)
-def _split_examples(data_dir: str, _stamp: tuple, task: str, descriptions_path: str | None,
+def _split_examples(data_dir: str, _stamp: tuple, task: str, variant: str, descriptions_path: str | None,
                     split_seed: int, fractions: tuple[float, ...]):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
-    examples = build_examples(corpus, task, descriptions)
+    if task == "criteria":
+        examples = build_examples(corpus, task, descriptions, formulation=variant)
+    else:
+        examples = build_examples(corpus, task, descriptions, evidence_scope=variant)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
-    return f"{corpus.fingerprint[:16]}-{described}", split_by_post(examples, fractions, seed=split_seed)
+    posts = split_posts(symptom_profiles(corpus), fractions, seed=split_seed)  # the same for both tasks
+    return f"{corpus.fingerprint[:16]}-{described}", partition(examples, posts)

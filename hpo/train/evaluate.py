@@ -1,0 +1,146 @@
+"""Score a prepared split with a model: probabilities per example, then the task's metrics.
+
+Criteria predictions of both formulations become one post x symptom matrix before any
+metric is computed, so ``pairs`` and ``multilabel`` are judged by the same code.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpo.data import SYMPTOMS
+from hpo.data.collate import sorted_batches
+from hpo.data.tokenize import TokenizedSplit
+from hpo.train.config import TrainConfig
+from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds
+from hpo.train.prepare import PreparedSplit
+
+# Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom thresholds.
+THRESHOLDED = ("macro_f1", "f1", "precision", "recall", "accuracy", "post_micro_f1", "post_macro_f1")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    metrics: dict[str, float]
+    thresholds: dict[str, float]  # per symptom: tuned on this split, or the (validation) ones it was given
+
+
+def example_logits(model: nn.Module, tokens: TokenizedSplit, examples, collate, device) -> torch.Tensor:
+    """Logits per example, (len(examples), labels). The chunks of a long text are max-pooled:
+    a symptom stated in any part of a post is in the post, and a mean would dilute the one
+    chunk that states it with every chunk that does not."""
+    features, counts = tokens.sequences(examples)
+    inputs = {k: v.to(device, non_blocking=True) for k, v in collate(features).items()}
+    logits = model(**inputs)
+    if len(features) == len(counts):
+        return logits
+    return torch.stack([chunk.amax(0) for chunk in logits.split(counts)])
+
+
+@torch.inference_mode()
+def predict(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
+            autocast=nullcontext) -> np.ndarray:
+    """Probabilities per example and label, (n, labels), in the split's order; length-sorted
+    batches waste no padding; out of memory halves the batch."""
+    was_training = model.training
+    model.eval()
+    try:
+        while True:
+            try:
+                order, chunks = [], []
+                for batch in sorted_batches(tokens.lengths, batch_size):
+                    with autocast():
+                        chunks.append(torch.sigmoid(example_logits(model, tokens, batch, collate, device).float()))
+                    order += batch
+                break
+            except (torch.OutOfMemoryError, RuntimeError) as exc:
+                if not is_out_of_memory(exc) or batch_size == 1:
+                    raise
+                del exc
+                free_memory(device)
+                batch_size //= 2
+        probs = np.empty((len(order), chunks[0].shape[1]), dtype=np.float64)
+        probs[order] = torch.cat(chunks).cpu().numpy()  # one device→host copy per evaluation
+        return probs
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, autocast=nullcontext,
+             thresholds: dict[str, float] | None = None) -> Evaluation:
+    """Metrics at 0.5, and ``tuned_`` twins at per-symptom thresholds: ``thresholds`` when
+    given (validation's, to score test), else tuned on this split."""
+    probs = predict(model, split.tokens, collate, config.eval_batch_size, device, autocast)
+    return score(split, probs, thresholds)
+
+
+def score(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float] | None = None) -> Evaluation:
+    metrics = _metrics(split, probs, 0.5)
+    if thresholds is None:
+        thresholds = _tune(split, probs)
+    at_tuned = _metrics(split, probs, np.array([thresholds[s] for s in SYMPTOMS]))
+    metrics |= {f"tuned_{name}": value for name, value in at_tuned.items() if name in THRESHOLDED}
+    return Evaluation(metrics, thresholds)
+
+
+def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> float:
+    """The number a trial is judged by: with ``threshold: tuned``, the tuned twin (chosen on
+    validation and scored there, so optimistic; finalize scores test at those thresholds)."""
+    return metrics.get(f"tuned_{metric}", metrics[metric]) if threshold == "tuned" else metrics[metric]
+
+
+def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Criteria truth and scores as post x symptom matrices, from either formulation."""
+    if split.kind == "multilabel":
+        return split.tokens.labels, probs
+    rows = {post: row for row, post in enumerate(dict.fromkeys(split.post_ids))}
+    r = np.fromiter((rows[post] for post in split.post_ids), np.int64, len(split))
+    c = np.fromiter((SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split))
+    truth = np.zeros((len(rows), len(SYMPTOMS)), dtype=np.int64)
+    scores = np.zeros((len(rows), len(SYMPTOMS)))
+    truth[r, c], scores[r, c] = split.tokens.labels, probs[:, 0]
+    return truth, scores
+
+
+def _metrics(split: PreparedSplit, probs: np.ndarray, cut: float | np.ndarray) -> dict[str, float]:
+    if split.kind != "evidence":
+        return criteria_metrics(*post_matrix(split, probs), cut)
+    columns = _symptom_columns(split)
+    per_example = cut if np.isscalar(cut) else np.asarray(cut)[columns]
+    groups = np.unique(np.array(split.post_ids, dtype=object) + "|" + np.array(split.criteria, dtype=object),
+                       return_inverse=True)[1]
+    return evidence_metrics(split.tokens.labels, probs[:, 0], groups, per_example)
+
+
+def _tune(split: PreparedSplit, probs: np.ndarray) -> dict[str, float]:
+    if split.kind != "evidence":
+        return dict(zip(SYMPTOMS, map(float, tune_thresholds(*post_matrix(split, probs))), strict=True))
+    columns = _symptom_columns(split)
+    chosen = {}
+    for column, symptom in enumerate(SYMPTOMS):
+        rows = columns == column
+        chosen[symptom] = float(tune_thresholds(split.tokens.labels[rows, None], probs[rows])[0]) if rows.any() else 0.5
+    return chosen
+
+
+def _symptom_columns(split: PreparedSplit) -> np.ndarray:
+    return np.fromiter((SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split))
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
