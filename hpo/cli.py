@@ -42,6 +42,13 @@ def _submit(args) -> None:
     print(f"watch it: hpo status {args.spec}   |   squeue -j {submitted.job_id}")
 
 
+def _finalize(args) -> None:
+    from hpo.finalize import finalize
+
+    finalize(args.spec, args.overrides, args.storage, top_k=args.top_k, seeds=args.seeds, workers=args.workers,
+             progress=not args.no_progress)
+
+
 def _worker(args) -> int:
     from hpo.commands import worker
 
@@ -190,6 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "re-queues its running trial and exits")
     _spec_change_arg(submit)
     submit.set_defaults(func=_submit)
+
+    final = commands.add_parser("finalize", help="retrain the best configurations with several seeds, choose one "
+                                "on validation, score it once on the test split, save it with a model card")
+    _spec_args(final)
+    final.add_argument("--top-k", type=_positive_int, default=3, help="configurations to retrain (default 3)")
+    final.add_argument("--seeds", type=_positive_int, default=3, help="seeds per configuration (default 3)")
+    final.add_argument("--workers", type=_positive_int, default=1, help="parallel retrainings (default 1)")
+    final.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    final.set_defaults(func=_finalize)
 
     worker = commands.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
     _spec_args(worker)

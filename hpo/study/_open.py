@@ -135,6 +135,7 @@ def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampl
     else:
         study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
         study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
+        study.set_metric_names([spec.metric])  # the dashboard's charts name the objective, not "Objective 0"
     return study
 
 

@@ -20,8 +20,8 @@ def artifact_store(output_dir: str | Path) -> FileSystemArtifactStore:
     return FileSystemArtifactStore(str(path))
 
 
-def upload(store: FileSystemArtifactStore, trial: optuna.Trial, path: Path) -> str:
-    """Attach the file at ``path`` to ``trial``; returns the artifact id."""
+def upload(store: FileSystemArtifactStore, trial: optuna.Trial | optuna.Study, path: Path) -> str:
+    """Attach the file at ``path`` to ``trial`` (or a whole study); returns the artifact id."""
     return upload_artifact(artifact_store=store, file_path=str(path), study_or_trial=trial)
 
 

@@ -60,7 +60,6 @@ class TrainConfig:
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
     descriptions_path: str | None = None
     cache_dir: str | None = None  # on-disk tokenization cache shared by workers
-    evaluate_test: bool = False
 
     # runtime
     seed: int = 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 from torch import nn
 
 from hpo.data import SYMPTOMS
@@ -87,6 +88,25 @@ def score(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float] 
     at_tuned = _metrics(split, probs, np.array([thresholds[s] for s in SYMPTOMS]))
     metrics |= {f"tuned_{name}": value for name, value in at_tuned.items() if name in THRESHOLDED}
     return Evaluation(metrics, thresholds)
+
+
+def per_symptom(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]) -> dict[str, dict]:
+    """Per symptom at ``thresholds``: F1, precision, recall and the confusion counts
+    (posts for criteria, sentences for evidence), for the model card's table."""
+    if split.kind == "evidence":
+        columns = _symptom_columns(split)
+        cells = [(split.tokens.labels[columns == c], probs[columns == c, 0]) for c in range(len(SYMPTOMS))]
+    else:
+        truth, scores = post_matrix(split, probs)
+        cells = [(truth[:, c], scores[:, c]) for c in range(len(SYMPTOMS))]
+    table = {}
+    for symptom, (truth, scores) in zip(SYMPTOMS, cells, strict=True):
+        decided = (scores >= thresholds[symptom]).astype(np.int64)
+        tn, fp, fn, tp = (int(n) for n in confusion_matrix(truth, decided, labels=[0, 1]).ravel())
+        precision, recall, f1, _ = precision_recall_fscore_support(truth, decided, labels=[1], zero_division=0)
+        table[symptom] = {"f1": float(f1[0]), "precision": float(precision[0]), "recall": float(recall[0]),
+                          "tp": tp, "fp": fp, "fn": fn, "tn": tn, "support": tp + fn}
+    return table
 
 
 def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> float:

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainResult:
-    metrics: dict[str, float]  # validation metrics of the best epoch (plus test_* when asked)
+    metrics: dict[str, float]  # validation metrics of the best epoch; the test split is finalize's alone
     value: float  # the objective metric of the best epoch (its tuned_ twin with threshold: tuned)
     best_epoch: int
     epochs_run: int
@@ -123,7 +123,7 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         history.append(evaluation.metrics)
         if best_value is None or value > best_value:
             best, best_value, best_epoch, stale_epochs = evaluation, value, epoch, 0
-            if config.checkpoint_dir or config.evaluate_test:
+            if config.checkpoint_dir:
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
         else:
             stale_epochs += 1
@@ -136,9 +136,6 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     checkpoint = None
     if best_state is not None and best_epoch != epoch:
         unwrap_model(model).load_state_dict(best_state)
-    if config.evaluate_test and data.test is not None:
-        test = evaluate(model, data.test, collate, config, device, autocast, thresholds=best.thresholds)
-        result_metrics.update({f"test_{k}": v for k, v in test.metrics.items()})
     if config.checkpoint_dir:
         checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer,
                                          inference=_inference_settings(config, data, best.thresholds)))

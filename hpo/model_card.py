@@ -1,0 +1,65 @@
+"""model_card.md for a finalized model, rendered from finalize's summary (plain data in, text out)."""
+
+from __future__ import annotations
+
+import json
+
+
+def model_card(summary: dict) -> str:
+    metric, chosen, test = summary["metric"], summary["chosen"], summary["test"]
+    lines = [
+        f"# {summary['study']}: final model",
+        "",
+        f"Chosen: the configuration of trial {chosen['trial']}, seed {chosen['seed']}, by mean validation "
+        f"{metric} over seeds. The test split was scored once, at decision thresholds chosen on validation only.",
+        "",
+        "## Data",
+        "",
+        f"- fingerprint (sha256 of the posts and annotations files): `{summary['data_fingerprint']}`",
+        *(f"- {name}: {size['posts']} posts, {size['examples']} examples"
+          for name, size in summary["split_sizes"].items()),
+        "",
+        "## Parameters",
+        "",
+        "```json",
+        json.dumps(chosen["params"], indent=2, sort_keys=True),
+        "```",
+        "",
+        "## Validation, per configuration and seed",
+        "",
+        f"| rank | trial | mean {metric} | sd | per seed |",
+        "|---|---|---|---|---|",
+        *(f"| {c['rank']} | {c['trial']} | {c['mean']:.4f} | {c['sd']:.4f} | "
+          + ", ".join(f"seed {s['seed']}: {s['value']:.4f}" for s in c["seeds"]) + " |"
+          for c in summary["configurations"]),
+        "",
+        "## Test (held out, scored once)",
+        "",
+        "| metric | validation | test |",
+        "|---|---|---|",
+        *(f"| {name} | {_number(chosen['validation'].get(name))} | {_number(value)} |"
+          for name, value in sorted(test["metrics"].items())),
+        "",
+        "post_micro_f1 / post_macro_f1 are the post-level multi-label F1 over the nine symptoms that the ReDSM5 "
+        "paper reports (criteria only); tuned_* are at the validation-chosen thresholds.",
+        "",
+        "### Per symptom (test, at the decision thresholds)",
+        "",
+        "| symptom | threshold | F1 | precision | recall | TP | FP | FN | TN |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(f"| {name} | {test['thresholds'][name]:.3f} | {row['f1']:.3f} | {row['precision']:.3f} | "
+          f"{row['recall']:.3f} | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
+          for name, row in test["per_symptom"].items()),
+        "",
+        "## Reproduce",
+        "",
+        f"`{summary['command']}` (finished {summary['finished']})",
+        "",
+        "Libraries: " + ", ".join(f"{name} {version}" for name, version in summary["libraries"].items()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _number(value) -> str:
+    return "" if value is None else f"{value:.4f}"

@@ -1,0 +1,48 @@
+"""The held-out test split, scored once for a saved model. Only ``hpo finalize`` calls this:
+no trial of a search ever sees the test split."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from hpo.data.collate import Collator
+from hpo.errors import UsageError
+from hpo.models.classifier import load_classifier
+from hpo.models.device import forward_keys, safe_to_device
+from hpo.train.config import TrainConfig
+from hpo.train.evaluate import per_symptom, predict, score
+from hpo.train.loop import resolve_device
+from hpo.train.prepare import prepare_data
+
+
+@dataclass(frozen=True)
+class TestScore:
+    metrics: dict[str, float]  # at 0.5, and tuned_* at the validation thresholds
+    per_symptom: dict[str, dict]  # at the model's decision thresholds
+    thresholds: dict[str, float]  # the decision thresholds, chosen on validation only
+    split_sizes: dict[str, dict[str, int]]  # per split: posts and examples
+
+
+def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
+    """``model_dir`` (a ``save_classifier`` folder) on the test split of ``config``'s data,
+    through the same meta-safe load and transfer as training."""
+    data = prepare_data(config)
+    if data.test is None:
+        raise UsageError("the split gives the test split no posts; set train.split_fractions so its third share is > 0")
+    model, _ = load_classifier(model_dir)
+    device = resolve_device(config.device)
+    weights = Path(model_dir) / "encoder"  # a LoRA model has adapter/ instead, over its named base encoder
+    model = safe_to_device(model, device, checkpoint=weights if weights.is_dir() else None)
+    inference = json.loads((Path(model_dir) / "classifier.json").read_text())["inference"]
+    collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    with torch.inference_mode():
+        probs = predict(model, data.test.tokens, collate, config.eval_batch_size, device)
+    evaluation = score(data.test, probs, thresholds=inference["validation_thresholds"])
+    decision = inference["thresholds"]
+    sizes = {name: {"posts": len(set(split.post_ids)), "examples": len(split)}
+             for name in ("train", "validation", "test") if (split := getattr(data, name)) is not None}
+    return TestScore(evaluation.metrics, per_symptom(data.test, probs, decision), decision, sizes)

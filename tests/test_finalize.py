@@ -1,0 +1,106 @@
+"""End to end on real PostgreSQL: tune with worker processes, then finalize, then predict."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.artifacts import get_all_artifact_meta
+
+from hpo.fixtures import write_sample
+from hpo.outputs import study_dir
+from hpo.spec import load_spec
+from hpo.train.holdout import score_on_test
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+REPO = Path(__file__).resolve().parents[1]
+SPEC = str(REPO / "studies" / "criteria-smoke.yaml")
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, tiny_roberta, tiny_deberta, postgres_url):
+    """A small criteria study tuned by two worker processes."""
+    root = tmp_path_factory.mktemp("finalize")
+    name = f"test-final-{os.getpid()}-{time.time_ns() % 10**8}"
+    settings = [f"name={name}", f"data_dir={write_sample(root / 'data', posts=120, seed=1)}",
+                f"output_dir={root / 'out'}", f"train.cache_dir={root / 'cache'}", "n_trials=4", "train.epochs=2",
+                f"model_paths.tiny-roberta={tiny_roberta}", f"model_paths.tiny-deberta={tiny_deberta}"]
+    args = [arg for setting in settings for arg in ("--set", setting)]
+    run = _hpo("tune", SPEC, "--workers", "2", "--storage", postgres_url, "--no-progress", *args, cwd=root)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {"root": root, "name": name, "args": args, "storage": postgres_url}
+
+
+def _hpo(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=900, cwd=cwd)
+
+
+def _final_dir(tuned, output_dir: Path) -> Path:
+    study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
+    return study_dir(output_dir, tuned["name"], study.user_attrs["uid"]) / "final"
+
+
+def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
+    study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
+    assert study.metric_names == ["macro_f1"], "the dashboard names the objective"
+    assert not [key for trial in study.trials for key in {**trial.user_attrs, **trial.user_attrs.get("metrics", {})}
+                if key.startswith("test_")], "no trial of a search looks at the test split"
+
+    run = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--top-k", "2", "--seeds", "2", "--workers", "2",
+               "--no-progress", *tuned["args"], cwd=tuned["root"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    final = _final_dir(tuned, tuned["root"] / "out")
+    summary = json.loads((final / "metrics.json").read_text())
+    assert [len(c["seeds"]) for c in summary["configurations"]] == [2, 2]
+    means = [c["mean"] for c in summary["configurations"]]
+    assert means == sorted(means, reverse=True), "the best mean validation score is chosen"
+    chosen = summary["chosen"]
+    assert chosen["trial"] == summary["configurations"][0]["trial"]
+    assert {"post_micro_f1", "post_macro_f1", "macro_f1", "tuned_post_macro_f1"} <= set(summary["test"]["metrics"])
+    assert set(summary["test"]["per_symptom"]) == set(summary["test"]["thresholds"]) and len(summary["test"]["thresholds"]) == 9
+    card = (final / "model_card.md").read_text()
+    assert summary["data_fingerprint"] in card and "| DEPRESSED_MOOD |" in card and "hpo finalize" in card
+
+    # The card's test numbers are what a fresh evaluation of the saved model gives.
+    spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
+    config = spec.train_config(chosen["params"], checkpoint_dir=None)
+    again = score_on_test(config, final / "model")
+    for name, value in summary["test"]["metrics"].items():
+        assert again.metrics[name] == pytest.approx(value, abs=1e-5, nan_ok=True), name
+
+    study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
+    recorded = study.user_attrs["final"]
+    assert recorded["trial"] == chosen["trial"] and "test_macro_f1" in recorded
+    names = {meta.filename for meta in get_all_artifact_meta(study, storage=study._storage)}
+    assert {"model_card.md", "metrics.json"} <= names
+
+    again = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--no-progress", *tuned["args"], cwd=tuned["root"])
+    assert again.returncode == 0 and "already finalized" in again.stdout, "the test split is scored once"
+
+
+def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned):
+    out = tuned["root"] / "killed"
+    argv = [sys.executable, "-m", "hpo", "finalize", SPEC, "--storage", tuned["storage"], "--top-k", "1",
+            "--seeds", "4", "--no-progress", *tuned["args"], "--set", f"output_dir={out}"]
+    runs = _final_dir(tuned, out) / "runs"
+    process = subprocess.Popen(argv, cwd=tuned["root"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while not list(runs.glob("*/result.json")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = {path: path.stat().st_mtime_ns for path in runs.glob("*/result.json")}
+    assert 1 <= len(finished) < 4, "killed after the first retraining, before the last"
+
+    rerun = _hpo(*argv[3:], cwd=tuned["root"])
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"resuming: {len(finished)} of 4" in rerun.stdout
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished seeds were not retrained"
+    assert len(list(runs.glob("*/result.json"))) == 4 and (runs.parent / "metrics.json").exists()
