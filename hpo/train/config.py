@@ -51,6 +51,8 @@ class TrainConfig:
     long_text: Literal["truncate", "head_tail", "chunks"] = "truncate"  # texts longer than max_length
     evidence_scope: Literal["positive_criteria", "all_criteria"] = "positive_criteria"  # criteria each post is paired with
     evidence_negative_ratio: float | None = None  # training: unannotated sentences per annotated one; None: all
+    augmentation: Literal["none", "word_dropout", "word_swap"] = "none"  # training texts only, fixed per seed
+    augmentation_rate: float = 0.1  # word_dropout: share of words left out; word_swap: swaps per word
     threshold: Literal["fixed", "tuned"] = "fixed"  # decide at 0.5, or at per-symptom thresholds tuned on validation
 
     # data and evaluation
@@ -82,6 +84,8 @@ class TrainConfig:
         if not 0 <= self.label_smoothing < 0.5 or self.focal_gamma < 0:
             raise ValueError(f"label_smoothing must be in [0, 0.5) and focal_gamma >= 0, got "
                              f"{self.label_smoothing} and {self.focal_gamma}")
+        if not 0 <= self.augmentation_rate < 1:
+            raise ValueError(f"augmentation_rate must be in [0, 1), got {self.augmentation_rate}")
         if self.evidence_negative_ratio is not None and self.evidence_negative_ratio < 0:
             raise ValueError(f"evidence_negative_ratio must be >= 0 (or null for all), got {self.evidence_negative_ratio}")
         if self.gpus_per_trial < 1:

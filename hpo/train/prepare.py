@@ -23,6 +23,7 @@ from hpo.data import (
     split_posts,
     symptom_profiles,
 )
+from hpo.data.augment import augment_examples
 from hpo.data.tokenize import TokenizedSplit, tokenize_pairs
 from hpo.errors import DataError
 from hpo.models.loading import load_tokenizer
@@ -78,6 +79,9 @@ def prepare_data(config: TrainConfig) -> PreparedData:
     for name in SPLITS:
         examples = getattr(splits, name)
         key = f"{config.task}|{variant}|{fingerprint}|{name}|seed={config.split_seed}|{config.split_fractions}"
+        if name == "train" and config.augmentation != "none":  # never validation or test
+            examples = augment_examples(examples, config.augmentation, config.augmentation_rate, config.seed)
+            key += f"|{config.augmentation}={config.augmentation_rate}|seed={config.seed}"
         if not examples:
             if name != "test":
                 raise DataError(f"the {name} split is empty; use more posts or larger split_fractions")
