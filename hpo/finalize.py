@@ -30,8 +30,10 @@ from tqdm import tqdm
 from hpo.data import files_fingerprint
 from hpo.errors import UsageError
 from hpo.model_card import model_card
+from hpo.process import redact
 from hpo.spec import StudySpec, load_spec
 from hpo.study import artifact_store, completed_trials, load_existing_study, study_uid, upload
+from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
 from hpo.train.holdout import score_on_test
@@ -73,10 +75,14 @@ def finalize(spec_path: str, overrides, storage: str | None, top_k: int = 3, see
     summary |= {"test": {"metrics": _rounded(tested.metrics), "per_symptom": tested.per_symptom,
                          "thresholds": tested.thresholds},
                 "split_sizes": tested.split_sizes, "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
-                "libraries": _versions(), "command": " ".join(["hpo", *sys.argv[1:]]),
+                "libraries": _versions(), "command": _command_line(),
                 "finished": datetime.now(UTC).isoformat(timespec="seconds")}
     _publish(final_dir, chosen["run"], summary)
     _record(study, spec, final_dir, summary)
+    Tracker(spec.tracking.mlflow, spec.name).log_final_model(
+        chosen["params"], summary["test"]["metrics"],
+        {"model": final_dir / "model", "model_card.md": final_dir / "model_card.md",
+         "metrics.json": final_dir / "metrics.json"})
     say(f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} {summary['configurations'][0]['mean']:.4f}"
         f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test {spec.metric} "
         f"{_test_value(spec, summary):.4f}; model in {final_dir / 'model'}")
@@ -185,6 +191,11 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
 def _test_value(spec: StudySpec, summary: dict) -> float:
     """The test score at the model's decision thresholds, as a trial's value is judged."""
     return objective_value(summary["test"]["metrics"], spec.metric, summary["chosen"]["threshold"])
+
+
+def _command_line() -> str:
+    """How finalize was run, for the card, with any storage password masked."""
+    return " ".join(["hpo", *(redact(arg) if "://" in arg else arg for arg in sys.argv[1:])])
 
 
 def _versions() -> dict[str, str]:

@@ -6,8 +6,8 @@ Tracking is a courtesy, never a reason to lose a trial: the first MLflow error i
 as one warning line and tracking is off for the rest of the process. mlflow is imported
 only when a spec asks for it (the optional ``tracking`` extra).
 
-Hook for finalize (a later issue): each run's id is recorded on its trial as the user
-attribute ``mlflow_run_id``, so the final model can be logged to the best trial's run.
+Each run's id is recorded on its trial as the user attribute ``mlflow_run_id``; ``hpo
+finalize`` logs its model, card and test metrics as one more run, named ``final``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from hpo.process import redact
 
@@ -63,6 +64,31 @@ class Tracker:
             run.end("FAIL")
             raise
         run.end("COMPLETE")
+
+    def log_final_model(self, params: Mapping[str, object], test_metrics: Mapping[str, float],
+                        files: Mapping[str, Path]) -> str | None:
+        """finalize's outcome as the run ``final``: the chosen parameters, the test metrics
+        (``test_*``) and ``files`` (artifact path -> file or folder); returns its run id."""
+        return self._guarded(self._log_final_model, params, test_metrics, files)
+
+    def _log_final_model(self, params, test_metrics, files) -> str:
+        import time
+
+        from mlflow.entities import Metric, Param
+
+        client = self._client_now()
+        tags = {**self.tags, "hpo.study": self.experiment, "hpo.final": "true"}
+        run_id = client.create_run(self._experiment(), run_name="final", tags=tags).info.run_id
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()],
+                         metrics=[Metric(f"test_{k}", float(v), now, 0) for k, v in test_metrics.items()])
+        for name, path in files.items():
+            if path.is_dir():
+                client.log_artifacts(run_id, str(path), artifact_path=name)
+            else:
+                client.log_artifact(run_id, str(path))
+        client.set_terminated(run_id, status="FINISHED")
+        return run_id
 
     def _client_now(self):
         if self._client is None:

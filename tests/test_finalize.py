@@ -68,6 +68,12 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     card = (final / "model_card.md").read_text()
     assert summary["data_fingerprint"] in card and "| DEPRESSED_MOOD |" in card and "hpo finalize" in card
 
+    from hpo import finalize as module  # the card's command line never shows a storage password
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["hpo", "finalize", "x.yaml", "--storage", "postgresql://u:s3cret@db/hpo"])
+        assert "s3cret" not in module._command_line() and "db/hpo" in module._command_line()
+
     # The card's test numbers are what a fresh evaluation of the saved model gives.
     spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
     config = spec.train_config(chosen["params"], checkpoint_dir=None)

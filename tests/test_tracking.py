@@ -134,3 +134,20 @@ def test_a_tracking_server_that_is_down_fails_no_trial_and_each_worker_warns_onc
     warned = [line for line in output.splitlines() if "tracking is off for worker" in line]
     assert len(warned) == 2 and len({line.split("tracking is off for worker ")[1] for line in warned}) == 2, output
     assert "Traceback" not in output and "Retrying" not in output, output[-3000:]  # one line, not a retry storm
+
+
+def test_the_final_model_is_logged_as_its_own_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the sqlite backend keeps artifacts under the working directory
+    model = tmp_path / "final" / "model"
+    model.mkdir(parents=True)
+    (model / "classifier.json").write_text("{}")
+    (tmp_path / "final" / "model_card.md").write_text("# card")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_id = Tracker(uri, "study-x").log_final_model(
+        {"learning_rate": 3e-5}, {"macro_f1": 0.61},
+        {"model": model, "model_card.md": tmp_path / "final" / "model_card.md"})
+    run = MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert run.info.run_name == "final" and run.info.status == "FINISHED"
+    assert run.data.metrics == {"test_macro_f1": 0.61} and run.data.params == {"learning_rate": "3e-05"}
+    logged = {f.path for f in MlflowClient(tracking_uri=uri).list_artifacts(run_id)}
+    assert {"model", "model_card.md"} <= logged
