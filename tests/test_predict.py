@@ -41,7 +41,7 @@ CPU = torch.device("cpu")
 FORMULATIONS = {  # tiny settings where some sample posts need several chunks
     "multilabel": dict(task="criteria", criteria_formulation="multilabel", long_text="chunks", max_length=40,
                        threshold="tuned", objective_metric="post_macro_f1"),
-    "pairs": dict(task="criteria", criteria_formulation="pairs", long_text="chunks", max_length=64),
+    "pairs": dict(task="criteria", criteria_formulation="pairs", long_text="chunks", max_length=96),
     "evidence": dict(task="evidence", max_length=64, evidence_scope="positive_criteria"),
 }
 
