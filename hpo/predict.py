@@ -114,7 +114,7 @@ class Predictor:
     def predict(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE,
                 progress: Progress | None = None) -> CriteriaPredictions:
         """Per text, each symptom's probability and decision (criteria models)."""
-        self._require("criteria")
+        self._require("criteria", texts)
         labels = self.settings.labels
         if self.settings.formulation == "multilabel":
             probs = self._by_post(texts, lambda text: [(None, text)], batch_size, progress)
@@ -131,7 +131,7 @@ class Predictor:
 
         Every sentence is scored against all nine criteria: training may have paired posts
         only with the criteria they show, but a new post's criteria are not known here."""
-        self._require("evidence")
+        self._require("evidence", posts)
         labels, descriptions = self.settings.labels, self.settings.descriptions
         sentences = [[s.text for s in split_sentences(post)] for post in posts]
         scored = self._by_post(
@@ -175,12 +175,15 @@ class Predictor:
         return out
 
     def score(self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
-        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs, labels)."""
+        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs, labels).
+        In float32 whatever training's mixed precision: these are the reference numbers."""
         tokens = tokenize_pairs(self.tokenizer, pairs, np.zeros(len(pairs), np.int64), self.settings.max_length,
                                 cache_key=None, long_text=self.settings.long_text)
         return predict_probabilities(self.model, tokens, self.collate, batch_size, self.device)
 
-    def _require(self, task: str) -> None:
+    def _require(self, task: str, texts: Sequence[str]) -> None:
+        if isinstance(texts, str):  # a str is a Sequence too: it would be scored letter by letter
+            raise TypeError("pass a list of texts, not one string")
         if self.task != task:
             other = "predict_evidence" if task == "criteria" else "predict"
             raise UsageError(f"this is a {self.task} model; call {other}() instead")
