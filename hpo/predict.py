@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
-BLOCK_BATCHES = 16  # posts are tokenized and scored this many batches at a time: progress steps, bounded memory
+BLOCK_BATCHES = 8  # examples are tokenized and scored about this many batches at a time
 FORMULATIONS = ("pairs", "multilabel", "evidence")
 Progress = Callable[[int], None]  # called with the number of posts just finished
 
@@ -154,24 +154,35 @@ class Predictor:
                  length: Callable = len) -> list[np.ndarray]:
         """Each post's example probabilities, flattened in ``examples(post)`` order.
 
-        Posts go longest first, in blocks of similar length, so each block's length-sorted
-        batches waste as little padding as one sort over everything would."""
+        Posts go longest first, in blocks of about ``BLOCK_BATCHES`` batches of examples (nine
+        per post for pairs, nine per sentence for evidence): each block's length-sorted batches
+        then waste as little padding as one sort over everything would, memory stays bounded,
+        and the progress bar moves every few batches whatever the formulation."""
         if batch_size < 1:
             raise UsageError(f"batch size must be at least 1, got {batch_size}")
-        order = sorted(range(len(posts)), key=lambda i: -length(posts[i]))
-        block = batch_size * BLOCK_BATCHES
         out: list[np.ndarray] = [np.zeros(0)] * len(posts)
-        for start in range(0, len(order), block):
-            chosen = order[start:start + block]
-            per_post = [examples(posts[i]) for i in chosen]
-            pairs = [pair for pairs in per_post for pair in pairs]
+        block: list[tuple[int, list]] = []  # (post, its examples)
+
+        def flush() -> None:
+            pairs = [pair for _, examples_of in block for pair in examples_of]
             if pairs:
                 probs = self.score(pairs, batch_size)
-                bounds = np.cumsum([0] + [len(p) for p in per_post])
-                for i, first, last in zip(chosen, bounds[:-1], bounds[1:], strict=True):
+                bounds = np.cumsum([0] + [len(examples_of) for _, examples_of in block])
+                for (i, _), first, last in zip(block, bounds[:-1], bounds[1:], strict=True):
                     out[i] = probs[first:last]
             if progress is not None:
-                progress(len(chosen))
+                progress(len(block))
+            block.clear()
+
+        pending = 0
+        for i in sorted(range(len(posts)), key=lambda i: -length(posts[i])):
+            block.append((i, examples(posts[i])))
+            pending += len(block[-1][1])
+            if pending >= batch_size * BLOCK_BATCHES:
+                flush()
+                pending = 0
+        if block:
+            flush()
         return out
 
     def score(self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:

@@ -101,14 +101,17 @@ def cli_matrix(rows: list[dict[str, str]], ids: list[str]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("formulation", ["multilabel", "pairs"])
-def test_criteria_cli_equals_the_api_and_the_training_code(trained, sample_dir, tmp_path, formulation):
+def test_criteria_cli_equals_the_api_and_the_training_code(trained, sample_dir, tmp_path, monkeypatch, formulation):
     config, model_dir = trained(formulation)
     input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
     rows = run_cli(model_dir, input_path, tmp_path / "predictions.csv")
     assert [row["post_id"] for row in rows] == ids  # one row per post, in input order
     from_cli = cli_matrix(rows, ids)
 
-    api = load_classifier(model_dir, device="cpu").predict(texts, batch_size=5)  # other batches, same numbers
+    steps = []
+    monkeypatch.setattr("hpo.predict.BLOCK_BATCHES", 1)
+    api = load_classifier(model_dir, device="cpu").predict(texts, batch_size=3, progress=steps.append)
+    assert len(steps) > 1 and sum(steps) == len(texts)  # several blocks of other batches, same numbers
     np.testing.assert_allclose(api.probabilities, from_cli, rtol=1e-5, atol=1e-6)
     decided = np.array([[int(row[symptom]) for symptom in SYMPTOMS] for row in rows], dtype=bool)
     assert (api.decisions == decided).all()
@@ -125,7 +128,7 @@ def test_evidence_cli_equals_the_api_and_the_training_code(trained, sample_dir, 
     config, model_dir = trained("evidence")
     input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
     rows = run_cli(model_dir, input_path, tmp_path / "top.csv", "--top-k", "2")
-    api = load_classifier(model_dir, device="cpu").predict_evidence(texts, top_k=2)
+    api = load_classifier(model_dir, device="cpu").predict_evidence(texts, top_k=2, batch_size=4)
     expected = [(post_id, symptom, s.rank, s.text, s.score) for post_id, top in zip(ids, api, strict=True)
                 for symptom, sentences in top.items() for s in sentences]
     assert [(r["post_id"], r["symptom"], int(r["rank"]), r["sentence"]) for r in rows] == [e[:4] for e in expected]
