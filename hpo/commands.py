@@ -273,18 +273,14 @@ def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: 
             progress: bool = True):
     """``hpo predict``: every post of ``input_path`` through the model, a CSV at ``out`` and a
     tqdm bar of posts (stderr) meanwhile; returns the ``FileSummary`` for the throughput line."""
+    from contextlib import ExitStack
+
     from tqdm import tqdm
 
     from hpo.predict import predict_file
 
-    bars = []
+    with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
+        def start(total: int):
+            return bars.enter_context(tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True)).update
 
-    def start(total: int):
-        bars.append(tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True))
-        return bars[0].update
-
-    try:
         return predict_file(model_dir, input_path, out, batch_size, device, top_k or None, progress=start)
-    finally:
-        for bar in bars:
-            bar.close()
