@@ -277,3 +277,17 @@ def test_a_criteria_model_refuses_evidence_calls(trained):
     _, model_dir = trained("multilabel")
     with pytest.raises(Exception, match="call predict"):
         load_classifier(model_dir, device="cpu").predict_evidence(["I am tired."])
+
+
+def test_a_lora_model_predicts_what_training_scores(tiny_roberta, sample_dir, tmp_path):
+    """The folder holds only adapters; the base encoder is loaded from where classifier.json names it."""
+    pytest.importorskip("peft")
+    config = TrainConfig(task="criteria", criteria_formulation="multilabel", encoder=str(tiny_roberta),
+                         data_dir=str(sample_dir), epochs=1, max_length=64, learning_rate=5e-3, adapter="lora",
+                         lora_r=4, mixed_precision="no", device="cpu", checkpoint_dir=str(tmp_path / "checkpoint"))
+    train(config)
+    assert (tmp_path / "checkpoint" / "adapter").is_dir() and not (tmp_path / "checkpoint" / "encoder").exists()
+    input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
+    split, probs = training_scores(config, tmp_path / "checkpoint")
+    api = load_classifier(tmp_path / "checkpoint", device="cpu").predict(texts)
+    np.testing.assert_allclose(api.probabilities, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
