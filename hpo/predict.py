@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,8 +34,6 @@ from hpo.models.device import forward_keys, safe_to_device
 from hpo.outputs import atomic_text
 from hpo.train.evaluate import predict as predict_probabilities
 from hpo.train.loop import resolve_device
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
@@ -77,18 +74,15 @@ class Settings:
     descriptions: dict[str, str]
 
     @classmethod
-    def read(cls, path: Path) -> Settings:
+    def of(cls, path: Path, meta: dict) -> Settings:
         try:
-            meta = json.loads((path / "classifier.json").read_text(encoding="utf-8"))
             block = meta["inference"]
             labels = tuple(block["labels"])
             settings = cls(block["formulation"], labels, int(block["max_length"]), block["long_text"],
                            np.array([float(block["thresholds"][label]) for label in labels]),
                            # saved since descriptions became a study setting; before, training always used the packaged file
                            block.get("descriptions") or load_descriptions())
-        except (OSError, ValueError) as exc:
-            raise NotAModel(f"{path}: cannot read classifier.json ({exc}); pass a folder save_classifier wrote") from None
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise NotAModel(f"{path}: classifier.json has no usable inference settings (missing {exc}); "
                             "it predates prediction support: retrain or re-finalize the model") from None
         if settings.formulation not in FORMULATIONS or settings.long_text not in LONG_TEXT:
@@ -204,14 +198,13 @@ def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
     """The classifier saved at ``path``, loaded as training loads models, on ``device``
     (auto: a GPU when there is one)."""
     path = Path(path)
-    _check_folder(path)
-    settings = Settings.read(path)
+    meta = _read_meta(path)
+    settings = Settings.of(path, meta)
     target = _device(device)
     try:
         model, tokenizer = load_model(path)
     except (OSError, ValueError, SafetensorError) as exc:
         raise NotAModel(f"{path}: cannot load the saved model ({_first_line(exc)})") from None
-    meta = json.loads((path / "classifier.json").read_text(encoding="utf-8"))
     checkpoint = meta.get("base_encoder") or path / "encoder"  # where meta tensors are restored from
     model = safe_to_device(model, target, checkpoint=checkpoint)
     return Predictor(model, tokenizer, settings, target)
@@ -263,8 +256,9 @@ def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
     return FileSummary(predictor.task, len(posts), len(rows), loaded - started, predicted - loaded)
 
 
-def _check_folder(path: Path) -> None:
-    """Name what is missing before transformers fails somewhere deep with a long traceback."""
+def _read_meta(path: Path) -> dict:
+    """classifier.json, once the folder is known to hold every part of a saved classifier:
+    naming what is missing beats a long traceback from deep inside transformers."""
     if not path.is_dir():
         raise NotAModel(f"{path}: no such folder; pass a model folder (a trial's checkpoint/ or finalize's model)")
     if not (path / "classifier.json").is_file():
@@ -274,6 +268,13 @@ def _check_folder(path: Path) -> None:
     missing = [name for name in (encoder, "head.safetensors", "tokenizer") if not (path / name).exists()]
     if missing:
         raise NotAModel(f"{path}: incomplete model folder, missing {', '.join(missing)}; copy the whole folder")
+    try:
+        meta = json.loads((path / "classifier.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NotAModel(f"{path}: cannot read classifier.json ({exc}); pass a folder save_classifier wrote") from None
+    if not isinstance(meta, dict):
+        raise NotAModel(f"{path}: classifier.json is not an object; pass a folder save_classifier wrote")
+    return meta
 
 
 def _device(name: str) -> torch.device:
@@ -283,6 +284,8 @@ def _device(name: str) -> torch.device:
         raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"device {name!r} asked for, but this machine has no usable GPU; use --device cpu or auto")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise UsageError(f"device {name!r} asked for, but this process sees {torch.cuda.device_count()} GPU(s)")
     return device
 
 
