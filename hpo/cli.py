@@ -128,6 +128,15 @@ def _write_text(path: str, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}; pass --out to a writable file") from None
 
 
+def _predict(args) -> None:
+    from hpo.commands import predict
+
+    s = predict(args.model_dir, args.input, args.out, args.batch_size, args.device, args.top_k,
+                progress=not args.no_progress)
+    print(f"predicted {s.posts} posts in {s.predict_seconds:.1f} s ({s.posts_per_second:.1f} posts/s; loading took "
+          f"{s.load_seconds:.1f} s): {s.rows} rows of {s.task} predictions in {args.out}", file=sys.stderr)
+
+
 def _report(args) -> None:
     from hpo.report import report
 
@@ -233,6 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=["csv", "json"], default="csv")
     export.add_argument("--out", help="file to write (default: standard output)")
     export.set_defaults(func=_export)
+
+    pred = commands.add_parser("predict", help="run a saved model (a trial checkpoint or a final model) on posts")
+    pred.add_argument("model_dir", help="the model folder: a trial's checkpoint/ or finalize's model")
+    pred.add_argument("--input", required=True, help="posts as .csv or .jsonl with post_id and text "
+                      "(the layout of ReDSM5's redsm5_posts.csv)")
+    pred.add_argument("--out", required=True, help="CSV to write; it appears only once complete")
+    pred.add_argument("--batch-size", type=_positive_int, default=64, help="sequences per forward pass (default 64)")
+    pred.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or cuda:N")
+    pred.add_argument("--top-k", type=_non_negative_int, default=3,
+                      help="evidence models: sentences kept per post and symptom (default 3; 0: all)")
+    pred.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pred.set_defaults(func=_predict)
 
     rep = commands.add_parser("report", help="PNG plots and a Markdown summary of a study")
     rep.add_argument("study", help="study name, or its YAML file")

@@ -267,3 +267,20 @@ def dashboard(spec_or_storage: str | None, storage: str | None, artifact_dir: st
     artifacts.mkdir(parents=True, exist_ok=True)
     say(f"optuna-dashboard for {redact(url)} at http://{host}:{port}/ (artifacts: {artifacts}); Ctrl-C stops it")
     serve_dashboard(url, artifacts, host=host, port=port)
+
+
+def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: str, top_k: int,
+            progress: bool = True):
+    """``hpo predict``: every post of ``input_path`` through the model, a CSV at ``out`` and a
+    tqdm bar of posts (stderr) meanwhile; returns the ``FileSummary`` for the throughput line."""
+    from contextlib import ExitStack
+
+    from tqdm import tqdm
+
+    from hpo.predict import predict_file
+
+    with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
+        def start(total: int):
+            return bars.enter_context(tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True)).update
+
+        return predict_file(model_dir, input_path, out, batch_size, device, top_k or None, progress=start)

@@ -5,15 +5,36 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tarfile
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from hpo.errors import UsageError
 
 UID_DIGITS = 8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
+
+
+@contextmanager
+def atomic_text(path: str | Path) -> Iterator[TextIO]:
+    """A text file that appears at ``path`` whole or not at all: written beside it (same
+    filesystem, so the rename is atomic) and renamed over it only when the block succeeds."""
+    path = Path(path)
+    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as stream:
+            yield stream
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
 
 
 class OutsideOutputDir(UsageError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,20 @@ def test_trial_and_checkpoint_folders_lie_inside_the_study_folder(tmp_path):
 def test_metrics_name_the_study_and_trial_they_belong_to(tmp_path):
     path = outputs(tmp_path / "out").write_metrics(3, {"value": 0.5, "trial": 7})  # the owner is not the caller's to set
     assert json.loads(path.read_text()) == {"value": 0.5, "study_uid": UID, "trial": 3}
+
+
+def test_atomic_text_appears_whole_or_not_at_all(tmp_path):
+    from hpo.outputs import atomic_text
+
+    target = tmp_path / "predictions.csv"
+    target.write_text("old\n")
+    with pytest.raises(KeyboardInterrupt), atomic_text(target) as stream:
+        stream.write("half")
+        raise KeyboardInterrupt
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["predictions.csv"]
+    with atomic_text(target) as stream:
+        stream.write("new\n")
+    assert target.read_text() == "new\n" and [p.name for p in tmp_path.iterdir()] == ["predictions.csv"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not mkstemp's private 0600

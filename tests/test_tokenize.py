@@ -114,6 +114,19 @@ def test_second_call_does_no_work_and_returns_the_same_data(tokenizers, data):
     assert cache_info().memory_hits == before.memory_hits + 1
 
 
+def test_no_cache_key_caches_nothing(tokenizers, data, tmp_path):
+    """Prediction tokenizes each text once: keeping it would grow the process without end."""
+    pairs, labels = data
+    cached = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key="train")
+    before = cache_info()
+    first = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key=None, cache_dir=tmp_path)
+    second = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key=None, cache_dir=tmp_path)
+
+    assert second is not first and cache_info().tokenizations == before.tokenizations + 2
+    assert cache_info().memory_misses == before.memory_misses and not list(tmp_path.iterdir())
+    assert all((a == b).all() for a, b in zip(first.input_ids, cached.input_ids, strict=True))
+
+
 def test_other_max_length_or_tokenizer_tokenizes_again(tokenizers, data):
     pairs, labels = data
     tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key="train")

@@ -10,6 +10,7 @@ import csv
 import hashlib
 import io
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def load_redsm5(data_dir: str | Path) -> Corpus:
         )
     posts_path, annotations_path = directory / POSTS_FILE, directory / ANNOTATIONS_FILE
     posts_bytes, annotations_bytes = _read_bytes(posts_path), _read_bytes(annotations_path)
-    posts = _parse_posts(posts_path, posts_bytes)
+    posts = parse_posts(posts_path, posts_bytes)
     annotations = _parse_annotations(annotations_path, annotations_bytes, posts)
     return Corpus(posts, annotations, _digest(posts_bytes, annotations_bytes))
 
@@ -173,10 +174,16 @@ def _read_table(
     return rows
 
 
-def _parse_posts(path: Path, data: bytes) -> dict[str, Post]:
+def parse_posts(path: Path, data: bytes) -> dict[str, Post]:
+    """The posts of a ``post_id,text`` CSV file's bytes (``path`` names it in errors)."""
+    return posts_from_rows(path, _read_table(path, data, POST_COLUMNS))
+
+
+def posts_from_rows(path: Path, rows: Iterable[tuple[int, Mapping[str, str]]]) -> dict[str, Post]:
+    """Posts keyed by id from (line, row) pairs, every id present and unique and every text non-empty."""
     posts: dict[str, Post] = {}
     first_line: dict[str, int] = {}
-    for line, row in _read_table(path, data, POST_COLUMNS):
+    for line, row in rows:
         post_id = row["post_id"].strip()
         if not post_id:
             raise DataError(f"{path}: line {line}: empty post_id; give every post an id")

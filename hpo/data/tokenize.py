@@ -111,7 +111,7 @@ def tokenize_pairs(
     pairs: Sequence[tuple[str | None, str]],
     labels: Sequence[int] | Sequence[Sequence[int]] | np.ndarray,
     max_length: int,
-    cache_key: str,
+    cache_key: str | None,
     cache_dir: str | Path | None = None,
     long_text: str = "truncate",
 ) -> TokenizedSplit:
@@ -121,6 +121,8 @@ def tokenize_pairs(
     ``cache_key`` must identify the data (task, data fingerprint, split): the in-memory
     cache trusts it and does not re-hash the texts. The tokenizer, ``max_length`` and
     ``long_text`` are folded into the key here. The disk cache hashes the texts and labels.
+    A ``cache_key`` of None caches nothing: prediction sees each text once, and a process
+    predicting on a stream of posts must not keep every tokenized post alive.
     """
     if long_text not in LONG_TEXT:
         raise UsageError(f"unknown long_text {long_text!r}; choose one of {', '.join(LONG_TEXT)}")
@@ -128,6 +130,8 @@ def tokenize_pairs(
         raise ValueError(f"got {len(pairs)} pairs but {len(labels)} labels")
     if not len(pairs):
         raise DataError(f"no examples to tokenize for {cache_key!r}; is the split empty?")
+    if cache_key is None:
+        return _tokenize(tokenizer, list(pairs), _as_int_labels(labels), max_length, long_text)
     fingerprint = tokenizer_fingerprint(tokenizer)
     key = (cache_key, fingerprint, max_length, long_text)
     if key in _memory_cache:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import get_scheduler
 
-from hpo.data import SYMPTOMS
+from hpo.data import SYMPTOMS, load_descriptions
 from hpo.data.collate import Collator, length_grouped_batches
 from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import build_classifier, save_classifier
@@ -189,9 +189,11 @@ def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:
 
 
 def _inference_settings(config: TrainConfig, data: PreparedData, tuned: dict[str, float]) -> dict:
-    """What prediction needs to treat new text as training did, and its decision thresholds."""
+    """What prediction needs to treat new text as training did, and its decision thresholds.
+    The criterion descriptions travel with the model: a study may have used its own file."""
     return {"task": config.task, "formulation": data.train.kind, "labels": list(SYMPTOMS),
             "max_length": config.max_length, "long_text": config.long_text,
+            "descriptions": load_descriptions(config.descriptions_path),
             "thresholds": tuned if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5),
             "validation_thresholds": tuned}
 

@@ -1,0 +1,59 @@
+"""Posts to predict on: a CSV file laid out as ReDSM5's posts file, or JSON Lines with the same fields.
+
+Both are checked as strictly as training data (``redsm5.posts_from_rows``): every problem is a
+one-line ``DataError`` naming the file, the line and the fix, raised before any model runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hpo.data.redsm5 import POST_COLUMNS, Post, parse_posts, posts_from_rows
+from hpo.errors import DataError
+
+INPUT_FORMATS = (".csv", ".jsonl")
+
+
+def load_posts(path: str | Path) -> list[Post]:
+    """The posts of ``path`` in file order; ``.csv`` or ``.jsonl``, each with ``post_id`` and ``text``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in INPUT_FORMATS:
+        raise DataError(f"{path}: unknown input format {suffix or '(no extension)'!r}; give a .csv or .jsonl "
+                        f"file with the fields {', '.join(POST_COLUMNS)}")
+    if not path.is_file():
+        raise DataError(f"{path}: file not found; pass --input a .csv or .jsonl file of posts")
+    data = path.read_bytes()
+    posts = parse_posts(path, data) if suffix == ".csv" else posts_from_rows(path, _jsonl_rows(path, data))
+    return list(posts.values())
+
+
+def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}: line {line}: not valid UTF-8; re-save the file as UTF-8") from exc
+    rows = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {line}: not valid JSON ({exc.msg}); write one object per line") from exc
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {line}: expected a JSON object with {', '.join(POST_COLUMNS)}, "
+                            f"got {type(record).__name__}")
+        missing = [name for name in POST_COLUMNS if name not in record]
+        if missing:
+            raise DataError(f"{path}: line {line}: missing field(s) {', '.join(missing)}; "
+                            f"every line needs {', '.join(POST_COLUMNS)}")
+        if not isinstance(record["text"], str) or isinstance(record["post_id"], (dict, list, bool)) \
+                or record["post_id"] is None:
+            raise DataError(f"{path}: line {line}: text must be a string and post_id a string or number")
+        rows.append((line, {"post_id": str(record["post_id"]), "text": record["text"]}))
+    if not rows:
+        raise DataError(f"{path}: file is empty; it needs one JSON object with {', '.join(POST_COLUMNS)} per line")
+    return rows

@@ -1,0 +1,297 @@
+"""Predictions from a saved classifier on new posts, read exactly as training read its data.
+
+A model folder is what ``save_classifier`` writes (a trial's ``checkpoint/``, finalize's
+model). Its ``inference`` block says how training turned text into model inputs
+(formulation, max_length, long_text, criterion descriptions) and where to decide. Loading is
+training's meta-safe path, tokenizing is ``tokenize_pairs`` and scoring is
+``evaluate.predict``, so a post gets the probabilities the training code would give it.
+
+    predictor = load_classifier("final/model")
+    predictor.predict(["I can't sleep and nothing feels fun anymore."]).probabilities
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+
+from hpo.data import load_descriptions
+from hpo.data.collate import Collator
+from hpo.data.posts import load_posts
+from hpo.data.sentences import split_sentences
+from hpo.data.tokenize import LONG_TEXT, tokenize_pairs
+from hpo.errors import UsageError
+from hpo.models.classifier import load_classifier as load_model
+from hpo.models.device import forward_keys, safe_to_device
+from hpo.outputs import atomic_text
+from hpo.train.evaluate import predict as predict_probabilities
+from hpo.train.loop import resolve_device
+
+DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
+DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
+BLOCK_BATCHES = 8  # examples are tokenized and scored about this many batches at a time
+FORMULATIONS = ("pairs", "multilabel", "evidence")
+Progress = Callable[[int], None]  # called with the number of posts just finished
+
+
+class NotAModel(UsageError):
+    """A folder that is not a classifier ``save_classifier`` wrote, or one prediction cannot use."""
+
+
+@dataclass(frozen=True)
+class CriteriaPredictions:
+    labels: tuple[str, ...]  # the symptoms, in column order
+    probabilities: np.ndarray  # (posts, labels)
+    decisions: np.ndarray  # (posts, labels), bool: probability >= the model's threshold for that symptom
+
+
+@dataclass(frozen=True)
+class ScoredSentence:
+    rank: int  # 1 = the highest score of this post and symptom
+    index: int  # the sentence's position among the post's sentences
+    text: str
+    score: float
+    decision: bool  # score >= the model's threshold for the symptom
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``inference`` block of classifier.json, checked."""
+
+    formulation: str
+    labels: tuple[str, ...]
+    max_length: int
+    long_text: str
+    thresholds: np.ndarray  # per label
+    descriptions: dict[str, str]
+
+    @classmethod
+    def of(cls, path: Path, meta: dict) -> Settings:
+        try:
+            block = meta["inference"]
+            labels = tuple(block["labels"])
+            settings = cls(block["formulation"], labels, int(block["max_length"]), block["long_text"],
+                           np.array([float(block["thresholds"][label]) for label in labels]),
+                           # saved since descriptions became a study setting; before, training always used the packaged file
+                           block.get("descriptions") or load_descriptions())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NotAModel(f"{path}: classifier.json has no usable inference settings (missing {exc}); "
+                            "it predates prediction support: retrain or re-finalize the model") from None
+        if settings.formulation not in FORMULATIONS or settings.long_text not in LONG_TEXT:
+            raise NotAModel(f"{path}: unknown formulation {settings.formulation!r} or long_text "
+                            f"{settings.long_text!r} in classifier.json")
+        if settings.formulation != "multilabel" and (missing := set(labels) - set(settings.descriptions)):
+            raise NotAModel(f"{path}: classifier.json has no description for {', '.join(sorted(missing))}")
+        return settings
+
+
+class Predictor:
+    """A loaded classifier in eval mode on its device, with the settings it was trained with."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, settings: Settings, device: torch.device):
+        self.model, self.tokenizer, self.settings, self.device = model.eval(), tokenizer, settings, device
+        self.collate = Collator(tokenizer.pad_token_id, pad_to_multiple_of=8 if device.type == "cuda" else None,
+                                keep_keys=forward_keys(model))  # as training pads
+
+    @property
+    def task(self) -> str:
+        return "evidence" if self.settings.formulation == "evidence" else "criteria"
+
+    def predict(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE,
+                progress: Progress | None = None) -> CriteriaPredictions:
+        """Per text, each symptom's probability and decision (criteria models)."""
+        self._require("criteria", texts)
+        labels = self.settings.labels
+        if self.settings.formulation == "multilabel":
+            probs = self._by_post(texts, lambda text: [(None, text)], batch_size, progress)
+        else:  # one (criterion, post) pair per symptom, in label order
+            firsts = [self.settings.descriptions[label] for label in labels]
+            probs = self._by_post(texts, lambda text: [(first, text) for first in firsts], batch_size, progress)
+        probabilities = np.stack([p.reshape(-1) for p in probs]) if probs else np.zeros((0, len(labels)))
+        return CriteriaPredictions(labels, probabilities, probabilities >= self.settings.thresholds)
+
+    def predict_evidence(self, posts: Sequence[str], top_k: int | None = DEFAULT_TOP_K,
+                         batch_size: int = DEFAULT_BATCH_SIZE,
+                         progress: Progress | None = None) -> list[dict[str, list[ScoredSentence]]]:
+        """Per post and symptom, its ``top_k`` sentences (all with None) by evidence score.
+
+        Every sentence is scored against all nine criteria: training may have paired posts
+        only with the criteria they show, but a new post's criteria are not known here."""
+        self._require("evidence", posts)
+        labels, descriptions = self.settings.labels, self.settings.descriptions
+        sentences = [[s.text for s in split_sentences(post)] for post in posts]
+        scored = self._by_post(
+            range(len(posts)),
+            lambda i: [(descriptions[label], sentence) for sentence in sentences[i] for label in labels],
+            batch_size, progress, length=lambda i: len(posts[i]))
+        return [self._top(sentences[i], scores.reshape(len(sentences[i]), len(labels)), top_k)
+                for i, scores in enumerate(scored)]
+
+    def _top(self, sentences: list[str], scores: np.ndarray, top_k: int | None) -> dict[str, list[ScoredSentence]]:
+        top = {}
+        for column, label in enumerate(self.settings.labels):
+            order = np.argsort(-scores[:, column], kind="stable")[:top_k]
+            top[label] = [ScoredSentence(rank, int(i), sentences[i], float(scores[i, column]),
+                                         bool(scores[i, column] >= self.settings.thresholds[column]))
+                          for rank, i in enumerate(order, start=1)]
+        return top
+
+    def _by_post(self, posts: Sequence, examples: Callable, batch_size: int, progress: Progress | None,
+                 length: Callable = len) -> list[np.ndarray]:
+        """Each post's example probabilities, flattened in ``examples(post)`` order.
+
+        Posts go longest first, in blocks of about ``BLOCK_BATCHES`` batches of examples (nine
+        per post for pairs, nine per sentence for evidence): each block's length-sorted batches
+        then waste as little padding as one sort over everything would, memory stays bounded,
+        and the progress bar moves every few batches whatever the formulation."""
+        if batch_size < 1:
+            raise UsageError(f"batch size must be at least 1, got {batch_size}")
+        out: list[np.ndarray] = [np.zeros(0)] * len(posts)
+        block: list[tuple[int, list]] = []  # (post, its examples)
+
+        def flush() -> None:
+            pairs = [pair for _, examples_of in block for pair in examples_of]
+            if pairs:
+                probs = self.score(pairs, batch_size)
+                bounds = np.cumsum([0] + [len(examples_of) for _, examples_of in block])
+                for (i, _), first, last in zip(block, bounds[:-1], bounds[1:], strict=True):
+                    out[i] = probs[first:last]
+            if progress is not None:
+                progress(len(block))
+            block.clear()
+
+        pending = 0
+        for i in sorted(range(len(posts)), key=lambda i: -length(posts[i])):
+            block.append((i, examples(posts[i])))
+            pending += len(block[-1][1])
+            if pending >= batch_size * BLOCK_BATCHES:
+                flush()
+                pending = 0
+        if block:
+            flush()
+        return out
+
+    def score(self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs, labels).
+        In float32 whatever training's mixed precision: these are the reference numbers."""
+        tokens = tokenize_pairs(self.tokenizer, pairs, np.zeros(len(pairs), np.int64), self.settings.max_length,
+                                cache_key=None, long_text=self.settings.long_text)
+        return predict_probabilities(self.model, tokens, self.collate, batch_size, self.device)
+
+    def _require(self, task: str, texts: Sequence[str]) -> None:
+        if isinstance(texts, str):  # a str is a Sequence too: it would be scored letter by letter
+            raise TypeError("pass a list of texts, not one string")
+        if self.task != task:
+            other = "predict_evidence" if task == "criteria" else "predict"
+            raise UsageError(f"this is a {self.task} model; call {other}() instead")
+
+
+def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
+    """The classifier saved at ``path``, loaded as training loads models, on ``device``
+    (auto: a GPU when there is one)."""
+    path = Path(path)
+    meta = _read_meta(path)
+    settings = Settings.of(path, meta)
+    target = _device(device)
+    try:
+        model, tokenizer = load_model(path)
+    except (OSError, ValueError, SafetensorError) as exc:
+        raise NotAModel(f"{path}: cannot load the saved model ({_first_line(exc)})") from None
+    checkpoint = meta.get("base_encoder") or path / "encoder"  # where meta tensors are restored from
+    model = safe_to_device(model, target, checkpoint=checkpoint)
+    return Predictor(model, tokenizer, settings, target)
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    task: str
+    posts: int
+    rows: int
+    load_seconds: float  # reading the posts and loading the model
+    predict_seconds: float
+
+    @property
+    def posts_per_second(self) -> float:
+        return self.posts / max(self.predict_seconds, 1e-9)
+
+
+def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
+                 batch_size: int = DEFAULT_BATCH_SIZE, device: str = "auto", top_k: int | None = DEFAULT_TOP_K,
+                 progress: Callable[[int], Progress] | None = None) -> FileSummary:
+    """Predict every post of ``input_path`` and write one CSV to ``out``, whole or not at all.
+
+    Criteria: one row per post, each symptom's decision (0/1) and ``<symptom>_prob``.
+    Evidence: one row per post, symptom and ranked sentence (``top_k``; None: every sentence).
+    ``progress(total_posts)`` is called once, after loading, and returns the per-block callback."""
+    started = time.perf_counter()
+    posts = load_posts(input_path)  # bad input fails here, before the model costs anything
+    predictor = load_classifier(model_dir, device)
+    loaded = time.perf_counter()
+    step = progress(len(posts)) if progress is not None else None
+    texts = [post.text for post in posts]
+    if predictor.task == "criteria":
+        predictions = predictor.predict(texts, batch_size, step)
+        labels = predictions.labels
+        header = ["post_id", *labels, *(f"{label}_prob" for label in labels)]
+        rows = [[post.post_id, *map(int, decided), *map(float, probs)]
+                for post, decided, probs in zip(posts, predictions.decisions, predictions.probabilities, strict=True)]
+    else:
+        header = ["post_id", "symptom", "rank", "sentence", "score", "evidence"]
+        rows = [[post.post_id, label, s.rank, s.text, s.score, int(s.decision)]
+                for post, top in zip(posts, predictor.predict_evidence(texts, top_k, batch_size, step), strict=True)
+                for label, sentences in top.items() for s in sentences]
+    predicted = time.perf_counter()
+    with atomic_text(out) as stream:
+        writer = csv.writer(stream)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return FileSummary(predictor.task, len(posts), len(rows), loaded - started, predicted - loaded)
+
+
+def _read_meta(path: Path) -> dict:
+    """classifier.json, once the folder is known to hold every part of a saved classifier:
+    naming what is missing beats a long traceback from deep inside transformers."""
+    if not path.is_dir():
+        raise NotAModel(f"{path}: no such folder; pass a model folder (a trial's checkpoint/ or finalize's model)")
+    if not (path / "classifier.json").is_file():
+        raise NotAModel(f"{path}: no classifier.json, so not a saved classifier; pass a trial's checkpoint/ "
+                        "folder or finalize's model folder")
+    encoder = "adapter" if (path / "adapter").is_dir() else "encoder"
+    missing = [name for name in (encoder, "head.safetensors", "tokenizer") if not (path / name).exists()]
+    if missing:
+        raise NotAModel(f"{path}: incomplete model folder, missing {', '.join(missing)}; copy the whole folder")
+    try:
+        meta = json.loads((path / "classifier.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NotAModel(f"{path}: cannot read classifier.json ({exc}); pass a folder save_classifier wrote") from None
+    if not isinstance(meta, dict):
+        raise NotAModel(f"{path}: classifier.json is not an object; pass a folder save_classifier wrote")
+    return meta
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = resolve_device(name)
+    except RuntimeError:
+        raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {name!r} asked for, but this machine has no usable GPU; use --device cpu or auto")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise UsageError(f"device {name!r} asked for, but this process sees {torch.cuda.device_count()} GPU(s)")
+    return device
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence", "load_classifier",
+           "predict_file"]

@@ -1,0 +1,293 @@
+"""Predictions from a saved model: the Python API, the CLI and the training code give the same
+numbers for every formulation (long posts in chunks included), and bad input is one line,
+exit 2, with nothing left at --out."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hpo.cli import main
+from hpo.data import (
+    SYMPTOMS,
+    build_examples,
+    load_descriptions,
+    load_redsm5,
+    partition,
+    split_posts,
+    symptom_profiles,
+)
+from hpo.data.collate import Collator
+from hpo.data.tokenize import tokenize_pairs
+from hpo.fixtures import write_sample
+from hpo.models.classifier import load_classifier as load_model
+from hpo.models.device import forward_keys
+from hpo.predict import load_classifier
+from hpo.train.config import TrainConfig
+from hpo.train.evaluate import post_matrix, predict
+from hpo.train.loop import train
+from hpo.train.prepare import prepare_data
+
+CPU = torch.device("cpu")
+FORMULATIONS = {  # tiny settings where some sample posts need several chunks
+    "multilabel": dict(task="criteria", criteria_formulation="multilabel", long_text="chunks", max_length=40,
+                       threshold="tuned", objective_metric="post_macro_f1"),
+    "pairs": dict(task="criteria", criteria_formulation="pairs", long_text="chunks", max_length=96),
+    "evidence": dict(task="evidence", max_length=64, evidence_scope="positive_criteria"),
+}
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory) -> Path:
+    return write_sample(tmp_path_factory.mktemp("sample"), posts=60, seed=3)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_roberta, sample_dir, tmp_path_factory):
+    """formulation -> (config, model folder), each trained once (one epoch) on first use."""
+    cache: dict[str, tuple[TrainConfig, Path]] = {}
+
+    def get(formulation: str) -> tuple[TrainConfig, Path]:
+        if formulation not in cache:
+            folder = tmp_path_factory.mktemp(formulation) / "checkpoint"
+            config = TrainConfig(encoder=str(tiny_roberta), data_dir=str(sample_dir), epochs=1, learning_rate=3e-3,
+                                 batch_size=16, seed=0, pooling="mean", mixed_precision="no", device="cpu",
+                                 checkpoint_dir=str(folder), **FORMULATIONS[formulation])
+            train(config)
+            cache[formulation] = config, folder
+        return cache[formulation]
+
+    return get
+
+
+def validation_posts(config: TrainConfig, sample_dir: Path, folder: Path) -> tuple[Path, list[str], list[str]]:
+    """The validation split's posts as a predict input file, their ids and texts."""
+    posts = load_redsm5(sample_dir).posts
+    ids = list(dict.fromkeys(prepare_data(config).validation.post_ids))
+    path = folder / "posts.csv"
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["post_id", "text"])
+        writer.writerows([post_id, posts[post_id].text] for post_id in ids)
+    return path, ids, [posts[post_id].text for post_id in ids]
+
+
+def run_cli(model: Path, input_path: Path, out: Path, *extra: str) -> list[dict[str, str]]:
+    assert main(["predict", str(model), "--input", str(input_path), "--out", str(out), "--no-progress", *extra]) == 0
+    with out.open(newline="", encoding="utf-8") as stream:
+        return list(csv.DictReader(stream))
+
+
+def training_scores(config: TrainConfig, model_dir: Path) -> tuple[object, np.ndarray]:
+    """What the training code scores the validation split with this checkpoint."""
+    split = prepare_data(config).validation
+    model, tokenizer = load_model(model_dir)
+    collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    return split, predict(model, split.tokens, collate, 64, CPU)
+
+
+def cli_matrix(rows: list[dict[str, str]], ids: list[str]) -> np.ndarray:
+    by_id = {row["post_id"]: row for row in rows}
+    return np.array([[float(by_id[post_id][f"{symptom}_prob"]) for symptom in SYMPTOMS] for post_id in ids])
+
+
+@pytest.mark.parametrize("formulation", ["multilabel", "pairs"])
+def test_criteria_cli_equals_the_api_and_the_training_code(trained, sample_dir, tmp_path, monkeypatch, formulation):
+    config, model_dir = trained(formulation)
+    input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
+    rows = run_cli(model_dir, input_path, tmp_path / "predictions.csv")
+    assert [row["post_id"] for row in rows] == ids  # one row per post, in input order
+    from_cli = cli_matrix(rows, ids)
+
+    steps = []
+    monkeypatch.setattr("hpo.predict.BLOCK_BATCHES", 1)
+    api = load_classifier(model_dir, device="cpu").predict(texts, batch_size=3, progress=steps.append)
+    assert len(steps) > 1 and sum(steps) == len(texts)  # several blocks of other batches, same numbers
+    np.testing.assert_allclose(api.probabilities, from_cli, rtol=1e-5, atol=1e-6)
+    decided = np.array([[int(row[symptom]) for symptom in SYMPTOMS] for row in rows], dtype=bool)
+    assert (api.decisions == decided).all()
+    saved = json.loads((model_dir / "classifier.json").read_text())["inference"]["thresholds"]
+    assert (api.decisions == (api.probabilities >= np.array([saved[s] for s in SYMPTOMS]))).all()
+
+    split, probs = training_scores(config, model_dir)
+    if formulation == "multilabel":
+        assert (np.diff(split.tokens.offsets) > 1).any(), "some validation posts are read in several chunks"
+    np.testing.assert_allclose(from_cli, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_evidence_cli_equals_the_api_and_the_training_code(trained, sample_dir, tmp_path):
+    config, model_dir = trained("evidence")
+    input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
+    rows = run_cli(model_dir, input_path, tmp_path / "top.csv", "--top-k", "2")
+    api = load_classifier(model_dir, device="cpu").predict_evidence(texts, top_k=2, batch_size=4)
+    expected = [(post_id, symptom, s.rank, s.text, s.score) for post_id, top in zip(ids, api, strict=True)
+                for symptom, sentences in top.items() for s in sentences]
+    assert [(r["post_id"], r["symptom"], int(r["rank"]), r["sentence"]) for r in rows] == [e[:4] for e in expected]
+    np.testing.assert_allclose([float(r["score"]) for r in rows], [e[4] for e in expected], rtol=1e-5, atol=1e-6)
+    assert all(len(top[symptom]) <= 2 for top in api for symptom in SYMPTOMS)
+
+    every = run_cli(model_dir, input_path, tmp_path / "all.csv", "--top-k", "0")
+    scored = defaultdict(list)
+    for row in every:
+        scored[row["post_id"], row["symptom"]].append((row["sentence"], float(row["score"])))
+    split, probs = training_scores(config, model_dir)
+    trained_scores = defaultdict(list)
+    for example, prob in zip(_evidence_examples(config), probs[:, 0], strict=True):
+        trained_scores[example.post_id, example.criterion].append((example.text_b, float(prob)))
+    assert trained_scores, "the validation split has evidence examples"
+    for key, expected_scores in trained_scores.items():  # training paired each post with its shown criteria only
+        got = sorted(scored[key])
+        want = sorted(expected_scores)
+        assert [text for text, _ in got] == [text for text, _ in want], key
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
+
+
+def _evidence_examples(config: TrainConfig):
+    """The validation split's evidence examples, in the order prepare_data tokenizes them."""
+    corpus = load_redsm5(config.data_dir)
+    examples = build_examples(corpus, "evidence", load_descriptions(), evidence_scope=config.evidence_scope)
+    posts = split_posts(symptom_profiles(corpus), config.split_fractions, seed=config.split_seed)
+    return partition(examples, posts).validation
+
+
+def test_a_long_post_is_read_in_chunks_and_max_pooled_as_in_training(trained):
+    config, model_dir = trained("multilabel")
+    predictor = load_classifier(model_dir, device="cpu")
+    long_post = " ".join(["I used to love painting but now nothing interests me at all."] * 6
+                         + ["I cannot sleep more than three hours a night."])
+    tokens = tokenize_pairs(predictor.tokenizer, [(None, long_post)], [0], config.max_length, cache_key=None,
+                            long_text="chunks")
+    assert len(tokens.input_ids) > 2 and tokens.coverage == 1.0  # several windows, every token seen
+    with torch.inference_mode():
+        per_chunk = torch.stack([torch.sigmoid(predictor.model(torch.as_tensor(ids[None], dtype=torch.long)))[0]
+                                 for ids in tokens.input_ids])
+    got = predictor.predict([long_post, "short"]).probabilities[0]
+    np.testing.assert_allclose(got, per_chunk.amax(0).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_real_command_line_prints_a_throughput_line(trained, sample_dir, tmp_path):
+    config, model_dir = trained("multilabel")
+    input_path = tmp_path / "posts.jsonl"
+    input_path.write_text('{"post_id": 1, "text": "I feel empty every day."}\n\n'
+                          '{"post_id": "b", "text": "Slept well, went for a run."}\n', encoding="utf-8")
+    out = tmp_path / "predictions.csv"
+    result = subprocess.run([sys.executable, "-m", "hpo", "predict", str(model_dir), "--input", str(input_path),
+                             "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "posts/s" in result.stderr.strip().splitlines()[-1]
+    with out.open(newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [row["post_id"] for row in rows] == ["1", "b"]
+    expected = load_classifier(model_dir, device="cpu").predict([row["text"] for row in (
+        {"text": "I feel empty every day."}, {"text": "Slept well, went for a run."})]).probabilities
+    np.testing.assert_allclose(cli_matrix(rows, ["1", "b"]), expected, rtol=1e-5, atol=1e-6)
+
+
+BAD_INPUTS = {
+    "missing column": ("posts.csv", b"post_id,body\n1,hello\n", "missing column(s) text"),
+    "empty csv": ("posts.csv", b"", "file is empty"),
+    "header only": ("posts.csv", b"post_id,text\n", "no data rows"),
+    "empty jsonl": ("posts.jsonl", b"\n\n", "file is empty"),
+    "not utf-8": ("posts.csv", "post_id,text\n1,caf\u00e9 tr\u00e8s triste\n".encode("latin-1"), "not valid UTF-8"),
+    "bad json": ("posts.jsonl", b'{"post_id": 1, "text": "ok"}\n{"post_id": 2,\n', "line 2: not valid JSON"),
+    "jsonl missing field": ("posts.jsonl", b'{"id": 1, "text": "ok"}\n', "missing field(s) post_id"),
+    "duplicate id": ("posts.csv", b"post_id,text\n1,a\n1,b\n", "duplicate post_id"),
+    "unknown extension": ("posts.txt", b"post_id,text\n1,a\n", "unknown input format '.txt'"),
+}
+
+
+def assert_refused(capsys, argv: list[str], out: Path, *expected: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for text in expected:
+        assert text in err, err
+    assert not out.exists()
+    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")], "no staging file left"
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(trained, tmp_path, capsys, case):
+    _, model_dir = trained("multilabel")
+    name, content, message = BAD_INPUTS[case]
+    input_path = tmp_path / name
+    input_path.write_bytes(content)
+    out = tmp_path / "predictions.csv"
+    assert_refused(capsys, ["predict", str(model_dir), "--input", str(input_path), "--out", str(out)], out, message)
+
+
+def broken_models(model_dir: Path, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(model_dir, tmp_path / name))
+
+    no_meta = copy("no-json")
+    (no_meta / "classifier.json").unlink()
+    no_head = copy("no-head")
+    (no_head / "head.safetensors").unlink()
+    old = copy("no-inference")
+    meta = json.loads((old / "classifier.json").read_text())
+    (old / "classifier.json").write_text(json.dumps({**meta, "inference": {}}))
+    garbled = copy("garbled")
+    (garbled / "classifier.json").write_text("{not json")
+    bad_head = copy("bad-head")
+    (bad_head / "head.safetensors").write_bytes(b"\x00" * 16)
+    return {"missing folder": (tmp_path / "nowhere", "no such folder"),
+            "no classifier.json": (no_meta, "no classifier.json"),
+            "no head": (no_head, "missing head.safetensors"),
+            "no inference settings": (old, "no usable inference settings"),
+            "garbled classifier.json": (garbled, "cannot read classifier.json"),
+            "garbled weights": (bad_head, "cannot load the saved model")}
+
+
+def test_a_folder_that_is_not_a_model_is_one_line_exit_2(trained, tmp_path, capsys):
+    _, model_dir = trained("multilabel")
+    input_path = tmp_path / "posts.csv"
+    input_path.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
+    out = tmp_path / "predictions.csv"
+    for case, (folder, message) in broken_models(model_dir, tmp_path / "models").items():
+        assert main(["predict", str(folder), "--input", str(input_path), "--out", str(out)]) == 2, case
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, (case, err)
+        assert not out.exists(), case
+
+
+def test_an_unwritable_out_or_a_missing_gpu_is_one_line_exit_2(trained, tmp_path, capsys):
+    _, model_dir = trained("multilabel")
+    input_path = tmp_path / "posts.csv"
+    input_path.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
+    out = tmp_path / "missing-folder" / "predictions.csv"
+    assert main(["predict", str(model_dir), "--input", str(input_path), "--out", str(out), "--no-progress"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not out.exists()
+    if not torch.cuda.is_available():
+        out = tmp_path / "predictions.csv"
+        assert_refused(capsys, ["predict", str(model_dir), "--input", str(input_path), "--out", str(out),
+                                "--device", "cuda"], out, "no usable GPU")
+
+
+def test_a_criteria_model_refuses_evidence_calls(trained):
+    _, model_dir = trained("multilabel")
+    with pytest.raises(Exception, match="call predict"):
+        load_classifier(model_dir, device="cpu").predict_evidence(["I am tired."])
+
+
+def test_a_lora_model_predicts_what_training_scores(tiny_roberta, sample_dir, tmp_path):
+    """The folder holds only adapters; the base encoder is loaded from where classifier.json names it."""
+    pytest.importorskip("peft")
+    config = TrainConfig(task="criteria", criteria_formulation="multilabel", encoder=str(tiny_roberta),
+                         data_dir=str(sample_dir), epochs=1, max_length=64, learning_rate=5e-3, adapter="lora",
+                         lora_r=4, mixed_precision="no", device="cpu", checkpoint_dir=str(tmp_path / "checkpoint"))
+    train(config)
+    assert (tmp_path / "checkpoint" / "adapter").is_dir() and not (tmp_path / "checkpoint" / "encoder").exists()
+    input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
+    split, probs = training_scores(config, tmp_path / "checkpoint")
+    api = load_classifier(tmp_path / "checkpoint", device="cpu").predict(texts)
+    np.testing.assert_allclose(api.probabilities, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
