@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -14,8 +15,10 @@ import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
 
+from hpo.data.posts import load_posts
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
+from hpo.predict import load_classifier
 from hpo.spec import load_spec
 from hpo.train.holdout import score_on_test
 
@@ -89,6 +92,20 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
 
     again = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--no-progress", *tuned["args"], cwd=tuned["root"])
     assert again.returncode == 0 and "already finalized" in again.stdout, "the test split is scored once"
+
+    # Predictions from the final model: the CLI's equal the Python API's.
+    posts = tuned["root"] / "data" / "redsm5_posts.csv"
+    out = tuned["root"] / "predictions.csv"
+    predicted = _hpo("predict", str(final / "model"), "--input", str(posts), "--out", str(out), "--no-progress",
+                     cwd=tuned["root"])
+    assert predicted.returncode == 0 and "posts/s" in predicted.stderr, predicted.stderr[-2000:]
+    with out.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    texts = [post.text for post in load_posts(posts)]
+    api = load_classifier(final / "model", device="cpu").predict(texts)
+    assert len(rows) == len(texts) == 120
+    for row, probabilities in zip(rows, api.probabilities, strict=True):
+        assert [float(row[f"{s}_prob"]) for s in api.labels] == pytest.approx(probabilities.tolist(), abs=1e-5)
 
 
 def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned):
