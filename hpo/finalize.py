@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -30,6 +29,7 @@ from tqdm import tqdm
 from hpo.data import files_fingerprint
 from hpo.errors import UsageError
 from hpo.model_card import model_card
+from hpo.outputs import atomic_text
 from hpo.process import redact
 from hpo.spec import StudySpec, load_spec
 from hpo.study import artifact_store, completed_trials, load_existing_study, study_uid, upload
@@ -171,7 +171,8 @@ def _publish(final_dir: Path, run: str, summary: dict) -> None:
     shutil.copytree(final_dir / "runs" / run / "model", staged)
     shutil.rmtree(final_dir / "model", ignore_errors=True)
     staged.rename(final_dir / "model")
-    (final_dir / "model_card.md").write_text(model_card(summary))
+    with atomic_text(final_dir / "model_card.md") as stream:
+        stream.write(model_card(summary))
     _write_json(final_dir / "metrics.json", summary)
 
 
@@ -214,6 +215,5 @@ def _rounded(metrics: dict[str, float]) -> dict[str, float]:
 
 def _write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(partial, path)  # a kill mid-write leaves no half-written result behind
+    with atomic_text(path) as stream:  # a kill mid-write leaves no half-written result behind
+        stream.write(json.dumps(data, indent=2, default=str) + "\n")

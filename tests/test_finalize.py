@@ -127,3 +127,22 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
     assert f"resuming: {len(finished)} of 4" in rerun.stdout
     assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished seeds were not retrained"
     assert len(list(runs.glob("*/result.json"))) == 4 and (runs.parent / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("extra, problem", [((), "no study named"), (("--seeds", "0"), "--seeds: must be a positive")])
+def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
+    run = _hpo("finalize", SPEC, "--storage", f"sqlite:///{tmp_path / 'none.db'}", "--set", "name=never-tuned",
+               *extra, cwd=tmp_path)
+    assert run.returncode == 2 and problem in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not list(tmp_path.rglob("final")), "nothing half-created"
+
+
+def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
+    from hpo.errors import UsageError
+    from hpo.finalize import plan
+
+    spec = load_spec(SPEC, ["name=empty"], f"sqlite:///{tmp_path / 'db.sqlite'}")
+    study = optuna.create_study(study_name="empty", storage=spec.storage, direction="maximize")
+    study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
+    with pytest.raises(UsageError, match="no completed trial to finalize; run hpo tune first"):
+        plan(spec, study, top_k=3, seeds=2)
