@@ -41,9 +41,16 @@ BASE = {
 }
 
 
-def first_values(spec: StudySpec) -> dict[str, object]:
-    return {name: param.choices[0] if isinstance(param, CategoricalParam) else param.low
-            for name, param in spec.search_space.items()}
+def first_values(spec: StudySpec, given: dict[str, object] | None = None) -> dict[str, object]:
+    """Each applicable parameter's ``given`` value, else its first choice or low end; parents
+    before children, as sampling goes."""
+    given = given or {}
+    values: dict[str, object] = {}
+    for name, param in spec.search_space.items():
+        if spec.applies(name, values):
+            first = param.choices[0] if isinstance(param, CategoricalParam) else param.low
+            values[name] = given.get(name, first)
+    return values
 
 
 def write(tmp_path: Path, document: object) -> Path:
@@ -76,6 +83,21 @@ def test_every_shipped_study_validates_and_builds_a_train_config():
         spec = load_spec(path, env={})
         assert spec.name == path.stem
         assert isinstance(spec.train_config(first_values(spec), None), TrainConfig)
+
+
+def test_the_supermax_studies_search_in_parallel_aware_conditional_warm_started_spaces():
+    for path in STUDIES:
+        spec = load_spec(path, env={})
+        if not spec.name.endswith("-supermax"):
+            continue
+        assert spec.sampler.name == "tpe"
+        assert spec.sampler.options == {"multivariate": True, "group": True, "constant_liar": True}
+        assert spec.search_space["lora_r"].when == {"adapter": ("lora",)}
+        assert spec.search_space["head_hidden_size"].when == {"head_layers": (1, 2)}
+        assert {point["encoder"] for point in spec.warm_start} == set(spec.search_space["encoder"].choices)
+        for point in spec.warm_start:
+            config = spec.train_config(first_values(spec, given=spec.typed_point(point)), None)
+            assert config.learning_rate in (2e-5, 3e-5) and config.epochs == 3 and config.weight_decay == 0.01
 
 
 def test_hyperband_resource_covers_every_searched_epoch_count():
