@@ -303,8 +303,8 @@ class StudySpec(_Strict):
             for parent, allowed in (param.when or {}).items():
                 at = f"search_space.{name}.when.{parent}"
                 if parent not in self.search_space:
-                    raise _problem(_not_searched(parent, names, self.train) + "; a condition names an earlier "
-                                   "searched parameter", at=at)
+                    raise _problem(_not_searched(parent, names, self.train,
+                                                 need="; a condition names an earlier searched parameter"), at=at)
                 if cycle := self._cycle(name, parent):
                     raise _problem(f"forms a cycle {' -> '.join(cycle)}; drop one of these conditions", at=at)
                 if names.index(parent) > names.index(name):
@@ -346,9 +346,10 @@ class StudySpec(_Strict):
 
     def typed_point(self, point: Mapping[str, object]) -> dict[str, object]:
         """A checked ``point`` with its numbers as the search space takes them ("2e-5" and
-        an int in a float range become floats), as Optuna must be given them."""
+        an int in a float range become floats, 3.0 in an int range 3), as Optuna must be given them."""
         typed = {name: _as_number(value) for name, value in point.items()}
-        return {name: float(value) if isinstance(self.search_space[name], FloatParam) else value
+        as_type = {FloatParam: float, IntParam: int}
+        return {name: as_type.get(type(self.search_space[name]), lambda same: same)(value)
                 for name, value in typed.items()}
 
     def _probe_train_configs(self) -> None:
@@ -382,11 +383,11 @@ def _one_of(value: object, allowed: Sequence[object]) -> bool:
     return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in allowed)
 
 
-def _not_searched(name: str, searched: list[str], train: Mapping[str, object]) -> str:
+def _not_searched(name: str, searched: list[str], train: Mapping[str, object], need: str = "") -> str:
     if name in train:
-        return f"'{name}' is fixed in train, not searched"
+        return f"'{name}' is fixed in train, not searched{need}"
     close = difflib.get_close_matches(name, searched, n=1)
-    return f"'{name}' is not in search_space" + (f"; did you mean '{close[0]}'?" if close else "")
+    return f"'{name}' is not in search_space{need}" + (f"; did you mean '{close[0]}'?" if close else "")
 
 
 def _value_problem(param: Param, value: object, name: str, condition: bool = False) -> str | None:
