@@ -56,7 +56,10 @@ def enqueue(spec_path: str, assignments: Sequence[str], storage: str | None, all
     spec = load_spec(spec_path, (), storage)
     point = {}
     for text in assignments:
-        keys, value = parse_override(text)
+        try:
+            keys, value = parse_override(text)
+        except SpecError:
+            raise SpecError(f"--set {text!r}: expected the form key=value, e.g. --set learning_rate=2e-5") from None
         if len(keys) != 1:
             raise SpecError(f"--set {text}: name a searched parameter, e.g. --set learning_rate=2e-5")
         point[keys[0]] = value
