@@ -241,3 +241,10 @@ def test_seeds_go_through_transformers_and_deterministic_turns_on_deterministic_
     finally:
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False
+
+
+def test_layerwise_decay_frozen_layers_and_attention_dropout_train_end_to_end(tiny_deberta, sample_dir):
+    config = _config(tiny_deberta, sample_dir, epochs=1, layerwise_lr_decay=0.8, freeze_layers=1,
+                     encoder_dropout=0.0, attention_dropout=0.2, label_smoothing=0.1, focal_gamma=1.0)
+    result = train(config)
+    assert result.epochs_run == 1 and 0.0 <= result.value <= 1.0
