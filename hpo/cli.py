@@ -65,6 +65,12 @@ def _validate(args) -> None:
     print(result.summary)
 
 
+def _enqueue(args) -> None:
+    from hpo.commands import enqueue
+
+    print(enqueue(args.spec, args.params, args.storage, allow_spec_change=args.allow_spec_change))
+
+
 def _status(args) -> None:
     from hpo.commands import status
 
@@ -228,6 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check a study file, its data and encoders; creates nothing")
     _spec_args(validate)
     validate.set_defaults(func=_validate)
+
+    enqueue = commands.add_parser("enqueue", help="queue one parameter set by hand on a spec's study")
+    enqueue.add_argument("spec", help="study YAML file, e.g. studies/criteria-supermax.yaml")
+    enqueue.add_argument("--set", dest="params", action="append", required=True, metavar="KEY=VALUE",
+                         help="a searched parameter's value, e.g. --set learning_rate=2e-5 (repeatable); "
+                              "parameters left out are sampled")
+    _storage_arg(enqueue)
+    _spec_change_arg(enqueue)
+    enqueue.set_defaults(func=_enqueue)
 
     for name, func, text in (("status", _status, "trial counts, best value, trials/hour and ETA"),
                              ("best", _best, "the best trial's parameters, metrics and checkpoint")):

@@ -18,7 +18,7 @@ from hpo.errors import RunStopped, UsageError
 from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.preflight import preflight
 from hpo.process import exit_with_parent, redact
-from hpo.spec import DEFAULT_OUTPUT_DIR, load_spec, resolve_storage
+from hpo.spec import DEFAULT_OUTPUT_DIR, SpecError, load_spec, parse_override, resolve_storage
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +33,46 @@ class Validated:
 
 def validate(spec_path: str, overrides: Sequence[str], storage: str | None) -> Validated:
     spec = load_spec(spec_path, overrides, storage)
-    notes = preflight(spec)
+    notes = preflight(spec) + _search_notes(spec)
     return Validated(notes, f"{spec_path}: valid — study {spec.name!r}, {spec.n_trials} trials, "
                             f"{len(spec.search_space)} searched parameters, storage {redact(spec.storage)}")
+
+
+def _search_notes(spec) -> list[str]:
+    """The conditional parameters, grouped by condition, and the warm start."""
+    by_condition: dict[str, list[str]] = {}
+    for name, param in spec.search_space.items():
+        if param.when:
+            by_condition.setdefault(param.condition_text(), []).append(name)
+    notes = [f"{', '.join(names)}: sampled only when {condition}" for condition, names in by_condition.items()]
+    if spec.warm_start:
+        notes.append(f"warm start: {len(spec.warm_start)} parameter sets, queued once when the study is created")
+    return notes
+
+
+def enqueue(spec_path: str, assignments: Sequence[str], storage: str | None, allow_spec_change: bool = False) -> str:
+    """Queue one parameter set (``key=value`` per searched parameter; the rest is sampled)
+    on the spec's study, created if need be; returns what was done, in one line."""
+    spec = load_spec(spec_path, (), storage)
+    point = {}
+    for text in assignments:
+        try:
+            keys, value = parse_override(text)
+        except SpecError:
+            raise SpecError(f"--set {text!r}: expected the form key=value, e.g. --set learning_rate=2e-5") from None
+        if len(keys) != 1:
+            raise SpecError(f"--set {text}: name a searched parameter, e.g. --set learning_rate=2e-5")
+        point[keys[0]] = value
+    if problem := spec.point_problem(point):  # before the study is opened: bad input creates nothing
+        raise SpecError(f"--set {problem[0]}: {problem[1]}" if problem[0] else f"--set: {problem[1]}")
+    from hpo.study import enqueue as enqueue_point
+    from hpo.study import open_study
+
+    study = open_study(spec, allow_spec_change=allow_spec_change)
+    shown = ", ".join(f"{k}={v}" for k, v in spec.typed_point(point).items())
+    if enqueue_point(study, spec, point):
+        return f"queued {shown} on study {spec.name!r}; the next free worker runs it"
+    return f"study {spec.name!r} already has a trial with {shown}; nothing queued"
 
 
 def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers: int,

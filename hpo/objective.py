@@ -52,6 +52,7 @@ class Objective:
         started = time.perf_counter()
         config = self.spec.train_config(params, checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
                                         if self.spec.keep_top_k else None)
+        trial.set_user_attr("seed", config.seed)  # at the start: a pruned or failed trial reruns from it too
         epochs = []
 
         def report(epoch: int, value: float) -> None:

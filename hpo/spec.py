@@ -69,7 +69,36 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _RangeParam(_Strict):
+Scalar = str | int | float | bool | None
+
+
+class _Searched(_Strict):
+    # Sampled only when each named earlier parameter took one of the listed values
+    # (``when: {adapter: lora}``, ``when: {head_layers: [1, 2]}``); otherwise the TrainConfig default.
+    when: dict[str, tuple[Scalar, ...]] | None = None
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _listed_values(cls, when: object) -> object:
+        if not isinstance(when, dict):
+            return when  # pydantic names the wrong type (null means no condition)
+        if not when:
+            raise _problem("must name at least one parameter, e.g. when: {adapter: lora}")
+        listed = {}
+        for parent, allowed in when.items():
+            values = allowed if isinstance(allowed, list | tuple) else [allowed]
+            if not values or not all(isinstance(value, _SCALARS) for value in values):
+                raise _problem("must be a value or a non-empty list of values", at=str(parent))
+            listed[parent] = [_as_number(value) for value in values]
+        return listed
+
+    def condition_text(self) -> str:
+        """``adapter is lora``, ``head_layers in 1, 2``: the condition as ``hpo validate`` shows it."""
+        return " and ".join(f"{parent} is {allowed[0]}" if len(allowed) == 1 else
+                            f"{parent} in {', '.join(map(str, allowed))}" for parent, allowed in (self.when or {}).items())
+
+
+class _RangeParam(_Searched):
     low: FiniteFloat
     high: FiniteFloat
     log: bool = False
@@ -99,7 +128,7 @@ class IntParam(_RangeParam):
     step: int | None = Field(default=None, gt=0)
 
 
-class CategoricalParam(_Strict):
+class CategoricalParam(_Searched):
     type: Literal["categorical"]
     choices: tuple[str | int | float | bool | None, ...]
 
@@ -194,6 +223,8 @@ class StudySpec(_Strict):
     model_paths: dict[str, str] = Field(default_factory=dict)  # encoder name -> local path
     train: dict[str, Any] = Field(default_factory=dict)
     search_space: dict[str, Param] = Field(min_length=1)
+    # parameter sets tried first, enqueued once when the study is created (a known-good recipe)
+    warm_start: tuple[dict[str, Any], ...] = ()
     _source: str = PrivateAttr(default="<memory>")
 
     @field_validator("name")
@@ -221,10 +252,18 @@ class StudySpec(_Strict):
             return int(self.train.get("gpus_per_trial", 1))
         return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
 
+    def applies(self, name: str, values: Mapping[str, object]) -> bool:
+        """Whether searched parameter ``name`` is sampled when the earlier ones took ``values``
+        (a parent that was not sampled itself fails the condition)."""
+        when = self.search_space[name].when or {}
+        return all(parent in values and _one_of(values[parent], allowed) for parent, allowed in when.items())
+
     def train_config(self, params: Mapping[str, object], checkpoint_dir: str | None) -> TrainConfig:
-        """The plain config of one trial: the fixed settings plus its sampled ``params``."""
-        if set(params) != set(self.search_space):
-            raise ValueError(f"params {sorted(params)} do not match the search space {sorted(self.search_space)}")
+        """The plain config of one trial: the fixed settings plus its sampled ``params``;
+        a conditional parameter that was not sampled keeps the TrainConfig default."""
+        expected = [name for name in self.search_space if self.applies(name, params)]
+        if set(params) != set(expected):
+            raise ValueError(f"params {sorted(params)} do not match the search space's applicable {sorted(expected)}")
         settings = {**self.train, **params}
         settings["encoder"] = self.model_paths.get(settings["encoder"], settings["encoder"])
         return self._build(settings, checkpoint_dir)
@@ -244,6 +283,11 @@ class StudySpec(_Strict):
                 raise _problem("is also fixed in train; set it in one place", at=f"search_space.{name}")
             if name in _INTEGER_FIELDS and isinstance(param, FloatParam):
                 raise _problem("is an integer setting; use type: int", at=f"search_space.{name}.type")
+        self._check_conditions()
+        for index, point in enumerate(self.warm_start):
+            problem = self.point_problem(point)
+            if problem:
+                raise _problem(problem[1], at=f"warm_start.{index}.{problem[0]}".rstrip("."))
         if "encoder" not in self.train and "encoder" not in self.search_space:
             raise _problem("is required: fix it in train or search it in search_space", at="train.encoder")
         if self.task == "evidence" and self.metric.startswith("post_"):
@@ -252,6 +296,61 @@ class StudySpec(_Strict):
             raise _problem(f"{self.metric} ranks sentences, only for task evidence", at="metric")
         self._probe_train_configs()
         return self
+
+    def _check_conditions(self) -> None:
+        names = list(self.search_space)
+        for name, param in self.search_space.items():
+            for parent, allowed in (param.when or {}).items():
+                at = f"search_space.{name}.when.{parent}"
+                if parent not in self.search_space:
+                    raise _problem(_not_searched(parent, names, self.train,
+                                                 need="; a condition names an earlier searched parameter"), at=at)
+                if cycle := self._cycle(name, parent):
+                    raise _problem(f"forms a cycle {' -> '.join(cycle)}; drop one of these conditions", at=at)
+                if names.index(parent) > names.index(name):
+                    raise _problem(f"is listed after {name}; list {parent} first in search_space", at=at)
+                for value in allowed:
+                    if problem := _value_problem(self.search_space[parent], value, parent, condition=True):
+                        raise _problem(problem, at=at)
+
+    def _cycle(self, child: str, parent: str) -> list[str] | None:
+        """The path of conditions from ``child`` through ``parent`` back to ``child``, if any."""
+        def back_to_child(node: str, seen: set[str]) -> list[str] | None:
+            if node == child:
+                return [node]
+            if node in seen or node not in self.search_space:
+                return None
+            seen.add(node)
+            for up in self.search_space[node].when or {}:
+                if rest := back_to_child(up, seen):
+                    return [node, *rest]
+            return None
+
+        rest = back_to_child(parent, set())
+        return [child, *rest] if rest else None
+
+    def point_problem(self, point: Mapping[str, object]) -> tuple[str, str] | None:
+        """(key, problem) for the first thing wrong with a hand-given parameter set (a
+        ``warm_start`` entry, ``hpo enqueue --set``), or None. Names left out are sampled."""
+        if not isinstance(point, Mapping) or not point:
+            return "", "must be a mapping of searched parameters to values, e.g. {learning_rate: 2.0e-5}"
+        for name, value in point.items():
+            if name not in self.search_space:
+                return name, _not_searched(name, list(self.search_space), self.train)
+            if problem := _value_problem(self.search_space[name], _as_number(value), name):
+                return name, problem
+            if not self.applies(name, point):
+                return name, (f"applies only when {self.search_space[name].condition_text()}; "
+                              "set that too, or leave this out")
+        return None
+
+    def typed_point(self, point: Mapping[str, object]) -> dict[str, object]:
+        """A checked ``point`` with its numbers as the search space takes them ("2e-5" and
+        an int in a float range become floats, 3.0 in an int range 3), as Optuna must be given them."""
+        typed = {name: _as_number(value) for name, value in point.items()}
+        as_type = {FloatParam: float, IntParam: int}
+        return {name: as_type.get(type(self.search_space[name]), lambda same: same)(value)
+                for name, value in typed.items()}
 
     def _probe_train_configs(self) -> None:
         """Build TrainConfigs from the fixed settings and every value range end and choice.
@@ -277,6 +376,36 @@ class StudySpec(_Strict):
                 raise _problem(f"{name}={settings[name]!r} is invalid: {_problem_text(first_error)}",
                                at=f"search_space.{name}") from None
             raise _problem(_problem_text(first_error), at=f"train.{field}" if field else "train") from None
+
+
+def _one_of(value: object, allowed: Sequence[object]) -> bool:
+    # by type too, as choices are: a condition on 1 is not met by true
+    return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in allowed)
+
+
+def _not_searched(name: str, searched: list[str], train: Mapping[str, object], need: str = "") -> str:
+    if name in train:
+        return f"'{name}' is fixed in train, not searched{need}"
+    close = difflib.get_close_matches(name, searched, n=1)
+    return f"'{name}' is not in search_space{need}" + (f"; did you mean '{close[0]}'?" if close else "")
+
+
+def _value_problem(param: Param, value: object, name: str, condition: bool = False) -> str | None:
+    """Why ``value`` is not a value ``param`` can take, or None."""
+    if isinstance(param, CategoricalParam):
+        if _one_of(value, param.choices):
+            return None
+        return f"{value!r} is not one of {name}'s choices {list(param.choices)}"
+    if condition and isinstance(param, FloatParam):
+        return f"{name} is a float range; a condition needs a categorical or int parameter"
+    number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if number is None or (isinstance(param, IntParam) and number != int(number)):
+        return f"{value!r} is not {'an integer' if isinstance(param, IntParam) else 'a number'} for {name}"
+    if not param.low <= number <= param.high:
+        return f"{name}={value!r} is outside its range [{param.low}, {param.high}]"
+    if param.step and abs((number - param.low) / param.step - round((number - param.low) / param.step)) > 1e-9:
+        return f"{name}={value!r} is not on its grid (low {param.low}, step {param.step})"
+    return None
 
 
 def _candidates(param: Param) -> tuple[object, ...]:

@@ -336,3 +336,82 @@ def test_validate_names_a_bad_n_trials(capsys, tmp_path):
     code, _, err = hpo(capsys, "validate", str(SMOKE), "--set", "n_trials=0", "--set", f"data_dir={tmp_path}")
     assert code == 2
     assert err.count("\n") == 1 and "n_trials" in err and str(SMOKE) in err
+
+
+# ---- conditional spaces, warm start and enqueue ----------------------------------------------------------
+
+CONDITIONAL = """\
+name: {name}
+task: criteria
+data_dir: {data_dir}
+n_trials: 4
+sampler: {{name: tpe, options: {{multivariate: true, group: true, constant_liar: true}}}}
+train: {{encoder: {encoder}, max_length: 96}}
+search_space:
+  adapter: {{type: categorical, choices: [full, lora]}}
+  lora_r: {{type: int, low: 4, high: 16, when: {{adapter: lora}}}}
+  lora_alpha: {{type: int, low: 8, high: 32, when: {{adapter: lora}}}}
+  head_layers: {{type: int, low: 0, high: 2}}
+  head_hidden_size: {{type: categorical, choices: [32, 64], when: {{head_layers: [1, 2]}}}}
+  learning_rate: {{type: float, low: 1.0e-5, high: 1.0e-3, log: true}}
+warm_start:
+  - {{adapter: full, head_layers: 0, learning_rate: 2e-5}}
+  - {{adapter: lora, lora_r: 8, learning_rate: 3e-4}}
+"""
+
+
+@pytest.fixture
+def conditional(tmp_path, study_name) -> Path:
+    path = tmp_path / "conditional.yaml"
+    path.write_text(CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder="unused"))
+    return path
+
+
+def test_validate_shows_the_conditions_and_the_warm_start(capsys, tmp_path, study_name, tiny_roberta, sqlite_url):
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    path = tmp_path / "conditional.yaml"
+    path.write_text(CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder=tiny_roberta))
+    code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url)
+    assert code == 0, err
+    assert "lora_r, lora_alpha: sampled only when adapter is lora" in out
+    assert "head_hidden_size: sampled only when head_layers in 1, 2" in out
+    assert "warm start: 2 parameter sets, queued once when the study is created" in out
+
+
+def test_enqueue_queues_one_parameter_set_beside_the_warm_start(capsys, conditional, sqlite_url, study_name):
+    code, out, err = hpo(capsys, "enqueue", str(conditional), "--set", "adapter=lora", "--set", "lora_r=12",
+                         "--set", "learning_rate=5e-5", "--storage", sqlite_url)
+    assert code == 0, err
+    assert out.startswith(f"queued adapter=lora, lora_r=12, learning_rate=5e-05 on study '{study_name}'")
+    waiting = optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).get_trials(
+        states=(TrialState.WAITING,))
+    assert [t.system_attrs["fixed_params"] for t in waiting][-1] == \
+        {"adapter": "lora", "lora_r": 12, "learning_rate": 5e-5}
+    assert len(waiting) == 3  # the spec's two warm-start sets, queued when enqueue created the study, and this one
+    code, out, _ = hpo(capsys, "enqueue", str(conditional), "--set", "adapter=lora", "--set", "lora_r=12",
+                       "--set", "learning_rate=5e-5", "--storage", sqlite_url)
+    assert code == 0 and "nothing queued" in out
+
+
+@pytest.mark.parametrize("params, problem", [
+    (["lerning_rate=1e-4"], "--set lerning_rate: 'lerning_rate' is not in search_space; did you mean 'learning_rate'?"),
+    (["learning_rate=0.5"], "--set learning_rate: learning_rate=0.5 is outside its range"),
+    (["adapter=prefix"], "--set adapter: 'prefix' is not one of adapter's choices ['full', 'lora']"),
+    (["head_layers=one"], "--set head_layers: 'one' is not an integer for head_layers"),
+    (["lora_r=8"], "--set lora_r: applies only when adapter is lora"),
+    (["train.epochs=2"], "name a searched parameter"),
+    (["learning_rate"], "expected the form key=value"),
+], ids=["unknown name", "out of range", "not a choice", "not an integer", "condition fails", "dotted key",
+        "no value"])
+def test_enqueue_of_a_bad_parameter_set_is_one_line_exit_2_and_creates_nothing(
+        capsys, conditional, sqlite_url, params, problem):
+    argv = [arg for param in params for arg in ("--set", param)]
+    code, out, err = hpo(capsys, "enqueue", str(conditional), *argv, "--storage", sqlite_url)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and problem in err, err
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
+
+
+def test_enqueue_without_a_parameter_is_a_usage_error(conditional):
+    result = hpo_process("enqueue", str(conditional))
+    assert result.returncode == 2 and "--set" in result.stderr and "Traceback" not in result.stderr

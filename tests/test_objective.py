@@ -28,11 +28,13 @@ def spec(tmp_path, sqlite_url, study_name, tiny_roberta) -> StudySpec:
 
 
 def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
+    spec = spec.model_copy(update={"train": {**spec.train, "seed": 7}})
     study = open_study(spec)
     study.optimize(Objective(spec), n_trials=1)
     uid = study_uid(study)
     recorded = json.loads((spec.study_dir(uid) / "trial_0" / "metrics.json").read_text())
     assert (recorded["study_uid"], recorded["trial"]) == (uid, 0)
+    assert study.trials[0].user_attrs["seed"] == recorded["seed"] == 7  # each trial records the seed it ran with
 
 
 def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):

@@ -41,9 +41,16 @@ BASE = {
 }
 
 
-def first_values(spec: StudySpec) -> dict[str, object]:
-    return {name: param.choices[0] if isinstance(param, CategoricalParam) else param.low
-            for name, param in spec.search_space.items()}
+def first_values(spec: StudySpec, given: dict[str, object] | None = None) -> dict[str, object]:
+    """Each applicable parameter's ``given`` value, else its first choice or low end; parents
+    before children, as sampling goes."""
+    given = given or {}
+    values: dict[str, object] = {}
+    for name, param in spec.search_space.items():
+        if spec.applies(name, values):
+            first = param.choices[0] if isinstance(param, CategoricalParam) else param.low
+            values[name] = given.get(name, first)
+    return values
 
 
 def write(tmp_path: Path, document: object) -> Path:
@@ -76,6 +83,21 @@ def test_every_shipped_study_validates_and_builds_a_train_config():
         spec = load_spec(path, env={})
         assert spec.name == path.stem
         assert isinstance(spec.train_config(first_values(spec), None), TrainConfig)
+
+
+def test_the_supermax_studies_search_in_parallel_aware_conditional_warm_started_spaces():
+    for path in STUDIES:
+        spec = load_spec(path, env={})
+        if not spec.name.endswith("-supermax"):
+            continue
+        assert spec.sampler.name == "tpe"
+        assert spec.sampler.options == {"multivariate": True, "group": True, "constant_liar": True}
+        assert spec.search_space["lora_r"].when == {"adapter": ("lora",)}
+        assert spec.search_space["head_hidden_size"].when == {"head_layers": (1, 2)}
+        assert {point["encoder"] for point in spec.warm_start} == set(spec.search_space["encoder"].choices)
+        for point in spec.warm_start:
+            config = spec.train_config(first_values(spec, given=spec.typed_point(point)), None)
+            assert config.learning_rate in (2e-5, 3e-5) and config.epochs == 3 and config.weight_decay == 0.01
 
 
 def test_hyperband_resource_covers_every_searched_epoch_count():
@@ -133,6 +155,37 @@ BROKEN = {
                                 "metric", "only for task criteria"),
     "no encoder": (changed(("search_space.encoder", DELETE)), "train.encoder", "required"),
     "nothing searched": (changed(("search_space", {}), ("train.encoder", "x")), "search_space", "at least 1"),
+    "condition on an unknown parameter": (changed(("search_space.pooling.when", {"head_layer": 1})),
+                                          "search_space.pooling.when.head_layer", "did you mean 'head_layers'"),
+    "condition on a fixed setting": (changed(("search_space.pooling.when", {"epochs": 3})),
+                                     "search_space.pooling.when.epochs", "fixed in train"),
+    "condition on a later parameter": (changed(("search_space.learning_rate.when", {"pooling": "cls"})),
+                                       "search_space.learning_rate.when.pooling", "list pooling first"),
+    "condition on a float": (changed(("search_space.pooling.when", {"learning_rate": 1.0e-3})),
+                             "search_space.pooling.when.learning_rate", "categorical or int"),
+    "condition value not a choice": (changed(("search_space.head_layers.when", {"encoder": "roberta"})),
+                                     "search_space.head_layers.when.encoder", "not one of encoder's choices"),
+    "condition value out of range": (changed(("search_space.pooling.when", {"head_layers": [1, 3]})),
+                                     "search_space.pooling.when.head_layers", "outside its range"),
+    "condition cycle": (changed(("search_space.head_layers.when", {"pooling": "cls"}),
+                                ("search_space.pooling.when", {"head_layers": 1})),
+                        "search_space.head_layers.when.pooling", "cycle head_layers -> pooling -> head_layers"),
+    "condition on itself": (changed(("search_space.pooling.when", {"pooling": "cls"})),
+                            "search_space.pooling.when.pooling", "cycle pooling -> pooling"),
+    "empty condition": (changed(("search_space.pooling.when", {})), "search_space.pooling.when", "at least one"),
+    "empty list of condition values": (changed(("search_space.pooling.when", {"head_layers": []})),
+                                       "search_space.pooling.when.head_layers", "non-empty list"),
+    "warm start of an unknown name": (changed(("warm_start", [{"lerning_rate": 1.0e-3}])),
+                                      "warm_start.0.lerning_rate", "did you mean 'learning_rate'"),
+    "warm start out of range": (changed(("warm_start", [{"pooling": "cls"}, {"learning_rate": 1.0}])),
+                                "warm_start.1.learning_rate", "outside its range"),
+    "warm start not a choice": (changed(("warm_start", [{"pooling": "max"}])), "warm_start.0.pooling", "not one of"),
+    "warm start fractional int": (changed(("warm_start", [{"head_layers": 0.5}])), "warm_start.0.head_layers",
+                                  "not an integer"),
+    "warm start child without its parent": (changed(("search_space.pooling.when", {"head_layers": 1}),
+                                                    ("warm_start", [{"pooling": "mean"}])),
+                                            "warm_start.0.pooling", "applies only when head_layers is 1"),
+    "warm start that is not a mapping": (changed(("warm_start", [3])), "warm_start.0", "dictionary"),
 }
 
 
@@ -265,3 +318,40 @@ def test_a_study_file_that_is_not_utf8_is_a_one_line_error(tmp_path):
     path.write_bytes("name: caf\xe9\n".encode("latin-1"))
     with pytest.raises(SpecError, match="not valid UTF-8; save the study file as UTF-8"):
         load_spec(path)
+
+
+def conditional_spec(tmp_path: Path) -> StudySpec:
+    path = tmp_path / "study.yaml"  # in this key order: a condition names an earlier parameter
+    path.write_text(yaml.safe_dump(changed(
+        ("search_space.adapter", {"type": "categorical", "choices": ["full", "lora"]}),
+        ("search_space.lora_r", {"type": "int", "low": 4, "high": 16, "when": {"adapter": "lora"}}),
+        ("search_space.head_hidden_size", {"type": "categorical", "choices": [32, 64], "when": {"head_layers": [1]}}),
+        ("warm_start", [{"adapter": "full", "learning_rate": "2e-4", "head_layers": 0}])), sort_keys=False))
+    return load_spec(path, env={})
+
+
+def test_a_condition_decides_which_parameters_apply(tmp_path):
+    spec = conditional_spec(tmp_path)
+    assert spec.search_space["lora_r"].when == {"adapter": ("lora",)}
+    assert spec.applies("lora_r", {"adapter": "lora"}) and not spec.applies("lora_r", {"adapter": "full"})
+    assert not spec.applies("lora_r", {})  # a parent that was not sampled fails its children's conditions
+    assert spec.search_space["head_hidden_size"].condition_text() == "head_layers is 1"
+
+
+def test_an_unsampled_conditional_parameter_keeps_the_train_config_default(tmp_path):
+    spec = conditional_spec(tmp_path)
+    base = {"encoder": "tiny-roberta", "learning_rate": 1e-3, "pooling": "cls"}
+    config = spec.train_config({**base, "head_layers": 0, "adapter": "full"}, None)
+    assert config.lora_r == TrainConfig.lora_r and config.head_hidden_size == TrainConfig.head_hidden_size
+    config = spec.train_config({**base, "head_layers": 1, "head_hidden_size": 32, "adapter": "lora", "lora_r": 8},
+                               None)
+    assert (config.lora_r, config.head_hidden_size) == (8, 32)
+    with pytest.raises(ValueError, match="applicable"):  # a child given although its condition fails
+        spec.train_config({**base, "head_layers": 0, "adapter": "full", "lora_r": 8}, None)
+
+
+def test_warm_start_points_are_typed_as_the_search_space_takes_them(tmp_path):
+    spec = conditional_spec(tmp_path)
+    typed = spec.typed_point(spec.warm_start[0])
+    assert typed == {"adapter": "full", "learning_rate": 2e-4, "head_layers": 0}
+    assert isinstance(typed["learning_rate"], float)

@@ -18,6 +18,7 @@ from hpo.errors import UsageError
 from hpo.process import redact
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
 from hpo.study import (
+    enqueue,
     get_storage,
     load_existing_study,
     make_pruner,
@@ -26,6 +27,7 @@ from hpo.study import (
     spec_fingerprint,
     state_counts,
     study_uid,
+    suggest,
 )
 
 SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
@@ -370,3 +372,98 @@ def test_load_existing_study_lists_the_studies_that_exist(storage_url, study_nam
 def test_load_existing_study_on_an_empty_storage_says_none(sqlite_url):
     with pytest.raises(UsageError, match="studies there: none"):
         load_existing_study("missing", sqlite_url)
+
+
+# ---- conditional spaces and warm starts ------------------------------------------------------------
+
+CONDITIONAL = """\
+name: {name}
+task: criteria
+data_dir: unused
+n_trials: {n_trials}
+storage: {storage}
+sampler: {{name: tpe, seed: 0, options: {{n_startup_trials: 5, multivariate: true, group: true, constant_liar: true}}}}
+pruner: {{name: none}}
+train: {{encoder: tiny-roberta}}
+search_space:
+  adapter: {{type: categorical, choices: [full, lora]}}
+  lora_r: {{type: int, low: 4, high: 16, when: {{adapter: lora}}}}
+  head_layers: {{type: int, low: 0, high: 2}}
+  head_hidden_size: {{type: categorical, choices: [32, 64], when: {{head_layers: [1, 2]}}}}
+  learning_rate: {{type: float, low: 1.0e-5, high: 1.0e-3, log: true}}
+warm_start:
+  - {{adapter: full, head_layers: 0, learning_rate: 2e-5}}
+  - {{adapter: lora, lora_r: 8, learning_rate: 3e-4}}
+"""
+
+
+def conditional_spec(tmp_path: Path, storage: str, name: str, n_trials: int = 30) -> Path:
+    path = tmp_path / "conditional.yaml"
+    path.write_text(CONDITIONAL.format(name=name, storage=storage, n_trials=n_trials))
+    return path
+
+
+def test_children_are_sampled_only_when_their_condition_holds(tmp_path, storage_url, study_name):
+    spec = load_spec(conditional_spec(tmp_path, storage_url, study_name), env={})
+    study = open_study(spec)
+    study.optimize(lambda trial: suggest(trial, spec)["learning_rate"] * 1000, n_trials=30)
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 30
+    for trial in trials:
+        params = trial.params
+        assert ("lora_r" in params) == (params["adapter"] == "lora"), params
+        assert ("head_hidden_size" in params) == (params["head_layers"] > 0), params
+        spec.train_config(params, None)  # absent children take the TrainConfig defaults
+    assert {t.params["adapter"] for t in trials} == {"full", "lora"}, "both branches were explored"
+    assert {t.params["head_layers"] > 0 for t in trials} == {True, False}
+
+
+def test_the_warm_start_runs_first_with_the_remaining_parameters_sampled(tmp_path, sqlite_url, study_name):
+    spec = load_spec(conditional_spec(tmp_path, sqlite_url, study_name), env={})
+    study = open_study(spec)
+    study.optimize(lambda trial: suggest(trial, spec)["learning_rate"], n_trials=3)
+    first, second, _ = study.trials
+    assert first.params == {"adapter": "full", "head_layers": 0, "learning_rate": 2e-5}
+    assert {k: second.params[k] for k in ("adapter", "lora_r", "learning_rate")} == \
+        {"adapter": "lora", "lora_r": 8, "learning_rate": 3e-4}
+    assert "head_layers" in second.params  # left out of the warm start: sampled
+
+
+def _run_conditional_worker(spec_path: str, storage: str, worker: str, start) -> None:
+    from hpo.worker import run_worker
+
+    spec = load_spec(spec_path, (), storage, env={})
+    start.wait()  # every worker opens the study at the same moment
+    run_worker(spec, worker=worker, poll_seconds=0.2,
+               objective=lambda trial: suggest(trial, spec)["learning_rate"])
+
+
+@pytest.mark.postgres
+def test_the_warm_start_is_queued_once_however_many_workers_start_together(tmp_path, postgres_url, study_name):
+    import multiprocessing
+
+    path = conditional_spec(tmp_path, postgres_url, study_name, n_trials=8)
+    context = multiprocessing.get_context("spawn")  # fresh processes, as hpo tune starts them
+    start = context.Barrier(4)
+    workers = [context.Process(target=_run_conditional_worker, args=(str(path), postgres_url, f"w{i}", start))
+               for i in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=300)
+    assert [p.exitcode for p in workers] == [0] * 4
+    study = load_existing_study(study_name, postgres_url)
+    fixed = [t.system_attrs["fixed_params"] for t in study.trials if "fixed_params" in t.system_attrs]
+    assert sorted(fixed, key=str) == sorted((load_spec(path, env={}).typed_point(p) for p in
+                                             load_spec(path, env={}).warm_start), key=str), fixed
+    assert state_counts(study)["complete"] == 8
+
+
+def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(tmp_path, sqlite_url, study_name):
+    spec = load_spec(conditional_spec(tmp_path, sqlite_url, study_name), env={})
+    study = open_study(spec)
+    assert enqueue(study, spec, {"adapter": "lora", "lora_r": 12}) is True
+    assert enqueue(study, spec, {"adapter": "lora", "lora_r": 12}) is False
+    with pytest.raises(SpecError, match="lora_r: applies only when adapter is lora"):
+        enqueue(study, spec, {"lora_r": 12})
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 3  # the warm start's two and this one

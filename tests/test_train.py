@@ -220,3 +220,30 @@ def test_label_smoothing_and_focal_loss_match_their_formulas():
     focal = (plain * (1 - p_true) ** 2).sum()
     assert bce_loss(logits, labels, focal_gamma=2.0).item() == pytest.approx(focal.item(), rel=1e-6)
     assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(logits, labels)  # easy examples weigh less
+
+
+def test_seeds_go_through_transformers_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
+    from hpo.train.loop import _seed
+
+    for name in ("CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "ASCEND_LAUNCH_BLOCKING", "HCCL_DETERMINISTIC",
+                 "FLASH_ATTENTION_DETERMINISTIC"):
+        monkeypatch.setenv(name, "restored after the test")  # enable_full_determinism sets them process-wide
+    config = TrainConfig(task="criteria", encoder="x", data_dir="unused", seed=5)
+    _seed(config)
+    first = (torch.rand(3), np.random.rand())
+    _seed(config)
+    assert torch.equal(first[0], torch.rand(3)) and first[1] == np.random.rand()
+    assert not torch.are_deterministic_algorithms_enabled()
+    try:
+        _seed(dataclasses.replace(config, deterministic=True))
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False
+
+
+def test_layerwise_decay_frozen_layers_and_attention_dropout_train_end_to_end(tiny_deberta, sample_dir):
+    config = _config(tiny_deberta, sample_dir, epochs=1, layerwise_lr_decay=0.8, freeze_layers=1,
+                     encoder_dropout=0.0, attention_dropout=0.2, label_smoothing=0.1, focal_gamma=1.0)
+    result = train(config)
+    assert result.epochs_run == 1 and 0.0 <= result.value <= 1.0

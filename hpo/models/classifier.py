@@ -80,11 +80,16 @@ CLASSIFIERS: dict[str, type[EncoderClassifier]] = {c.task: c for c in (CriteriaC
 
 
 def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfig | None = None,
-                     encoder_dropout: float | None = None, lora: LoraSettings | None = None) -> EncoderClassifier:
-    """A classifier on a meta-safely loaded pretrained encoder, LoRA-adapted if ``lora``."""
+                     encoder_dropout: float | None = None, lora: LoraSettings | None = None,
+                     attention_dropout: float | None = None) -> EncoderClassifier:
+    """A classifier on a meta-safely loaded pretrained encoder, LoRA-adapted if ``lora``.
+    ``encoder_dropout`` sets hidden and attention dropout, ``attention_dropout`` the latter
+    alone; None keeps the checkpoint's."""
     overrides = {}
     if encoder_dropout is not None:
         overrides = {"hidden_dropout_prob": encoder_dropout, "attention_probs_dropout_prob": encoder_dropout}
+    if attention_dropout is not None:
+        overrides["attention_probs_dropout_prob"] = attention_dropout
     encoder = load_pretrained(encoder_path, config_overrides=overrides)
     if lora is not None:
         encoder = add_lora(encoder, lora)

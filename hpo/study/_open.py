@@ -16,6 +16,7 @@ from hpo.errors import DataError, UsageError
 from hpo.process import redact
 from hpo.spec import SpecError, StudySpec, load_spec, resolve_storage
 from hpo.study._storage import database_problem, get_storage
+from hpo.study._trials import enqueue
 
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
@@ -107,14 +108,20 @@ def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
     the data's bytes (not its path: each machine may keep the data elsewhere)."""
     from hpo.data import files_fingerprint
 
-    space = json.dumps({name: param.model_dump(mode="json") for name, param in spec.search_space.items()},
-                       sort_keys=True)
+    space = json.dumps({name: _param_record(param) for name, param in spec.search_space.items()}, sort_keys=True)
     try:
         data = files_fingerprint(spec.data_dir)[:12]
     except DataError:  # no data here: this process cannot run a trial, and says so when it tries
         data = None
     return {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
             "search_space": hashlib.sha256(space.encode()).hexdigest()[:12], "data": data}
+
+
+def _param_record(param) -> dict[str, object]:
+    record = param.model_dump(mode="json")
+    if record.get("when") is None:
+        del record["when"]  # unconditional parameters keep the fingerprints studies were created with
+    return record
 
 
 def _differences(recorded: dict, fingerprint: dict) -> list[str]:
@@ -124,8 +131,9 @@ def _differences(recorded: dict, fingerprint: dict) -> list[str]:
 
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
                     pruner: optuna.pruners.BasePruner, fingerprint: dict[str, object]) -> optuna.Study:
-    """The spec's study; the process that creates it records its fingerprint, then its uid,
-    at once (an opener waits for the uid, so it finds the fingerprint too)."""
+    """The spec's study; the process that creates it records its fingerprint, queues the
+    spec's warm start, then records its uid (an opener waits for the uid, so it finds both).
+    Only the creator queues: N workers starting at once still queue each set once."""
     try:
         study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
                                     direction=spec.direction)
@@ -134,6 +142,8 @@ def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampl
         _await_uid(study)
     else:
         study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+        for point in spec.warm_start:
+            enqueue(study, spec, point)
         study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
         study.set_metric_names([spec.metric])  # the dashboard's charts name the objective, not "Objective 0"
     return study

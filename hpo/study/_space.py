@@ -11,9 +11,13 @@ DRY_RUN_POINTS = 3
 
 
 def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
-    """One point of the spec's search space, chosen by the trial's sampler."""
+    """One point of the spec's search space, chosen by the trial's sampler. Parents come
+    before their conditional children (the spec checks the order), so a child is asked
+    for only when its condition holds and is absent from the trial's params otherwise."""
     params: dict[str, object] = {}
     for name, param in spec.search_space.items():
+        if not spec.applies(name, params):
+            continue
         if isinstance(param, FloatParam):
             params[name] = trial.suggest_float(name, param.low, param.high, log=param.log, step=param.step)
         elif isinstance(param, IntParam):

@@ -1,5 +1,5 @@
-"""What happens to single trials outside Optuna's own loop: re-queueing an interrupted or
-stale one, and the files (artifacts) a trial leaves for the dashboard."""
+"""What happens to single trials outside Optuna's own loop: queueing a hand-given one,
+re-queueing an interrupted or stale one, and the files (artifacts) a trial leaves for the dashboard."""
 
 from __future__ import annotations
 
@@ -10,7 +10,21 @@ from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.storages import RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.spec import SpecError, StudySpec
+
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
+
+
+def enqueue(study: optuna.Study, spec: StudySpec, point: dict[str, object]) -> bool:
+    """Queue one hand-given parameter set (a warm start, ``hpo enqueue``), checked against the
+    search space; names left out are sampled. False when an equal set was already queued or run."""
+    if problem := spec.point_problem(point):
+        key, text = problem
+        raise SpecError(f"{spec.source}: {key}: {text}" if key else f"{spec.source}: {text}")
+    waiting = (TrialState.WAITING,)
+    before = len(study.get_trials(deepcopy=False, states=waiting))
+    study.enqueue_trial(spec.typed_point(point), skip_if_exists=True)
+    return len(study.get_trials(deepcopy=False, states=waiting)) > before
 
 
 def artifact_store(output_dir: str | Path) -> FileSystemArtifactStore:

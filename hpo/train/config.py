@@ -21,7 +21,8 @@ class TrainConfig:
     head_hidden_size: int = HeadConfig.hidden_size
     head_activation: str = HeadConfig.activation
     head_dropout: float = HeadConfig.dropout
-    encoder_dropout: float | None = None  # None keeps the checkpoint's
+    encoder_dropout: float | None = None  # hidden and attention dropout; None keeps the checkpoint's
+    attention_dropout: float | None = None  # attention-probability dropout alone (beats encoder_dropout's)
     adapter: Literal["full", "lora"] = "full"  # lora: train LoRA adapters (peft), base encoder frozen
     lora_r: int = LoraSettings.r
     lora_alpha: int = LoraSettings.alpha
@@ -31,9 +32,12 @@ class TrainConfig:
     # optimisation
     learning_rate: float = 3e-5
     head_learning_rate: float | None = None  # None: same as learning_rate
+    layerwise_lr_decay: float = 1.0  # encoder layer i of L trains at learning_rate * decay^(L - i); 1: off
+    freeze_layers: int = 0  # > 0: embeddings and the bottom n encoder layers are not trained
     weight_decay: float = 0.01
     batch_size: int = 16  # effective batch per optimizer step
-    micro_batch_size: int | None = None  # None: batch_size; halves on out-of-memory
+    micro_batch_size: int | None = None  # None: batch_size; halves on out-of-memory. Gradient accumulation:
+    # batch_size / micro_batch_size forward passes per optimizer step, same gradient as one full batch
     epochs: int = 3
     warmup_ratio: float = 0.06
     scheduler: Literal["linear", "cosine", "constant"] = "linear"
@@ -64,7 +68,8 @@ class TrainConfig:
     cache_dir: str | None = None  # on-disk tokenization cache shared by workers
 
     # runtime
-    seed: int = 0
+    seed: int = 0  # python, numpy and torch through transformers.set_seed
+    deterministic: bool = False  # deterministic kernels (transformers.enable_full_determinism): slower
     device: str = "auto"  # auto: cuda when available
     gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
     checkpoint_dir: str | None = None  # the folder the best checkpoint is saved into; None: not saved
@@ -86,6 +91,12 @@ class TrainConfig:
                              f"{self.label_smoothing} and {self.focal_gamma}")
         if not 0 <= self.augmentation_rate < 1:
             raise ValueError(f"augmentation_rate must be in [0, 1), got {self.augmentation_rate}")
+        if not 0 < self.layerwise_lr_decay <= 1 or self.freeze_layers < 0:
+            raise ValueError(f"layerwise_lr_decay must be in (0, 1] and freeze_layers >= 0, got "
+                             f"{self.layerwise_lr_decay} and {self.freeze_layers}")
+        for name in ("encoder_dropout", "attention_dropout"):
+            if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1) (or null for the checkpoint's), got {getattr(self, name)}")
         if self.evidence_negative_ratio is not None and self.evidence_negative_ratio < 0:
             raise ValueError(f"evidence_negative_ratio must be >= 0 (or null for all), got {self.evidence_negative_ratio}")
         if self.gpus_per_trial < 1:

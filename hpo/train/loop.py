@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 import resource
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
-from transformers import get_scheduler
+from transformers import enable_full_determinism, get_scheduler, set_seed
 
 from hpo.data import SYMPTOMS, load_descriptions
 from hpo.data.collate import Collator, length_grouped_batches
@@ -34,6 +33,7 @@ from hpo.train.evaluate import (
     objective_value,
 )
 from hpo.train.losses import bce_loss
+from hpo.train.optim import build_optimizer, freeze_bottom
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 
 Report = Callable[[int, float], None]
@@ -61,19 +61,21 @@ class TrainResult:
 
 def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     started = time.perf_counter()
-    _seed_everything(config.seed)
+    _seed(config)
     device = resolve_device(config.device)
     data = prepare_data(config)
     coverage = _log_coverage(data, config)
     model = build_classifier(config.task, config.encoder, config.head_config(data.train.num_labels),
-                             config.encoder_dropout, lora=config.lora_settings())
+                             config.encoder_dropout, lora=config.lora_settings(),
+                             attention_dropout=config.attention_dropout)
     model = safe_to_device(model, device, checkpoint=config.encoder)
+    freeze_bottom(model, config.freeze_layers)
     if config.activation_checkpointing:
         model.encoder.activation_checkpointing_enable()
     if config.gpus_per_trial > 1:  # one trial on several GPUs; methods are reached through unwrap_model
         check_gpus(config.gpus_per_trial)
         model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
-    optimizer = _optimizer(model, config, device)  # after the transfer: restored tensors are new objects
+    optimizer = build_optimizer(model, config, device)  # after the transfer: restored tensors are new objects
     per_epoch = len(data.train.training_sample(config.evidence_negative_ratio, config.seed))
     steps_per_epoch = -(-per_epoch // config.batch_size)
     scheduler = get_scheduler(
@@ -204,20 +206,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    groups: dict[tuple[float, float], list[nn.Parameter]] = {}
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        lr = config.learning_rate
-        if name.startswith("head.") and config.head_learning_rate:
-            lr = config.head_learning_rate
-        no_decay = param.ndim < 2  # biases and LayerNorm weights
-        groups.setdefault((lr, 0.0 if no_decay else config.weight_decay), []).append(param)
-    param_groups = [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in groups.items()]
-    return torch.optim.AdamW(param_groups, lr=config.learning_rate, fused=device.type == "cuda")
-
-
 def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
     """auto: bf16 (fp16 on GPUs without it); on CPU bf16 only with native bf16 units,
     where it runs matmuls 2-3x faster; elsewhere it would be slower than float32."""
@@ -248,10 +236,14 @@ def _positive_weights(split: PreparedSplit, sample: np.ndarray, mode: str, devic
     return torch.tensor(weights, dtype=torch.float32, device=device)
 
 
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def _seed(config: TrainConfig) -> None:
+    """Python, NumPy and torch (every GPU too) seeded from config.seed. ``deterministic``
+    also makes torch use deterministic kernels (slower; process-wide, so it stays on for
+    the worker's later trials: set it for the whole study, in train)."""
+    if config.deterministic:
+        enable_full_determinism(config.seed)
+    else:
+        set_seed(config.seed)
 
 
 def _peak_memory_mb(device: torch.device) -> float:
