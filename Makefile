@@ -24,7 +24,7 @@ STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--se
 	$(if $(ROBERTA_PATH),--set model_paths.roberta-base=$(ROBERTA_PATH)) \
 	$(if $(DEBERTA_PATH),--set model_paths.microsoft/deberta-v3-base=$(DEBERTA_PATH))
 
-.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax workers dashboard status report bench
+.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax finalize-criteria-supermax finalize-evidence-supermax workers dashboard status report bench
 
 install: $(VENV)/.installed
 
@@ -67,6 +67,14 @@ tune-criteria-supermax: install
 
 tune-evidence-supermax: install
 	$(HPO) tune studies/evidence-supermax.yaml --workers $(WORKERS) --restart-dead $(STUDY_FLAGS)
+
+# After a search: retrain the top 3 configurations over 3 seeds, score the chosen one once on
+# the test split, save it with a model card (see README "From study to model").
+finalize-criteria-supermax: install
+	$(HPO) finalize studies/criteria-supermax.yaml --workers $(WORKERS) $(STUDY_FLAGS)
+
+finalize-evidence-supermax: install
+	$(HPO) finalize studies/evidence-supermax.yaml --workers $(WORKERS) $(STUDY_FLAGS)
 
 # Join SPEC's study with WORKERS more processes from this machine (same storage, same study).
 workers: install

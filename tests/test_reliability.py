@@ -18,6 +18,7 @@ import torch
 from optuna.trial import TrialState
 from safetensors.torch import load_file
 
+from hpo import objective as objective_module
 from hpo.fixtures import write_sample
 from hpo.models import classifier as classifier_module
 from hpo.models.classifier import EncoderClassifier
@@ -189,15 +190,19 @@ def _in_process_spec(name, storage, assets, *extra):
 def test_out_of_memory_trial_does_not_kill_the_worker(postgres_url, study_name, assets, monkeypatch):
     """Trial 0 fits at micro-batch 4 and completes; trial 1 cannot fit even one example
     and fails with the reason recorded; the worker goes on to finish the study."""
-    real_forward = EncoderClassifier.forward
-    limits = {0: 4, 1: 0}
+    real_forward, real_train = EncoderClassifier.forward, objective_module.train
+    limits, started = {0: 4, 1: 0}, []
+
+    def train(config, report=None):  # the worker runs its trials one after another: call k is trial k
+        started.append(config)
+        return real_train(config, report)
 
     def forward(module, input_ids, **kwargs):
-        number = len(study.trials) - 1
-        if input_ids.shape[0] > limits.get(number, 10_000):
+        if input_ids.shape[0] > limits.get(len(started) - 1, 10_000):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_forward(module, input_ids, **kwargs)
 
+    monkeypatch.setattr(objective_module, "train", train)
     monkeypatch.setattr(EncoderClassifier, "forward", forward)
     spec = _in_process_spec(study_name, postgres_url, assets, "n_trials=3", "train.batch_size=16")
     study = optuna.create_study(study_name=study_name, storage=postgres_url, direction="maximize")
