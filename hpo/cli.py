@@ -46,7 +46,7 @@ def _finalize(args) -> None:
     from hpo.finalize import finalize
 
     finalize(args.spec, args.overrides, args.storage, top_k=args.top_k, seeds=args.seeds, workers=args.workers,
-             progress=not args.no_progress)
+             refit=args.refit, progress=not args.no_progress)
 
 
 def _worker(args) -> int:
@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     final.add_argument("--top-k", type=_positive_int, default=3, help="configurations to retrain (default 3)")
     final.add_argument("--seeds", type=_positive_int, default=3, help="seeds per configuration (default 3)")
     final.add_argument("--workers", type=_positive_int, default=1, help="parallel retrainings (default 1)")
+    final.add_argument("--refit", choices=("train", "train+val"), default="train",
+                       help="train: the chosen seed's model as retrained (default); train+val: retrain it once "
+                            "more on train + validation for its best epoch count, at the thresholds it chose")
     final.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     final.set_defaults(func=_finalize)
 

@@ -39,6 +39,7 @@ from hpo.train.evaluate import objective_value
 from hpo.train.holdout import score_on_test
 
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
+REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
 LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
 
 
@@ -56,9 +57,11 @@ class Run:
 
 
 def finalize(spec_path: str, overrides, storage: str | None, top_k: int = 3, seeds: int = 3, workers: int = 1,
-             progress: bool = True, say: Callable[[str], None] = print) -> dict:
+             refit: str = "train", progress: bool = True, say: Callable[[str], None] = print) -> dict:
     if top_k < 1 or seeds < 1 or workers < 1:
         raise UsageError(f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}")
+    if refit not in REFITS:
+        raise UsageError(f"--refit must be one of {', '.join(REFITS)}, got {refit!r}")
     spec = load_spec(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
     final_dir = spec.study_dir(study_uid(study) or "") / "final"
@@ -71,13 +74,17 @@ def finalize(spec_path: str, overrides, storage: str | None, top_k: int = 3, see
     chosen = summary["chosen"]
     config = _config(spec, chosen["params"], chosen["seed"], None)
     chosen["threshold"] = config.threshold
-    tested = score_on_test(config, final_dir / "runs" / chosen["run"] / "model")
+    model_dir = final_dir / "runs" / chosen["run"] / "model"
+    if refit == "train+val":
+        config, model_dir = _refit(config, chosen, model_dir, final_dir / "refit", say)
+    summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
+    tested = score_on_test(config, model_dir)
     summary |= {"test": {"metrics": _rounded(tested.metrics), "per_symptom": tested.per_symptom,
                          "thresholds": tested.thresholds},
                 "split_sizes": tested.split_sizes, "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
                 "libraries": _versions(), "command": _command_line(),
                 "finished": datetime.now(UTC).isoformat(timespec="seconds")}
-    _publish(final_dir, chosen["run"], summary)
+    _publish(final_dir, model_dir, summary)
     _record(study, spec, final_dir, summary)
     Tracker(spec.tracking.mlflow, spec.name).log_final_model(
         chosen["params"], summary["test"]["metrics"],
@@ -160,15 +167,38 @@ def _choose(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
     pick = (max if maximize else min)(best["seeds"], key=lambda s: s["value"])
     return {"study": spec.name, "metric": spec.metric, "direction": spec.direction, "configurations": configurations,
             "chosen": {"trial": best["trial"], "params": best["params"], "seed": pick["seed"], "run": pick["run"],
-                       "validation": records[pick["run"]]["metrics"]}}
+                       "best_epoch": pick["best_epoch"], "validation": records[pick["run"]]["metrics"]}}
 
 
-def _publish(final_dir: Path, run: str, summary: dict) -> None:
+def _refit(config: TrainConfig, chosen: dict, chosen_model: Path, refit_dir: Path,
+           say: Callable[[str], None]) -> tuple[TrainConfig, Path]:
+    """The chosen configuration and seed retrained on train + validation for its best epoch
+    count, deciding at the thresholds its train-only run chose on validation (the refit
+    has seen validation, so it cannot choose them)."""
+    epochs = chosen["best_epoch"]
+    config = dataclasses.replace(config, train_on="train+validation", epochs=epochs, early_stopping_patience=None,
+                                 checkpoint_dir=str(refit_dir / "model"))
+    if not (refit_dir / "result.json").exists():
+        say(f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, on train + validation "
+            f"for {epochs} epochs")
+        from hpo.train.loop import train
+
+        train(config)
+        inference = json.loads((chosen_model / "classifier.json").read_text())["inference"]
+        meta_path = refit_dir / "model" / "classifier.json"
+        meta = json.loads(meta_path.read_text())
+        meta["inference"] |= {k: inference[k] for k in ("thresholds", "validation_thresholds")}
+        _write_json(meta_path, meta)
+        _write_json(refit_dir / "result.json", {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]})
+    return config, refit_dir / "model"
+
+
+def _publish(final_dir: Path, model_dir: Path, summary: dict) -> None:
     """The model, metrics.json and model_card.md; metrics.json goes last, as the mark of a
     finished finalize."""
     staged = final_dir / "model.partial"
     shutil.rmtree(staged, ignore_errors=True)
-    shutil.copytree(final_dir / "runs" / run / "model", staged)
+    shutil.copytree(model_dir, staged)
     shutil.rmtree(final_dir / "model", ignore_errors=True)
     staged.rename(final_dir / "model")
     with atomic_text(final_dir / "model_card.md") as stream:

@@ -11,7 +11,10 @@ def model_card(summary: dict) -> str:
         f"# {summary['study']}: final model",
         "",
         f"Chosen: the configuration of trial {chosen['trial']}, seed {chosen['seed']}, by mean validation "
-        f"{metric} over seeds. The test split was scored once, at decision thresholds chosen on validation only.",
+        f"{metric} over seeds"
+        + (f", then retrained on train + validation for {summary['refit']['epochs']} epochs"
+           if summary.get("refit", {}).get("on") == "train+val" else "")
+        + ". The test split was scored once, at decision thresholds chosen on validation only.",
         "",
         "## Data",
         "",

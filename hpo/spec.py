@@ -38,7 +38,8 @@ STORAGE_ENV = "HPO_STORAGE"
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
 _FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "checkpoint_dir": "output_dir"}
-SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys()
+_FINALIZE_ONLY = {"train_on"}  # a refit's setting: a search that trained on validation would judge itself on it
+SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
 )
@@ -415,6 +416,9 @@ def _candidates(param: Param) -> tuple[object, ...]:
 def _check_settable(name: str, at: str) -> None:
     if name in _FROM_TOP_LEVEL:
         raise _problem(f"comes from the top-level '{_FROM_TOP_LEVEL[name]}' key", at=at)
+    if name in _FINALIZE_ONLY:
+        raise _problem("is set by hpo finalize --refit train+val, never in a search (it would judge itself on "
+                       "data it trained on)", at=at)
     if name not in SETTABLE_FIELDS:
         close = difflib.get_close_matches(name, SETTABLE_FIELDS, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -146,3 +147,23 @@ def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
     study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
     with pytest.raises(UsageError, match="no completed trial to finalize; run hpo tune first"):
         plan(spec, study, top_k=3, seeds=2)
+
+
+def test_refit_on_train_and_validation_keeps_the_thresholds_chosen_on_validation(tuned):
+    out = tuned["root"] / "refit"
+    run = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--top-k", "1", "--seeds", "1", "--refit", "train+val",
+               "--no-progress", *tuned["args"], "--set", f"output_dir={out}", cwd=tuned["root"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    final = _final_dir(tuned, out)
+    summary = json.loads((final / "metrics.json").read_text())
+    chosen = summary["chosen"]
+    assert summary["refit"] == {"on": "train+val", "epochs": chosen["best_epoch"]}
+    inference = lambda folder: json.loads((folder / "classifier.json").read_text())["inference"]  # noqa: E731
+    assert inference(final / "model")["thresholds"] == inference(final / "runs" / chosen["run"] / "model")["thresholds"]
+    spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
+    plain = spec.train_config(chosen["params"], checkpoint_dir=None)
+    refit = dataclasses.replace(plain, train_on="train+validation", epochs=chosen["best_epoch"])
+    again = score_on_test(refit, final / "model")
+    assert again.metrics["macro_f1"] == pytest.approx(summary["test"]["metrics"]["macro_f1"], abs=1e-5)
+    assert again.split_sizes["train"]["examples"] > score_on_test(plain, final / "model").split_sizes["train"]["examples"]
+    assert "retrained on train + validation" in (final / "model_card.md").read_text()

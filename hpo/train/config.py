@@ -66,6 +66,9 @@ class TrainConfig:
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
     descriptions_path: str | None = None
     cache_dir: str | None = None  # on-disk tokenization cache shared by workers
+    # hpo finalize --refit train+val only: train on both splits and keep the last epoch (validation
+    # has been trained on, so it can no longer choose one); never a search setting
+    train_on: Literal["train", "train+validation"] = "train"
 
     # runtime
     seed: int = 0  # python, numpy and torch through transformers.set_seed

@@ -123,7 +123,7 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         evaluation = evaluate(model, data.validation, collate, config, device, autocast)
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
         history.append(evaluation.metrics)
-        if best_value is None or value > best_value:
+        if best_value is None or value > best_value or config.train_on != "train":  # a refit keeps the last
             best, best_value, best_epoch, stale_epochs = evaluation, value, epoch, 0
             if config.checkpoint_dir:
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}

@@ -79,6 +79,8 @@ def prepare_data(config: TrainConfig) -> PreparedData:
     for name in SPLITS:
         examples = getattr(splits, name)
         key = f"{config.task}|{variant}|{fingerprint}|{name}|seed={config.split_seed}|{config.split_fractions}"
+        if name == "train" and config.train_on == "train+validation":
+            examples, key = [*examples, *splits.validation], key + "+validation"
         if name == "train" and config.augmentation != "none":  # never validation or test
             examples = augment_examples(examples, config.augmentation, config.augmentation_rate, config.seed)
             key += f"|{config.augmentation}={config.augmentation_rate}|seed={config.seed}"
