@@ -134,6 +134,8 @@ BROKEN = {
                                     "search_space.head_layers", "head_layers=5 is invalid"),
     "top-level field in train": (changed(("train.objective_metric", "f1")), "train.objective_metric", "'metric'"),
     "unknown train key": (changed(("train.epoch", 2)), "train.epoch", "did you mean 'epochs'"),
+    "refit setting in a search": (changed(("train.train_on", "train+validation")), "train.train_on",
+                                  "hpo finalize --refit train+val"),
     "train wrong type": (changed(("train.epochs", "two")), "train.epochs", "integer"),
     "train bad value": (changed(("train.epochs", 0)), "train", "epochs must be >= 1"),
     "unknown task": (changed(("task", "sentiment")), "task", "'criteria' or 'evidence'"),
