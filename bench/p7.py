@@ -109,3 +109,27 @@ def proposal_spread(workers: int = 4, rounds: int = 10, seeds: int = SEEDS) -> d
                     study.tell(t, objective(t.params))
         spread["constant_liar" if liar else "plain"] = statistics.fmean(distances)
     return spread
+
+
+def determinism_cost(encoder: str, data_dir: str, runs: int = 2) -> dict:
+    """Wall time of the same trial with and without ``deterministic: true`` (transformers'
+    enable_full_determinism), and whether two deterministic runs agree bit for bit."""
+    import time
+
+    import torch
+
+    base = TrainConfig(task="criteria", encoder=encoder, data_dir=data_dir, criteria_formulation="multilabel",
+                       max_length=128, epochs=1, batch_size=16, objective_metric="macro_f1", mixed_precision="no")
+    seconds, values = {}, {}
+    for deterministic in (False, True):  # off first: enable_full_determinism is process-wide
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            result = train(dataclasses.replace(base, deterministic=deterministic))
+            times.append(time.perf_counter() - started)
+            values.setdefault(deterministic, []).append(result.metrics)
+        seconds[deterministic] = statistics.median(times)
+    torch.use_deterministic_algorithms(False)
+    return {"ratio": seconds[True] / seconds[False], "seconds": {"off": seconds[False], "on": seconds[True]},
+            "bitwise_equal_reruns": values[True][0] == values[True][1],
+            "command": "python -m bench.run --only determinism"}

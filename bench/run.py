@@ -31,7 +31,7 @@ from bench.common import (
     write_spec,
 )
 
-TARGETS = {"formulations": "tokens >= 5x fewer", "p1": "<= 0.4", "p2": "<= 0.5 s", "p3": "<= 1.1", "p4": ">= 1.8", "p5": ">= 1.5, MFU >= 35%", "p6": "<= 0.5", "p7": "<= 0.5 of the budget"}
+TARGETS = {"formulations": "tokens >= 5x fewer", "p1": "<= 0.4", "p2": "<= 0.5 s", "p3": "<= 1.1", "p4": ">= 1.8", "p5": ">= 1.5, MFU >= 35%", "p6": "<= 0.5", "p7": "<= 0.5 of the budget", "determinism": "measured"}
 SEARCH_SPACE = {"learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True},
                 "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}}
 
@@ -153,6 +153,10 @@ def main() -> None:
         from bench.p7 import p7_search
 
         results["p7"] = p7_search(tiny_encoder(), sample_data("data-p7", 150, args.data_dir))
+    if "determinism" in only:
+        from bench.p7 import determinism_cost
+
+        results["determinism"] = determinism_cost(encoder, sample_data("data-p6", 60, args.data_dir))
     if args.only and (RUNS / "results.json").exists():  # a partial run updates the last full one
         results = {**json.loads((RUNS / "results.json").read_text()), **results}
     path = save(results)
@@ -183,6 +187,9 @@ def report(results: dict, path) -> None:
                          f"best {r['best_value']:.3f}); whole study {r['total_epochs']['median']} vs "
                          f"{r['total_epochs']['none']} epochs") if r["ratio"] is not None else
                         "P6 pruning: the pruned study did not reach the unpruned best value",
+        "determinism": lambda r: (f"deterministic: true costs {r['ratio']:.2f}x the wall time of a trial "
+                                  f"({r['seconds']['on']:.1f} s vs {r['seconds']['off']:.1f} s); two deterministic "
+                                  f"reruns {'agree bit for bit' if r['bitwise_equal_reruns'] else 'DIFFER'}"),
         "p7": lambda r: (f"P7 search at equal epochs ({r['budget_epochs']}, {r['seeds']} seeds), median best macro-F1 "
                          + "; ".join(f"{name} " + "/".join(f"{v:.3f}" for v in m.values())
                                      for name, m in r["median_best"].items())
