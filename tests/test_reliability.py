@@ -221,8 +221,8 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, stu
     real_build = classifier_module.build_classifier
     built = []
 
-    def build(task, encoder_path, head_config=None, encoder_dropout=None, lora=None):
-        model = real_build(task, encoder_path, head_config, encoder_dropout, lora)
+    def build(task, encoder_path, head_config=None, encoder_dropout=None, lora=None, **options):
+        model = real_build(task, encoder_path, head_config, encoder_dropout, lora, **options)
         number = len(built)
         built.append(model)
         if number == 0:
