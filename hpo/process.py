@@ -55,6 +55,21 @@ def interruptible() -> Iterator[None]:
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
+@contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Inside the block SIGINT, SIGTERM and SIGHUP wait (blocked, not lost); one that came
+    meanwhile is delivered as the block ends, so a step that must not be cut in half
+    finishes first. Only the main thread receives them; elsewhere the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def exit_with_parent(pid: int) -> None:
     """Send this process SIGTERM when process ``pid``, its parent (the ``hpo tune`` that
     started it), exits: killed with -9, or gone with its closed terminal. A worker then

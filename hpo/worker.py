@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import find_cause
 from hpo.objective import Objective
-from hpo.process import interruptible
+from hpo.process import interruptible, stop_signals_deferred
 from hpo.spec import StudySpec
 from hpo.study import (
     SURPLUS,
@@ -93,6 +93,7 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
     objective = objective or Objective(spec, uid=study_uid(study), worker=worker)
     guarded = _Guarded(objective, spec.n_trials, worker)
+    study.ask = _claiming_ask(study.ask, guarded)
     trial_log = _TrialLog(worker)
     ran, failures = 0, 0
     outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
@@ -186,15 +187,36 @@ class _Guarded:
             raise
 
 
+def _claiming_ask(ask: Callable[..., optuna.Trial], guarded: _Guarded) -> Callable[..., optuna.Trial]:
+    """``study.ask`` with stop signals held until the new trial is known to this worker.
+
+    Optuna's optimize creates the RUNNING trial inside ``ask`` and starts its heartbeat
+    only after; a Ctrl-C or SIGTERM (a Slurm pre-emption) landing in between left a RUNNING
+    trial that no heartbeat would ever mark stale, so the study could never end. Wrapped
+    here because Optuna has no hook between the two.
+    """
+    def claiming_ask(*args, **kwargs) -> optuna.Trial:
+        with stop_signals_deferred():
+            trial = ask(*args, **kwargs)
+            guarded.current_trial = trial.number
+        return trial
+
+    return claiming_ask
+
+
 def failure_reason(exc: BaseException) -> str:
     """What a failed trial records: the error's type and message, bounded for the database."""
     return f"{type(exc).__name__}: {exc}"[:1000]
 
 
 def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> None:
-    """The trial that Ctrl-C / SIGTERM interrupted is FAIL now; queue it again with the
-    same parameters, so resuming the study loses nothing."""
+    """The trial that Ctrl-C / SIGTERM interrupted is FAIL now (or still RUNNING, when the
+    signal came between its creation and its objective: failed here); queue it again with
+    the same parameters, so resuming the study loses nothing."""
     trial = find_trial(study, number) if number is not None else None
+    if trial is not None and trial.state == TrialState.RUNNING:
+        study.tell(trial.number, state=TrialState.FAIL)
+        trial = find_trial(study, number)
     if trial is not None and trial.state == TrialState.FAIL and not is_surplus(trial):
         requeue(study, trial, max_retry)
 

@@ -20,8 +20,8 @@ from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import evaluate, score
 from hpo.train.loop import train
-from hpo.train.metrics import binary_metrics
 from hpo.train.losses import bce_loss
+from hpo.train.metrics import binary_metrics
 from hpo.train.prepare import prepare_data
 
 

@@ -103,3 +103,31 @@ def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(postgres_ur
     assert "Traceback" not in output, output[-3000:]
     assert f"study {study_name!r} was deleted from its storage" in output.strip().splitlines()[-1]
     assert study_name not in {s.study_name for s in optuna.get_all_study_summaries(postgres_url)}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage_url, study_name, assets,
+                                                                          monkeypatch, stop):
+    """The signal lands after ask() created the RUNNING trial, before its objective and
+    heartbeat start (a Slurm pre-emption can come at any moment): the trial still ends
+    FAIL and is queued again, instead of staying RUNNING where no heartbeat would free it."""
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=5"), storage=storage_url)
+    real_before_trial = optuna.samplers.TPESampler.before_trial
+    asked = []
+
+    def before_trial(sampler, study, trial):  # inside ask(), the trial already RUNNING in the storage
+        asked.append(trial.number)
+        if len(asked) == 2:
+            os.kill(os.getpid(), stop)
+        return real_before_trial(sampler, study, trial)
+
+    monkeypatch.setattr(optuna.samplers.TPESampler, "before_trial", before_trial)
+    with pytest.raises(KeyboardInterrupt):
+        worker_module.run_worker(spec, worker="w", objective=lambda t: suggest(t, spec)["learning_rate"],
+                                 poll_seconds=0.1)
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    states = {t.number: t.state for t in study.trials}
+    assert states[0] == TrialState.COMPLETE and states[1] == TrialState.FAIL, states
+    assert TrialState.RUNNING not in states.values(), "nothing may be left RUNNING"
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].params == study.trials[1].params
