@@ -29,8 +29,8 @@ from hpo.data.posts import load_posts
 from hpo.data.sentences import split_sentences
 from hpo.data.tokenize import LONG_TEXT, tokenize_pairs
 from hpo.errors import UsageError
-from hpo.models.classifier import load_classifier as load_model
-from hpo.models.device import forward_keys, safe_to_device
+from hpo.models.classifier import load_classifier_on
+from hpo.models.device import forward_keys
 from hpo.outputs import atomic_text
 from hpo.train.evaluate import predict as predict_probabilities
 from hpo.train.loop import resolve_device
@@ -202,11 +202,9 @@ def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
     settings = Settings.of(path, meta)
     target = _device(device)
     try:
-        model, tokenizer = load_model(path)
+        model, tokenizer = load_classifier_on(path, target)
     except (OSError, ValueError, SafetensorError) as exc:
         raise NotAModel(f"{path}: cannot load the saved model ({_first_line(exc)})") from None
-    checkpoint = meta.get("base_encoder") or path / "encoder"  # where meta tensors are restored from
-    model = safe_to_device(model, target, checkpoint=checkpoint)
     return Predictor(model, tokenizer, settings, target)
 
 

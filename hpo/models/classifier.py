@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from hpo.models.adapters import add_lora, is_lora, load_lora
-from hpo.models.device import unwrap_model
+from hpo.models.device import safe_to_device, unwrap_model
 from hpo.models.loading import load_pretrained, load_tokenizer, model_construction
 from hpo.models.settings import ACTIVATIONS, HeadConfig, LoraSettings
 
@@ -130,3 +130,12 @@ def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
     model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
     tokenizer = load_tokenizer(path / "tokenizer") if (path / "tokenizer").is_dir() else None
     return model, tokenizer
+
+
+def load_classifier_on(path: str | Path, device) -> tuple[EncoderClassifier, object]:
+    """``load_classifier``, then the safe transfer to ``device``: a meta tensor is restored
+    from the weights the folder names (its ``encoder/``, or a LoRA model's base encoder)."""
+    path = Path(path)
+    model, tokenizer = load_classifier(path)
+    meta = json.loads((path / "classifier.json").read_text())
+    return safe_to_device(model, device, checkpoint=meta.get("base_encoder") or path / "encoder"), tokenizer

@@ -11,8 +11,8 @@ import torch
 
 from hpo.data.collate import Collator
 from hpo.errors import UsageError
-from hpo.models.classifier import load_classifier
-from hpo.models.device import forward_keys, safe_to_device
+from hpo.models.classifier import load_classifier_on
+from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import per_symptom, predict, score
 from hpo.train.loop import resolve_device
@@ -33,10 +33,8 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
     data = prepare_data(config)
     if data.test is None:
         raise UsageError("the split gives the test split no posts; set train.split_fractions so its third share is > 0")
-    model, _ = load_classifier(model_dir)
     device = resolve_device(config.device)
-    weights = Path(model_dir) / "encoder"  # a LoRA model has adapter/ instead, over its named base encoder
-    model = safe_to_device(model, device, checkpoint=weights if weights.is_dir() else None)
+    model, _ = load_classifier_on(model_dir, device)
     inference = json.loads((Path(model_dir) / "classifier.json").read_text())["inference"]
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
     with torch.inference_mode():
