@@ -28,7 +28,8 @@ def _tune(args) -> int:
     from hpo.commands import tune
 
     code, result = tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
-                        progress=not args.no_progress, allow_spec_change=args.allow_spec_change)
+                        progress=not args.no_progress, allow_spec_change=args.allow_spec_change,
+                        threads=args.threads)
     if code == 0:
         _print_best(result["best"], result["study"])
     return code
@@ -53,7 +54,7 @@ def _worker(args) -> int:
     from hpo.commands import worker
 
     return worker(args.spec, args.overrides, args.storage, args.name, args.threads, args.parent_pid,
-                  allow_spec_change=args.allow_spec_change)
+                  allow_spec_change=args.allow_spec_change, await_go=args.await_go)
 
 
 def _validate(args) -> None:
@@ -193,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", help="run a study with N worker processes and a progress bar")
     _spec_args(tune)
     tune.add_argument("--workers", type=_positive_int, default=1, help="parallel worker processes (default 1)")
+    tune.add_argument("--threads", type=_positive_int,
+                      help="torch CPU threads per worker (default: the cores split evenly between workers)")
     tune.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
     _spec_change_arg(tune)
     tune.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
@@ -232,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_change_arg(worker)
     worker.add_argument("--parent-pid", type=_positive_int, metavar="PID",
                         help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its own")
+    worker.add_argument("--await-go", action="store_true",
+                        help="load the libraries, then start only once a line 'go' arrives on stdin (hpo tune sends it)")
     worker.set_defaults(func=_worker)
 
     validate = commands.add_parser("validate", help="check a study file, its data and encoders; creates nothing")

@@ -77,9 +77,10 @@ def enqueue(spec_path: str, assignments: Sequence[str], storage: str | None, all
 
 def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers: int,
          restart_dead: bool, progress: bool = True, say: Say = print,
-         allow_spec_change: bool = False) -> tuple[int, dict]:
-    """Run the study with ``workers`` supervised processes; returns the exit code and, as
-    ``best`` does, the study's best trial."""
+         allow_spec_change: bool = False, threads: int | None = None) -> tuple[int, dict]:
+    """Run the study with ``workers`` supervised processes (``threads`` CPU threads each;
+    default: the cores split evenly); returns the exit code and, as ``best`` does, the
+    study's best trial."""
     from hpo.launcher import (
         StudyProgress,
         Supervisor,
@@ -92,18 +93,23 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     spec = load_spec(spec_path, overrides, storage)
-    preflight(spec)
-    # Created here, so workers never race to create it; a changed spec is recorded before they start.
-    study = open_study(spec, allow_spec_change=allow_spec_change)
-    _prepare_tracking(spec)
-    say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers")
     launches = worker_launches(spec_path, workers, storage=spec.storage, overrides=overrides,
-                               gpus_per_trial=spec.gpus_per_trial,
+                               gpus_per_trial=spec.gpus_per_trial, threads=threads,
                                cpu_count=available_cpus(), gpu_ids=visible_gpus())
-    bar = StudyProgress(study, spec.n_trials, enabled=progress)
-    supervisor = Supervisor(launches, bar, restart_dead=restart_dead)
+    supervisor = Supervisor(launches, restart_dead=restart_dead)
+    supervisor.start()  # they load torch and transformers while the checks below run, then wait for go
     try:
-        code = supervisor.run()
+        preflight(spec)
+        # Created here, so workers never race to create it; a changed spec is recorded before they start.
+        study = open_study(spec, allow_spec_change=allow_spec_change)
+        _prepare_tracking(spec)
+    except BaseException:  # a failed check or Ctrl-C: the waiting workers end, having touched nothing
+        supervisor.abandon()
+        raise
+    say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers")
+    bar = StudyProgress(study, spec.n_trials, enabled=progress)
+    try:
+        code = supervisor.run(bar)
     finally:
         bar.close()
     if supervisor.stopped_because:
@@ -163,9 +169,11 @@ def _prepare_tracking(spec) -> None:
 
 
 def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: str | None,
-           threads: int | None, parent_pid: int | None = None, allow_spec_change: bool = False) -> int:
+           threads: int | None, parent_pid: int | None = None, allow_spec_change: bool = False,
+           await_go: bool = False) -> int:
     """One worker process: its thread budget is applied here, once, for the whole process.
-    Started by ``hpo tune`` (``parent_pid``), it stops as SIGTERM stops it when the launcher dies."""
+    Started by ``hpo tune`` (``parent_pid``), it stops as SIGTERM stops it when the launcher
+    dies; with ``await_go`` it loads its libraries, then waits for the launcher's go on stdin."""
     import socket
 
     if parent_pid:
@@ -173,7 +181,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
     from hpo.worker import WorkerStopped, run_worker
 
     spec = load_spec(spec_path, overrides, storage)
-    from hpo.models.device import check_gpus
+    from hpo.models.hardware import check_gpus
 
     check_gpus(spec.gpus_per_trial)
     name = name or f"{socket.gethostname()}/{os.getpid()}"
@@ -184,6 +192,10 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
         import torch
 
         torch.set_num_threads(threads)
+    from hpo.launcher import GO
+
+    if await_go and sys.stdin.readline() != GO:
+        return 0  # the launcher's checks failed or it was stopped: nothing to do, nothing touched
     try:
         ran = run_worker(spec, worker=name, allow_spec_change=allow_spec_change)
     except WorkerStopped as exc:

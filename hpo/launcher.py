@@ -1,13 +1,18 @@
 """Start N worker processes on one study and supervise them.
 
 ``worker_launches`` computes each worker's command and environment as a pure function
-(tested without spawning); ``supervise`` runs them, relays their log lines above a
+(tested without spawning); ``Supervisor`` runs them, relays their log lines above a
 progress bar, reports (and optionally replaces) workers that die, and on Ctrl-C stops
 them so their running trials are re-queued rather than left RUNNING.
+
+Workers are started before the launcher's checks and wait for a ``go`` line on stdin:
+their imports (torch, transformers: seconds) overlap the checks instead of following
+them, and a check that fails closes their stdin, so they exit having touched nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -26,6 +31,7 @@ from hpo.study import caused_by_database, database_error_text, recent_outcomes, 
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
+GO = "go\n"  # what a waiting worker reads on stdin to start; end of file instead: it exits
 
 
 @dataclass(frozen=True)
@@ -37,19 +43,20 @@ class WorkerLaunch:
 
 def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
                     cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
-                    base_env: Mapping[str, str] | None = None,
+                    threads: int | None = None, base_env: Mapping[str, str] | None = None,
                     host: str | None = None, parent_pid: int | None = None) -> list[WorkerLaunch]:
     """Each worker's command and environment.
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
-    so N workers never oversubscribe the cores. The storage URL travels in the
+    so N workers never oversubscribe the cores, unless ``threads`` sets each worker's
+    count. Every worker waits for ``GO`` on stdin (``Supervisor.run`` sends it). The storage URL travels in the
     environment, not the command line, so a password never shows in `ps`. Each worker
     is told the launcher's PID (``parent_pid``, default this process) so it stops when
     the launcher dies.
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
-    threads = max(1, cpu_count // n_workers)
+    threads = threads or max(1, cpu_count // n_workers)
     # Disjoint groups of gpus_per_trial GPUs, handed out round-robin (a group per worker).
     groups = [[str(g) for g in gpu_ids[i:i + gpus_per_trial]]
               for i in range(0, len(gpu_ids) - gpus_per_trial + 1, gpus_per_trial)]
@@ -69,7 +76,7 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
         if groups:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
         cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads),
-               "--parent-pid", str(parent_pid)]
+               "--parent-pid", str(parent_pid), "--await-go"]
         for override in overrides:
             cmd += ["--set", override]
         launches.append(WorkerLaunch(name, cmd, env))
@@ -80,9 +87,14 @@ def visible_gpus() -> list[str]:
     """GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else every device torch sees."""
     if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         return [g.strip() for g in listed.split(",") if g.strip() and g.strip() != "-1"]
+    if sys.platform == "linux" and not any(os.path.exists(node) for node in _GPU_DEVICE_NODES):
+        return []  # no GPU driver's device node: skips importing torch (seconds) before the workers start
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+_GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: what CUDA/HIP devices need
 
 
 def available_cpus() -> int:
@@ -93,7 +105,7 @@ USAGE_EXIT = 2  # a worker refused its spec or found its study deleted: a replac
 
 
 class Supervisor:
-    def __init__(self, launches: Sequence[WorkerLaunch], progress, restart_dead: bool = False,
+    def __init__(self, launches: Sequence[WorkerLaunch], progress=None, restart_dead: bool = False,
                  poll_seconds: float = 2.0, breaker: CircuitBreaker | None = None):
         self.launches, self.progress = list(launches), progress
         self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
@@ -103,12 +115,39 @@ class Supervisor:
         self.deaths = 0
         self.stopped_because: str | None = None  # set when the circuit breaker stopped the study
         self._failed_seen = 0
+        self._exited = threading.Event()  # a worker closed its output: look at once, not at the next poll
 
-    def run(self) -> int:
-        """0 when every worker ended cleanly, 1 when some died or the study could only fail
-        (``stopped_because`` says why), 130 on Ctrl-C, SIGTERM or SIGHUP."""
+    def start(self) -> None:
+        """Start every worker; each loads its libraries, then waits for ``run`` to say go."""
+        for launch in self.launches:
+            if launch.name not in self.procs:
+                self._spawn(launch)
+
+    def abandon(self) -> None:
+        """The study will not run (a check failed, Ctrl-C): end the workers, which have
+        touched nothing yet, without waiting for their imports to finish."""
+        for proc in self.procs.values():
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=WORKER_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.procs.clear()
+
+    def run(self, progress=None) -> int:
+        """Start the workers (unless ``start`` did), let them go, and supervise them until
+        they end: 0 when every worker ended cleanly, 1 when some died or the study could
+        only fail (``stopped_because`` says why), 130 on Ctrl-C, SIGTERM or SIGHUP."""
+        self.progress = progress or self.progress
         with interruptible():  # the stop runs inside too: a second signal cannot cut it short
             try:
+                self.start()  # under interruptible(): a Ctrl-C now still stops those already started
+                for launch in self.launches:
+                    self._release(launch)
                 return self._supervise()
             except KeyboardInterrupt:
                 self.progress.write("stopping workers; their running trials are re-queued …")
@@ -116,10 +155,9 @@ class Supervisor:
                 return 130
 
     def _supervise(self) -> int:
-        for launch in self.launches:  # under interruptible(): a Ctrl-C now still stops those already started
-            self._start(launch)
         while self.procs:
-            time.sleep(self.poll_seconds)
+            self._exited.wait(self.poll_seconds)
+            self._exited.clear()
             self.progress.refresh()
             for launch in self.launches:
                 proc = self.procs.get(launch.name)
@@ -135,7 +173,8 @@ class Supervisor:
                     self.stopped_because = (self.stopped_because
                                             or self.breaker.worker_exited(proc.returncode, self.progress.finished()))
                     if replace and not self.stopped_because and not self.progress.done():
-                        self._start(launch)
+                        self._spawn(launch)
+                        self._release(launch)
             self.stopped_because = self.stopped_because or self._failing_trials()
             if self.stopped_because:
                 self.progress.write(f"stopping the study: {self.stopped_because}")
@@ -152,11 +191,18 @@ class Supervisor:
         self._failed_seen = failed
         return self.breaker.check_trials(self.progress.recent_outcomes(self.breaker.failed_trials))
 
-    def _start(self, launch: WorkerLaunch) -> None:
+    def _spawn(self, launch: WorkerLaunch) -> None:
         # From the main thread: a worker's death signal fires when the thread that started it ends.
-        proc = subprocess.Popen(launch.cmd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True)
-        self.procs[launch.name] = proc
+        self.procs[launch.name] = subprocess.Popen(
+            launch.cmd, env=launch.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True)
+
+    def _release(self, launch: WorkerLaunch) -> None:
+        """Say go to a waiting worker and relay its output (held in its pipe until now)."""
+        proc = self.procs[launch.name]
+        with contextlib.suppress(OSError):  # it died while loading: the supervision reports it
+            proc.stdin.write(GO)
+            proc.stdin.close()
         relay = threading.Thread(target=self._relay, args=(proc,), daemon=True)
         relay.start()
         self.relays[launch.name] = relay
@@ -164,6 +210,7 @@ class Supervisor:
     def _relay(self, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
             self.progress.write(line.rstrip())
+        self._exited.set()
 
     def stop(self) -> None:
         """SIGINT every worker (each re-queues its trial), then SIGKILL whoever lingers."""

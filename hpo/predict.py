@@ -31,9 +31,9 @@ from hpo.data.tokenize import LONG_TEXT, tokenize_pairs
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.device import forward_keys
+from hpo.models.hardware import resolve_device
 from hpo.outputs import atomic_text
 from hpo.train.evaluate import predict as predict_probabilities
-from hpo.train.loop import resolve_device
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom

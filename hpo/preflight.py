@@ -36,7 +36,9 @@ def preflight(spec: StudySpec) -> list[str]:
                              f"{list(first.split_fractions)}); use more posts or give that split a larger fraction")
     # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether they fit.
     examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
-    from hpo.models.device import check_gpus  # torch from here on: slow to import, so checked last
+    from hpo.models.hardware import (
+        check_gpus,  # torch from here on: slow to import, so checked last
+    )
 
     for device in sorted({config.device for config in configs}):
         _check_device(device)
@@ -63,7 +65,7 @@ def _train_config(spec: StudySpec, point: dict):
 def _check_device(name: str) -> None:
     import torch
 
-    from hpo.train.loop import resolve_device
+    from hpo.models.hardware import resolve_device
 
     try:
         device = resolve_device(name)
@@ -99,7 +101,7 @@ def _check_lengths(name: str, path: str, examples: list, max_length: int) -> Non
     """Tokenize one example per criterion text at ``max_length``: the tokenizer loads, and
     every criterion leaves room for its post."""
     from hpo.data.tokenize import tokenize_pairs
-    from hpo.models.loading import load_tokenizer
+    from hpo.models.tokenizer import load_tokenizer
 
     sample = list({example.text_a: example for example in examples}.values())
     try:

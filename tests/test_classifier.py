@@ -18,7 +18,8 @@ from hpo.models.classifier import (
     save_classifier,
 )
 from hpo.models.device import safe_to_device
-from hpo.models.loading import find_meta_tensors, load_tokenizer
+from hpo.models.loading import find_meta_tensors
+from hpo.models.tokenizer import load_tokenizer
 
 
 def _batch(tokenizer, n=4):

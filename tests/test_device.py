@@ -12,7 +12,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
 from hpo.errors import MetaTensorError, UsageError
 from hpo.models.classifier import CriteriaClassifier, HeadConfig
-from hpo.models.device import check_gpus, forward_keys, safe_to_device, unwrap_model
+from hpo.models.device import forward_keys, safe_to_device, unwrap_model
+from hpo.models.hardware import check_gpus
 from hpo.models.loading import encoder_init_kwargs, find_meta_tensors, load_pretrained
 
 

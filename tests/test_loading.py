@@ -11,7 +11,8 @@ from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
 from hpo.errors import MetaTensorError
 from hpo.models import loading
-from hpo.models.loading import assert_no_meta, find_meta_tensors, load_pretrained, load_tokenizer
+from hpo.models.loading import assert_no_meta, find_meta_tensors, load_pretrained
+from hpo.models.tokenizer import load_tokenizer
 
 
 def test_loads_without_meta_and_bit_equal_to_checkpoint(tiny_encoder):

@@ -18,8 +18,9 @@ from torch import nn
 
 from hpo.models.adapters import add_lora, is_lora, load_lora
 from hpo.models.device import safe_to_device, unwrap_model
-from hpo.models.loading import load_pretrained, load_tokenizer, model_construction
+from hpo.models.loading import load_pretrained, model_construction
 from hpo.models.settings import ACTIVATIONS, HeadConfig, LoraSettings
+from hpo.models.tokenizer import load_tokenizer
 
 _CHECKPOINT_FORMAT = 1
 

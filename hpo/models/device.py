@@ -18,7 +18,7 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
 
-from hpo.errors import MetaTensorError, UsageError
+from hpo.errors import MetaTensorError
 from hpo.models.loading import find_meta_tensors, model_construction
 
 _MODULE_WRAPPER_NAMES = {"DataParallel", "DistributedDataParallel", "FullyShardedDataParallel", "DeepSpeedEngine"}
@@ -52,20 +52,6 @@ def forward_keys(model: nn.Module) -> frozenset[str] | None:
         return None
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return frozenset(p.name for p in parameters if p.kind in named)
-
-
-def check_gpus(wanted: int) -> None:
-    """Raise a one-line UsageError when a trial wants ``wanted`` > 1 GPUs (DataParallel) and
-    this process sees fewer; one device, CPU included, always works.
-
-    Otherwise the shortfall would surface later as an opaque DataParallel error.
-    """
-    if wanted <= 1:
-        return
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if available < wanted:
-        raise UsageError(f"gpus_per_trial={wanted} needs {wanted} GPUs, but this process sees {available}; "
-                         "set gpus_per_trial: 1 or give each worker more GPUs")
 
 
 def safe_to_device(model: nn.Module, device, checkpoint: str | Path | None = None) -> nn.Module:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from hpo.errors import MetaTensorError
@@ -91,7 +91,3 @@ def load_pretrained(
     model.train()
     assert_no_meta(model, f"after loading {name_or_path}")
     return model
-
-
-def load_tokenizer(name_or_path: str | Path):
-    return AutoTokenizer.from_pretrained(name_or_path)

@@ -13,9 +13,9 @@ from hpo.data.collate import Collator
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.device import forward_keys
+from hpo.models.hardware import resolve_device
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import per_symptom, predict, score
-from hpo.train.loop import resolve_device
 from hpo.train.prepare import prepare_data
 
 

@@ -23,7 +23,8 @@ from hpo.data import SYMPTOMS, load_descriptions
 from hpo.data.collate import Collator, length_grouped_batches
 from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import build_classifier, save_classifier
-from hpo.models.device import check_gpus, forward_keys, safe_to_device, unwrap_model
+from hpo.models.device import forward_keys, safe_to_device, unwrap_model
+from hpo.models.hardware import check_gpus, cpu_has_native_bf16, resolve_device
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import (
     evaluate,
@@ -200,12 +201,6 @@ def _inference_settings(config: TrainConfig, data: PreparedData, tuned: dict[str
             "validation_thresholds": tuned}
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
     """auto: bf16 (fp16 on GPUs without it); on CPU bf16 only with native bf16 units,
     where it runs matmuls 2-3x faster; elsewhere it would be slower than float32."""
@@ -216,11 +211,6 @@ def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
     if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
         return torch.bfloat16
     return torch.float16
-
-
-def cpu_has_native_bf16() -> bool:
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private, so looked up defensively
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
 def _positive_weights(split: PreparedSplit, sample: np.ndarray, mode: str, device) -> torch.Tensor | None:

@@ -26,7 +26,7 @@ from hpo.data import (
 from hpo.data.augment import augment_examples
 from hpo.data.tokenize import TokenizedSplit, tokenize_pairs
 from hpo.errors import DataError
-from hpo.models.loading import load_tokenizer
+from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig
 
 SPLITS = ("train", "validation", "test")
