@@ -17,7 +17,7 @@ import optuna
 from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.spec import StudySpec
-from hpo.study import artifact_store, completed_trials, study_uid, suggest, upload
+from hpo.study import artifact_store, completed_trials, set_user_attrs, study_uid, suggest, upload
 from hpo.tracking import RUN_ID_ATTR, Tracker, TrialRun
 from hpo.train.loop import TrainResult, train
 
@@ -75,8 +75,7 @@ class Objective:
             self._keep_outputs(trial, value, result)
         except optuna.TrialPruned:
             run.end("PRUNED")
-            trial.set_user_attr("epochs_run", len(epochs))
-            trial.set_user_attr("wall_seconds", round(time.perf_counter() - started, 3))
+            set_user_attrs(trial, {"epochs_run": len(epochs), "wall_seconds": round(time.perf_counter() - started, 3)})
             raise
         except Exception:
             # A save cut short (a full disk) leaves no partial checkpoint to keep the disk full.
@@ -99,8 +98,7 @@ class Objective:
         }
         if result.thresholds is not None:  # tuned on validation; the decision ones with threshold: tuned
             attrs["validation_thresholds"] = {k: round(v, 6) for k, v in result.thresholds.items()}
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
+        set_user_attrs(trial, attrs)
 
 
     def _keep_outputs(self, trial: optuna.Trial, value: float, result: TrainResult) -> None:

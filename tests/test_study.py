@@ -24,6 +24,7 @@ from hpo.study import (
     make_pruner,
     make_sampler,
     open_study,
+    set_user_attrs,
     spec_fingerprint,
     state_counts,
     study_uid,
@@ -70,6 +71,35 @@ def test_worker_storage_is_rdb_with_heartbeats_and_retry_on_both_backends(storag
     study.tell(study.ask(X), 0.5)
     assert study_name in study_names(storage_url)
     assert optuna.load_study(study_name=study_name, storage=storage_url).best_value == 0.5
+
+
+def test_set_user_attrs_records_them_all_in_one_commit(storage_url, study_name):
+    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    trial = study.ask(X)
+    trial.set_user_attr("worker", "node/0")
+    commits = []
+
+    def count(connection):
+        commits.append(connection)
+
+    sa.event.listen(sa.engine.Engine, "commit", count)
+    try:
+        set_user_attrs(trial, {"metrics": {"macro_f1": 0.5}, "epochs_run": 3, "worker": "node/1", "seed": 7})
+    finally:
+        sa.event.remove(sa.engine.Engine, "commit", count)
+    assert len(commits) == 1
+    study.tell(trial, 0.5)
+    reread = optuna.load_study(study_name=study_name, storage=storage_url).trials[0].user_attrs
+    assert reread == {"metrics": {"macro_f1": 0.5}, "epochs_run": 3, "worker": "node/1", "seed": 7}
+
+
+def test_set_user_attrs_refuses_a_finished_trial_and_writes_nothing(storage_url, study_name):
+    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    trial = study.ask(X)
+    study.tell(trial, 0.5)
+    with pytest.raises(RuntimeError, match="finished"):
+        set_user_attrs(trial, {"a": 1, "b": 2})
+    assert study.trials[0].user_attrs == {}
 
 
 def test_read_only_storage_has_no_heartbeat(storage_url):

@@ -39,9 +39,11 @@ from hpo.study._trials import (
     artifact_store,
     completed_trials,
     enqueue,
+    fail_running,
     fail_stale,
     find_trial,
     requeue,
+    set_user_attrs,
     upload,
 )
 
@@ -55,6 +57,7 @@ __all__ = [
     "database_error_text",
     "draw_plots",
     "enqueue",
+    "fail_running",
     "fail_stale",
     "find_trial",
     "get_storage",
@@ -72,6 +75,7 @@ __all__ = [
     "run_proxy_server",
     "sample_points",
     "serve_dashboard",
+    "set_user_attrs",
     "state_counts",
     "spec_fingerprint",
     "suggest",

@@ -1,13 +1,17 @@
 """What happens to single trials outside Optuna's own loop: queueing a hand-given one,
-re-queueing an interrupted or stale one, and the files (artifacts) a trial leaves for the dashboard."""
+re-queueing an interrupted or stale one, recording many attributes at once, and the files
+(artifacts) a trial leaves for the dashboard."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
-from optuna.storages import RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.storages._rdb.models import TrialUserAttributeModel  # for set_user_attrs
+from optuna.storages._rdb.storage import _create_scoped_session  # for set_user_attrs
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import SpecError, StudySpec
@@ -52,6 +56,26 @@ def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
     retried ``max_retry`` times already (Optuna's own retry callback, so the dashboard
     shows the retry history)."""
     RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, trial)
+
+
+def set_user_attrs(trial: optuna.Trial, attrs: Mapping[str, object]) -> None:
+    """Record several user attributes of a running trial in one transaction: one commit
+    (an fsync on PostgreSQL) instead of one per attribute. Hand-written because Optuna's
+    storages set one attribute per call; elsewhere (the gRPC proxy) it does just that."""
+    backend = getattr(trial.storage, "_backend", trial.storage)  # under Optuna's cache wrapper
+    if not isinstance(backend, RDBStorage):
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        return
+    with _create_scoped_session(backend.scoped_session, True) as session:
+        for key, value in attrs.items():
+            backend._set_trial_attr_without_commit(session, TrialUserAttributeModel, trial._trial_id, key, value)
+
+
+def fail_running(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
+    """Fail a RUNNING trial this process will not finish, recording why (as every FAIL does)."""
+    study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason)
+    study.tell(trial.number, state=TrialState.FAIL)
 
 
 def fail_stale(study: optuna.Study) -> None:
