@@ -25,6 +25,7 @@ from hpo.study import (
     SURPLUS,
     caused_by_database,
     database_error_text,
+    fail_running,
     fail_stale,
     find_trial,
     is_surplus,
@@ -37,8 +38,9 @@ from hpo.study import (
 
 log = logging.getLogger(__name__)
 
+INTERRUPTED = "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)"  # an interrupted trial's fail_reason
 MAX_CONSECUTIVE_FAILURES = 5  # a worker whose every trial fails stops instead of burning the budget
-IDLE_POLL_SECONDS = 5.0
+IDLE_POLL_SECONDS = 1.0  # while the last trials run elsewhere: one COUNT query a second sees the study end
 DATABASE_RETRY_SECONDS = (1, 2, 5, 10, 20, 30)  # back-off while the database is unreachable, then every 30 s
 DATABASE_OUTAGE_SECONDS = 600  # rides out a restart or a maintenance window; then stops, in one line
 
@@ -167,23 +169,23 @@ class _Guarded:
 
     def __call__(self, trial: optuna.Trial) -> float:
         self.current_trial = trial.number
-        trial.set_user_attr("worker", self.worker)
-        # Finished trials, running ones started before this one, and queued retries (they must
-        # run for no trial to be lost), read in one query so no trial slips between two counts.
-        census = trial_census(trial.study, before=trial.number)
-        claimed = census["finished"] + census["running_before"] + census["waiting"]
-        if claimed >= self.n_trials:
-            trial.set_user_attr("fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials")
-            raise SurplusTrial(f"the study already has {self.n_trials} trials")
         try:
+            trial.set_user_attr("worker", self.worker)
+            # Finished trials, running ones started before this one, and queued retries (they must
+            # run for no trial to be lost), read in one query so no trial slips between two counts.
+            census = trial_census(trial.study, before=trial.number)
+            claimed = census["finished"] + census["running_before"] + census["waiting"]
+            if claimed >= self.n_trials:
+                trial.set_user_attr("fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials")
+                raise SurplusTrial(f"the study already has {self.n_trials} trials")
             return self.objective(trial)
-        except optuna.TrialPruned:
+        except (optuna.TrialPruned, SurplusTrial):
             raise
         except Exception as exc:  # every failure keeps its reason, whichever step of the trial raised
             trial.set_user_attr("fail_reason", failure_reason(exc))
             raise
         except KeyboardInterrupt:
-            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)")
+            trial.set_user_attr("fail_reason", INTERRUPTED)
             raise
 
 
@@ -215,7 +217,7 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
     the same parameters, so resuming the study loses nothing."""
     trial = find_trial(study, number) if number is not None else None
     if trial is not None and trial.state == TrialState.RUNNING:
-        study.tell(trial.number, state=TrialState.FAIL)
+        fail_running(study, trial, INTERRUPTED)
         trial = find_trial(study, number)
     if trial is not None and trial.state == TrialState.FAIL and not is_surplus(trial):
         requeue(study, trial, max_retry)
