@@ -193,6 +193,19 @@ def _run_together(commands: list[list[str]], cwd: Path) -> list[subprocess.Compl
     return results
 
 
+def _workers_of(spec_path: Path) -> list[str]:
+    """Command lines of live `hpo worker` processes of ``spec_path`` (Linux: /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # ended meanwhile
+            continue
+        if "worker" in args and str(spec_path) in args:
+            found.append(" ".join(args))
+    return found
+
+
 def _studies_in(url: str) -> set[str]:
     engine = sa.create_engine(url)
     try:
@@ -239,6 +252,7 @@ def test_bad_input_is_one_clear_line_and_creates_no_study(case: Case, assets, tm
         if case.secret:
             assert case.secret not in run.stderr and case.secret not in run.stdout, run.stderr
 
+    assert not _workers_of(spec_path), "the workers tune started before its checks ended with it"
     assert not db.exists() or study_name not in {
         s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{db}")}
     if case.postgres:

@@ -42,12 +42,19 @@ def test_threads_split_the_cores_evenly_and_never_drop_below_one(n_workers, cpu_
         assert launch.env["MKL_NUM_THREADS"] == str(threads)
 
 
+def test_a_thread_count_given_overrides_the_even_split():
+    for launch in launches(2, cpu_count=8, threads=1):
+        assert option(launch.cmd, "--threads") == "1"
+        assert launch.env["OMP_NUM_THREADS"] == "1"
+
+
 def test_each_worker_has_its_own_name_and_runs_the_worker_command():
     result = launches(3)
     assert [launch.name for launch in result] == ["node/0", "node/1", "node/2"]
     for launch in result:
         assert launch.cmd[:5] == [sys.executable, "-m", "hpo", "worker", "studies/criteria-smoke.yaml"]
         assert option(launch.cmd, "--name") == launch.name
+        assert "--await-go" in launch.cmd, "workers load their libraries while the launcher checks, then wait"
 
 
 def test_gpus_are_handed_out_round_robin():
@@ -161,6 +168,32 @@ def test_worker_output_is_relayed_and_clean_exits_return_zero():
         assert progress.lines.index(f"hello from {i}") < progress.lines.index(f"bye from {i}")
     assert not any("died" in line for line in progress.lines)
     assert progress.refreshes >= 1
+
+
+AWAITS_GO = "import sys; line = sys.stdin.readline(); print('read', repr(line)); sys.exit(0 if line == 'go\\n' else 7)"
+
+
+def test_started_workers_wait_and_run_says_go():
+    workers = [script(f"w{i}", AWAITS_GO) for i in range(2)]
+    supervisor = Supervisor(workers, poll_seconds=0.1)
+    supervisor.start()
+    time.sleep(0.5)
+    assert all(proc.poll() is None for proc in supervisor.procs.values()), "they wait for go"
+    progress = FakeProgress()
+    assert supervisor.run(progress) == 0
+    assert progress.lines.count("read 'go\\n'") == 2
+
+
+def test_abandoned_workers_end_at_once_without_reading_go():
+    sleepy = "import sys, time; time.sleep(60) if not sys.stdin.readline() else None; sys.exit(7)"
+    supervisor = Supervisor([script("a", sleepy), script("b", AWAITS_GO)], poll_seconds=0.1)
+    supervisor.start()
+    procs = list(supervisor.procs.values())
+    started = time.monotonic()
+    supervisor.abandon()
+    assert time.monotonic() - started < 10, "a worker still loading is ended, not waited for"
+    assert all(proc.returncode is not None and proc.returncode != 0 for proc in procs)
+    assert not supervisor.procs
 
 
 def test_a_dead_worker_is_reported_and_run_returns_one():
