@@ -87,7 +87,8 @@ dashboard: install
 	$(HPO) dashboard $(SPEC) --port $(PORT)
 
 # PNG plots and summary.md for SPEC's study.
-# Benchmarks against Trainer.hyperparameter_search and raw Optuna (CPU part ~15 min on 2 cores).
+# Benchmarks against Trainer.hyperparameter_search and raw Optuna on the realistic sample
+# (CPU part ~20 min on 2 cores; each CPU figure at the best precision and in float32).
 # BENCH_ARGS: e.g. --only p1 p4, or --data-dir /data/redsm5 for the real files.
 BENCH_ARGS ?=
 bench: install
