@@ -31,6 +31,7 @@ from bench.common import (
     timed_run,
     write_spec,
 )
+from hpo.launcher import available_cpus
 from hpo.models.hardware import cpu_has_native_bf16
 
 TARGETS = {"formulations": "tokens >= 5x fewer", "p1": "<= 0.4", "p2": "<= 0.5 s", "p3": "<= 1.1", "p4": ">= 0.9", "p5": ">= 1.5, MFU >= 35%", "p6": "<= 0.5", "p7": "<= 0.5 of the budget", "determinism": "measured",
@@ -107,7 +108,7 @@ def p4_scaling(encoder: str, data_dir: str, trials_per_worker: int = 4) -> tuple
     those of one single-thread worker, from the trials' own start and end times (the
     launcher's start-up is its own figure). The old ratio (2 workers vs 1, each with its
     share of the cores, same trials) is kept for information. P2 comes from the 1-worker run."""
-    n = os.cpu_count()
+    n = available_cpus()
     rate = {}
     for workers in (1, n):
         name = f"p4-{workers}x1"

@@ -54,7 +54,7 @@ def _worker(args) -> int:
     from hpo.commands import worker
 
     return worker(args.spec, args.overrides, args.storage, args.name, args.threads, args.parent_pid,
-                  allow_spec_change=args.allow_spec_change, await_go=args.await_go)
+                  allow_spec_change=args.allow_spec_change, wait_for_go=args.await_go)
 
 
 def _validate(args) -> None:

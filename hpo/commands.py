@@ -17,7 +17,7 @@ from pathlib import Path
 from hpo.errors import RunStopped, UsageError
 from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.preflight import preflight
-from hpo.process import exit_with_parent, redact
+from hpo.process import await_go, exit_with_parent, redact
 from hpo.spec import DEFAULT_OUTPUT_DIR, SpecError, load_spec, parse_override, resolve_storage
 
 log = logging.getLogger(__name__)
@@ -170,10 +170,10 @@ def _prepare_tracking(spec) -> None:
 
 def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: str | None,
            threads: int | None, parent_pid: int | None = None, allow_spec_change: bool = False,
-           await_go: bool = False) -> int:
+           wait_for_go: bool = False) -> int:
     """One worker process: its thread budget is applied here, once, for the whole process.
     Started by ``hpo tune`` (``parent_pid``), it stops as SIGTERM stops it when the launcher
-    dies; with ``await_go`` it loads its libraries, then waits for the launcher's go on stdin."""
+    dies; with ``wait_for_go`` it loads its libraries, then waits for the launcher's go on stdin."""
     import socket
 
     if parent_pid:
@@ -192,10 +192,8 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
         import torch
 
         torch.set_num_threads(threads)
-    from hpo.launcher import GO
-
-    if await_go and sys.stdin.readline() != GO:
-        return 0  # the launcher's checks failed or it was stopped: nothing to do, nothing touched
+    if wait_for_go and not await_go():
+        return 0
     try:
         ran = run_worker(spec, worker=name, allow_spec_change=allow_spec_change)
     except WorkerStopped as exc:

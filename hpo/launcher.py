@@ -7,7 +7,7 @@ them so their running trials are re-queued rather than left RUNNING.
 
 Workers are started before the launcher's checks and wait for a ``go`` line on stdin:
 their imports (torch, transformers: seconds) overlap the checks instead of following
-them, and a check that fails closes their stdin, so they exit having touched nothing.
+them, and a check that fails ends them (``abandon``) before they have touched anything.
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from hpo.breaker import CircuitBreaker
-from hpo.process import interruptible, output_may_be_gone
+from hpo.process import GO, interruptible, output_may_be_gone
 from hpo.study import caused_by_database, database_error_text, recent_outcomes, state_counts
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
-GO = "go\n"  # what a waiting worker reads on stdin to start; end of file instead: it exits
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,9 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
     so N workers never oversubscribe the cores, unless ``threads`` sets each worker's
-    count. Every worker waits for ``GO`` on stdin (``Supervisor.run`` sends it). The storage URL travels in the
-    environment, not the command line, so a password never shows in `ps`. Each worker
+    count. Every worker waits for ``GO`` on stdin (``Supervisor.run`` sends it). The
+    storage URL travels in the environment, not the command line, so a password never
+    shows in `ps`. Each worker
     is told the launcher's PID (``parent_pid``, default this process) so it stops when
     the launcher dies.
     """
@@ -125,17 +125,8 @@ class Supervisor:
 
     def abandon(self) -> None:
         """The study will not run (a check failed, Ctrl-C): end the workers, which have
-        touched nothing yet, without waiting for their imports to finish."""
-        for proc in self.procs.values():
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=WORKER_STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        touched nothing yet. SIGTERM ends them at once: before go they handle no signal."""
+        self.stop(signal.SIGTERM)
         self.procs.clear()
 
     def run(self, progress=None) -> int:
@@ -212,11 +203,11 @@ class Supervisor:
             self.progress.write(line.rstrip())
         self._exited.set()
 
-    def stop(self) -> None:
-        """SIGINT every worker (each re-queues its trial), then SIGKILL whoever lingers."""
+    def stop(self, signum: signal.Signals = signal.SIGINT) -> None:
+        """Signal every worker (SIGINT: each re-queues its trial), then SIGKILL whoever lingers."""
         for proc in self.procs.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
+                os.killpg(proc.pid, signum)
         deadline = time.monotonic() + WORKER_STOP_SECONDS
         for proc in self.procs.values():
             try:

@@ -36,9 +36,8 @@ def preflight(spec: StudySpec) -> list[str]:
                              f"{list(first.split_fractions)}); use more posts or give that split a larger fraction")
     # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether they fit.
     examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
-    from hpo.models.hardware import (
-        check_gpus,  # torch from here on: slow to import, so checked last
-    )
+    # torch from here on: slow to import, so checked last
+    from hpo.models.hardware import check_gpus
 
     for device in sorted({config.device for config in configs}):
         _check_device(device)

@@ -1,6 +1,6 @@
 """Process chores every long-running command shares: stopping on signals, following a
-launcher out when it dies, output that may have nowhere to go, and keeping secrets out
-of what a process prints."""
+launcher out when it dies and waiting for its go, output that may have nowhere to go, and
+keeping secrets out of what a process prints."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ MASK = "***"
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)  # query parameters that carry secrets
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PARENT_POLL_SECONDS = 1.0  # where the kernel cannot signal a parent's death, how often a thread looks
+GO = "go\n"  # the line `hpo tune` writes to a waiting worker's stdin once the study exists
 LOST_OUTPUT = (errno.EIO, errno.EPIPE)  # the terminal was closed; whoever read our pipe went away
 
 
@@ -68,6 +69,12 @@ def stop_signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def await_go() -> bool:
+    """Wait for the launcher's go on stdin; False at end of file (its checks failed, or it
+    stopped), when there is nothing to do and nothing was touched."""
+    return sys.stdin.readline() == GO
 
 
 def exit_with_parent(pid: int) -> None:

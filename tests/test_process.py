@@ -108,3 +108,12 @@ def test_output_to_a_closed_terminal_is_dropped_without_an_error(tmp_path):
     go.touch()
     assert child.wait(timeout=30) == 7  # not 1 (an OSError) nor 120 (stdout failed to flush at exit)
     assert go.read_text() == "done"
+
+
+@pytest.mark.parametrize(("stdin", "goes"), [("go\n", True), ("", False), ("stop\n", False)])
+def test_a_waiting_worker_goes_only_on_the_launchers_go(stdin, goes):
+    code = "from hpo.process import await_go; print(await_go())"
+    run = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(goes)
