@@ -22,6 +22,9 @@ SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": Tr
          "head_layers": {"type": "int", "low": 0, "high": 2}}
 
 
+REPEATS = 3  # runs of each side, alternating which goes first; the medians are compared
+
+
 def p3_orchestration(url: str, prefill: int = 790, measured: int = 30) -> dict:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # 800 "trial finished" lines say nothing here
     try:
@@ -40,24 +43,37 @@ def p3_orchestration(url: str, prefill: int = 790, measured: int = 30) -> dict:
         params = suggest(trial, spec)
         return params["learning_rate"] * 100 + params["head_dropout"]
 
-    service = _prefilled(spec.name + "-service", url, spec, prefill)
-    started = time.perf_counter()
-    run_worker(spec.model_copy(update={"name": service.study_name}), worker="bench", objective=fast_objective,
-               poll_seconds=0.05)
-    service_ms = (time.perf_counter() - started) * 1000 / measured
+    def service_run(tag: str) -> float:
+        # Created as `hpo tune` creates it (open_study: uid, fingerprint); a study made by
+        # bare Optuna has no uid, and the worker would wait 3 s for one.
+        named = spec.model_copy(update={"name": f"{spec.name}-service-{tag}"})
+        _prefilled(open_study(named), spec, prefill)
+        run_worker(named, worker="bench", objective=fast_objective, poll_seconds=0.05)
+        return _ms_per_trial(open_study(named), prefill)
 
-    raw = _prefilled(spec.name + "-raw", url, spec, prefill)
-    raw = optuna.load_study(study_name=raw.study_name, storage=optuna.storages.RDBStorage(url),
-                            sampler=optuna.samplers.TPESampler(seed=0))
-    started = time.perf_counter()
-    for _ in range(measured):
-        trial = raw.ask()
-        raw.tell(trial, fast_objective(trial))
-    raw_ms = (time.perf_counter() - started) * 1000 / measured
-    parts = _extra_work(open_study(spec.model_copy(update={"name": service.study_name}), worker="bench"))
-    for name in (service.study_name, raw.study_name):
-        optuna.delete_study(study_name=name, storage=url)
+    def raw_run(tag: str) -> float:
+        name = f"{spec.name}-raw-{tag}"
+        _prefilled(optuna.create_study(study_name=name, storage=url, direction="maximize"), spec, prefill)
+        raw = optuna.load_study(study_name=name, storage=optuna.storages.RDBStorage(url),
+                                sampler=optuna.samplers.TPESampler(seed=0))
+        for _ in range(measured):
+            trial = raw.ask()
+            raw.tell(trial, fast_objective(trial))
+        return _ms_per_trial(raw, prefill)
+
+    # Alternating, several times: one run of each varied more between runs than the two differ.
+    runs = {"service": [], "raw": []}
+    for repeat in range(REPEATS):
+        order = (("service", service_run), ("raw", raw_run))
+        for side, run in order if repeat % 2 == 0 else order[::-1]:
+            runs[side].append(run(str(repeat)))
+    service_ms, raw_ms = float(np.median(runs["service"])), float(np.median(runs["raw"]))
+    parts = _extra_work(open_study(spec.model_copy(update={"name": f"{spec.name}-service-0"}), worker="bench"))
+    for summary in optuna.get_all_study_summaries(url):
+        if summary.study_name.startswith(f"{spec.name}-"):
+            optuna.delete_study(study_name=summary.study_name, storage=url)
     return {"ratio": service_ms / raw_ms, "service_ms": service_ms, "raw_ms": raw_ms, "at_trial": prefill,
+            "runs_ms": runs,
             "extra_ms": parts, "command": "python -m bench.run --only p3"}
 
 
@@ -87,16 +103,22 @@ def _extra_work(study: optuna.Study, repeats: int = 30) -> dict[str, float]:
     return timings
 
 
-def _prefilled(name: str, url: str, spec, n: int) -> optuna.Study:
-    """A study holding n finished trials of the spec's parameters (random values)."""
+def _prefilled(study: optuna.Study, spec, n: int) -> optuna.Study:
+    """``study`` holding n finished trials of the spec's parameters (random values)."""
     scratch = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
     for value in np.random.default_rng(0).random(n):
         trial = scratch.ask()
         suggest(trial, spec)
         scratch.tell(trial, float(value))
-    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
     study.add_trials(scratch.trials)
     return study
+
+
+def _ms_per_trial(study: optuna.Study, prefill: int) -> float:
+    """Milliseconds from one measured trial's end to the next's, from the trials' own
+    timestamps: what each trial costs once a worker runs, without its one-off start-up."""
+    ends = sorted(t.datetime_complete for t in study.get_trials(deepcopy=False) if t.number >= prefill)
+    return (ends[-1] - ends[0]).total_seconds() * 1000 / (len(ends) - 1)
 
 
 def _ensure_database(url: str) -> None:

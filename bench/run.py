@@ -239,7 +239,9 @@ def report(results: dict, path) -> None:
         "p2": lambda r: f"P2 trial set-up (start to first optimizer step): first trial {r['first_trial_seconds']:.2f} s, "
                         f"later trials at most {r['later_trials_seconds']:.2f} s",
         "p3": lambda r: r.get("skipped") or (f"P3 orchestration per trial at trial {r['at_trial']}, service / raw Optuna: "
-                        f"{r['ratio']:.2f}x ({r['service_ms']:.1f} ms vs {r['raw_ms']:.1f} ms); what the service adds: "
+                        f"{r['ratio']:.2f}x (medians {r['service_ms']:.1f} ms vs {r['raw_ms']:.1f} ms; runs "
+                        + ", ".join(f"{side} " + "/".join(f"{v:.0f}" for v in ms) for side, ms in r["runs_ms"].items())
+                        + "); what the service adds: "
                         + ", ".join(f"{k} {v:.1f} ms" for k, v in r.get("extra_ms", {}).items())),
         "p4": lambda r: f"P4 parallel efficiency, {r['workers']} single-thread workers / ({r['workers']} x one): "
                         f"{r['ratio']:.2f} ({r['trials_per_hour_parallel']:.0f} vs "
