@@ -282,11 +282,12 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
     script = (log_dir / f"{study_name}.sbatch").read_text()
     try:
         assert "127.0.0.1:5432" not in script, "the storage URL travels in the environment only"
-        def task_1_running():
+        def task_1_training():  # past its first epoch: every parameter chosen, mid-training
             return [t for t in _trials(study_name, postgres_url)
-                    if t.state.name == "RUNNING" and t.user_attrs.get("worker", "").endswith(f"/{job_id}_1")]
+                    if t.state.name == "RUNNING" and t.user_attrs.get("worker", "").endswith(f"/{job_id}_1")
+                    and t.intermediate_values]
 
-        interrupted = _wait_for(task_1_running, 120, "task 1 to run a trial")[0]
+        interrupted = _wait_for(task_1_training, 120, "task 1 to be mid-trial")[0]
         subprocess.run(["scancel", f"{job_id}_1"], env=slurm, check=True)
         _wait_for(lambda: not _in_queue(job_id, slurm), 150, "the job array to end")
     finally:
@@ -302,10 +303,8 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
     assert "interrupted" in trials[interrupted.number].user_attrs["fail_reason"]
     copies = [t for t in trials.values() if interrupted.number in t.system_attrs.get("retry_history", [])]
     assert len(copies) == 1 and copies[0].state.name in FINISHED, shown
-    # As recorded at the end: the snapshot above can predate the trial's suggestions (its worker
-    # attribute is written first), so it may hold no parameters yet.
-    assert trials[interrupted.number].params, shown
-    assert copies[0].params == trials[interrupted.number].params
+    assert interrupted.params, shown
+    assert copies[0].params == interrupted.params
     assert copies[0].user_attrs["worker"].endswith(f"/{job_id}_0"), shown
     assert "interrupted; its running trial was re-queued" in logs[1], shown
     assert "done after" in logs[0], shown
