@@ -24,10 +24,12 @@ from hpo.spec import StudySpec
 from hpo.study import (
     SURPLUS,
     caused_by_database,
+    claim,
     database_error_text,
     fail_running,
     fail_stale,
     find_trial,
+    first_heartbeat,
     is_surplus,
     open_study,
     requeue,
@@ -170,10 +172,9 @@ class _Guarded:
     def __call__(self, trial: optuna.Trial) -> float:
         self.current_trial = trial.number
         try:
-            trial.set_user_attr("worker", self.worker)
             # Finished trials, running ones started before this one, and queued retries (they must
             # run for no trial to be lost), read in one query so no trial slips between two counts.
-            census = trial_census(trial.study, before=trial.number)
+            census = claim(trial, {"worker": self.worker})
             claimed = census["finished"] + census["running_before"] + census["waiting"]
             if claimed >= self.n_trials:
                 trial.set_user_attr("fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials")
@@ -195,12 +196,14 @@ def _claiming_ask(ask: Callable[..., optuna.Trial], guarded: _Guarded) -> Callab
     Optuna's optimize creates the RUNNING trial inside ``ask`` and starts its heartbeat
     only after; a Ctrl-C or SIGTERM (a Slurm pre-emption) landing in between left a RUNNING
     trial that no heartbeat would ever mark stale, so the study could never end. Wrapped
-    here because Optuna has no hook between the two.
+    here because Optuna has no hook between the two; the trial's first beat is written here
+    too, at once, for a worker killed outright in that gap.
     """
     def claiming_ask(*args, **kwargs) -> optuna.Trial:
         with stop_signals_deferred():
             trial = ask(*args, **kwargs)
             guarded.current_trial = trial.number
+            first_heartbeat(trial)
         return trial
 
     return claiming_ask

@@ -18,7 +18,9 @@ from hpo.errors import UsageError
 from hpo.process import redact
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
 from hpo.study import (
+    claim,
     enqueue,
+    first_heartbeat,
     get_storage,
     load_existing_study,
     make_pruner,
@@ -29,6 +31,7 @@ from hpo.study import (
     state_counts,
     study_uid,
     suggest,
+    trial_census,
 )
 
 SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
@@ -100,6 +103,83 @@ def test_set_user_attrs_refuses_a_finished_trial_and_writes_nothing(storage_url,
     with pytest.raises(RuntimeError, match="finished"):
         set_user_attrs(trial, {"a": 1, "b": 2})
     assert study.trials[0].user_attrs == {}
+
+
+def test_claim_records_the_worker_and_counts_earlier_trials_in_one_commit(storage_url, study_name):
+    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    study.tell(study.ask(X), 0.1)
+    running_before = study.ask(X)
+    study.enqueue_trial({"x": 0.5})
+    trial = study.ask(X)  # takes the queued one: nothing is waiting now
+    study.ask(X)  # started after it: not "before"
+    commits = []
+
+    def count(connection):
+        commits.append(connection)
+
+    sa.event.listen(sa.engine.Engine, "commit", count)
+    try:
+        census = claim(trial, {"worker": "node/3"})
+    finally:
+        sa.event.remove(sa.engine.Engine, "commit", count)
+    assert len(commits) == 1
+    assert (census["complete"], census["running"], census["running_before"], census["waiting"]) == (1, 3, 1, 0)
+    assert census == trial_census(study, before=trial.number)
+    assert running_before.number < trial.number
+    assert study.trials[trial.number].user_attrs == {"worker": "node/3"}
+
+
+def beat_of(storage: RDBStorage, trial_id: int):
+    with storage.engine.connect() as connection:
+        return connection.execute(sa.text("SELECT heartbeat FROM trial_heartbeats WHERE trial_id = :t"),
+                                  {"t": trial_id}).scalar()
+
+
+def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_them(storage_url, study_name):
+    storage = get_storage(storage_url, HeartbeatSpec(interval=1, grace_period=2, max_retry=0))
+    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
+    alive, dead, silent = study.ask(X), study.ask(X), study.ask(X)
+    first_heartbeat(alive)
+    first_heartbeat(dead)
+    first = beat_of(storage, alive._trial_id)
+    assert first is not None and beat_of(storage, silent._trial_id) is None
+    storage.record_heartbeat(alive._trial_id)  # Optuna's thread beating at once: adds nothing
+    assert beat_of(storage, alive._trial_id) == first
+    time.sleep(3.2)  # past the grace period, by over a second: SQLite's clock counts whole seconds
+    storage.record_heartbeat(alive._trial_id)
+    assert beat_of(storage, alive._trial_id) > first
+    stale = storage._get_stale_trial_ids(study._study_id)
+    assert stale == [dead._trial_id], "only the trial whose beat stopped; one never beaten is not judged"
+    assert stale == RDBStorage._get_stale_trial_ids(storage, study._study_id), "Optuna's own check agrees"
+    assert storage._get_stale_trial_ids(study._study_id) == [], "looked again within the interval: skipped"
+    time.sleep(1.1)
+    assert storage._get_stale_trial_ids(study._study_id) == stale
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_when_dead(postgres_url):
+    storage = get_storage(postgres_url)
+    pings = []
+    real_ping = type(storage.engine.dialect).do_ping
+
+    def counting_ping(dialect, connection):
+        pings.append(connection)
+        return real_ping(dialect, connection)
+
+    storage.engine.dialect.do_ping = counting_ping.__get__(storage.engine.dialect)
+    for _ in range(20):  # a trial's burst of storage calls: the pool hands back live connections unchecked
+        storage.get_all_studies()
+    assert len(pings) == len({id(connection) for connection in pings}) <= 2, "at most once each, when first used"
+    with storage.engine.connect() as connection:
+        backend_pid = connection.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:  # what a database restart does to the pooled connection
+        connection.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": backend_pid})
+    admin.dispose()
+    time.sleep(1.2)  # idle, as across a trial's training
+    storage.get_all_studies()  # checked, found dead, replaced: no error
+    with storage.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT pg_backend_pid()")).scalar() != backend_pid
 
 
 def test_read_only_storage_has_no_heartbeat(storage_url):

@@ -7,6 +7,7 @@ Optuna's trial loop) import optuna. The machinery lives in the private modules.
 
 from hpo.study._census import (
     SURPLUS,
+    claim,
     is_surplus,
     recent_outcomes,
     state_counts,
@@ -31,6 +32,7 @@ from hpo.study._storage import (
     HEARTBEAT_ATTR,
     caused_by_database,
     database_error_text,
+    first_heartbeat,
     get_storage,
     require_grpc,
 )
@@ -53,12 +55,14 @@ __all__ = [
     "HEARTBEAT_ATTR",
     "artifact_store",
     "caused_by_database",
+    "claim",
     "completed_trials",
     "database_error_text",
     "draw_plots",
     "enqueue",
     "fail_running",
     "fail_stale",
+    "first_heartbeat",
     "find_trial",
     "get_storage",
     "is_surplus",

@@ -1,11 +1,14 @@
-"""How far a study is: trial counts by state, the best value, and the pace."""
+"""How far a study is: trial counts by state, the best value, and the pace; and a worker claiming a trial."""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping
 
 import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
-from optuna.storages._rdb import models  # the trials table, for trial_census
+from optuna.storages._rdb import models  # the trials and attributes tables, for the census
 from optuna.trial import FrozenTrial, TrialState
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -23,17 +26,44 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
     Hand-written because Optuna's ``get_n_trials`` fetches every trial (30 ms at trial
     800 here) and workers ask this twice per trial.
     """
-    census = {state.name.lower(): 0 for state in TrialState} | {"running_before": 0}
+    backend = _rdb_backend(study)
+    if backend is None:  # the gRPC proxy: no SQL, so count what it returns
+        return _tally(study, before)
+    with backend.engine.connect() as connection:
+        return _tally(study, before, connection)
+
+
+def claim(trial: optuna.Trial, attrs: Mapping[str, object]) -> dict[str, int]:
+    """Record ``attrs`` on a trial this worker has just started and take the census of the
+    trials before it (``trial_census(before=trial.number)``), in one transaction: the
+    worker's per-trial bookkeeping in one round of the database instead of two (bench P3)."""
+    backend = _rdb_backend(trial.study)
+    if backend is None:
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        return _tally(trial.study, trial.number)
+    rows = [{"trial_id": trial._trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
+    with backend.engine.begin() as connection:
+        # A plain insert: the trial is new and this worker's, so it is RUNNING and has no attributes yet.
+        connection.execute(sa.insert(models.TrialUserAttributeModel), rows)
+        return _tally(trial.study, trial.number, connection)
+
+
+def _rdb_backend(study: optuna.Study) -> RDBStorage | None:
     backend = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache wrapper
-    if isinstance(backend, RDBStorage):
+    return backend if isinstance(backend, RDBStorage) else None
+
+
+def _tally(study: optuna.Study, before: int | None, connection: sa.Connection | None = None) -> dict[str, int]:
+    if connection is None:
+        rows = [(t.state, before is not None and t.number < before, 1) for t in study.get_trials(deepcopy=False)]
+    else:
         trial = models.TrialModel
         early = trial.number < (before if before is not None else -1)
         query = (sa.select(trial.state, early, sa.func.count()).where(trial.study_id == study._study_id)
                  .group_by(trial.state, early))
-        with backend.engine.connect() as connection:
-            rows = [(state, bool(is_early), n) for state, is_early, n in connection.execute(query)]
-    else:  # the gRPC proxy: no SQL, so count what it returns
-        rows = [(t.state, before is not None and t.number < before, 1) for t in study.get_trials(deepcopy=False)]
+        rows = [(state, bool(is_early), n) for state, is_early, n in connection.execute(query)]
+    census = {state.name.lower(): 0 for state in TrialState} | {"running_before": 0}
     for state, is_early, n in rows:
         census[state.name.lower()] += n
         if state == TrialState.RUNNING and is_early:

@@ -1,7 +1,7 @@
 """Storage URLs to ready Optuna storages.
 
 One function normalises every storage URL (as Optuna's own ``get_storage`` does):
-SQLite gets a long lock timeout, PostgreSQL a bounded, pre-pinged pool, both get
+SQLite gets a long lock timeout, PostgreSQL a bounded pool that checks idle connections, both get
 heartbeats so a dead worker's trial is failed and re-queued with the same parameters,
 and ``grpc://host:port`` goes through Optuna's storage proxy (``hpo storage-proxy``), where
 a worker's heartbeat is a trial system attribute that the proxy host judges.
@@ -10,8 +10,10 @@ a worker's heartbeat is a trial system attribute that the proxy host judges.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import warnings
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -21,6 +23,12 @@ from optuna.storages import GrpcStorageProxy, RDBStorage, RetryHeartbeatStaleTri
 from optuna.storages._heartbeat import (
     BaseHeartbeat,  # the heartbeat protocol, for the proxy's beats
 )
+from optuna.storages._rdb import (
+    models,  # the heartbeat and trial tables, for the one-statement beat
+)
+from optuna.trial import TrialState
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 
 from hpo.errors import UsageError, find_cause
 from hpo.process import UrlParts, redact
@@ -59,7 +67,7 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
                                  f"{exc.strerror}") from None
         engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
     elif backend == "postgresql":
-        engine_kwargs = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
+        engine_kwargs = {"pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
                          "connect_args": {"connect_timeout": 10}}
     else:
         raise UsageError(f"storage {redact(url)!r}: only sqlite, postgresql and grpc storages are supported")
@@ -68,9 +76,37 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
         extra = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace_period,
                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=heartbeat.max_retry))
     try:
-        return _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
+        storage = _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
     except (sa.exc.SQLAlchemyError, ImportError) as exc:
         raise UsageError(database_problem(url, exc)) from None
+    if backend == "postgresql":
+        _ping_when_idle(storage.engine)
+    return storage
+
+
+PING_AFTER_IDLE_SECONDS = 1.0
+
+
+def _ping_when_idle(engine: sa.Engine) -> None:
+    """Check a pooled connection before use once it has sat idle (a trial's training), so
+    a database restart meanwhile costs a reconnect, not the trial. Hand-written because
+    SQLAlchemy's pool_pre_ping pings on every checkout: ~20 round trips in each trial's
+    burst of ask, suggest and tell, 4 ms of ~50 at trial 800 (bench P3); a connection
+    new or handed back under a second ago is alive. SQLAlchemy's documented recipe: raising
+    DisconnectionError at checkout makes the pool replace the connection and retry."""
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _fresh(dbapi_connection, record) -> None:
+        record.info["fresh_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection, record, proxy) -> None:
+        if time.monotonic() - record.info.get("fresh_at", 0.0) < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise sa.exc.DisconnectionError(f"idle connection is dead: {exc}") from exc
 
 
 def _quote_password(url: str) -> str:
@@ -124,13 +160,62 @@ def _proxy_outage(exc: BaseException) -> bool:
 class _ResilientRDBStorage(RDBStorage):
     """Optuna's heartbeat thread dies on its first database error, so a database restart
     would get a healthy trial failed as stale and run twice; a missed beat is logged and
-    the next one retries instead."""
+    the next one retries instead.
+
+    The beat and the stale-trial check run once per trial on top of ask and tell; Optuna
+    does each through the ORM in three round trips (read, then write or read again). Each
+    is one statement here, on Optuna's own tables: 1.7 -> 0.7 ms and 1.4 -> 0.6 ms on this
+    machine's PostgreSQL (bench P3)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._beaten: dict[int, float] = {}  # trial id -> when this process last wrote its beat
+        self._stale_checked: dict[int, float] = {}  # study id -> when this process last looked for stale trials
 
     def record_heartbeat(self, trial_id: int) -> None:
+        # The worker writes a trial's first beat as soon as ask creates it (first_heartbeat);
+        # Optuna's thread then beats at once as well, in parallel with the sampler, which on
+        # this machine cost the trial ~2 ms more than the beat itself: a beat under half an
+        # interval after this process's last one for the trial adds nothing and is skipped.
+        if time.monotonic() - self._beaten.get(trial_id, -math.inf) < self.heartbeat_interval / 2:
+            return
+        beats = models.TrialHeartbeatModel.__table__
+        insert = _UPSERTS[self.engine.dialect.name](beats).values(trial_id=trial_id, heartbeat=sa.func.now())
+        beat = insert.on_conflict_do_update(index_elements=[beats.c.trial_id], set_={"heartbeat": sa.func.now()})
         try:
-            super().record_heartbeat(trial_id)
+            with self.engine.begin() as connection:
+                connection.execute(beat)
+            self._beaten[trial_id] = time.monotonic()
         except (*DATABASE_ERRORS, sa.exc.IntegrityError) as exc:  # IntegrityError: the study was deleted
             log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        # Optuna checks before every trial. A trial goes stale grace_period after its last
+        # beat, and beats come once an interval: checking once an interval notices a dead
+        # worker at most one interval later, and spares short trials a query each.
+        if time.monotonic() - self._stale_checked.get(study_id, -math.inf) < self.heartbeat_interval:
+            return []
+        self._stale_checked[study_id] = time.monotonic()
+        trials, beats = models.TrialModel, models.TrialHeartbeatModel
+        grace = timedelta(seconds=2 * self.heartbeat_interval if self.grace_period is None else self.grace_period)
+        query = (sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
+                 .join(beats, beats.trial_id == trials.trial_id)
+                 .where(trials.study_id == study_id, trials.state == TrialState.RUNNING))
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).all()
+        # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now() has a zone).
+        return [trial_id for trial_id, beat, now in rows if now.replace(tzinfo=None) - beat > grace]
+
+
+_UPSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+
+def first_heartbeat(trial: optuna.Trial) -> None:
+    """Beat a trial the moment it exists, before Optuna starts its heartbeat thread: a worker
+    that dies in between leaves a trial that the beat lets other workers fail and re-queue."""
+    storage = getattr(trial.storage, "_backend", trial.storage)  # under Optuna's cache wrapper
+    if isinstance(storage, _ResilientRDBStorage) and storage.heartbeat_interval:
+        storage.record_heartbeat(trial._trial_id)
 
 
 def _grpc_storage(url: str, heartbeat: HeartbeatSpec | None) -> GrpcStorageProxy:
