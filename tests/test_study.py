@@ -109,7 +109,7 @@ def test_claim_records_the_worker_and_counts_earlier_trials_in_one_commit(storag
     study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
     study.tell(study.ask(X), 0.1)
     running_before = study.ask(X)
-    study.enqueue_trial({"x": 0.5})
+    study.enqueue_trial({"x": 0.5}, user_attrs={"worker": "node/1"})  # a re-queued retry keeps its attributes
     trial = study.ask(X)  # takes the queued one: nothing is waiting now
     study.ask(X)  # started after it: not "before"
     commits = []

@@ -11,6 +11,8 @@ from optuna.storages import RDBStorage
 from optuna.storages._rdb import models  # the trials and attributes tables, for the census
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.study._storage import upsert
+
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 SURPLUS = "surplus:"  # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
 
@@ -43,9 +45,11 @@ def claim(trial: optuna.Trial, attrs: Mapping[str, object]) -> dict[str, int]:
             trial.set_user_attr(key, value)
         return _tally(trial.study, trial.number)
     rows = [{"trial_id": trial._trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
+    # Written without Optuna's state check: the trial is this worker's and was just created.
+    # An upsert: a re-queued trial carries the attributes of the one it retries.
+    record = upsert(backend.engine, models.TrialUserAttributeModel.__table__, ["trial_id", "key"])
     with backend.engine.begin() as connection:
-        # A plain insert: the trial is new and this worker's, so it is RUNNING and has no attributes yet.
-        connection.execute(sa.insert(models.TrialUserAttributeModel), rows)
+        connection.execute(record, rows)
         return _tally(trial.study, trial.number, connection)
 
 

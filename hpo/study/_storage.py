@@ -180,8 +180,7 @@ class _ResilientRDBStorage(RDBStorage):
         if time.monotonic() - self._beaten.get(trial_id, -math.inf) < self.heartbeat_interval / 2:
             return
         beats = models.TrialHeartbeatModel.__table__
-        insert = _UPSERTS[self.engine.dialect.name](beats).values(trial_id=trial_id, heartbeat=sa.func.now())
-        beat = insert.on_conflict_do_update(index_elements=[beats.c.trial_id], set_={"heartbeat": sa.func.now()})
+        beat = upsert(self.engine, beats, ["trial_id"]).values(trial_id=trial_id, heartbeat=sa.func.now())
         try:
             with self.engine.begin() as connection:
                 connection.execute(beat)
@@ -207,7 +206,13 @@ class _ResilientRDBStorage(RDBStorage):
         return [trial_id for trial_id, beat, now in rows if now.replace(tzinfo=None) - beat > grace]
 
 
-_UPSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+def upsert(engine: sa.Engine, table: sa.Table, keys: list[str]):
+    """INSERT into ``table`` that updates the row already holding these ``keys`` (both
+    PostgreSQL and SQLite write it ON CONFLICT ... DO UPDATE)."""
+    insert = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}[engine.dialect.name](table)
+    return insert.on_conflict_do_update(index_elements=keys, set_={
+        column.name: insert.excluded[column.name] for column in table.columns
+        if column.name not in keys and not column.primary_key})
 
 
 def first_heartbeat(trial: optuna.Trial) -> None:
