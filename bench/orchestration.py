@@ -4,6 +4,7 @@ on PostgreSQL, against raw Optuna ask/tell on the same database with the same sa
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ from hpo.study import (
     get_storage,
     make_sampler,
     open_study,
+    rdb_backend,
     set_user_attrs,
     suggest,
     trial_census,
@@ -95,21 +97,16 @@ def _extra_work(study: optuna.Study, repeats: int = 30) -> dict[str, float]:
     same study at the same size, each next to what it replaced; and a real trial's 10 result
     attributes recorded one by one against one transaction (``set_user_attrs``)."""
     trial = study.ask()
-    storage = study._storage._backend  # under Optuna's cache wrapper
+    storage = rdb_backend(study._storage)
     results = {f"attr_{i}": i for i in range(10)}
 
     def fresh_beat():  # the rate limit would skip every repeat
-        storage._beaten.clear()
+        storage._last_beat = (-1, -math.inf)
         first_heartbeat(trial)
 
-    def fresh_claim():
-        claim(trial, {f"worker{len(claimed)}": "bench"})
-        claimed.append(1)
-
-    claimed = []
     steps = {
         "census before a trial (one GROUP BY)": lambda: trial_census(study),
-        "claim: worker attribute + census, one transaction": fresh_claim,
+        "claim: worker attribute + census, one transaction": lambda: claim(trial, {"worker": "bench"}),
         "before: worker attribute, then census": lambda: (trial.set_user_attr("worker", "bench"),
                                                           trial_census(study, before=trial.number)),
         "first heartbeat (one upsert)": fresh_beat,

@@ -140,11 +140,11 @@ def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_t
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
     alive, dead, silent = study.ask(X), study.ask(X), study.ask(X)
     first_heartbeat(alive)
-    first_heartbeat(dead)
     first = beat_of(storage, alive._trial_id)
-    assert first is not None and beat_of(storage, silent._trial_id) is None
     storage.record_heartbeat(alive._trial_id)  # Optuna's thread beating at once: adds nothing
     assert beat_of(storage, alive._trial_id) == first
+    first_heartbeat(dead)
+    assert first is not None and beat_of(storage, silent._trial_id) is None
     time.sleep(3.2)  # past the grace period, by over a second: SQLite's clock counts whole seconds
     storage.record_heartbeat(alive._trial_id)
     assert beat_of(storage, alive._trial_id) > first

@@ -34,6 +34,7 @@ from hpo.study._storage import (
     database_error_text,
     first_heartbeat,
     get_storage,
+    rdb_backend,
     require_grpc,
 )
 from hpo.study._trials import (
@@ -72,6 +73,7 @@ __all__ = [
     "make_sampler",
     "open_study",
     "param_importances",
+    "rdb_backend",
     "proxy_storage",
     "recent_outcomes",
     "requeue",

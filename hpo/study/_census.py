@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import optuna
 import sqlalchemy as sa
-from optuna.storages import RDBStorage
-from optuna.storages._rdb import models  # the trials and attributes tables, for the census
+from optuna.storages._rdb import models  # the trials table, for trial_census
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.orm import Session
 
-from hpo.study._storage import upsert
+from hpo.study._storage import rdb_backend
+from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 SURPLUS = "surplus:"  # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
@@ -28,7 +28,7 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
     Hand-written because Optuna's ``get_n_trials`` fetches every trial (30 ms at trial
     800 here) and workers ask this twice per trial.
     """
-    backend = _rdb_backend(study)
+    backend = rdb_backend(study._storage)
     if backend is None:  # the gRPC proxy: no SQL, so count what it returns
         return _tally(study, before)
     with backend.engine.connect() as connection:
@@ -39,26 +39,15 @@ def claim(trial: optuna.Trial, attrs: Mapping[str, object]) -> dict[str, int]:
     """Record ``attrs`` on a trial this worker has just started and take the census of the
     trials before it (``trial_census(before=trial.number)``), in one transaction: the
     worker's per-trial bookkeeping in one round of the database instead of two (bench P3)."""
-    backend = _rdb_backend(trial.study)
+    backend = rdb_backend(trial.storage)
     if backend is None:
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
+        set_user_attrs(trial, attrs)
         return _tally(trial.study, trial.number)
-    rows = [{"trial_id": trial._trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
-    # Written without Optuna's state check: the trial is this worker's and was just created.
-    # An upsert: a re-queued trial carries the attributes of the one it retries.
-    record = upsert(backend.engine, models.TrialUserAttributeModel.__table__, ["trial_id", "key"])
-    with backend.engine.begin() as connection:
-        connection.execute(record, rows)
-        return _tally(trial.study, trial.number, connection)
+    with user_attrs_transaction(backend, trial, attrs) as session:
+        return _tally(trial.study, trial.number, session)
 
 
-def _rdb_backend(study: optuna.Study) -> RDBStorage | None:
-    backend = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache wrapper
-    return backend if isinstance(backend, RDBStorage) else None
-
-
-def _tally(study: optuna.Study, before: int | None, connection: sa.Connection | None = None) -> dict[str, int]:
+def _tally(study: optuna.Study, before: int | None, connection: sa.Connection | Session | None = None) -> dict[str, int]:
     if connection is None:
         rows = [(t.state, before is not None and t.number < before, 1) for t in study.get_trials(deepcopy=False)]
     else:

@@ -4,7 +4,8 @@ re-queueing an interrupted or stale one, recording many attributes at once, and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import optuna
@@ -13,8 +14,10 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_s
 from optuna.storages._rdb.models import TrialUserAttributeModel  # for set_user_attrs
 from optuna.storages._rdb.storage import _create_scoped_session  # for set_user_attrs
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.orm import Session
 
 from hpo.spec import SpecError, StudySpec
+from hpo.study._storage import rdb_backend
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
 
@@ -62,14 +65,24 @@ def set_user_attrs(trial: optuna.Trial, attrs: Mapping[str, object]) -> None:
     """Record several user attributes of a running trial in one transaction: one commit
     (an fsync on PostgreSQL) instead of one per attribute. Hand-written because Optuna's
     storages set one attribute per call; elsewhere (the gRPC proxy) it does just that."""
-    backend = getattr(trial.storage, "_backend", trial.storage)  # under Optuna's cache wrapper
-    if not isinstance(backend, RDBStorage):
+    backend = rdb_backend(trial.storage)
+    if backend is None:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         return
+    with user_attrs_transaction(backend, trial, attrs):
+        pass
+
+
+@contextmanager
+def user_attrs_transaction(backend: RDBStorage, trial: optuna.Trial, attrs: Mapping[str, object]) -> Iterator[Session]:
+    """An open transaction that has written ``attrs`` on the running ``trial`` (Optuna's own
+    per-attribute upsert and state check) and commits when the block ends, so a caller can
+    read in the same round (``claim``)."""
     with _create_scoped_session(backend.scoped_session, True) as session:
         for key, value in attrs.items():
             backend._set_trial_attr_without_commit(session, TrialUserAttributeModel, trial._trial_id, key, value)
+        yield session
 
 
 def fail_running(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
