@@ -26,7 +26,7 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
     ``running_before`` (running trials numbered below ``before``), in one GROUP BY query.
 
     Hand-written because Optuna's ``get_n_trials`` fetches every trial (30 ms at trial
-    800 here) and workers ask this twice per trial.
+    800 here) and workers count twice per trial (once inside ``claim``).
     """
     backend = rdb_backend(study._storage)
     if backend is None:  # the gRPC proxy: no SQL, so count what it returns
