@@ -58,17 +58,25 @@ def interruptible() -> Iterator[None]:
 
 @contextmanager
 def stop_signals_deferred() -> Iterator[None]:
-    """Inside the block SIGINT, SIGTERM and SIGHUP wait (blocked, not lost); one that came
-    meanwhile is delivered as the block ends, so a step that must not be cut in half
-    finishes first. Only the main thread receives them; elsewhere the block runs unchanged."""
+    """Inside the block SIGINT, SIGTERM and SIGHUP wait (recorded, not lost); one that came
+    meanwhile is raised again as the block ends, so a step that must not be cut in half
+    finishes first. Only the main thread may set handlers; elsewhere the block runs unchanged.
+
+    Swaps the Python handlers rather than masking the signals: the kernel hands a process
+    signal to any thread that does not block it (Optuna's heartbeat thread, the
+    exit-with-parent watcher), and Python then runs the handler in the main thread anyway."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    pending: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 def await_go() -> bool:

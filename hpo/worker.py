@@ -183,7 +183,8 @@ class _Guarded:
         except (optuna.TrialPruned, SurplusTrial):
             raise
         except Exception as exc:  # every failure keeps its reason, whichever step of the trial raised
-            trial.set_user_attr("fail_reason", failure_reason(exc))
+            with stop_signals_deferred():  # a stop signal (the launcher ending the study) waits for it
+                trial.set_user_attr("fail_reason", failure_reason(exc))
             raise
         except KeyboardInterrupt:
             trial.set_user_attr("fail_reason", INTERRUPTED)
@@ -217,12 +218,14 @@ def failure_reason(exc: BaseException) -> str:
 def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> None:
     """The trial that Ctrl-C / SIGTERM interrupted is FAIL now (or still RUNNING, when the
     signal came between its creation and its objective: failed here); queue it again with
-    the same parameters, so resuming the study loses nothing."""
+    the same parameters, so resuming the study loses nothing. A trial that had already
+    failed for its own reason (or was surplus) when the signal came is not retried."""
     trial = find_trial(study, number) if number is not None else None
     if trial is not None and trial.state == TrialState.RUNNING:
         fail_running(study, trial, INTERRUPTED)
         trial = find_trial(study, number)
-    if trial is not None and trial.state == TrialState.FAIL and not is_surplus(trial):
+    interrupted = trial is not None and trial.user_attrs.get("fail_reason", INTERRUPTED) == INTERRUPTED
+    if interrupted and trial.state == TrialState.FAIL:  # not one that failed for its own reason first
         requeue(study, trial, max_retry)
 
 

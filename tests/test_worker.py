@@ -105,6 +105,30 @@ def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(postgres_ur
     assert study_name not in {s.study_name for s in optuna.get_all_study_summaries(postgres_url)}
 
 
+def test_a_stop_signal_while_a_failure_is_recorded_keeps_its_reason_and_does_not_retry_it(
+        storage_url, study_name, assets, monkeypatch):
+    """The launcher ends a study (its breaker tripped) while a worker records why its trial
+    failed: the reason is written whole, and the trial, failed on its own, is not re-queued."""
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=5"), storage=storage_url)
+    real_reason = worker_module.failure_reason
+
+    def reason_then_stop(exc):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_reason(exc)
+
+    def objective(trial):
+        suggest(trial, spec)
+        raise ValueError("weights are damaged")
+
+    monkeypatch.setattr(worker_module, "failure_reason", reason_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    assert [t.state for t in study.trials] == [TrialState.FAIL]
+    assert study.trials[0].user_attrs["fail_reason"] == "ValueError: weights are damaged"
+    assert not study.get_trials(states=(TrialState.WAITING,)), "a trial that failed on its own is not retried"
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage_url, study_name, assets,
                                                                           monkeypatch, stop):
