@@ -29,7 +29,7 @@ def _tune(args) -> int:
 
     code, result = tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
                         progress=not args.no_progress, allow_spec_change=args.allow_spec_change,
-                        threads=args.threads)
+                        threads=args.threads, memory_per_worker_mb=args.memory_per_worker)
     if code == 0:
         _print_best(result["best"], result["study"])
     return code
@@ -54,7 +54,8 @@ def _worker(args) -> int:
     from hpo.commands import worker
 
     return worker(args.spec, args.overrides, args.storage, args.name, args.threads, args.parent_pid,
-                  allow_spec_change=args.allow_spec_change, wait_for_go=args.await_go)
+                  allow_spec_change=args.allow_spec_change, wait_for_go=args.await_go,
+                  memory_limit_mb=args.memory_limit)
 
 
 def _validate(args) -> None:
@@ -197,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--threads", type=_positive_int,
                       help="torch CPU threads per worker (default: the cores split evenly between workers)")
     tune.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
+    tune.add_argument("--memory-per-worker", type=_memory_mb, metavar="SIZE",
+                      help="host-memory ceiling per worker, e.g. 6G or 6000M: a step that would cross it backs off "
+                           "like a GPU out-of-memory (default: 90%% of this machine's memory split between workers)")
     _spec_change_arg(tune)
     tune.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     tune.set_defaults(func=_tune)
@@ -235,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_change_arg(worker)
     worker.add_argument("--parent-pid", type=_positive_int, metavar="PID",
                         help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its own")
+    worker.add_argument("--memory-limit", type=_memory_mb, metavar="SIZE",
+                        help="host-memory ceiling of this worker, e.g. 6G (default: 90%% of this machine's memory)")
     worker.add_argument("--await-go", action="store_true",
                         help="load the libraries, then start only once a line 'go' arrives on stdin (hpo tune sends it)")
     worker.set_defaults(func=_worker)
@@ -336,6 +342,19 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
+
+
+def _memory_mb(text: str) -> int:
+    """A memory size in MiB from '6000', '6000M' or '6G'."""
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "M")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a size such as 6G or 6000M, got {text!r}") from None
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1M, got {text!r}")
+    return int(value)
 
 
 def _positive_int(text: str) -> int:

@@ -77,14 +77,16 @@ def enqueue(spec_path: str, assignments: Sequence[str], storage: str | None, all
 
 def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers: int,
          restart_dead: bool, progress: bool = True, say: Say = print,
-         allow_spec_change: bool = False, threads: int | None = None) -> tuple[int, dict]:
+         allow_spec_change: bool = False, threads: int | None = None,
+         memory_per_worker_mb: int | None = None) -> tuple[int, dict]:
     """Run the study with ``workers`` supervised processes (``threads`` CPU threads each;
-    default: the cores split evenly); returns the exit code and, as ``best`` does, the
-    study's best trial."""
+    default: the cores split evenly; ``memory_per_worker_mb`` host memory each, default the
+    machine's split evenly); returns the exit code and, as ``best`` does, the study's best trial."""
     from hpo.launcher import (
         StudyProgress,
         Supervisor,
         available_cpus,
+        memory_share_mb,
         visible_gpus,
         worker_launches,
     )
@@ -95,7 +97,8 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
     spec = load_spec(spec_path, overrides, storage)
     launches = worker_launches(spec_path, workers, storage=spec.storage, overrides=overrides,
                                gpus_per_trial=spec.gpus_per_trial, threads=threads,
-                               cpu_count=available_cpus(), gpu_ids=visible_gpus())
+                               cpu_count=available_cpus(), gpu_ids=visible_gpus(),
+                               memory_mb=memory_per_worker_mb or memory_share_mb(workers))
     supervisor = Supervisor(launches, restart_dead=restart_dead)
     supervisor.start()  # they load torch and transformers while the checks below run, then wait for go
     try:
@@ -107,7 +110,7 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         supervisor.abandon()
         raise
     say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers")
-    bar = StudyProgress(study, spec.n_trials, enabled=progress)
+    bar = StudyProgress(study, spec.n_trials, enabled=progress, max_retry=spec.heartbeat.max_retry)
     try:
         code = supervisor.run(bar)
     finally:
@@ -170,7 +173,7 @@ def _prepare_tracking(spec) -> None:
 
 def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: str | None,
            threads: int | None, parent_pid: int | None = None, allow_spec_change: bool = False,
-           wait_for_go: bool = False) -> int:
+           wait_for_go: bool = False, memory_limit_mb: int | None = None) -> int:
     """One worker process: its thread budget is applied here, once, for the whole process.
     Started by ``hpo tune`` (``parent_pid``), it stops as SIGTERM stops it when the launcher
     dies; with ``wait_for_go`` it loads its libraries, then waits for the launcher's go on stdin."""
@@ -192,6 +195,10 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
         import torch
 
         torch.set_num_threads(threads)
+    from hpo.launcher import memory_share_mb
+    from hpo.train.memory import set_memory_ceiling
+
+    set_memory_ceiling(memory_limit_mb or memory_share_mb(1))  # alone on the machine unless told
     if wait_for_go and not await_go():
         return 0
     try:

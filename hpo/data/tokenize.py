@@ -71,17 +71,23 @@ class TokenizedSplit:
 
     def sequences(self, examples: Sequence[int]) -> tuple[list[dict[str, np.ndarray]], list[int]]:
         """Model inputs of ``examples``' sequences, in order, and how many each example has."""
-        features, counts = [], []
-        for i in examples:
-            first, last = int(self.offsets[i]), int(self.offsets[i + 1])
-            counts.append(last - first)
-            for j in range(first, last):
-                ids = self.input_ids[j]
-                feature = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-                if self.token_type_ids is not None:
-                    feature["token_type_ids"] = self.token_type_ids[j]
-                features.append(feature)
-        return features, counts
+        ranges = [range(int(self.offsets[i]), int(self.offsets[i + 1])) for i in examples]
+        return self.features([j for span in ranges for j in span]), [len(span) for span in ranges]
+
+    def features(self, sequence_ids: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        """Model inputs of single sequences (of any examples), in order."""
+        features = []
+        for j in sequence_ids:
+            ids = self.input_ids[j]
+            feature = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            if self.token_type_ids is not None:
+                feature["token_type_ids"] = self.token_type_ids[j]
+            features.append(feature)
+        return features
+
+    def example_of_sequence(self) -> np.ndarray:
+        """Per sequence, the example it belongs to."""
+        return np.repeat(np.arange(len(self)), np.diff(self.offsets))
 
 
 @dataclass

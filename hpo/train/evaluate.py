@@ -19,6 +19,7 @@ from hpo.data import SYMPTOMS
 from hpo.data.collate import sorted_batches
 from hpo.data.tokenize import TokenizedSplit
 from hpo.train.config import TrainConfig
+from hpo.train.memory import guard_host_memory, release_free_memory
 from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds
 from hpo.train.prepare import PreparedSplit
 
@@ -32,32 +33,25 @@ class Evaluation:
     thresholds: dict[str, float]  # per symptom: tuned on this split, or the (validation) ones it was given
 
 
-def example_logits(model: nn.Module, tokens: TokenizedSplit, examples, collate, device) -> torch.Tensor:
-    """Logits per example, (len(examples), labels). The chunks of a long text are max-pooled:
-    a symptom stated in any part of a post is in the post, and a mean would dilute the one
-    chunk that states it with every chunk that does not."""
-    features, counts = tokens.sequences(examples)
-    inputs = {k: v.to(device, non_blocking=True) for k, v in collate(features).items()}
-    logits = model(**inputs)
-    if len(features) == len(counts):
-        return logits
-    return torch.stack([chunk.amax(0) for chunk in logits.split(counts)])
-
-
 @torch.inference_mode()
-def predict(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
-            autocast=nullcontext) -> np.ndarray:
-    """Probabilities per example and label, (n, labels), in the split's order; length-sorted
-    batches waste no padding; out of memory halves the batch."""
+def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.ndarray, collate, batch_size: int,
+                    device, autocast=nullcontext) -> np.ndarray:
+    """Logits per sequence, (len(sequence_ids), labels) float32, in eval mode and in
+    length-sorted batches of ``batch_size`` sequences: memory is bounded by the batch, not
+    by how many chunks a long text has. Out of memory halves the batch."""
+    sequence_ids = np.asarray(sequence_ids, dtype=np.int64)
+    lengths = tokens.sequence_lengths[sequence_ids]
     was_training = model.training
     model.eval()
     try:
         while True:
             try:
-                order, chunks = [], []
-                for batch in sorted_batches(tokens.lengths, batch_size):
-                    with autocast():
-                        chunks.append(torch.sigmoid(example_logits(model, tokens, batch, collate, device).float()))
+                order, outputs = [], []
+                for batch in sorted_batches(lengths, batch_size):
+                    features = tokens.features(sequence_ids[batch])
+                    inputs = {k: v.to(device, non_blocking=True) for k, v in collate(features).items()}
+                    with autocast(), guard_host_memory():
+                        outputs.append(model(**inputs).float())
                     order += batch
                 break
             except (torch.OutOfMemoryError, RuntimeError) as exc:
@@ -66,11 +60,21 @@ def predict(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, 
                 del exc
                 free_memory(device)
                 batch_size //= 2
-        probs = np.empty((len(order), chunks[0].shape[1]), dtype=np.float64)
-        probs[order] = torch.cat(chunks).cpu().numpy()  # one device→host copy per evaluation
-        return probs
+        logits = np.empty((len(order), outputs[0].shape[1]), dtype=np.float32)
+        logits[order] = torch.cat(outputs).cpu().numpy()  # one device→host copy per call
+        return logits
     finally:
         model.train(was_training)
+
+
+def predict(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
+            autocast=nullcontext) -> np.ndarray:
+    """Probabilities per example and label, (n, labels), in the split's order. A long text's
+    chunks are max-pooled: a symptom stated in any part of a post is in the post, and a mean
+    would dilute the one chunk that states it with every chunk that does not."""
+    logits = sequence_logits(model, tokens, np.arange(len(tokens.input_ids)), collate, batch_size, device, autocast)
+    pooled = np.maximum.reduceat(logits, tokens.offsets[:-1], axis=0)
+    return torch.sigmoid(torch.from_numpy(pooled)).numpy().astype(np.float64)
 
 
 def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, autocast=nullcontext,
@@ -162,5 +166,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def free_memory(device: torch.device) -> None:
     gc.collect()
+    release_free_memory()  # freed host pages back to the system, so the ceiling sees the drop
     if device.type == "cuda":
         torch.cuda.empty_cache()

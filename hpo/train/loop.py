@@ -21,21 +21,15 @@ from transformers import enable_full_determinism, get_scheduler, set_seed
 
 from hpo.data import SYMPTOMS, load_descriptions
 from hpo.data.collate import Collator, length_grouped_batches
-from hpo.errors import OutOfMemoryError
 from hpo.models.classifier import build_classifier, save_classifier
 from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.hardware import check_gpus, cpu_has_native_bf16, resolve_device
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import (
-    evaluate,
-    example_logits,
-    free_memory,
-    is_out_of_memory,
-    objective_value,
-)
+from hpo.train.evaluate import evaluate, objective_value, sequence_logits
 from hpo.train.losses import bce_loss
 from hpo.train.optim import build_optimizer, freeze_bottom
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
+from hpo.train.step import accumulate_gradients, plan_units
 
 Report = Callable[[int, float], None]
 log = logging.getLogger(__name__)
@@ -94,19 +88,25 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     loss_fn = functools.partial(bce_loss, pos_weight=pos_weight, label_smoothing=config.label_smoothing,
                                 focal_gamma=config.focal_gamma)
 
-    micro = config.micro_batch_size or config.batch_size
+    micro = config.micro_batch_size or config.batch_size  # sequences per forward pass
+
+    def score_chunks(sequence_ids):  # a long post's chunks, scored to pick each label's winner
+        return sequence_logits(model, data.train.tokens, sequence_ids, collate, config.eval_batch_size, device,
+                               autocast)
+
     setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
+    example_lengths, sequence_lengths = data.train.tokens.lengths, data.train.tokens.sequence_lengths
     model.train()
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
         sample = data.train.training_sample(config.evidence_negative_ratio, config.seed + epoch)
-        lengths = data.train.tokens.lengths
-        for planned in length_grouped_batches(lengths[sample], config.batch_size, seed=config.seed + epoch):
+        for planned in length_grouped_batches(example_lengths[sample], config.batch_size, seed=config.seed + epoch):
             batch = sample[planned].tolist()
-            micro = _accumulate_gradients(model, data.train, batch, micro, collate, loss_fn, autocast, scaler,
-                                          optimizer, device)
+            units = plan_units(data.train.tokens, batch, data.train.num_labels, score_chunks)
+            micro = accumulate_gradients(model, data.train.tokens, units, len(batch), micro, collate, loss_fn,
+                                         autocast, scaler, optimizer, device)
             if scaler:
                 scaler.unscale_(optimizer)
             if config.max_grad_norm:
@@ -119,7 +119,7 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             samples += len(batch)
-            tokens += int(lengths[batch].sum())
+            tokens += int(sequence_lengths[units.sequences].sum())
         train_seconds += time.perf_counter() - epoch_started
         evaluation = evaluate(model, data.validation, collate, config, device, autocast)
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
@@ -149,36 +149,6 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         peak_memory_mb=_peak_memory_mb(device), tokens_trained=tokens, token_coverage=coverage,
         thresholds=best.thresholds, history=history, checkpoint=checkpoint,
     )
-
-
-def _accumulate_gradients(model, split: PreparedSplit, batch: list[int], micro: int, collate, loss_fn,
-                          autocast, scaler, optimizer, device) -> int:
-    """Forward/backward over ``batch`` in micro-batches of ``micro`` examples; returns the
-    micro-batch size that worked. On out-of-memory: free, halve the micro-batch (so
-    accumulation doubles and the effective batch stays the same) and redo the whole step.
-    No data is ever skipped."""
-    while True:
-        try:
-            for start in range(0, len(batch), micro):
-                examples = batch[start:start + micro]
-                labels = torch.as_tensor(split.tokens.labels[examples], dtype=torch.float32, device=device)
-                with autocast():
-                    logits = example_logits(model, split.tokens, examples, collate, device)
-                loss = loss_fn(logits.float(), labels.view(len(examples), -1)) / len(batch)  # same gradient for any split
-                (scaler.scale(loss) if scaler else loss).backward()
-            return micro
-        except (torch.OutOfMemoryError, RuntimeError) as exc:
-            if not is_out_of_memory(exc):
-                raise
-            del exc  # drop the traceback's references to the failed step's tensors
-            optimizer.zero_grad(set_to_none=True)
-            free_memory(device)
-            if micro == 1:
-                raise OutOfMemoryError(
-                    "out of memory even at micro-batch 1; lower max_length, use a smaller encoder, "
-                    "or enable activation_checkpointing"
-                ) from None
-            micro = max(1, micro // 2)
 
 
 def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:

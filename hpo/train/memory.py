@@ -1,0 +1,131 @@
+"""A worker's host-memory ceiling, seen from inside the process.
+
+Without one, a step that grows the process past what the machine has is ended by the
+kernel's out-of-memory killer: the worker dies by SIGKILL and its trial is left RUNNING.
+With one, crossing it inside a guarded block raises ``HostMemoryExceeded``, an
+out-of-memory error the training loop already handles (free, halve the micro-batch, retry;
+fail the trial with its reason when even one sequence does not fit).
+
+A watcher thread samples the resident set every ``SAMPLE_SECONDS`` and, inside a guarded
+block, interrupts the main thread, which raises at its next Python instruction (after the
+torch operation it is in, which a bounded micro-batch keeps small). Linux only: elsewhere
+``resident_mb`` is None and nothing is watched.
+"""
+
+from __future__ import annotations
+
+import _thread
+import ctypes
+import ctypes.util
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SAMPLE_SECONDS = 0.05  # a 4 KiB read of /proc per sample: ~20 µs
+_INTERRUPT = signal.SIGUSR2  # simulated by _thread.interrupt_main: no real signal is sent
+_PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20 if hasattr(os, "sysconf") else 0.0
+
+
+class HostMemoryExceeded(RuntimeError):
+    """The process crossed its host-memory ceiling; "out of memory" in the text on purpose:
+    every handler of allocation failures treats it as one."""
+
+
+def resident_mb() -> float | None:
+    """This process's resident set now, in MiB; None where /proc is not there."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_MB
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the system (glibc keeps them otherwise), so the resident
+    set falls once a failed step's tensors are gone. A no-op without glibc."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _find_malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _find_malloc_trim()
+
+
+class _Watcher:
+    def __init__(self):
+        self.ceiling_mb: float | None = None
+        self.armed = 0  # nesting depth of guarded blocks in the main thread
+        self.tripped_at: float | None = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def set(self, ceiling_mb: float | None) -> None:
+        self.ceiling_mb = ceiling_mb
+        if ceiling_mb is not None and self._thread is None and resident_mb() is not None:
+            self._thread = threading.Thread(target=self._watch, name="hpo-memory-ceiling", daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            self._wake.wait(SAMPLE_SECONDS)
+            if not self.armed or self.ceiling_mb is None or self.tripped_at is not None:
+                continue
+            resident = resident_mb()
+            if resident is not None and resident > self.ceiling_mb:
+                self.tripped_at = resident
+                _thread.interrupt_main(_INTERRUPT)
+
+
+_watcher = _Watcher()
+
+
+def set_memory_ceiling(ceiling_mb: float | None) -> None:
+    """This process's ceiling in MiB (None: none). Set once per worker, before training."""
+    if ceiling_mb is not None and ceiling_mb <= 0:
+        raise ValueError(f"a memory ceiling must be positive; got {ceiling_mb} MiB")
+    _watcher.set(ceiling_mb)
+
+
+def memory_ceiling_mb() -> float | None:
+    return _watcher.ceiling_mb
+
+
+def exceeded(resident: float) -> HostMemoryExceeded:
+    return HostMemoryExceeded(
+        f"out of memory: the process holds {resident:,.0f} MiB, past this worker's host-memory ceiling of "
+        f"{_watcher.ceiling_mb:,.0f} MiB")
+
+
+@contextmanager
+def guard_host_memory() -> Iterator[None]:
+    """Inside, crossing the ceiling raises ``HostMemoryExceeded`` (main thread, with a
+    ceiling set); elsewhere the block runs unwatched. Checked once more on the way out, so a
+    crossing inside a long native call (a backward pass) is never missed."""
+    if _watcher.ceiling_mb is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        raise exceeded(_watcher.tripped_at or resident_mb() or 0.0)
+
+    previous = signal.signal(_INTERRUPT, interrupted) if not _watcher.armed else None
+    _watcher.armed += 1
+    try:
+        yield
+        resident = resident_mb()
+        if resident is not None and resident > _watcher.ceiling_mb:
+            raise exceeded(resident)
+    finally:
+        _watcher.armed -= 1
+        if not _watcher.armed:
+            _watcher.tripped_at = None
+            signal.signal(_INTERRUPT, previous if previous is not None else signal.SIG_DFL)

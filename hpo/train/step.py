@@ -1,0 +1,102 @@
+"""One optimizer step's forward and backward passes, with memory bounded by sequences, not posts.
+
+With ``long_text: chunks`` a post is one to dozens of overlapping windows whose logits are
+max-pooled per label (``evaluate.predict``). Max-pooling sends each label's gradient to one
+chunk only, the one with the largest logit. So a step first scores the chunks of its
+multi-chunk examples without an autograd graph, in bounded batches, then trains on each
+label's winning chunk alone, each carrying the loss of the labels it wins. The gradient is
+max-pooling's over all chunks (chunks are picked in eval mode, so under dropout another
+chunk may have won), and a forward/backward pass holds ``micro`` sequences at most, however
+long the posts a batch draws: a 45-chunk post costs at most 9 sequences of backward
+(multilabel; 1 for pairs and evidence), not 45.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hpo.data.tokenize import TokenizedSplit
+from hpo.errors import OutOfMemoryError
+from hpo.train.evaluate import free_memory, is_out_of_memory
+from hpo.train.memory import guard_host_memory, memory_ceiling_mb
+
+ChunkScorer = Callable[[np.ndarray], np.ndarray]  # sequence ids -> their logits, (n, labels)
+
+
+@dataclass(frozen=True)
+class StepUnits:
+    """What one step trains on: per unit a sequence, the example it belongs to, and the
+    labels whose loss it carries (every label for an example of one sequence)."""
+
+    sequences: np.ndarray  # (n,)
+    examples: np.ndarray  # (n,)
+    masks: np.ndarray  # (n, labels), bool
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+
+def plan_units(tokens: TokenizedSplit, batch: list[int], num_labels: int, score_chunks: ChunkScorer) -> StepUnits:
+    """The units of ``batch``; ``score_chunks`` is called once, for the multi-chunk examples' chunks."""
+    batch = np.asarray(batch, dtype=np.int64)
+    firsts, counts = tokens.offsets[batch], tokens.offsets[batch + 1] - tokens.offsets[batch]
+    single = counts == 1
+    sequences, examples = [firsts[single]], [batch[single]]
+    masks = [np.ones((int(single.sum()), num_labels), dtype=bool)]
+    if not single.all():
+        multi_firsts, multi_counts = firsts[~single], counts[~single]
+        chunk_ids = np.concatenate([np.arange(f, f + c) for f, c in zip(multi_firsts, multi_counts, strict=True)])
+        logits = score_chunks(chunk_ids)
+        start = 0
+        for example, count in zip(batch[~single], multi_counts, strict=True):
+            winners = logits[start:start + count].argmax(0)  # per label: the chunk holding its max
+            for winner in np.unique(winners):
+                sequences.append(chunk_ids[start + winner:start + winner + 1])
+                examples.append(np.array([example]))
+                masks.append((winners == winner)[None])
+            start += count
+    return StepUnits(np.concatenate(sequences), np.concatenate(examples), np.concatenate(masks))
+
+
+def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_examples: int, micro: int, collate,
+                         loss_fn, autocast, scaler, optimizer, device) -> int:
+    """Forward/backward over ``units`` in micro-batches of ``micro`` sequences; returns the
+    micro-batch size that worked. On out-of-memory (the device's, or the worker's host-memory
+    ceiling): free, halve the micro-batch and redo the whole step. No data is ever skipped;
+    the loss is divided by the step's examples, so any split gives the same gradient."""
+    while True:
+        try:
+            for start in range(0, len(units), micro):
+                part = slice(start, start + micro)
+                examples, masks = units.examples[part], units.masks[part]
+                labels = torch.as_tensor(tokens.labels[examples].reshape(len(examples), -1), dtype=torch.float32,
+                                         device=device)
+                mask = None if masks.all() else torch.as_tensor(masks, dtype=torch.float32, device=device)
+                inputs = {k: v.to(device, non_blocking=True)
+                          for k, v in collate(tokens.features(units.sequences[part])).items()}
+                with guard_host_memory():
+                    with autocast():
+                        logits = model(**inputs)
+                    loss = loss_fn(logits.float(), labels, mask=mask) / n_examples
+                    (scaler.scale(loss) if scaler else loss).backward()
+                del logits, loss
+            return micro
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            if not is_out_of_memory(exc):
+                raise
+            message = str(exc).splitlines()[0]
+            del exc  # drop the traceback's references to the failed step's tensors
+            optimizer.zero_grad(set_to_none=True)
+            free_memory(device)
+            if micro == 1:
+                ceiling = memory_ceiling_mb()
+                raise OutOfMemoryError(
+                    f"out of memory even at micro-batch 1 ({message}); lower max_length, use a smaller encoder, "
+                    "or enable activation_checkpointing"
+                    + (f"; or give each worker more than {ceiling:,.0f} MiB (--memory-per-worker, fewer workers)"
+                       if ceiling else "")) from None
+            micro = max(1, micro // 2)

@@ -1,0 +1,156 @@
+"""A training step over long posts: the chunk-selecting step gives max-pooling's gradient,
+while no forward pass ever holds more than its budget of sequences, however many chunks a
+post has; the host-memory ceiling turns a step that would grow past it into an
+out-of-memory the loop backs off from."""
+
+from __future__ import annotations
+
+import functools
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+import torch
+
+from hpo.data.collate import Collator
+from hpo.data.tokenize import tokenize_pairs
+from hpo.errors import OutOfMemoryError
+from hpo.fixtures import corpus_sentences
+from hpo.models.classifier import EncoderClassifier, build_classifier
+from hpo.models.device import forward_keys
+from hpo.models.settings import HeadConfig
+from hpo.models.tokenizer import load_tokenizer
+from hpo.train import memory
+from hpo.train.evaluate import predict, sequence_logits
+from hpo.train.losses import bce_loss
+from hpo.train.step import accumulate_gradients, plan_units
+
+LABELS = 9
+CPU = torch.device("cpu")
+MAX_LENGTH = 32
+
+
+@pytest.fixture(scope="module")
+def long_posts(tiny_roberta):
+    """Posts of 1 to 40+ chunks at max_length 32, with multi-label targets."""
+    tokenizer = load_tokenizer(tiny_roberta)
+    sentences = corpus_sentences()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(sentences, size=n)) for n in (1, 3, 60, 2, 140, 5)]
+    labels = rng.integers(0, 2, size=(len(texts), LABELS))
+    tokens = tokenize_pairs(tokenizer, [(None, t) for t in texts], labels, MAX_LENGTH, cache_key=None,
+                            long_text="chunks")
+    chunks = np.diff(tokens.offsets)
+    assert chunks.max() >= 40 and chunks.min() == 1, chunks
+    return tokenizer, tokens
+
+
+def _model(encoder):
+    torch.manual_seed(0)
+    model = build_classifier("criteria", encoder, HeadConfig(pooling="mean", dropout=0.0, num_labels=LABELS),
+                             encoder_dropout=0.0)
+    return model.train()
+
+
+class _Forwards:
+    """Rows of every forward pass, split by whether autograd kept a graph for it."""
+
+    def __init__(self):
+        self.with_graph, self.without_graph = [], []
+        self.handle = torch.nn.modules.module.register_module_forward_hook(self._seen)
+
+    def _seen(self, module, args, output):
+        if isinstance(module, EncoderClassifier):
+            (self.with_graph if output.requires_grad else self.without_graph).append(output.shape[0])
+
+
+def _full_max_pool_gradient(model, tokens, batch, collate, loss_fn):
+    """The reference: every chunk of every post in one graph, logits max-pooled per post."""
+    model.zero_grad()
+    features, counts = tokens.sequences(batch)
+    logits = model(**collate(features))
+    pooled = torch.stack([chunk.amax(0) for chunk in logits.split(counts)])
+    labels = torch.as_tensor(tokens.labels[batch], dtype=torch.float32)
+    (loss_fn(pooled, labels) / len(batch)).backward()
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(tiny_roberta, long_posts):
+    tokenizer, tokens = long_posts
+    model = _model(tiny_roberta)
+    collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    loss_fn = functools.partial(bce_loss, pos_weight=torch.full((LABELS,), 2.0))
+    batch = list(range(len(tokens)))
+    want = _full_max_pool_gradient(model, tokens, batch, collate, loss_fn)
+    n_sequences = len(tokens.input_ids)
+
+    model.zero_grad()
+    forwards = _Forwards()
+    try:
+        units = plan_units(tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
+        micro = accumulate_gradients(model, tokens, units, len(batch), 4, collate, loss_fn, nullcontext, None,
+                                     torch.optim.SGD(model.parameters()), CPU)
+    finally:
+        forwards.handle.remove()
+    got = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+    assert micro == 4
+    assert max(forwards.with_graph) <= 4, "a backward pass holds the micro-batch's sequences at most"
+    assert max(forwards.without_graph) <= 8, "chunks are scored in bounded batches"
+    assert sum(forwards.with_graph) == len(units) <= len(batch) * LABELS < n_sequences
+    assert units.masks.sum() == len(batch) * LABELS, "every post's every label is trained exactly once"
+    assert got.keys() == want.keys()
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_prediction_streams_chunks_in_bounded_batches_and_max_pools(tiny_roberta, long_posts):
+    tokenizer, tokens = long_posts
+    model = _model(tiny_roberta).eval()
+    collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    forwards = _Forwards()
+    try:
+        probs = predict(model, tokens, collate, 8, CPU)
+    finally:
+        forwards.handle.remove()
+    assert max(forwards.without_graph) <= 8 and not forwards.with_graph
+    with torch.no_grad():
+        for example in range(len(tokens)):
+            features, _ = tokens.sequences([example])
+            want = torch.sigmoid(model(**collate(features)).amax(0)).numpy()
+            np.testing.assert_allclose(probs[example], want, rtol=1e-5, atol=1e-6)
+
+
+def test_crossing_the_host_memory_ceiling_backs_off_then_fails_the_step(tiny_roberta, long_posts):
+    tokenizer, tokens = long_posts
+    model = _model(tiny_roberta)
+    collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    units = plan_units(tokens, [0, 1, 3, 5], LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
+    optimizer = torch.optim.SGD(model.parameters())
+    resident = memory.resident_mb()
+    assert resident is not None, "Linux: /proc/self/statm is readable"
+    memory.set_memory_ceiling(resident / 4)  # already past it: every pass must fail
+    try:
+        with pytest.raises(OutOfMemoryError, match=r"even at micro-batch 1 .*host-memory ceiling.*--memory-per-worker"):
+            accumulate_gradients(model, tokens, units, 4, 4, collate, bce_loss, nullcontext,
+                                 None, optimizer, CPU)
+        memory.set_memory_ceiling(resident * 4)  # far above: the same step runs
+        assert accumulate_gradients(model, tokens, units, 4, 4, collate, bce_loss,
+                                    nullcontext, None, optimizer, CPU) == 4
+    finally:
+        memory.set_memory_ceiling(None)
+
+
+def test_the_watcher_interrupts_a_block_that_grows_past_the_ceiling():
+    resident = memory.resident_mb()
+    memory.set_memory_ceiling(resident + 200)
+    try:
+        with pytest.raises(memory.HostMemoryExceeded, match="out of memory"), memory.guard_host_memory():
+            hoard = []
+            for _ in range(100):  # up to 800 MiB, 8 MiB at a time, touched so it is resident
+                hoard.append(np.ones(2**20))
+                torch.ones(1)  # Python instructions between allocations: where the interrupt lands
+            pytest.fail("the block grew past its ceiling without being stopped")
+        assert len(hoard) < 100
+    finally:
+        memory.set_memory_ceiling(None)
