@@ -27,7 +27,13 @@ from tqdm import tqdm
 
 from hpo.breaker import CircuitBreaker
 from hpo.process import GO, interruptible, output_may_be_gone
-from hpo.study import caused_by_database, database_error_text, recent_outcomes, state_counts
+from hpo.study import (
+    caused_by_database,
+    database_error_text,
+    fail_trials_of_worker,
+    recent_outcomes,
+    state_counts,
+)
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
@@ -43,7 +49,8 @@ class WorkerLaunch:
 def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
                     cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
                     threads: int | None = None, base_env: Mapping[str, str] | None = None,
-                    host: str | None = None, parent_pid: int | None = None) -> list[WorkerLaunch]:
+                    host: str | None = None, parent_pid: int | None = None,
+                    memory_mb: int | None = None) -> list[WorkerLaunch]:
     """Each worker's command and environment.
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
@@ -52,7 +59,8 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
     storage URL travels in the environment, not the command line, so a password never
     shows in `ps`. Each worker
     is told the launcher's PID (``parent_pid``, default this process) so it stops when
-    the launcher dies.
+    the launcher dies. ``memory_mb`` is each worker's host-memory ceiling: crossing it fails
+    a step as out-of-memory, before the kernel's OOM killer ends the worker.
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
@@ -77,6 +85,8 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
             env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
         cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads),
                "--parent-pid", str(parent_pid), "--await-go"]
+        if memory_mb is not None:
+            cmd += ["--memory-limit", str(memory_mb)]
         for override in overrides:
             cmd += ["--set", override]
         launches.append(WorkerLaunch(name, cmd, env))
@@ -97,6 +107,54 @@ def visible_gpus() -> list[str]:
 _GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: what CUDA/HIP devices need
 
 
+MEMORY_SHARE = 0.9  # of the machine's memory, split between workers; the rest for the launcher and the system
+
+
+def memory_share_mb(n_workers: int, total_mb: float | None = None) -> int | None:
+    """Each of ``n_workers`` workers' host-memory ceiling: an even split of what this machine
+    (or the cgroup it runs in: a container, a Slurm job) may use. None where it is unknown."""
+    total_mb = machine_memory_mb() if total_mb is None else total_mb
+    return None if total_mb is None else max(1, int(total_mb * MEMORY_SHARE / n_workers))
+
+
+def machine_memory_mb() -> float | None:
+    """The memory this process may use: the machine's, or its cgroup's limit when lower."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            limits.append(int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) / 1024)
+    except (OSError, StopIteration, ValueError):
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # cgroup v2, v1
+        with contextlib.suppress(OSError, ValueError), open(path) as limit:
+            limits.append(int(limit.read().strip()) / 2**20)  # "max" (no limit) is a ValueError
+    return min(limits)
+
+
+def peak_resident_mb(pid: int) -> float | None:
+    """A live process's peak resident set (VmHWM), in MiB; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), None)
+    except (OSError, ValueError):
+        return None
+
+
+def death_words(returncode: int, peak_mb: float | None) -> str:
+    """How a worker died, in words: a signal by name, with a hint where it is the OOM killer's."""
+    if returncode >= 0:
+        return f"exit code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    words = f"killed by signal {-returncode} ({name})"
+    if -returncode == signal.SIGKILL:
+        words += " — out of memory?" + (f" peak RSS {peak_mb / 1024:.1f} GB" if peak_mb else "")
+        words += " (dmesg says; lower the memory a trial needs or run fewer workers)"
+    return words
+
+
 def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -115,6 +173,7 @@ class Supervisor:
         self.deaths = 0
         self.stopped_because: str | None = None  # set when the circuit breaker stopped the study
         self._failed_seen = 0
+        self.peaks: dict[str, float] = {}  # worker -> peak resident MiB, as last seen alive
         self._exited = threading.Event()  # a worker closed its output: look at once, not at the next poll
 
     def start(self) -> None:
@@ -152,15 +211,20 @@ class Supervisor:
             self.progress.refresh()
             for launch in self.launches:
                 proc = self.procs.get(launch.name)
-                if proc is None or proc.poll() is None:
+                if proc is None:
+                    continue
+                if proc.poll() is None:
+                    self.peaks[launch.name] = peak_resident_mb(proc.pid) or self.peaks.get(launch.name, 0.0)
                     continue
                 del self.procs[launch.name]
                 self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)  # its last lines before our notice
                 if proc.returncode != 0:
                     self.deaths += 1
                     replace = self.restart_dead and proc.returncode != USAGE_EXIT
-                    self.progress.write(f"worker {launch.name} died (exit code {proc.returncode})"
+                    how = death_words(proc.returncode, self.peaks.pop(launch.name, None))
+                    self.progress.write(f"worker {launch.name} died ({how})"
                                         + ("; starting a replacement" if replace else ""))
+                    self.progress.worker_died(launch.name, how)  # its trial must not stay RUNNING
                     self.stopped_because = (self.stopped_because
                                             or self.breaker.worker_exited(proc.returncode, self.progress.finished()))
                     if replace and not self.stopped_because and not self.progress.done():
@@ -227,8 +291,8 @@ class StudyProgress:
     die, which the supervisor reports) if the outage lasts too long.
     """
 
-    def __init__(self, study, n_trials: int, enabled: bool = True):
-        self.study, self.n_trials = study, n_trials
+    def __init__(self, study, n_trials: int, enabled: bool = True, max_retry: int = 0):
+        self.study, self.n_trials, self.max_retry = study, n_trials, max_retry
         self.bar = tqdm(total=n_trials, unit="trial", disable=not enabled, dynamic_ncols=True)
         self._lock = threading.Lock()
         self._counts = {"finished": 0, "running": 0, "pruned": 0, "failed": 0, "best": None}
@@ -251,6 +315,17 @@ class StudyProgress:
             if not caused_by_database(exc):
                 raise
             return []
+
+    def worker_died(self, worker: str, how: str) -> None:
+        """Fail the dead worker's RUNNING trials at once, saying how it died, and queue their
+        retries; without this they would wait for a heartbeat sweep that, once the launcher
+        exits, nobody runs. While the database is unreachable the heartbeat does it later."""
+        try:
+            for number in fail_trials_of_worker(self.study, worker, f"worker {worker} {how}", self.max_retry):
+                self.write(f"trial {number} failed with its worker and was re-queued")
+        except Exception as exc:
+            if not caused_by_database(exc):
+                raise
 
     def refresh(self) -> None:
         counts = self._poll()

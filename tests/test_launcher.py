@@ -15,7 +15,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hpo.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
+from hpo.launcher import (
+    Supervisor,
+    WorkerLaunch,
+    machine_memory_mb,
+    memory_share_mb,
+    visible_gpus,
+    worker_launches,
+)
 
 SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"
 
@@ -133,6 +140,7 @@ class FakeProgress:
         self._done = done
         self._lock = threading.Lock()
         self.outcomes: list[tuple[str, str | None]] = []  # trials that ended, oldest first
+        self.deaths: list[tuple[str, str]] = []  # (worker, how it died)
 
     def refresh(self) -> None:
         self.refreshes += 1
@@ -152,6 +160,9 @@ class FakeProgress:
 
     def recent_outcomes(self, k: int) -> list[tuple[str, str | None]]:
         return self.outcomes[-k:]
+
+    def worker_died(self, worker: str, how: str) -> None:
+        self.deaths.append((worker, how))
 
 
 def script(name: str, code: str) -> WorkerLaunch:
@@ -203,6 +214,26 @@ def test_a_dead_worker_is_reported_and_run_returns_one():
     assert "worker bad died (exit code 3)" in progress.lines
     assert "fine" in progress.lines
     assert not any("worker ok died" in line for line in progress.lines)
+
+
+def test_a_worker_killed_by_sigkill_is_named_in_words_with_its_peak_memory():
+    """The kernel's OOM killer sends SIGKILL: the launcher says so, with the peak it saw."""
+    hog = ("import os, signal, time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096): block[i] = 1\n"
+           "time.sleep(1.0)\nos.kill(os.getpid(), signal.SIGKILL)")
+    progress = FakeProgress()
+    assert Supervisor([script("hog", hog)], progress, poll_seconds=0.05).run() == 1
+    line = next(line for line in progress.lines if line.startswith("worker hog died"))
+    assert "killed by signal 9 (SIGKILL) — out of memory? peak RSS 0.3 GB" in line, line
+    assert progress.deaths == [("hog", line.removeprefix("worker hog died (").removesuffix(")"))]
+
+
+def test_memory_is_split_between_workers_and_reaches_their_command():
+    assert memory_share_mb(4, total_mb=20_000) == 4_500
+    launches = worker_launches("s.yaml", 2, storage="sqlite:///x.db", cpu_count=2, base_env={}, memory_mb=4500)
+    assert all(launch.cmd[launch.cmd.index("--memory-limit") + 1] == "4500" for launch in launches)
+    assert "--memory-limit" not in worker_launches("s.yaml", 1, storage="sqlite:///x.db", cpu_count=2,
+                                                      base_env={})[0].cmd
+    assert 0 < machine_memory_mb() <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20 + 1
 
 
 class SlowProgress(FakeProgress):
@@ -476,6 +507,36 @@ def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, as
     finally:
         _kill_all([proc.pid, *workers])
     _assert_requeued(study_name, postgres_url, running)
+
+
+@e2e
+def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_name, assets):
+    """A worker SIGKILLed mid-trial (what the kernel's OOM killer does): the launcher names the
+    signal, fails that trial at once with the reason and re-queues it, so when the launcher exits
+    nothing is left RUNNING, with no heartbeat sweep needed."""
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", "heartbeat.grace_period=3600",
+                       "n_trials=2")
+    workers = []
+    try:
+        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        workers = _children(proc.pid)
+        victim = running[0]
+        pid = next(w for w in workers if f"{victim.user_attrs['worker']}" in Path(f"/proc/{w}/cmdline")
+                   .read_text().replace("\0", " "))
+        os.kill(pid, signal.SIGKILL)
+        _wait_for(lambda: [t for t in _trials(study_name, postgres_url)
+                           if t.number == victim.number and t.state.name == "FAIL"], 60, "the killed trial to fail")
+        for other in workers:
+            _kill_all([] if other == pid else [other])  # the rest of the study need not run
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        _kill_all([proc.pid, *workers])
+    assert "died (killed by signal 9 (SIGKILL) — out of memory? peak RSS" in output, output[-3000:]
+    trials = {t.number: t for t in _trials(study_name, postgres_url)}
+    assert "killed by signal 9" in trials[victim.number].user_attrs["fail_reason"]
+    assert not [t.number for t in trials.values() if t.state.name == "RUNNING" and t.user_attrs.get("worker")
+                == victim.user_attrs["worker"]], "the dead worker's trial is not left RUNNING"
+    assert [t for t in trials.values() if victim.number in t.system_attrs.get("retry_history", [])], "re-queued"
 
 
 @e2e

@@ -91,6 +91,23 @@ def fail_running(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     study.tell(trial.number, state=TrialState.FAIL)
 
 
+def fail_trials_of_worker(study: optuna.Study, worker: str, reason: str, max_retry: int) -> list[int]:
+    """Fail the RUNNING trials ``worker`` claimed, recording ``reason``, and queue their retries
+    (as a heartbeat sweep would); returns their numbers. A trial that ended meanwhile (another
+    worker's sweep) is left as it is."""
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.user_attrs.get("worker") != worker:
+            continue
+        try:
+            fail_running(study, trial, reason)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError, RuntimeError):
+            continue  # finished meanwhile
+        requeue(study, find_trial(study, trial.number), max_retry)
+        failed.append(trial.number)
+    return failed
+
+
 def fail_stale(study: optuna.Study) -> None:
     """Fail RUNNING trials whose heartbeat stopped (their retry is queued by the storage's callback)."""
     fail_stale_trials(study)
