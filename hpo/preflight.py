@@ -49,6 +49,7 @@ def preflight(spec: StudySpec) -> list[str]:
         path = str(spec.model_paths.get(name, name))
         notes.append(f"encoder {name}: {_check_encoder(str(name), path)}")
         _check_lengths(str(name), path, examples, _shortest_max_length(spec, first.max_length))
+        notes += _long_tail(str(name), path, [post.text for post in corpus.posts.values()], spec, configs)
     return notes
 
 
@@ -94,6 +95,59 @@ def _shortest_max_length(spec: StudySpec, fixed: int) -> int:
     if searched is None:
         return fixed
     return int(min(searched.choices) if hasattr(searched, "choices") else searched.low)
+
+
+def _searched_values(spec: StudySpec, name: str, fixed) -> list:
+    param = spec.search_space.get(name)
+    if param is None:
+        return [fixed]
+    return sorted(param.choices) if hasattr(param, "choices") else [param.low, param.high]
+
+
+def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs: list) -> list[str]:
+    """The post lengths the study will meet, in this encoder's tokens, the chunks per post
+    at each max_length searched, and what the largest training step holds: real posts are
+    long-tailed (p99 ~30x the median), and a step over the longest ones sets a worker's memory."""
+    import numpy as np
+
+    from hpo.data.tokenize import chunks_per_text
+    from hpo.models.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(path)
+    lengths = np.array([len(ids) for ids in tokenizer(posts, add_special_tokens=False, verbose=False)["input_ids"]])
+    p50, p99 = np.percentile(lengths, [50, 99])
+    notes = [f"encoder {name}: posts are {p50:,.0f} / {p99:,.0f} / {lengths.max():,} tokens (p50 / p99 / max)"]
+    first = configs[0]
+    max_lengths = _searched_values(spec, "max_length", first.max_length)
+    if any(config.long_text == "chunks" for config in configs) or "long_text" in spec.search_space:
+        specials = tokenizer.num_special_tokens_to_add(pair=False)
+        for max_length in max_lengths:
+            chunks = chunks_per_text(lengths, max_length - specials)
+            c50, c99 = np.percentile(chunks, [50, 99])
+            notes.append(f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / {chunks.max()} "
+                         f"chunks per post (p50 / p99 / max), {chunks.sum():,} in all")
+    batch = max(_searched_values(spec, "batch_size", first.batch_size))
+    sequences = max(config.micro_batch_size or batch for config in configs)
+    estimate = _step_memory_mb(path, max(max_lengths), sequences)
+    if estimate is not None:
+        notes.append(f"  a training step holds at most {sequences} sequences of {max(max_lengths)} tokens "
+                     f"(chunks beyond each label's strongest are scored without a graph): about "
+                     f"{estimate:,.0f} MiB of activations in float32, plus the model and its optimizer state")
+    return notes
+
+
+def _step_memory_mb(path: str, tokens: int, sequences: int) -> float | None:
+    """Activations a transformer keeps for backward, per layer s*b*h*(34 + 5*a*s/h) bytes at 16 bits
+    (Korthikanti et al., 2022), doubled for float32; None when the config is unreadable."""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(path)
+        hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
+    except Exception:  # an unusual config: the estimate is a note, not a check
+        return None
+    per_layer = tokens * sequences * hidden * (34 + 5 * heads * tokens / hidden) * 2
+    return layers * per_layer / 2**20
 
 
 def _check_lengths(name: str, path: str, examples: list, max_length: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -376,6 +377,28 @@ def test_validate_shows_the_conditions_and_the_warm_start(capsys, tmp_path, stud
     assert "lora_r, lora_alpha: sampled only when adapter is lora" in out
     assert "head_hidden_size: sampled only when head_layers in 1, 2" in out
     assert "warm start: 2 parameter sets, queued once when the study is created" in out
+
+
+def test_validate_reports_the_long_tail_and_a_steps_memory(capsys, tmp_path, study_name, tiny_roberta, sqlite_url):
+    write_sample(tmp_path / "data", posts=60, seed=0, profile="realistic")
+    path = tmp_path / "chunks.yaml"
+    path.write_text(f"""name: {study_name}
+task: criteria
+data_dir: {tmp_path / "data"}
+n_trials: 1
+output_dir: {tmp_path / "out"}
+train: {{encoder: {tiny_roberta}, batch_size: 8, long_text: chunks, criteria_formulation: multilabel}}
+search_space:
+  max_length: {{type: categorical, choices: [64, 128]}}
+""")
+    code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url)
+    assert code == 0, err
+    tail = re.search(r"posts are ([\d,]+) / ([\d,]+) / ([\d,]+) tokens \(p50 / p99 / max\)", out)
+    assert tail and int(tail[3].replace(",", "")) > 500, out
+    at_64 = re.search(r"long_text=chunks at max_length 64: (\d+) / (\d+) / (\d+) chunks per post", out)
+    at_128 = re.search(r"long_text=chunks at max_length 128: (\d+) / (\d+) / (\d+) chunks per post", out)
+    assert at_64 and at_128 and int(at_64[3]) > int(at_128[3]) > 1, out
+    assert re.search(r"a training step holds at most 8 sequences of 128 tokens .* about [\d,]+ MiB", out), out
 
 
 def test_enqueue_queues_one_parameter_set_beside_the_warm_start(capsys, conditional, sqlite_url, study_name):

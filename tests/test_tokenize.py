@@ -329,3 +329,12 @@ def test_unknown_long_text_strategy_is_a_usage_error(tokenizers, data):
     pairs, labels = data
     with pytest.raises(UsageError, match="unknown long_text 'middle'"):
         tokenize_pairs(tokenizers["bert"], pairs, labels, 32, cache_key="bad", long_text="middle")
+
+
+def test_chunks_per_text_counts_the_windows_tokenization_makes():
+    from hpo.data.tokenize import _windows, chunks_per_text
+
+    lengths = np.arange(0, 3000, 7)
+    for budget in (30, 126, 253, 509):
+        want = [len(_windows(int(n), budget, "chunks")) for n in lengths]
+        assert chunks_per_text(lengths, budget).tolist() == want

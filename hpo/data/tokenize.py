@@ -317,6 +317,12 @@ def _tokenize(tokenizer: Any, pairs: list[tuple[str | None, str]], labels: np.nd
     )
 
 
+def chunks_per_text(n_tokens: np.ndarray, budget: int) -> np.ndarray:
+    """How many ``chunks`` windows of ``budget`` text tokens each text of ``n_tokens`` needs."""
+    step = budget - int(budget * CHUNK_OVERLAP)
+    return np.where(n_tokens <= budget, 1, -(-(np.asarray(n_tokens) - budget) // step) + 1)
+
+
 def _windows(n: int, budget: int, long_text: str) -> list[list[tuple[int, int]]]:
     """The token ranges of an ``n``-token text that each sequence holds, ``budget`` at most."""
     if n <= budget or long_text == "truncate":
