@@ -140,7 +140,7 @@ def _predict(args) -> None:
     from hpo.commands import predict
 
     s = predict(args.model_dir, args.input, args.out, args.batch_size, args.device, args.top_k,
-                progress=not args.no_progress)
+                progress=not args.no_progress, force=args.force)
     print(f"predicted {s.posts} posts in {s.predict_seconds:.1f} s ({s.posts_per_second:.1f} posts/s; loading took "
           f"{s.load_seconds:.1f} s): {s.rows} rows of {s.task} predictions in {args.out}", file=sys.stderr)
 
@@ -281,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or cuda:N")
     pred.add_argument("--top-k", type=_non_negative_int, default=3,
                       help="evidence models: sentences kept per post and symptom (default 3; 0: all)")
+    pred.add_argument("--force", action="store_true", help="replace an existing --out file that is not an earlier "
+                      "predictions CSV (never the --input file, the model folder or a database)")
     pred.add_argument("--no-progress", action="store_true", help="no progress bar")
     pred.set_defaults(func=_predict)
 

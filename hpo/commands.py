@@ -324,7 +324,7 @@ def dashboard(spec_or_storage: str | None, storage: str | None, artifact_dir: st
 
 
 def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: str, top_k: int,
-            progress: bool = True):
+            progress: bool = True, force: bool = False):
     """``hpo predict``: every post of ``input_path`` through the model, a CSV at ``out`` and a
     tqdm bar of posts (stderr) meanwhile; returns the ``FileSummary`` for the throughput line."""
     from contextlib import ExitStack
@@ -337,4 +337,5 @@ def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: 
         def start(total: int):
             return bars.enter_context(tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True)).update
 
-        return predict_file(model_dir, input_path, out, batch_size, device, top_k or None, progress=start)
+        return predict_file(model_dir, input_path, out, batch_size, device, top_k or None, progress=start,
+                            force=force)

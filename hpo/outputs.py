@@ -1,5 +1,6 @@
 """Files a study leaves on disk: ``<output_dir>/<study>-<uid8>/trial_<n>/`` with the trial's
-log, metrics and (for the top-k trials only) its checkpoint."""
+log, metrics and (for the top-k trials only) its checkpoint; and the one writer every command's
+output goes through, which never destroys an input, a database or a device."""
 
 from __future__ import annotations
 
@@ -7,31 +8,117 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from hpo.errors import UsageError
 
 UID_DIGITS = 8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
 
 
-@contextmanager
-def atomic_text(path: str | Path) -> Iterator[TextIO]:
-    """A text file that appears at ``path`` whole or not at all: written beside it (same
-    filesystem, so the rename is atomic) and renamed over it only when the block succeeds."""
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")  # a database's own files beside it: losing one corrupts it
+
+
+class OutputRefused(UsageError):
+    """Writing there would destroy what is not the command's to replace: an input, a database, a device."""
+
+
+def refuse_unsafe_output(path: str | Path, *, protected: Mapping[str | Path, str] | None = None,
+                         may_replace: Callable[[Path], bool] | None = None, kind: str = "file this command wrote",
+                         force: bool = False) -> None:
+    """Raise ``OutputRefused`` unless a command may write ``path``: never a ``protected`` path
+    ({path: what it is}: an input file, or anything inside a model folder), however it is reached
+    (symlink, hard link), not even with ``force``; never a SQLite database (a study's storage), a
+    folder, a block device or a socket; an existing non-empty file that ``may_replace`` does not
+    recognise as a ``kind`` only with ``force``. Nothing, a regular file, a character device
+    (/dev/null, a terminal) or a FIFO is writable."""
     path = Path(path)
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        status = path.stat()  # through symlinks: what the write would reach
+    except FileNotFoundError:
+        status = None
+    except OSError:
+        return  # unreadable here: the write fails with its own reason
+    target = path.resolve()
+    for guarded, what in (protected or {}).items():
+        guarded = Path(guarded)
+        if target == guarded.resolve() or (status is not None and guarded.exists() and os.path.samefile(guarded, path)):
+            raise OutputRefused(f"refusing to write {path}: it is {what}, which would be destroyed; "
+                                "choose another output path")
+        if guarded.resolve() in target.parents:
+            raise OutputRefused(f"refusing to write {path}: it lies inside {what} ({guarded}); choose an output "
+                                "path outside it")
+    if _is_sqlite(target):
+        raise OutputRefused(f"refusing to overwrite {path}: it is a SQLite database (a study's storage?), which "
+                            "would be destroyed; choose another output path")
+    if status is None or stat.S_ISCHR(status.st_mode) or stat.S_ISFIFO(status.st_mode):
+        return
+    if stat.S_ISDIR(status.st_mode):
+        raise OutputRefused(f"cannot write {path}: it is a folder; give a file path inside it")
+    if not stat.S_ISREG(status.st_mode):
+        raise OutputRefused(f"refusing to write {path}: it is a block device or socket, not a file; "
+                            "choose a file path")
+    if status.st_size and may_replace is not None and not force and not may_replace(target):
+        raise OutputRefused(f"refusing to overwrite {path}: it exists and is not a {kind}; choose a new path, "
+                            "or pass --force to replace it")
+
+
+def _is_sqlite(path: Path) -> bool:
+    """``path`` is a SQLite database, or the journal beside one."""
+    for suffix in SQLITE_SIDE_FILES:
+        if path.name.endswith(suffix) and path.name != suffix:
+            path = path.with_name(path.name[: -len(suffix)])
+            break
+    if not path.is_file():  # opening a FIFO to look would block until something writes to it
+        return False
+    try:
+        with path.open("rb") as stream:
+            return stream.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:  # unreadable: then not ours to judge
+        return False
+
+
+@contextmanager
+def atomic_text(path: str | Path, **rules) -> Iterator[TextIO]:
+    """A UTF-8 text file that appears at ``path`` whole or not at all; ``rules`` as
+    ``refuse_unsafe_output`` (checked first)."""
+    with _atomic(Path(path), "w", rules) as stream:
+        yield stream
+
+
+@contextmanager
+def atomic_bytes(path: str | Path, **rules) -> Iterator[BinaryIO]:
+    """``atomic_text`` for binary content (images)."""
+    with _atomic(Path(path), "wb", rules) as stream:
+        yield stream
+
+
+@contextmanager
+def _atomic(path: Path, mode: str, rules: dict) -> Iterator:
+    """Written beside the real target (same filesystem, so the rename is atomic) and renamed
+    over it only when the block succeeds. A character device or a FIFO is written straight
+    into: a rename would replace the device (/dev/null) with a regular file."""
+    refuse_unsafe_output(path, **rules)
+    text = {"newline": "", "encoding": "utf-8"} if "b" not in mode else {}
+    if path.exists() and not path.is_file():  # what refuse_unsafe_output lets through: a device or a FIFO
+        with open(path, mode, **text) as stream:
+            yield stream
+        return
+    real = Path(os.path.realpath(path))  # through a symlink: the link stays, its target is replaced
+    fd, staging = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as stream:
+        with os.fdopen(fd, mode, **text) as stream:
             yield stream
-        os.replace(staging, path)
+        os.replace(staging, real)
     except BaseException:
         Path(staging).unlink(missing_ok=True)
         raise

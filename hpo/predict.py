@@ -27,19 +27,21 @@ from hpo.data import load_descriptions
 from hpo.data.collate import Collator
 from hpo.data.posts import load_posts
 from hpo.data.sentences import split_sentences
-from hpo.data.tokenize import LONG_TEXT, tokenize_pairs
+from hpo.data.tokenize import tokenize_pairs
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
-from hpo.outputs import atomic_text
+from hpo.outputs import atomic_text, refuse_unsafe_output
+from hpo.train.classifier_file import InvalidClassifierFile, read_classifier_file
 from hpo.train.evaluate import predict as predict_probabilities
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
 BLOCK_BATCHES = 8  # examples are tokenized and scored about this many batches at a time
-FORMULATIONS = ("pairs", "multilabel", "evidence")
 Progress = Callable[[int], None]  # called with the number of posts just finished
+EVIDENCE_HEADER = ("post_id", "symptom", "rank", "sentence", "score", "evidence")
+HEADER_BYTES = 1 << 16  # read to recognise an earlier predictions file: any header fits
 
 
 class NotAModel(UsageError):
@@ -76,21 +78,33 @@ class Settings:
     @classmethod
     def of(cls, path: Path, meta: dict) -> Settings:
         try:
-            block = meta["inference"]
-            labels = tuple(block["labels"])
-            settings = cls(block["formulation"], labels, int(block["max_length"]), block["long_text"],
-                           np.array([float(block["thresholds"][label]) for label in labels]),
-                           # saved since descriptions became a study setting; before, training always used the packaged file
-                           block.get("descriptions") or load_descriptions())
-        except (KeyError, TypeError, ValueError) as exc:
-            raise NotAModel(f"{path}: classifier.json has no usable inference settings (missing {exc}); "
-                            "it predates prediction support: retrain or re-finalize the model") from None
-        if settings.formulation not in FORMULATIONS or settings.long_text not in LONG_TEXT:
-            raise NotAModel(f"{path}: unknown formulation {settings.formulation!r} or long_text "
-                            f"{settings.long_text!r} in classifier.json")
-        if settings.formulation != "multilabel" and (missing := set(labels) - set(settings.descriptions)):
-            raise NotAModel(f"{path}: classifier.json has no description for {', '.join(sorted(missing))}")
-        return settings
+            block = read_classifier_file(meta).inference
+        except InvalidClassifierFile as exc:
+            raise NotAModel(f"{path}: not a valid classifier.json: {exc}; save the model again with hpo (retrain "
+                            "or re-finalize) rather than editing the file") from None
+        return cls(block.formulation, tuple(block.labels), block.max_length, block.long_text,
+                   np.array([block.thresholds[label] for label in block.labels]),
+                   # saved since descriptions became a study setting; before, training always used the packaged file
+                   block.descriptions or load_descriptions())
+
+    def check_fits(self, path: Path, model: torch.nn.Module) -> None:
+        """max_length within the positions the encoder has: past them, the first long post
+        would end in an IndexError deep inside the embeddings."""
+        limit = _position_limit(model.config)
+        if limit is not None and self.max_length > limit:
+            raise NotAModel(f"{path}: not a valid classifier.json: inference.max_length {self.max_length} is more "
+                            f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
+                            "editing the file")
+
+
+def _position_limit(config) -> int | None:
+    """The longest sequence an encoder's absolute position embeddings cover; None: relative
+    positions only (DeBERTa-v3), no fixed limit."""
+    if not getattr(config, "position_biased_input", True) or not getattr(config, "max_position_embeddings", None):
+        return None
+    if "roberta" in config.model_type:  # RoBERTa's positions start after the padding index
+        return config.max_position_embeddings - config.pad_token_id - 1
+    return config.max_position_embeddings
 
 
 class Predictor:
@@ -205,6 +219,7 @@ def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
         model, tokenizer = load_classifier_on(path, target)
     except (OSError, ValueError, SafetensorError) as exc:
         raise NotAModel(f"{path}: cannot load the saved model ({_first_line(exc)})") from None
+    settings.check_fits(path, model)
     return Predictor(model, tokenizer, settings, target)
 
 
@@ -223,13 +238,18 @@ class FileSummary:
 
 def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
                  batch_size: int = DEFAULT_BATCH_SIZE, device: str = "auto", top_k: int | None = DEFAULT_TOP_K,
-                 progress: Callable[[int], Progress] | None = None) -> FileSummary:
+                 progress: Callable[[int], Progress] | None = None, force: bool = False) -> FileSummary:
     """Predict every post of ``input_path`` and write one CSV to ``out``, whole or not at all.
 
     Criteria: one row per post, each symptom's decision (0/1) and ``<symptom>_prob``.
     Evidence: one row per post, symptom and ranked sentence (``top_k``; None: every sentence).
-    ``progress(total_posts)`` is called once, after loading, and returns the per-block callback."""
+    ``progress(total_posts)`` is called once, after loading, and returns the per-block callback.
+    ``out`` is never the input, inside the model folder or a database; an existing file that
+    is not an earlier predictions CSV is replaced only with ``force``."""
     started = time.perf_counter()
+    out_rules = {"protected": {input_path: "the --input file", model_dir: "the model folder"},
+                 "may_replace": is_predictions_file, "kind": "predictions file", "force": force}
+    refuse_unsafe_output(out, **out_rules)  # before anything costs time; checked again when written
     posts = load_posts(input_path)  # bad input fails here, before the model costs anything
     predictor = load_classifier(model_dir, device)
     loaded = time.perf_counter()
@@ -238,20 +258,36 @@ def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
     if predictor.task == "criteria":
         predictions = predictor.predict(texts, batch_size, step)
         labels = predictions.labels
-        header = ["post_id", *labels, *(f"{label}_prob" for label in labels)]
+        header = criteria_header(labels)
         rows = [[post.post_id, *map(int, decided), *map(float, probs)]
                 for post, decided, probs in zip(posts, predictions.decisions, predictions.probabilities, strict=True)]
     else:
-        header = ["post_id", "symptom", "rank", "sentence", "score", "evidence"]
+        header = list(EVIDENCE_HEADER)
         rows = [[post.post_id, label, s.rank, s.text, s.score, int(s.decision)]
                 for post, top in zip(posts, predictor.predict_evidence(texts, top_k, batch_size, step), strict=True)
                 for label, sentences in top.items() for s in sentences]
     predicted = time.perf_counter()
-    with atomic_text(out) as stream:
+    with atomic_text(out, **out_rules) as stream:
         writer = csv.writer(stream)
         writer.writerow(header)
         writer.writerows(rows)
     return FileSummary(predictor.task, len(posts), len(rows), loaded - started, predicted - loaded)
+
+
+def criteria_header(labels: Sequence[str]) -> list[str]:
+    return ["post_id", *labels, *(f"{label}_prob" for label in labels)]
+
+
+def is_predictions_file(path: Path) -> bool:
+    """``path`` starts with the header ``predict_file`` writes: a rerun may replace it."""
+    try:
+        with path.open(encoding="utf-8", newline="") as stream:
+            first = stream.read(HEADER_BYTES).splitlines()[:1]
+    except (OSError, UnicodeDecodeError):
+        return False
+    header = next(csv.reader(first), [])
+    labels = header[1:1 + (len(header) - 1) // 2]
+    return tuple(header) == EVIDENCE_HEADER or (len(header) >= 3 and header == criteria_header(labels))
 
 
 def _read_meta(path: Path) -> dict:
@@ -291,5 +327,5 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence", "load_classifier",
-           "predict_file"]
+__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence", "is_predictions_file",
+           "load_classifier", "predict_file"]

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -202,6 +205,9 @@ BAD_INPUTS = {
     "jsonl missing field": ("posts.jsonl", b'{"id": 1, "text": "ok"}\n', "missing field(s) post_id"),
     "duplicate id": ("posts.csv", b"post_id,text\n1,a\n1,b\n", "duplicate post_id"),
     "unknown extension": ("posts.txt", b"post_id,text\n1,a\n", "unknown input format '.txt'"),
+    "lone surrogate text": ("posts.jsonl", b'{"post_id": 1, "text": "ok"}\n{"post_id": 2, "text": "\\ud800"}\n',
+                            "line 2: text holds '\\ud800'"),
+    "lone surrogate id": ("posts.jsonl", b'{"post_id": "\\udfff", "text": "ok"}\n', "line 1: post_id holds '\\udfff'"),
 }
 
 
@@ -243,7 +249,7 @@ def broken_models(model_dir: Path, tmp_path: Path) -> dict[str, tuple[Path, str]
     return {"missing folder": (tmp_path / "nowhere", "no such folder"),
             "no classifier.json": (no_meta, "no classifier.json"),
             "no head": (no_head, "missing head.safetensors"),
-            "no inference settings": (old, "no usable inference settings"),
+            "no inference settings": (old, "not a valid classifier.json: inference.formulation"),
             "garbled classifier.json": (garbled, "cannot read classifier.json"),
             "garbled weights": (bad_head, "cannot load the saved model")}
 
@@ -291,3 +297,117 @@ def test_a_lora_model_predicts_what_training_scores(tiny_roberta, sample_dir, tm
     split, probs = training_scores(config, tmp_path / "checkpoint")
     api = load_classifier(tmp_path / "checkpoint", device="cpu").predict(texts)
     np.testing.assert_allclose(api.probabilities, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
+
+
+def write_posts(path: Path) -> Path:
+    path.write_text("post_id,text\n1,I feel hopeless.\n2,Slept well.\n", encoding="utf-8")
+    return path
+
+
+def test_predict_never_overwrites_its_input_or_its_model(trained, tmp_path, capsys):
+    _, model_dir = trained("multilabel")
+    posts = write_posts(tmp_path / "posts.csv")
+    before = posts.read_bytes()
+    (tmp_path / "link.csv").symlink_to(posts)
+    for out in (posts, tmp_path / "link.csv"):
+        for force in ((), ("--force",)):  # --force never reaches the input
+            assert main(["predict", str(model_dir), "--input", str(posts), "--out", str(out), *force]) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "is the --input file" in err, err
+    assert posts.read_bytes() == before
+    head = (model_dir / "head.safetensors").read_bytes()
+    assert main(["predict", str(model_dir), "--input", str(posts), "--out", str(model_dir / "head.safetensors"),
+                 "--force"]) == 2
+    assert "lies inside the model folder" in capsys.readouterr().err
+    assert (model_dir / "head.safetensors").read_bytes() == head
+
+
+def test_predict_replaces_only_its_own_earlier_output_without_force(trained, tmp_path, capsys):
+    _, model_dir = trained("multilabel")
+    posts = write_posts(tmp_path / "posts.csv")
+    notes = tmp_path / "notes.csv"
+    notes.write_text("my,own\nfile,here\n")
+    argv = ["predict", str(model_dir), "--input", str(posts), "--out", str(notes), "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a predictions file" in err and "--force" in err, err
+    assert notes.read_text() == "my,own\nfile,here\n"
+    rows = run_cli(model_dir, posts, notes, "--force")
+    assert [row["post_id"] for row in rows] == ["1", "2"]
+    assert [row["post_id"] for row in run_cli(model_dir, posts, notes)] == ["1", "2"]  # a rerun replaces its output
+
+
+def test_predict_writes_into_a_device_or_fifo_and_leaves_it_one(trained, tmp_path):
+    """As root, ``--out /dev/null`` used to turn /dev/null into a regular file."""
+    _, model_dir = trained("multilabel")
+    posts = write_posts(tmp_path / "posts.csv")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)
+    reader.start()
+    run_predict = ["predict", str(model_dir), "--input", str(posts), "--no-progress", "--out"]
+    assert main([*run_predict, str(fifo)]) == 0
+    reader.join(10)
+    assert read and read[0].startswith("post_id,") and stat.S_ISFIFO(fifo.stat().st_mode)
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's own device, in a temp folder
+        null.open("w").close()
+    except OSError:
+        pytest.skip("making and opening a device node needs root with CAP_MKNOD")
+    assert main([*run_predict, str(null)]) == 0
+    assert stat.S_ISCHR(null.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null", "pipe", "posts.csv"]
+
+
+def edited(model_dir: Path, folder: Path, edit) -> Path:
+    """A copy of the model whose classifier.json ``edit`` changed in place."""
+    copy = Path(shutil.copytree(model_dir, folder))
+    meta = json.loads((copy / "classifier.json").read_text())
+    edit(meta)
+    (copy / "classifier.json").write_text(json.dumps(meta))
+    return copy
+
+
+def cut_labels(meta: dict, keep: int = 3, heads_too: bool = False) -> None:
+    block = meta["inference"]
+    block["labels"] = block["labels"][:keep]
+    block["thresholds"] = {label: block["thresholds"][label] for label in block["labels"]}
+    if heads_too:
+        meta["head"]["num_labels"] = keep
+
+
+EDITS = {  # (model, edit, what the one line names)
+    "negative max_length": ("multilabel", lambda m: m["inference"].update(max_length=-5),
+                            "not a valid classifier.json: inference.max_length"),
+    "max_length as text": ("multilabel", lambda m: m["inference"].update(max_length="128"),
+                           "not a valid classifier.json: inference.max_length"),
+    "max_length past the encoder": ("multilabel", lambda m: m["inference"].update(max_length=100000),
+                                    "inference.max_length 100000 is more than the encoder reads (512"),
+    "evidence relabelled criteria": ("evidence", lambda m: m.update(task="criteria"),
+                                     "not a valid classifier.json: task"),
+    "num_labels 3": ("multilabel", lambda m: m["head"].update(num_labels=3),
+                     "not a valid classifier.json: head.num_labels"),
+    "labels cut to 3": ("multilabel", cut_labels, "not a valid classifier.json: head.num_labels"),
+    "labels and head cut to 3": ("multilabel", lambda m: cut_labels(m, heads_too=True),
+                                 "head.safetensors does not fit"),
+    "a threshold missing": ("multilabel", lambda m: m["inference"]["thresholds"].pop("ANHEDONIA"),
+                            "not a valid classifier.json: inference.thresholds"),
+    "a threshold above 1": ("pairs", lambda m: m["inference"]["thresholds"].update(ANHEDONIA=7),
+                            "not a valid classifier.json: inference.thresholds.ANHEDONIA"),
+    "an unknown key": ("pairs", lambda m: m["inference"].update(max_lenght=64),
+                       "not a valid classifier.json: inference.max_lenght"),
+    "unknown long_text": ("pairs", lambda m: m["inference"].update(long_text="squash"),
+                          "not a valid classifier.json: inference.long_text"),
+}
+
+
+@pytest.mark.parametrize("case", EDITS)
+def test_an_edited_classifier_json_is_one_line_exit_2(trained, tmp_path, capsys, case):
+    formulation, edit, message = EDITS[case]
+    _, model_dir = trained(formulation)
+    model = edited(model_dir, tmp_path / "model", edit)
+    out = tmp_path / "predictions.csv"
+    assert_refused(capsys, ["predict", str(model), "--input", str(write_posts(tmp_path / "posts.csv")),
+                            "--out", str(out)], out, message)

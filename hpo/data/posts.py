@@ -53,7 +53,20 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
         if not isinstance(record["text"], str) or isinstance(record["post_id"], (dict, list, bool)) \
                 or record["post_id"] is None:
             raise DataError(f"{path}: line {line}: text must be a string and post_id a string or number")
+        for name in POST_COLUMNS:  # JSON escapes can spell a lone surrogate, which no tokenizer or CSV can take
+            if isinstance(record[name], str) and (bad := _lone_surrogate(record[name])):
+                raise DataError(f"{path}: line {line}: {name} holds {ascii(bad)}, half of a surrogate pair and not "
+                                "valid Unicode; fix or drop that escape")
         rows.append((line, {"post_id": str(record["post_id"]), "text": record["text"]}))
     if not rows:
         raise DataError(f"{path}: file is empty; it needs one JSON object with {', '.join(POST_COLUMNS)} per line")
     return rows
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """The first character of ``text`` that UTF-8 cannot encode (an unpaired surrogate), if any."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None

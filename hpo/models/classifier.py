@@ -128,7 +128,11 @@ def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
     else:
         encoder = load_pretrained(path / "encoder")
     model = CLASSIFIERS[meta["task"]](encoder, HeadConfig(**meta["head"]))
-    model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
+    try:
+        model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
+    except RuntimeError as exc:  # torch lists every mismatch over many lines; the first names the problem
+        detail = next((line.strip() for line in str(exc).splitlines() if "mismatch" in line or "key" in line), exc)
+        raise ValueError(f"head.safetensors does not fit the head classifier.json describes: {detail}") from None
     tokenizer = load_tokenizer(path / "tokenizer") if (path / "tokenizer").is_dir() else None
     return model, tokenizer
 
