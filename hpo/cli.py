@@ -47,7 +47,13 @@ def _finalize(args) -> None:
     from hpo.finalize import finalize
 
     finalize(args.spec, args.overrides, args.storage, top_k=args.top_k, seeds=args.seeds, workers=args.workers,
-             refit=args.refit, progress=not args.no_progress)
+             refit=args.refit, partial=args.partial, progress=not args.no_progress)
+
+
+def _retrain(args) -> int:
+    from hpo.retrain import retrain_child
+
+    return retrain_child(args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid)
 
 
 def _worker(args) -> int:
@@ -118,22 +124,14 @@ def _print_best(best: dict | None, study: str) -> None:
 
 
 def _export(args) -> None:
-    from hpo.commands import export
+    from hpo.commands import export, write_export
 
     text, count = export(args.study, args.storage, args.format)
     if not args.out:
         sys.stdout.write(text)
         return
-    _write_text(args.out, text)
+    write_export(args.out, text, args.study)
     print(f"wrote {count} trials to {args.out}", file=sys.stderr)
-
-
-def _write_text(path: str, text: str) -> None:
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as stream:
-            stream.write(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}; pass --out to a writable file") from None
 
 
 def _predict(args) -> None:
@@ -223,14 +221,26 @@ def build_parser() -> argparse.ArgumentParser:
     final = commands.add_parser("finalize", help="retrain the best configurations with several seeds, choose one "
                                 "on validation, score it once on the test split, save it with a model card")
     _spec_args(final)
-    final.add_argument("--top-k", type=_positive_int, default=3, help="configurations to retrain (default 3)")
-    final.add_argument("--seeds", type=_positive_int, default=3, help="seeds per configuration (default 3)")
+    # --top-k, --seeds, --refit: None when not given, so a rerun of a finalized study names those it ignores
+    final.add_argument("--top-k", type=_positive_int, help="configurations to retrain (default 3)")
+    final.add_argument("--seeds", type=_positive_int, help="seeds per configuration (default 3)")
     final.add_argument("--workers", type=_positive_int, default=1, help="parallel retrainings (default 1)")
-    final.add_argument("--refit", choices=("train", "train+val"), default="train",
+    final.add_argument("--refit", choices=("train", "train+val"),
                        help="train: the chosen seed's model as retrained (default); train+val: retrain it once "
                             "more on train + validation for its best epoch count, at the thresholds it chose")
+    final.add_argument("--partial", action="store_true",
+                       help="finalize a search that is still running or short of n_trials, from its finished trials")
     final.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     final.set_defaults(func=_finalize)
+
+    # finalize's retraining processes (hpo/retrain.py); not listed: finalize starts them
+    retrain = commands.add_parser("retrain")
+    _spec_args(retrain)
+    retrain.add_argument("--runs-dir", required=True, help="finalize's runs/ folder, holding plan.json")
+    retrain.add_argument("--threads", type=_positive_int, required=True, help="torch CPU threads")
+    retrain.add_argument("--parent-pid", type=_positive_int, required=True, metavar="PID",
+                         help="the finalize process: this one gets SIGTERM when it exits")
+    retrain.set_defaults(func=_retrain)
 
     worker = commands.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
     _spec_args(worker)

@@ -288,6 +288,19 @@ def export(study_ref: str, storage: str | None, fmt: str) -> tuple[str, int]:
     return text.getvalue(), len(rows)
 
 
+def write_export(out: str, text: str, study_ref: str) -> None:
+    """``text`` at ``out``, whole or not at all; never over the study file it was read from,
+    nor over a database (the study's storage)."""
+    from hpo.outputs import atomic_text
+
+    protected = {study_ref: "the study file this export reads"} if Path(study_ref).is_file() else {}
+    try:
+        with atomic_text(out, protected=protected) as stream:
+            stream.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}; pass --out to a writable file") from None
+
+
 def _trial_row(trial) -> dict:
     def iso(moment: datetime | None) -> str | None:
         return moment.isoformat() if moment else None

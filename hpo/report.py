@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpo.errors import UsageError
+from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.study import completed_trials, draw_plots, load_study_ref, param_importances, state_counts
 
 TOP = 5
@@ -24,11 +25,13 @@ def report(study_ref: str, storage: str | None, out: str | None) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write the report to {out_dir}: {exc.strerror}; pass --out to a writable folder") from None
+    summary = out_dir / "summary.md"
+    refuse_unsafe_output(summary)  # before the plots: a refused report draws nothing
     metric = study.user_attrs.get("metric", "value")
     importances, notes = param_importances(study, len(complete))
     charts, plot_notes = draw_plots(study, out_dir, metric, with_importances=bool(importances))
-    summary = out_dir / "summary.md"
-    summary.write_text(_summary(study, metric, complete, importances, charts, notes + plot_notes), encoding="utf-8")
+    with atomic_text(summary) as stream:
+        stream.write(_summary(study, metric, complete, importances, charts, notes + plot_notes))
     return [out_dir / name for name in charts] + [summary]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import optuna
 import pytest
@@ -75,3 +77,43 @@ def test_an_encoder_the_hub_cannot_serve_is_refused_before_any_study(tmp_path, t
     assert_one_line_exit_2(result, "encoder 'tiny-roberta': cannot download no-such-org/no-such-encoder-xyz",
                            "--set model_paths.tiny-roberta=/path/to/model")
     assert not (tmp_path / "hpo.db").exists()
+
+
+def database_intact(url: str, study_name: str) -> bool:
+    return len(optuna.load_study(study_name=study_name, storage=get_storage(url)).trials) == 3
+
+
+def test_export_never_overwrites_the_study_database(sqlite_url, finished_study, tmp_path):
+    """``--out`` naming the storage file used to exit 0 with the database destroyed."""
+    database = sqlite_url.removeprefix("sqlite:///")
+    spare = tmp_path / "other.db"
+    spare.write_bytes(Path(database).read_bytes())  # any SQLite file, not only this study's storage
+    for out in (database, str(spare), f"{database}-journal"):
+        Path(f"{database}-journal").unlink(missing_ok=True)
+        for fmt in ("csv", "json"):
+            result = run_hpo("export", finished_study, "--storage", sqlite_url, "--format", fmt, "--out", out)
+            assert_one_line_exit_2(result, "SQLite database", out)
+    assert database_intact(sqlite_url, finished_study) and database_intact(f"sqlite:///{spare}", finished_study)
+
+
+def test_export_never_overwrites_the_study_file_it_reads(sqlite_url, finished_study, tmp_path):
+    spec = tmp_path / "study.yaml"
+    text = (f"name: {finished_study}\ntask: criteria\ndata_dir: data\nn_trials: 3\ntrain: {{encoder: tiny}}\n"
+            "search_space:\n  learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}\n")
+    spec.write_text(text)
+    result = run_hpo("export", str(spec), "--storage", sqlite_url, "--out", str(spec))
+    assert_one_line_exit_2(result, "is the study file")
+    assert spec.read_text() == text
+
+
+def test_report_never_overwrites_a_database(sqlite_url, finished_study, tmp_path):
+    """Every file the report writes goes through the same rule, checked before any is drawn."""
+    database = Path(sqlite_url.removeprefix("sqlite:///"))
+    for name in ("summary.md", "parallel_coordinate.png"):
+        out = tmp_path / name.split(".")[0]
+        out.mkdir()
+        shutil.copy(database, out / name)
+        result = run_hpo("report", finished_study, "--storage", sqlite_url, "--out", str(out))
+        assert_one_line_exit_2(result, "SQLite database", name)
+        assert database_intact(f"sqlite:///{out / name}", finished_study)
+        assert [p.name for p in out.iterdir()] == [name], "nothing drawn"

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import optuna
 
+from hpo.outputs import atomic_bytes, refuse_unsafe_output
+
 
 def param_importances(study: optuna.Study, n_complete: int) -> tuple[dict[str, float], list[str]]:
     """Parameter importances and notes on why there are none."""
@@ -37,6 +39,8 @@ def draw_plots(study: optuna.Study, out_dir: Path, metric: str, with_importances
         notes.append("intermediate values skipped: no trial reported any")
     charts["parallel_coordinate.png"] = ("Parallel coordinates",
                                          lambda: plots.plot_parallel_coordinate(study, target_name=metric))
+    for name in charts:  # every file checked before any is drawn: a refused report leaves nothing behind
+        refuse_unsafe_output(out_dir / name)
     with warnings.catch_warnings():  # "experimental" and matplotlib's axis-range notes: noise here
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         warnings.simplefilter("ignore", UserWarning)
@@ -54,6 +58,7 @@ def _save(axes, path: Path) -> Path:
         legend.remove()
     figure.set_size_inches(10, 6)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    with atomic_bytes(path) as stream:
+        figure.savefig(stream, dpi=100, format="png")
     plt.close(figure)
     return path
