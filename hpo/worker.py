@@ -1,16 +1,18 @@
 """One worker process: pulls trials of a shared study until it holds ``n_trials``
 finished (COMPLETE + PRUNED) trials.
 
-Trials run through ``study.optimize`` (one at a time) because Optuna's heartbeats only
-work there; a dead worker's trial is failed by the heartbeat and re-queued with the same
-parameters. Between trials the worker checks the count itself, so N workers end the
-study at exactly ``n_trials``: when the remaining trials are all running elsewhere it
-waits, failing stale ones, in case one of them dies.
+Each trial lives in ``_run_trial`` as in Optuna's ``study.optimize`` (ask, heartbeat,
+objective, tell), so that the worker, not the storage, decides when to look for stale
+trials: once per heartbeat interval. A dead worker's trial is failed by the heartbeat and
+re-queued with the same parameters. Between trials the worker checks the count itself, so
+N workers end the study at exactly ``n_trials``: when the remaining trials are all running
+elsewhere it waits, failing stale ones, in case one of them dies.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -23,11 +25,13 @@ from hpo.process import interruptible, stop_signals_deferred
 from hpo.spec import StudySpec
 from hpo.study import (
     SURPLUS,
+    beating,
     caused_by_database,
     claim,
     database_error_text,
     fail_running,
     fail_stale,
+    fail_trials_of_worker,
     find_trial,
     first_heartbeat,
     is_surplus,
@@ -69,25 +73,6 @@ class SurplusTrial(Exception):
     """The study already holds ``n_trials`` finished or running trials: this one is not run."""
 
 
-class _QuietSurplus(logging.Filter):
-    """A surplus trial is expected bookkeeping, not a failure: keep Optuna from logging it
-    as one (with a traceback) and alarming the user."""
-
-    def __init__(self):
-        super().__init__()
-        self.numbers: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "SurplusTrial(" in message:
-            self.numbers.add(message.split()[1])
-            return False
-        return not (message.endswith("failed with value None.") and message.split()[1] in self.numbers)
-
-
-_QUIET_SURPLUS = _QuietSurplus()
-
-
 def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_POLL_SECONDS,
                objective: Callable[[optuna.Trial], float] | None = None, allow_spec_change: bool = False) -> int:
     """Run trials until the study is done; returns how many trials this worker ran.
@@ -97,20 +82,22 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
     objective = objective or Objective(spec, uid=study_uid(study), worker=worker)
     guarded = _Guarded(objective, spec.n_trials, worker)
-    study.ask = _claiming_ask(study.ask, guarded)
     trial_log = _TrialLog(worker)
+    look_for_stale = _StaleLook(spec.heartbeat.interval)
     ran, failures = 0, 0
     outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
-    for handler in logging.getLogger("optuna").handlers:  # on the handler: its records come from child loggers
-        if _QUIET_SURPLUS not in handler.filters:
-            handler.addFilter(_QUIET_SURPLUS)
+    lost: str | None = None  # why the database dropped this worker's trial, until the trial is failed for it
     with interruptible():
         try:
             while True:
                 try:
-                    if _study_done(study, spec.n_trials, poll_seconds):
+                    if lost:
+                        _fail_lost_trial(study, worker, lost, spec.heartbeat.max_retry)
+                        lost = None
+                    if _study_done(study, spec.n_trials, poll_seconds, look_for_stale):
                         return ran
-                    study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[trial_log])
+                    look_for_stale(study)
+                    _run_trial(study, guarded, trial_log)
                     outage, retries = 0.0, 0
                 except optuna.exceptions.UpdateFinishedTrialError as exc:
                     # Another worker failed this trial as stale (we were cut off); its retry runs instead.
@@ -122,9 +109,11 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                         raise StudyGone(f"worker {worker}: study {spec.name!r} was deleted from its storage "
                                         "while this worker ran; stopping") from None
                     # The database went away (restart, network): wait and reconnect. A trial it
-                    # interrupted stays RUNNING, its heartbeat stops, and it is re-queued as stale.
+                    # interrupted stays RUNNING; once the database is back this worker fails it with
+                    # the reason and re-queues it (or another worker does, as stale, if that comes first).
                     if not caused_by_database(exc):
                         raise
+                    lost = lost or f"database unreachable during the trial ({database_error_text(exc)})"
                     if outage >= DATABASE_OUTAGE_SECONDS:
                         raise DatabaseUnreachable(
                             f"worker {worker}: database unreachable for {outage:.0f}s "
@@ -142,12 +131,59 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                     raise TooManyFailures(
                         f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}")
         except KeyboardInterrupt:
-            _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry)
-            log.warning("worker %s interrupted; its running trial was re-queued", worker)
+            if _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry):
+                log.warning("worker %s interrupted; its running trial %d was re-queued", worker, guarded.current_trial)
+            else:
+                log.warning("worker %s interrupted", worker)
             raise
 
 
-def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool:
+def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> None:
+    """One trial's whole life, as Optuna's ``study.optimize`` runs it (ask, heartbeat,
+    objective, tell) but without its stale-trial query before every trial: ``run_worker``
+    looks once per heartbeat interval. Each trial gets one log line; an interrupted one gets
+    none here (``run_worker`` says it was re-queued) instead of Optuna's 60-line traceback."""
+    trial = _ask(study, guarded)
+    value, state, error = None, None, None
+    with beating(trial):
+        try:
+            value = guarded(trial)
+        except optuna.TrialPruned:
+            state = TrialState.PRUNED
+        except (Exception, KeyboardInterrupt) as exc:  # the objective recorded why (fail_reason)
+            state, error = TrialState.FAIL, exc
+    if isinstance(error, Exception) and caused_by_database(error):
+        raise error  # left RUNNING: once the database is back, run_worker fails it saying so
+    finished = study.tell(trial, value, state=state)
+    if isinstance(error, KeyboardInterrupt):
+        raise error  # FAIL now; run_worker re-queues it
+    trial_log(finished)
+
+
+class _StaleLook:
+    """When this worker looks for stale trials: at most once per heartbeat interval. A trial
+    goes stale grace_period after its last beat and beats come once an interval, so looking
+    once an interval notices a dead worker at most an interval later and spares short trials
+    a query each (bench P3). The storage answers every look from the database."""
+
+    def __init__(self, interval: float):
+        self.interval, self.next_at = interval, -math.inf
+
+    def __call__(self, study: optuna.Study) -> None:
+        if time.monotonic() < self.next_at:
+            return
+        self.next_at = time.monotonic() + self.interval
+        fail_stale(study)
+
+
+def _fail_lost_trial(study: optuna.Study, worker: str, reason: str, max_retry: int) -> None:
+    """Once the database is back: fail the trial it dropped (still RUNNING as this worker's),
+    recording ``reason``, queue it again, and say so."""
+    for number in fail_trials_of_worker(study, worker, reason, max_retry):
+        log.warning("worker %s trial %d FAIL reason=%r; queued again with the same parameters", worker, number, reason)
+
+
+def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float, look_for_stale: _StaleLook) -> bool:
     """True once n_trials are finished. While the remaining ones all run elsewhere, wait
     here (failing stale trials, which re-queues a dead worker's trial) rather than
     start a surplus trial."""
@@ -157,7 +193,7 @@ def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float) -> bool
             return True
         if census["finished"] + census["running"] < n_trials or census["waiting"]:
             return False
-        fail_stale(study)
+        look_for_stale(study)
         time.sleep(poll_seconds)
 
 
@@ -191,23 +227,19 @@ class _Guarded:
             raise
 
 
-def _claiming_ask(ask: Callable[..., optuna.Trial], guarded: _Guarded) -> Callable[..., optuna.Trial]:
+def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial:
     """``study.ask`` with stop signals held until the new trial is known to this worker.
 
-    Optuna's optimize creates the RUNNING trial inside ``ask`` and starts its heartbeat
-    only after; a Ctrl-C or SIGTERM (a Slurm pre-emption) landing in between left a RUNNING
-    trial that no heartbeat would ever mark stale, so the study could never end. Wrapped
-    here because Optuna has no hook between the two; the trial's first beat is written here
-    too, at once, for a worker killed outright in that gap.
+    ``ask`` creates the RUNNING trial; a Ctrl-C or SIGTERM (a Slurm pre-emption) landing
+    before the worker knows its number would leave a RUNNING trial that no heartbeat would
+    ever mark stale, so the study could never end. The trial's first beat is written here
+    too, at once, for a worker killed outright before ``beating`` starts.
     """
-    def claiming_ask(*args, **kwargs) -> optuna.Trial:
-        with stop_signals_deferred():
-            trial = ask(*args, **kwargs)
-            guarded.current_trial = trial.number
-            first_heartbeat(trial)
-        return trial
-
-    return claiming_ask
+    with stop_signals_deferred():
+        trial = study.ask()
+        guarded.current_trial = trial.number
+        first_heartbeat(trial)
+    return trial
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -215,7 +247,7 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:1000]
 
 
-def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> None:
+def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> bool:
     """The trial that Ctrl-C / SIGTERM interrupted is FAIL now (or still RUNNING, when the
     signal came between its creation and its objective: failed here); queue it again with
     the same parameters, so resuming the study loses nothing. A trial that had already
@@ -227,6 +259,8 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
     interrupted = trial is not None and trial.user_attrs.get("fail_reason", INTERRUPTED) == INTERRUPTED
     if interrupted and trial.state == TrialState.FAIL:  # not one that failed for its own reason first
         requeue(study, trial, max_retry)
+        return True
+    return False
 
 
 class _TrialLog:
@@ -235,7 +269,7 @@ class _TrialLog:
     def __init__(self, worker: str):
         self.worker, self.last_failed, self.last_reason = worker, False, None
 
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+    def __call__(self, trial: FrozenTrial) -> None:
         attrs = trial.user_attrs
         surplus = is_surplus(trial)
         self.last_failed = trial.state == TrialState.FAIL and not surplus

@@ -3,17 +3,21 @@ restart, many concurrent workers, out-of-memory and meta tensors inside a worker
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy as sa
 import torch
 from optuna.trial import TrialState
 from safetensors.torch import load_file
@@ -147,6 +151,100 @@ def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, asse
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
 
 
+class _CuttableLink:
+    """A TCP relay in front of PostgreSQL that a test can cut (every connection dropped, new
+    ones closed at once) and restore: a real network outage for one worker, leaving the
+    database itself, and every other user of it, untouched."""
+
+    def __init__(self, target: tuple[str, int]):
+        self.target, self.up, self.sockets = target, threading.Event(), []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.up.set()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.listener.accept()
+            if not self.up.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.up.clear()
+        for end in self.sockets:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+        self.sockets.clear()
+
+    def restore(self) -> None:
+        self.up.set()
+
+
+OUTAGE_WORKER = textwrap.dedent("""
+    import sys, time
+    from hpo.study import suggest
+    from hpo.spec import load_spec
+    from hpo.worker import run_worker
+    spec = load_spec(sys.argv[1], sys.argv[3:])
+    def objective(trial):  # no training: two seconds of reported steps, for an outage to land in
+        params = suggest(trial, spec)
+        for step in range(10):
+            time.sleep(0.2)
+            trial.report(params["learning_rate"], step)
+        return params["learning_rate"]
+    print("ran", run_worker(spec, worker=sys.argv[2], objective=objective, poll_seconds=0.2))
+""")
+
+
+def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(postgres_url, study_name, assets):
+    """The network to the database drops mid-trial: once it is back, the worker fails that
+    trial recording why, says so in its log, queues it again, and finishes the study."""
+    db = sa.make_url(postgres_url)
+    link = _CuttableLink((db.host, db.port or 5432))
+    via_link = db.set(port=link.port).render_as_string(hide_password=False)
+    overrides = _overrides(study_name, assets, "n_trials=3", "sampler.name=random", "sampler.options={}")
+    proc = subprocess.Popen([sys.executable, "-c", OUTAGE_WORKER, str(REPO / "studies" / "evidence-smoke.yaml"),
+                             "w", *overrides], env={**os.environ, "HPO_STORAGE": via_link},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, lost = time.monotonic() + 60, None
+        while lost is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            with contextlib.suppress(KeyError):  # not created yet
+                running = _study(study_name, postgres_url).get_trials(states=(TrialState.RUNNING,))
+                lost = next((t for t in running if t.intermediate_values), None)
+        assert lost is not None, "no trial got under way"
+        link.cut()
+        time.sleep(2.5)
+        link.restore()
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        _kill_leftovers({"w": proc})
+    assert proc.returncode == 0, output[-3000:]
+    trials = _study(study_name, postgres_url).get_trials()
+    failed = trials[lost.number]
+    assert failed.state == TrialState.FAIL
+    assert failed.user_attrs.get("fail_reason", "").startswith("database unreachable during the trial"), failed.user_attrs
+    assert f"trial {lost.number} FAIL reason='database unreachable during the trial" in output, output[-3000:]
+    retry = [t for t in trials if t.system_attrs.get("failed_trial") == lost.number]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == failed.params
+    assert len([t for t in trials if t.state in FINISHED]) == 3
+
+
 FAST_WORKER = textwrap.dedent("""
     import sys
     from hpo.study import suggest
@@ -257,16 +355,15 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, stu
     assert len([t for t in trials if t.state in FINISHED]) == 3
 
 
-def test_surplus_bookkeeping_is_not_logged_as_a_failure():
-    from hpo.worker import _QuietSurplus
+def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
+    from hpo.study import SURPLUS
+    from hpo.worker import _TrialLog
 
-    quiet = _QuietSurplus()
-
-    def passes(message: str) -> bool:
-        return quiet.filter(logging.LogRecord("optuna.study._optimize", logging.WARNING, "", 0, message, None, None))
-
-    assert not passes("Trial 6 failed with parameters: {} because of the following error: "
-                      "SurplusTrial('the study already has 6 trials').")
-    assert not passes("Trial 6 failed with value None.")
-    assert passes("Trial 7 failed with value None.")  # a real failure still shows
-    assert passes("Trial 8 failed with parameters: {} because of the following error: ValueError('x').")
+    trial_log = _TrialLog("w")
+    surplus = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": f"{SURPLUS} 6 trials"})
+    failed = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": "ValueError: x"})
+    with caplog.at_level(logging.INFO):
+        trial_log(surplus)
+        assert not caplog.records and not trial_log.last_failed
+        trial_log(failed)  # a real failure still shows
+    assert [r.getMessage().split(" reason=")[-1] for r in caplog.records] == ["'ValueError: x'"]

@@ -141,8 +141,6 @@ def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_t
     alive, dead, silent = study.ask(X), study.ask(X), study.ask(X)
     first_heartbeat(alive)
     first = beat_of(storage, alive._trial_id)
-    storage.record_heartbeat(alive._trial_id)  # Optuna's thread beating at once: adds nothing
-    assert beat_of(storage, alive._trial_id) == first
     first_heartbeat(dead)
     assert first is not None and beat_of(storage, silent._trial_id) is None
     time.sleep(3.2)  # past the grace period, by over a second: SQLite's clock counts whole seconds
@@ -151,9 +149,6 @@ def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_t
     stale = storage._get_stale_trial_ids(study._study_id)
     assert stale == [dead._trial_id], "only the trial whose beat stopped; one never beaten is not judged"
     assert stale == RDBStorage._get_stale_trial_ids(storage, study._study_id), "Optuna's own check agrees"
-    assert storage._get_stale_trial_ids(study._study_id) == [], "looked again within the interval: skipped"
-    time.sleep(1.1)
-    assert storage._get_stale_trial_ids(study._study_id) == stale
 
 
 @pytest.mark.postgres

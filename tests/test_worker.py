@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -155,3 +156,65 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage
     assert TrialState.RUNNING not in states.values(), "nothing may be left RUNNING"
     waiting = study.get_trials(states=(TrialState.WAITING,))
     assert len(waiting) == 1 and waiting[0].params == study.trials[1].params
+
+
+def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_saying_why(
+        storage_url, study_name, assets, monkeypatch, caplog):
+    """The worker, not the storage, decides when to look: once per heartbeat interval
+    however short its trials, and each look answers from the database. A dead worker's
+    trial (beaten, then silent past the grace period) is failed with the reason recorded
+    and a log line, and its retry runs with the same parameters."""
+    from hpo.study import first_heartbeat, open_study
+    from hpo.study._heartbeat import OneStatementHeartbeat
+
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=40", "heartbeat.interval=1",
+                                      "heartbeat.grace_period=2"), storage=storage_url)
+    dead = open_study(spec).ask()
+    params = suggest(dead, spec)
+    first_heartbeat(dead)
+    time.sleep(3.2)  # past the grace period by over a second: SQLite's clock counts whole seconds
+    looks, real_look = [], OneStatementHeartbeat._get_stale_trial_ids
+
+    def counted_look(storage, study_id):
+        looks.append(time.monotonic())
+        return real_look(storage, study_id)
+
+    monkeypatch.setattr(OneStatementHeartbeat, "_get_stale_trial_ids", counted_look)
+
+    def objective(trial):  # ~0.1 s a trial: several trials per interval
+        time.sleep(0.1)
+        return suggest(trial, spec)["learning_rate"]
+
+    started = time.monotonic()
+    with caplog.at_level("WARNING"):
+        worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
+    elapsed = time.monotonic() - started
+    assert 1 <= len(looks) <= elapsed / 1 + 1, f"{len(looks)} looks in {elapsed:.1f}s"
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    failed = study.trials[dead.number]
+    assert failed.state == TrialState.FAIL
+    assert failed.user_attrs["fail_reason"].startswith("no heartbeat for over 2s")
+    assert any(f"trial {dead.number} FAIL: no heartbeat" in r.getMessage() for r in caplog.records)
+    retry = [t for t in study.trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == params
+    assert "fail_reason" not in retry[0].user_attrs
+
+
+def test_an_interrupted_trial_is_one_line_not_a_traceback(storage_url, study_name, assets, caplog):
+    """Ctrl-C or SIGTERM mid-trial: the trial is failed and re-queued as before, and the
+    log says so in one line, without Optuna's traceback of the KeyboardInterrupt."""
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=5"), storage=storage_url)
+
+    def objective(trial):
+        suggest(trial, spec)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal lands here
+        return 0.0
+
+    with caplog.at_level("INFO"), pytest.raises(KeyboardInterrupt):
+        worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING], "failed and re-queued"
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in records] == ["worker w interrupted; its running trial 0 was re-queued"]
+    assert not any(r.exc_info for r in caplog.records), "no traceback"

@@ -15,7 +15,10 @@ from hpo.study._census import (
     trials_per_hour,
 )
 from hpo.study._dashboard import serve_dashboard
+from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
+from hpo.study._lock import StudyLock, study_lock
 from hpo.study._open import (
+    check_spec,
     load_existing_study,
     load_study_ref,
     make_pruner,
@@ -32,7 +35,6 @@ from hpo.study._storage import (
     HEARTBEAT_ATTR,
     caused_by_database,
     database_error_text,
-    first_heartbeat,
     get_storage,
     rdb_backend,
     require_grpc,
@@ -43,7 +45,6 @@ from hpo.study._trials import (
     completed_trials,
     enqueue,
     fail_running,
-    fail_stale,
     fail_trials_of_worker,
     find_trial,
     requeue,
@@ -56,7 +57,9 @@ __all__ = [
     "ARTIFACT_DIR",
     "HEARTBEAT_ATTR",
     "artifact_store",
+    "beating",
     "caused_by_database",
+    "check_spec",
     "claim",
     "completed_trials",
     "database_error_text",
@@ -68,6 +71,7 @@ __all__ = [
     "first_heartbeat",
     "find_trial",
     "get_storage",
+    "heartbeat_interval",
     "is_surplus",
     "load_existing_study",
     "load_study_ref",
@@ -85,6 +89,8 @@ __all__ = [
     "serve_dashboard",
     "set_user_attrs",
     "state_counts",
+    "StudyLock",
+    "study_lock",
     "spec_fingerprint",
     "suggest",
     "study_exists",

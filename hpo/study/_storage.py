@@ -10,29 +10,20 @@ a worker's heartbeat is a trial system attribute that the proxy host judges.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import warnings
-from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import optuna
 import sqlalchemy as sa
 from optuna.storages import GrpcStorageProxy, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages._heartbeat import (
-    BaseHeartbeat,  # the heartbeat protocol, for the proxy's beats
-)
-from optuna.storages._rdb import (
-    models,  # the heartbeat and trial tables, for the one-statement beat
-)
-from optuna.trial import TrialState
 from sqlalchemy import event
-from sqlalchemy.dialects import postgresql, sqlite
 
 from hpo.errors import UsageError, find_cause
 from hpo.process import UrlParts, redact
 from hpo.spec import HeartbeatSpec
+from hpo.study._heartbeat import OneStatementHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -157,58 +148,9 @@ def _proxy_outage(exc: BaseException) -> bool:
         name in str(exc.details()) for name in ("OperationalError", "InterfaceError")))
 
 
-class _ResilientRDBStorage(RDBStorage):
-    """Optuna's heartbeat thread dies on its first database error, so a database restart
-    would get a healthy trial failed as stale and run twice; a missed beat is logged and
-    the next one retries instead.
-
-    The beat and the stale-trial check run once per trial on top of ask and tell; Optuna
-    does each through the ORM in three round trips (read, then write or read again). Each
-    is one statement here, on Optuna's own tables: 1.7 -> 0.7 ms and 1.4 -> 0.6 ms on this
-    machine's PostgreSQL (bench P3)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._last_beat: tuple[int, float] = (-1, -math.inf)  # trial id, when this process last beat it
-        self._stale_checked: dict[int, float] = {}  # study id -> when this process last looked for stale trials
-
-    def record_heartbeat(self, trial_id: int) -> None:
-        # The worker writes a trial's first beat as soon as ask creates it (first_heartbeat);
-        # Optuna's thread then beats at once as well, in parallel with the sampler, which on
-        # this machine cost the trial 0.6-2.7 ms (bench P3): a beat under half an
-        # interval after this process's last one for the trial adds nothing and is skipped.
-        last_id, last_at = self._last_beat
-        if last_id == trial_id and time.monotonic() - last_at < self.heartbeat_interval / 2:
-            return
-        insert = _INSERTS[self.engine.dialect.name](models.TrialHeartbeatModel).values(
-            trial_id=trial_id, heartbeat=sa.func.now())
-        beat = insert.on_conflict_do_update(index_elements=["trial_id"], set_={"heartbeat": sa.func.now()})
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(beat)
-            self._last_beat = (trial_id, time.monotonic())
-        except (*DATABASE_ERRORS, sa.exc.IntegrityError) as exc:  # IntegrityError: the study was deleted
-            log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
-
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        # Optuna checks before every trial. A trial goes stale grace_period after its last
-        # beat, and beats come once an interval: checking once an interval notices a dead
-        # worker at most one interval later, and spares short trials a query each.
-        if time.monotonic() - self._stale_checked.get(study_id, -math.inf) < self.heartbeat_interval:
-            return []
-        self._stale_checked[study_id] = time.monotonic()
-        trials, beats = models.TrialModel, models.TrialHeartbeatModel
-        grace = timedelta(seconds=2 * self.heartbeat_interval if self.grace_period is None else self.grace_period)
-        query = (sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
-                 .join(beats, beats.trial_id == trials.trial_id)
-                 .where(trials.study_id == study_id, trials.state == TrialState.RUNNING))
-        with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
-        # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now() has a zone).
-        return [trial_id for trial_id, beat, now in rows if now.replace(tzinfo=None) - beat > grace]
-
-
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}  # both write ON CONFLICT ... DO UPDATE
+class _ResilientRDBStorage(OneStatementHeartbeat, RDBStorage):
+    """Optuna's RDBStorage with the beat and the stale-trial query of ``OneStatementHeartbeat``
+    (one statement each, a missed beat logged and retried)."""
 
 
 def rdb_backend(storage: optuna.storages.BaseStorage) -> RDBStorage | None:
@@ -216,14 +158,6 @@ def rdb_backend(storage: optuna.storages.BaseStorage) -> RDBStorage | None:
     counts hand-written here; None behind the gRPC proxy, which has no SQL."""
     backend = getattr(storage, "_backend", storage)
     return backend if isinstance(backend, RDBStorage) else None
-
-
-def first_heartbeat(trial: optuna.Trial) -> None:
-    """Beat a trial the moment it exists, before Optuna starts its heartbeat thread: a worker
-    that dies in between leaves a trial that the beat lets other workers fail and re-queue."""
-    storage = rdb_backend(trial.storage)
-    if isinstance(storage, _ResilientRDBStorage) and storage.heartbeat_interval:
-        storage.record_heartbeat(trial._trial_id)
 
 
 def _grpc_storage(url: str, heartbeat: HeartbeatSpec | None) -> GrpcStorageProxy:
@@ -243,11 +177,13 @@ def _grpc_storage(url: str, heartbeat: HeartbeatSpec | None) -> GrpcStorageProxy
     return storage
 
 
-class _BeatingGrpcStorage(GrpcStorageProxy, BaseHeartbeat):
+class _BeatingGrpcStorage(GrpcStorageProxy):
     """The gRPC proxy has no heartbeat table, so a running trial's beat is written through
-    it as a trial system attribute. Only the proxy host judges staleness (one clock, it sees
-    every beat): a worker here fails nothing, ``hpo storage-proxy`` fails a trial whose beat
-    has stopped changing for ``grace_period`` and re-queues it with ``max_retry``."""
+    it as a trial system attribute (the worker's ``beating`` calls ``record_heartbeat``).
+    Only the proxy host judges staleness (one clock, it sees every beat): ``hpo
+    storage-proxy`` fails a trial whose beat has stopped changing for ``grace_period`` and
+    re-queues it with ``max_retry``. So this is no Optuna heartbeat storage: it is never
+    asked for stale trials, rather than answering that there are none."""
 
     def __init__(self, *, host: str, port: int, heartbeat: HeartbeatSpec):
         super().__init__(host=host, port=port)
@@ -261,14 +197,8 @@ class _BeatingGrpcStorage(GrpcStorageProxy, BaseHeartbeat):
         except Exception as exc:  # proxy restarting, or the trial already failed as stale
             log.warning("heartbeat for trial id %d missed: %s", trial_id, database_error_text(exc))
 
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        return []
-
     def get_heartbeat_interval(self) -> int:
         return self.heartbeat.interval
-
-    def get_heartbeat_stale_trial_callback(self) -> None:
-        return None
 
 
 def require_grpc(what: str) -> None:

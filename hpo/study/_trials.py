@@ -10,13 +10,14 @@ from pathlib import Path
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb.models import TrialUserAttributeModel  # for set_user_attrs
 from optuna.storages._rdb.storage import _create_scoped_session  # for set_user_attrs
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from hpo.spec import SpecError, StudySpec
+from hpo.study._heartbeat import without_fail_reason
 from hpo.study._storage import rdb_backend
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
@@ -57,8 +58,8 @@ def find_trial(study: optuna.Study, number: int) -> FrozenTrial | None:
 def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
     """Queue a WAITING copy of a failed ``trial`` with the same parameters, unless it was
     retried ``max_retry`` times already (Optuna's own retry callback, so the dashboard
-    shows the retry history)."""
-    RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, trial)
+    shows the retry history). The copy has not failed: it does not inherit ``fail_reason``."""
+    RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, without_fail_reason(trial))
 
 
 def set_user_attrs(trial: optuna.Trial, attrs: Mapping[str, object]) -> None:
@@ -106,8 +107,3 @@ def fail_trials_of_worker(study: optuna.Study, worker: str, reason: str, max_ret
         requeue(study, find_trial(study, trial.number), max_retry)
         failed.append(trial.number)
     return failed
-
-
-def fail_stale(study: optuna.Study) -> None:
-    """Fail RUNNING trials whose heartbeat stopped (their retry is queued by the storage's callback)."""
-    fail_stale_trials(study)

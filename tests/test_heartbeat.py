@@ -1,0 +1,120 @@
+"""Optuna's heartbeat contract, kept by hpo's storages on SQLite and PostgreSQL.
+
+Ported from Optuna's tests/storages_tests/test_heartbeat.py (v5.0.0-rc1): any caller —
+Optuna's ``fail_stale_trials``, ``study.optimize``, a dashboard, a second study in the same
+process — gets the database's answer every time it asks. When to ask is the worker's
+business (tests/test_worker.py), never the storage's.
+"""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+from hpo.spec import HeartbeatSpec
+from hpo.study import fail_stale, get_storage
+
+INTERVAL, GRACE = 1, 2
+PAST_GRACE = GRACE + 1.2  # over a second past it: SQLite's clock counts whole seconds
+
+
+def heartbeat_storage(url: str, max_retry: int = 0):
+    return get_storage(url, HeartbeatSpec(interval=INTERVAL, grace_period=GRACE, max_retry=max_retry))
+
+
+def test_stale_trial_ids_are_the_same_however_often_asked(storage_url, study_name):
+    """Optuna's test_get_stale_trial_ids: asked twice in a row, the answer is the same."""
+    storage = heartbeat_storage(storage_url)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    trial = study.ask()
+    storage.record_heartbeat(trial._trial_id)
+    time.sleep(PAST_GRACE)
+    assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id]
+    assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id], "asked again at once: same answer"
+
+
+def test_fail_stale_trials_spares_unbeaten_and_fresh_trials_and_fails_silent_ones(storage_url, study_name):
+    """Optuna's test_fail_stale_trials: a trial never beaten is not judged; one beaten
+    within the grace period stays RUNNING; once its beat is older it is failed."""
+    storage = heartbeat_storage(storage_url)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    trial = study.ask()
+    time.sleep(PAST_GRACE)
+    optuna.storages.fail_stale_trials(study)
+    assert study.trials[0].state == TrialState.RUNNING, "never beaten: not judged"
+    storage.record_heartbeat(trial._trial_id)
+    optuna.storages.fail_stale_trials(study)
+    assert study.trials[0].state == TrialState.RUNNING, "beaten just now"
+    time.sleep(PAST_GRACE)
+    optuna.storages.fail_stale_trials(study)
+    assert study.trials[0].state == TrialState.FAIL
+
+
+def test_optimize_fails_this_studys_stale_trial_only(storage_url, study_name):
+    """Optuna's test_fail_stale_trials_with_optimize: optimize on one study fails its own
+    stale trial before running, and leaves another study's alone."""
+    storage = heartbeat_storage(storage_url)
+    mine = optuna.create_study(study_name=study_name, storage=storage)
+    other = optuna.create_study(study_name=f"{study_name}-other", storage=storage)
+    for study in (mine, other):
+        storage.record_heartbeat(study.ask()._trial_id)
+    time.sleep(PAST_GRACE)
+    mine.optimize(lambda trial: 1.0, n_trials=1)
+    assert mine.trials[0].state == TrialState.FAIL
+    assert other.trials[0].state == TrialState.RUNNING
+
+
+def test_the_stale_callback_requeues_with_the_same_parameters_up_to_max_retry(storage_url, study_name):
+    """Optuna's test_retry_failed_trial_callback and ..._repetitive_failure: each failed
+    stale trial is queued again with its parameters and attributes, at most max_retry times."""
+    storage = heartbeat_storage(storage_url, max_retry=1)
+    assert isinstance(storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    trial = study.ask()
+    trial.suggest_float("x", 0.0, 1.0)
+    trial.set_user_attr("worker", "w0")
+    for _ in range(2):  # the original dies, then its retry dies too
+        storage.record_heartbeat(trial._trial_id)
+        time.sleep(PAST_GRACE)
+        optuna.storages.fail_stale_trials(study)
+        trial = study.ask()  # the retry when one is queued, else a fresh trial
+    trials = study.trials
+    retried = [RetryHeartbeatStaleTrialCallback.retried_trial_number(t) for t in trials]
+    assert trials[0].state == TrialState.FAIL
+    assert retried[1] == 0 and trials[1].state == TrialState.FAIL, "re-queued once, and that copy died too"
+    assert trials[1].params == trials[0].params and trials[1].user_attrs["worker"] == "w0"
+    assert retried[2] is None, "max_retry=1 reached: the copy's death is not re-queued"
+
+
+def test_hpo_fail_stale_records_why_and_requeues(storage_url, study_name):
+    """A trial failed as stale says why (fail_reason), and its retry starts without it."""
+    storage = heartbeat_storage(storage_url, max_retry=1)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    dead = study.ask()
+    dead.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(dead._trial_id)
+    time.sleep(PAST_GRACE)
+    failed = fail_stale(study)
+    assert [t.number for t in failed] == [dead.number]
+    trials = study.trials
+    assert trials[0].state == TrialState.FAIL
+    assert trials[0].user_attrs["fail_reason"].startswith(f"no heartbeat for over {GRACE}s")
+    assert trials[1].state == TrialState.WAITING and trials[1].params == trials[0].params
+    assert "fail_reason" not in trials[1].user_attrs, "the retry has not failed"
+    assert fail_stale(study) == [], "nothing left to fail"
+
+
+def test_the_optuna_internals_hpo_relies_on_are_still_there():
+    """hpo.study._heartbeat writes and reads Optuna's heartbeat table in one statement
+    each and answers Optuna's stale-trial question itself; if Optuna renames either, fail
+    here, loudly, rather than fall back silently to slower or different behaviour."""
+    from optuna.storages._heartbeat import BaseHeartbeat
+    from optuna.storages._rdb import models
+
+    assert "_get_stale_trial_ids" in BaseHeartbeat.__abstractmethods__
+    assert {"trial_id", "heartbeat"} <= set(models.TrialHeartbeatModel.__table__.columns.keys())
+    assert {"trial_id", "key", "value_json"} <= set(models.TrialUserAttributeModel.__table__.columns.keys())
+    assert {"trial_id", "state", "datetime_complete"} <= set(models.TrialModel.__table__.columns.keys())
