@@ -25,7 +25,7 @@ def p5_gpu() -> dict:
 
     encoder = RUNS / "roberta-base-random"  # roberta-base's shape; weights do not change the speed
     if not (encoder / "config.json").exists():
-        tokenizer_dir = make_tiny_encoder("roberta", RUNS / "p5-tokenizer", vocab_size=8000)
+        tokenizer_dir = make_tiny_encoder("roberta", RUNS / "p5-tokenizer", vocab_size=8000, force=True)  # scratch
         RobertaModel(RobertaConfig(vocab_size=len(RobertaTokenizer.from_pretrained(tokenizer_dir))),
                      add_pooling_layer=False).save_pretrained(encoder)
         RobertaTokenizer.from_pretrained(tokenizer_dir).save_pretrained(encoder)

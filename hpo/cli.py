@@ -13,14 +13,14 @@ DEFAULT_CPUS_PER_WORKER = 4  # a tiny-to-base encoder's trial rarely speeds up p
 def _make_tiny_encoder(args) -> None:
     from hpo.fixtures import make_tiny_encoder
 
-    path = make_tiny_encoder(args.arch, args.out_dir, masked_lm=args.masked_lm, seed=args.seed)
+    path = make_tiny_encoder(args.arch, args.out_dir, masked_lm=args.masked_lm, seed=args.seed, force=args.force)
     print(f"wrote a tiny {args.arch} encoder to {path}")
 
 
 def _data_sample(args) -> None:
     from hpo.fixtures import write_sample
 
-    path = write_sample(args.out_dir, posts=args.posts, seed=args.seed, profile=args.profile)
+    path = write_sample(args.out_dir, posts=args.posts, seed=args.seed, profile=args.profile, force=args.force)
     print(f"wrote {args.posts} {args.profile} sample posts to {path}")
 
 
@@ -327,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--arch", choices=["roberta", "deberta-v2"], default="roberta")
     tiny.add_argument("--masked-lm", action="store_true", help="save a masked-LM model (tied output layer)")
     tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--force", action="store_true", help="replace OUT_DIR and everything in it if it is not empty")
     tiny.set_defaults(func=_make_tiny_encoder)
 
     data = commands.add_parser("data", help="data utilities").add_subparsers(
@@ -338,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--profile", choices=("short", "realistic"), default="short",
                         help="short: a few sentences a post, fast (default); realistic: "
                              "lengths, sentence counts and label shares of the real ReDSM5")
+    sample.add_argument("--force", action="store_true",
+                        help="replace redsm5_posts.csv and redsm5_annotations.csv already in OUT_DIR")
     sample.set_defaults(func=_data_sample)
     return parser
 

@@ -341,3 +341,21 @@ def test_cli_writes_the_chosen_profile(tmp_path, capsys):
     assert main(["data", "sample", str(tmp_path / "s"), "--posts", "30"]) == 0
     short = write_sample(tmp_path / "short", posts=30)
     assert (tmp_path / "s" / FILES[0]).read_bytes() == (short / FILES[0]).read_bytes()
+
+
+@pytest.mark.parametrize("present", FILES)
+def test_sample_never_replaces_a_dataset_without_force(tmp_path, capsys, present):
+    """A folder holding ReDSM5 files may hold the real, gated data: it used to be replaced silently."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / present).write_text("the real thing\n")
+    assert main(["data", "sample", str(data), "--posts", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and present in err and "--force" in err, err
+    assert [p.name for p in data.iterdir()] == [present] and (data / present).read_text() == "the real thing\n"
+    with pytest.raises(UsageError, match="already holds"):
+        write_sample(data, posts=5)
+    assert main(["data", "sample", str(data), "--posts", "5", "--force"]) == 0
+    expected = write_sample(tmp_path / "api", posts=5)
+    for name in FILES:
+        assert (data / name).read_bytes() == (expected / name).read_bytes()
