@@ -397,6 +397,21 @@ def test_a_spec_that_differs_from_the_studys_is_refused_naming_the_keys(storage_
     assert study.user_attrs["spec_fingerprint"] == spec_fingerprint(smoke_spec(storage=storage_url, name=study_name))
 
 
+def test_a_changed_search_space_is_refused_naming_each_parameter_that_differs(storage_url, study_name):
+    """Not two hashes: which parameters were added, removed, or searched differently."""
+    open_study(smoke_spec("search_space.weight_decay={type: float, low: 0.0, high: 0.1}",
+                          storage=storage_url, name=study_name))
+    resumed = smoke_spec("search_space.learning_rate.high=0.01", "search_space.encoder_dropout={type: float, low: 0, high: 0.2}",
+                         "search_space.pooling.choices=[cls]", storage=storage_url, name=study_name)
+    with pytest.raises(UsageError) as caught:
+        open_study(resumed)
+    message = str(caught.value)
+    assert ("(search_space: encoder_dropout added; weight_decay removed; "
+            "learning_rate's high 0.006 in the study, 0.01 here; "
+            "pooling's choices ['cls', 'mean'] in the study, ['cls'] here)") in message, message
+    assert "--allow-spec-change" in message and "\n" not in message
+
+
 def test_the_data_is_part_of_the_fingerprint_by_content_not_path(tmp_path, storage_url, study_name):
     from hpo.fixtures import write_sample
 

@@ -19,6 +19,7 @@ from hpo.study._storage import database_problem, get_storage
 from hpo.study._trials import enqueue
 
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
+PARAMETERS = "parameters"  # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
 UID_WAIT_SECONDS = 3.0  # how long a process that finds a study without a uid waits for its creator to record one
 _UID_POLL_SECONDS = 0.1
@@ -86,7 +87,7 @@ def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = Fals
     differing = _differences(recorded, fingerprint) if recorded else list(fingerprint)
     if differing:
         if recorded and not allow_spec_change:
-            shown = "; ".join(f"{key}: {recorded.get(key)!r} in the study, {fingerprint[key]!r} here" for key in differing)
+            shown = "; ".join(_shown(key, recorded, fingerprint) for key in differing)
             raise UsageError(f"study {spec.name!r} was created from another spec ({shown}); use another study "
                              "name, or pass --allow-spec-change to change it on purpose")
         study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
@@ -108,13 +109,14 @@ def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
     the data's bytes (not its path: each machine may keep the data elsewhere)."""
     from hpo.data import files_fingerprint
 
-    space = json.dumps({name: _param_record(param) for name, param in spec.search_space.items()}, sort_keys=True)
+    parameters = {name: _param_record(param) for name, param in spec.search_space.items()}
+    space = json.dumps(parameters, sort_keys=True)
     try:
         data = files_fingerprint(spec.data_dir)[:12]
     except DataError:  # no data here: this process cannot run a trial, and says so when it tries
         data = None
     return {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
-            "search_space": hashlib.sha256(space.encode()).hexdigest()[:12], "data": data}
+            "search_space": hashlib.sha256(space.encode()).hexdigest()[:12], "data": data, PARAMETERS: parameters}
 
 
 def _param_record(param) -> dict[str, object]:
@@ -125,8 +127,27 @@ def _param_record(param) -> dict[str, object]:
 
 
 def _differences(recorded: dict, fingerprint: dict) -> list[str]:
-    return [key for key, value in fingerprint.items()
-            if recorded.get(key) != value and not (key == "data" and None in (value, recorded.get(key)))]
+    return [key for key, value in fingerprint.items() if key != PARAMETERS
+            and recorded.get(key) != value and not (key == "data" and None in (value, recorded.get(key)))]
+
+
+def _shown(key: str, recorded: dict, fingerprint: dict) -> str:
+    """A differing fingerprint key in words; the search space parameter by parameter when the
+    study recorded them (a study created before it did has only the hash)."""
+    if key == "search_space" and PARAMETERS in recorded:
+        return f"search_space: {_space_changes(recorded[PARAMETERS], fingerprint[PARAMETERS])}"
+    return f"{key}: {recorded.get(key)!r} in the study, {fingerprint[key]!r} here"
+
+
+def _space_changes(before: dict[str, dict], now: dict[str, dict]) -> str:
+    """Parameters added, removed, and searched differently (each differing setting)."""
+    added = [name for name in now if name not in before]
+    removed = [name for name in before if name not in now]
+    changed = [f"{name}'s {field} {before[name].get(field)!r} in the study, {now[name].get(field)!r} here"
+               for name in now if name in before
+               for field in dict.fromkeys([*now[name], *before[name]]) if before[name].get(field) != now[name].get(field)]
+    return "; ".join([*([f"{', '.join(added)} added"] if added else []),
+                      *([f"{', '.join(removed)} removed"] if removed else []), *changed])
 
 
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
