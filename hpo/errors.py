@@ -28,6 +28,13 @@ class RunStopped(UsageError):
     exit_code = 1
 
 
+class StudyBusy(UsageError):
+    """Another process holds the study for a job that runs once at a time (``hpo finalize``).
+    Exit 1: nothing is wrong with the input; run again once the other has finished."""
+
+    exit_code = 1
+
+
 class DataError(UsageError):
     """A data file is missing, malformed or holds values we cannot use."""
 

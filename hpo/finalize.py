@@ -7,7 +7,11 @@ under ``<output_dir>/<study>-<uid>/final/`` with ``metrics.json`` and ``model_ca
 then recorded in the study (a user attribute and two artifacts, for the dashboard).
 
 Every retraining writes ``runs/<trial>-seed<s>/result.json`` when it is done, so a killed
-finalize resumes with the unfinished ones only; a finished one is never scored again.
+finalize resumes with the unfinished ones only; a finished one is never scored again, and
+its retraining processes die with it (``hpo.retrain``). One finalize per study at a time:
+a lock that the database or the kernel releases when its holder dies. Refused before
+anything is retrained: a search still running or short of its n_trials (unless
+``--partial``), a spec or data other than the study's, a split without test posts.
 """
 
 from __future__ import annotations
@@ -18,21 +22,27 @@ import shutil
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from joblib import Parallel, cpu_count, delayed
-from tqdm import tqdm
-
-from hpo.data import files_fingerprint
+from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
 from hpo.model_card import model_card
 from hpo.outputs import atomic_text
 from hpo.process import redact
+from hpo.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.spec import StudySpec, load_spec
-from hpo.study import artifact_store, completed_trials, load_existing_study, study_uid, upload
+from hpo.study import (
+    artifact_store,
+    check_spec,
+    completed_trials,
+    load_existing_study,
+    study_lock,
+    study_uid,
+    trial_census,
+    upload,
+)
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
@@ -40,52 +50,53 @@ from hpo.train.holdout import score_on_test
 
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
+DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train"}  # --top-k, --seeds, --refit
 LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
 
-
-@dataclass(frozen=True)
-class Run:
-    """One retraining: a configuration (the trial it comes from) with one seed."""
-    rank: int  # of the configuration in the study, 1 = best
-    trial: int
-    params: dict
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return f"trial_{self.trial}-seed_{self.seed}"
+__all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
 
-def finalize(spec_path: str, overrides, storage: str | None, top_k: int = 3, seeds: int = 3, workers: int = 1,
-             refit: str = "train", progress: bool = True, say: Callable[[str], None] = print) -> dict:
+def finalize(spec_path: str, overrides, storage: str | None, top_k: int | None = None, seeds: int | None = None,
+             workers: int = 1, refit: str | None = None, partial: bool = False, progress: bool = True,
+             say: Callable[[str], None] = print) -> dict:
+    """``top_k``, ``seeds`` and ``refit`` left None take their DEFAULTS; given, they are
+    named as ignored when the study was finalized already with others."""
+    asked = {"top_k": top_k, "seeds": seeds, "refit": refit}
+    settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
+    top_k, seeds, refit = settings["top_k"], settings["seeds"], settings["refit"]
     if top_k < 1 or seeds < 1 or workers < 1:
         raise UsageError(f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}")
     if refit not in REFITS:
         raise UsageError(f"--refit must be one of {', '.join(REFITS)}, got {refit!r}")
     spec = load_spec(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
-    final_dir = spec.study_dir(study_uid(study) or "") / "final"
-    if (final_dir / "metrics.json").exists():  # the test split is scored once: a finished finalize is only read
-        say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
-        return json.loads((final_dir / "metrics.json").read_text())
-    runs = plan(spec, study, top_k, seeds)
-    records = _retrain_all(spec, runs, final_dir / "runs", workers, progress, say)
-    summary = _choose(spec, runs, records)
-    chosen = summary["chosen"]
-    config = _config(spec, chosen["params"], chosen["seed"], None)
-    chosen["threshold"] = config.threshold
-    model_dir = final_dir / "runs" / chosen["run"] / "model"
-    if refit == "train+val":
-        config, model_dir = _refit(config, chosen, model_dir, final_dir / "refit", say)
-    summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
-    tested = score_on_test(config, model_dir)
-    summary |= {"test": {"metrics": _rounded(tested.metrics), "per_symptom": tested.per_symptom,
-                         "thresholds": tested.thresholds},
-                "split_sizes": tested.split_sizes, "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
-                "libraries": _versions(), "command": _command_line(),
-                "finished": datetime.now(UTC).isoformat(timespec="seconds")}
-    _publish(final_dir, model_dir, summary)
-    _record(study, spec, final_dir, summary)
+    study_folder = spec.study_dir(study_uid(study) or "")
+    final_dir = study_folder / "final"
+    with study_lock(study, "finalize", study_folder) as lock:  # a second finalize of the study exits at once
+        if (final_dir / "metrics.json").exists():  # the test split is scored once: a finished finalize is only read
+            return _finalized(spec, final_dir, asked, say)
+        check_spec(study, spec, "finalize with the spec, --set flags and data the study was tuned with")
+        search = _search_state(study, spec, partial)
+        runs = plan(spec, study, top_k, seeds)
+        _require_test_split(train_config(spec, runs[0].params, runs[0].seed, None))  # before hours of retraining
+        records = retrain_all(spec, spec_path, overrides, runs, final_dir / "runs", workers, progress, say)
+        summary = _choose(spec, runs, records)
+        chosen = summary["chosen"]
+        config = train_config(spec, chosen["params"], chosen["seed"], None)
+        chosen["threshold"] = config.threshold
+        model_dir = final_dir / "runs" / chosen["run"] / "model"
+        if refit == "train+val":
+            config, model_dir = _refit(config, chosen, model_dir, final_dir / "refit", say)
+        summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
+        lock.confirm()  # the test split is scored by one finalize only
+        tested = score_on_test(config, model_dir)
+        summary |= {"test": {"metrics": rounded(tested.metrics), "per_symptom": tested.per_symptom,
+                             "thresholds": tested.thresholds},
+                    "split_sizes": tested.split_sizes, "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
+                    "settings": settings, "search": search, "libraries": _versions(), "command": _command_line(),
+                    "finished": datetime.now(UTC).isoformat(timespec="seconds")}
+        _publish(final_dir, model_dir, summary)
+        _record(study, spec, final_dir, summary)
     Tracker(spec.tracking.mlflow, spec.name).log_final_model(
         chosen["params"], summary["test"]["metrics"],
         {"model": final_dir / "model", "model_card.md": final_dir / "model_card.md",
@@ -113,42 +124,64 @@ def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
             for rank, trial in enumerate(chosen[:top_k], start=1) for s in range(seeds)]
 
 
-def _config(spec: StudySpec, params: dict, seed: int, checkpoint_dir: Path | None) -> TrainConfig:
-    config = spec.train_config(params, checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None)
-    return dataclasses.replace(config, seed=seed)
+def _search_state(study, spec: StudySpec, partial: bool) -> dict:
+    """How far the search got; a search still running or short of its n_trials is refused
+    unless ``partial``: its best trials may not be the study's."""
+    census = trial_census(study)
+    n_trials = study.user_attrs.get("n_trials", spec.n_trials)
+    unfinished = census["running"] > 0 or census["finished"] < n_trials
+    if unfinished and not partial:
+        raise UsageError(f"study {spec.name!r} is not finished: {census['finished']} of {n_trials} trials finished, "
+                         f"{census['running']} running, {census['waiting']} waiting; let hpo tune finish it, or pass "
+                         "--partial to finalize from the trials finished so far")
+    return {"n_trials": n_trials, "finished": census["finished"], "running": census["running"],
+            "partial": unfinished}
 
 
-def _retrain_all(spec: StudySpec, runs: list[Run], runs_dir: Path, workers: int, progress: bool,
-                 say: Callable[[str], None]) -> dict[str, dict]:
-    """Results of every run: read back where a previous finalize finished them, trained otherwise."""
-    records = {run.name: json.loads(path.read_text()) for run in runs
-               if (path := runs_dir / run.name / "result.json").exists()}
-    pending = [run for run in runs if run.name not in records]
-    if records:
-        say(f"resuming: {len(records)} of {len(runs)} retrainings already finished; training the other {len(pending)}")
-    threads = max(1, cpu_count(only_physical_cores=False) // workers)
-    jobs = (delayed(_retrain)(_config(spec, run.params, run.seed, runs_dir / run.name / "model"), run,
-                              runs_dir / run.name, threads) for run in pending)
-    with tqdm(total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True) as bar:
-        # joblib's process pool: the retrainings are independent, and a worker that dies fails loudly
-        for record in Parallel(n_jobs=min(workers, max(len(pending), 1)), return_as="generator_unordered")(jobs):
-            records[record["run"]] = record
-            bar.update()
-    return records
+def _require_test_split(config: TrainConfig) -> None:
+    corpus = load_redsm5(config.data_dir)
+    split = split_posts(symptom_profiles(corpus), config.split_fractions, seed=config.split_seed)
+    split.require(("train", "validation", "test"), config.split_fractions,
+                  why=" and hpo finalize scores its model there")
 
 
-def _retrain(config: TrainConfig, run: Run, run_dir: Path, threads: int) -> dict:
-    import torch
+def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str], None]) -> dict:
+    """A finished finalize, read back: its model checked against what metrics.json lists
+    (restored from the run it was copied from where it is missing), and the settings asked
+    for now named as ignored where they differ from those it ran with."""
+    summary = json.loads((final_dir / "metrics.json").read_text())
+    model = final_dir / "model"
+    if _intact(model, summary):
+        say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
+    else:
+        source = (final_dir / "refit" if summary.get("refit", {}).get("on") == "train+val"
+                  else final_dir / "runs" / summary["chosen"]["run"]) / "model"
+        if not _intact(source, summary):
+            raise UsageError(f"{spec.name}: finalized, but {model} is missing or incomplete, and so is {source} it "
+                             f"was copied from; the test split was scored already (metrics.json): move {final_dir} "
+                             "aside to finalize anew")
+        _place_model(final_dir, source)
+        say(f"{spec.name}: already finalized; {model} was missing or incomplete and is restored from {source}, "
+            f"the model metrics.json scored")
+    done = summary.get("settings") or {"top_k": len(summary["configurations"]),
+                                       "seeds": len(summary["configurations"][0]["seeds"]),
+                                       "refit": summary.get("refit", {}).get("on", "train")}
+    ignored = [f"--{key.replace('_', '-')} {value}" for key, value in asked.items()
+               if value is not None and value != done[key]]
+    if ignored:
+        ran = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in done.items())
+        say(f"ignored: {', '.join(ignored)}; the study was finalized with {ran} and its test split is scored once "
+            f"(move {final_dir} aside to finalize anew)")
+    return summary
 
-    from hpo.train.loop import train
 
-    torch.set_num_threads(threads)
-    result = train(config)
-    record = {"run": run.name, "rank": run.rank, "trial": run.trial, "seed": run.seed, "params": run.params,
-              "value": result.value, "best_epoch": result.best_epoch, "metrics": _rounded(result.metrics),
-              "wall_seconds": round(result.wall_seconds, 1)}
-    _write_json(run_dir / "result.json", record)  # last: its presence means the run and its model are complete
-    return record
+def _intact(model: Path, summary: dict) -> bool:
+    """Every file metrics.json lists for the model is there, at its size (a summary from
+    before the list: its classifier.json is)."""
+    files = summary.get("model_files")
+    if not files:
+        return (model / "classifier.json").is_file()
+    return all((path := model / name).is_file() and path.stat().st_size == size for name, size in files.items())
 
 
 def _choose(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
@@ -188,22 +221,29 @@ def _refit(config: TrainConfig, chosen: dict, chosen_model: Path, refit_dir: Pat
         meta_path = refit_dir / "model" / "classifier.json"
         meta = json.loads(meta_path.read_text())
         meta["inference"] |= {k: inference[k] for k in ("thresholds", "validation_thresholds")}
-        _write_json(meta_path, meta)
-        _write_json(refit_dir / "result.json", {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]})
+        write_json(meta_path, meta)
+        write_json(refit_dir / "result.json", {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]})
     return config, refit_dir / "model"
 
 
 def _publish(final_dir: Path, model_dir: Path, summary: dict) -> None:
-    """The model, metrics.json and model_card.md; metrics.json goes last, as the mark of a
-    finished finalize."""
+    """The model, metrics.json (with the model's files and sizes, so a rerun can check the
+    model) and model_card.md; metrics.json goes last, as the mark of a finished finalize."""
+    _place_model(final_dir, model_dir)
+    summary["model_files"] = {str(path.relative_to(final_dir / "model")): path.stat().st_size
+                              for path in sorted((final_dir / "model").rglob("*")) if path.is_file()}
+    with atomic_text(final_dir / "model_card.md") as stream:
+        stream.write(model_card(summary))
+    write_json(final_dir / "metrics.json", summary)
+
+
+def _place_model(final_dir: Path, model_dir: Path) -> None:
+    """``model_dir`` copied to ``final_dir/model``, replacing it whole (staged, then renamed)."""
     staged = final_dir / "model.partial"
     shutil.rmtree(staged, ignore_errors=True)
     shutil.copytree(model_dir, staged)
     shutil.rmtree(final_dir / "model", ignore_errors=True)
     staged.rename(final_dir / "model")
-    with atomic_text(final_dir / "model_card.md") as stream:
-        stream.write(model_card(summary))
-    _write_json(final_dir / "metrics.json", summary)
 
 
 def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
@@ -238,12 +278,3 @@ def _versions() -> dict[str, str]:
             continue
     return found
 
-
-def _rounded(metrics: dict[str, float]) -> dict[str, float]:
-    return {k: round(v, 6) for k, v in metrics.items()}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_text(path) as stream:  # a kill mid-write leaves no half-written result behind
-        stream.write(json.dumps(data, indent=2, default=str) + "\n")

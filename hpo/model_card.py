@@ -16,6 +16,9 @@ def model_card(summary: dict) -> str:
            if summary.get("refit", {}).get("on") == "train+val" else "")
         + ". The test split was scored once, at decision thresholds chosen on validation only.",
         "",
+        *([f"Partial search: finalized (--partial) when {summary['search']['finished']} of "
+           f"{summary['search']['n_trials']} trials had finished.", ""]
+          if summary.get("search", {}).get("partial") else []),
         "## Data",
         "",
         f"- fingerprint (sha256 of the posts and annotations files): `{summary['data_fingerprint']}`",

@@ -30,10 +30,7 @@ def preflight(spec: StudySpec) -> list[str]:
     _check_writable(spec.output_dir)
     corpus = load_redsm5(spec.data_dir)
     posts = split_posts(symptom_profiles(corpus), first.split_fractions, seed=first.split_seed)
-    for name in ("train", "validation"):
-        if not getattr(posts, name):
-            raise UsageError(f"the {name} split is empty ({len(corpus.posts)} posts, split_fractions "
-                             f"{list(first.split_fractions)}); use more posts or give that split a larger fraction")
+    posts.require(("train", "validation"), first.split_fractions)
     # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether they fit.
     examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
     # torch from here on: slow to import, so checked last
@@ -44,6 +41,9 @@ def preflight(spec: StudySpec) -> list[str]:
     check_gpus(spec.gpus_per_trial)
     notes = [f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
              f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test"]
+    if not posts.test:  # a search needs none; hpo finalize refuses the study before retraining anything
+        notes.append(f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): hpo finalize "
+                     "will refuse this study; give the test split a fraction to finalize it")
     encoders = spec.search_space["encoder"].choices if "encoder" in spec.search_space else [spec.train["encoder"]]
     for name in encoders:
         path = str(spec.model_paths.get(name, name))

@@ -4,14 +4,16 @@ keeping secrets out of what a process prints."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
@@ -122,6 +124,31 @@ def _watch_parent(pid: int, poll_seconds: float = PARENT_POLL_SECONDS) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def start_child(cmd: Sequence[str], env: Mapping[str, str], **popen) -> subprocess.Popen:
+    """Start ``cmd`` in a session of its own: a Ctrl-C in the terminal reaches only us, who
+    stop it in order, and ``stop_children`` reaches whatever it started. Call from the main
+    thread: the child's ``exit_with_parent`` signal fires when the *thread* that started it ends."""
+    return subprocess.Popen(list(cmd), env=dict(env), start_new_session=True, **popen)
+
+
+def stop_children(procs: Iterable[subprocess.Popen], signum: int, grace_seconds: float) -> None:
+    """Send ``signum`` to the process group of each child still running, then SIGKILL the
+    groups of those still running ``grace_seconds`` later."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.killpg(proc.pid, signum)
+    deadline = time.monotonic() + grace_seconds
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @contextmanager

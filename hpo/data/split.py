@@ -29,6 +29,15 @@ class PostSplit:
     validation: tuple[str, ...]
     test: tuple[str, ...]
 
+    def require(self, names: Sequence[str], fractions: Sequence[float], why: str = "") -> None:
+        """Raise DataError naming the first of ``names`` (split names) left without posts;
+        ``why`` says what needs it."""
+        for name in names:
+            if not getattr(self, name):
+                posts = len(self.train) + len(self.validation) + len(self.test)
+                raise DataError(f"the {name} split is empty ({posts} posts, split_fractions {list(fractions)}){why}; "
+                                "use more posts or give that split a larger fraction")
+
     def of(self) -> dict[str, str]:
         """post id -> split name."""
         return {post: name for name in ("train", "validation", "test") for post in getattr(self, name)}

@@ -16,7 +16,9 @@ from hpo.study._census import (
 )
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
+from hpo.study._lock import StudyLock, study_lock
 from hpo.study._open import (
+    check_spec,
     load_existing_study,
     load_study_ref,
     make_pruner,
@@ -57,6 +59,7 @@ __all__ = [
     "artifact_store",
     "beating",
     "caused_by_database",
+    "check_spec",
     "claim",
     "completed_trials",
     "database_error_text",
@@ -86,6 +89,8 @@ __all__ = [
     "serve_dashboard",
     "set_user_attrs",
     "state_counts",
+    "StudyLock",
+    "study_lock",
     "spec_fingerprint",
     "suggest",
     "study_exists",

@@ -66,36 +66,52 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
 
 
-def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = False) -> optuna.Study:
+def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = False,
+               adopt_spec: bool = True) -> optuna.Study:
     """The spec's study on its storage, created (with the spec's settings, its fingerprint
     and a random uid recorded) if it does not exist. Sampler and pruner are built before
     anything touches the database, so a bad option leaves no half-created study behind.
 
     A study opened with a spec whose fingerprint differs from the recorded one is refused
-    (its trials would not be comparable), unless ``allow_spec_change`` records the new one."""
+    (its trials would not be comparable), unless ``allow_spec_change`` records the new one.
+    ``adopt_spec=False`` (``hpo enqueue``) never changes an existing study's recorded spec:
+    with ``allow_spec_change`` a differing spec is let through and nothing is recorded."""
     sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
     fingerprint = spec_fingerprint(spec)
     storage = get_storage(spec.storage, spec.heartbeat)
     try:
-        study = _create_or_load(spec, storage, sampler, pruner, fingerprint)
+        study, created = _create_or_load(spec, storage, sampler, pruner, fingerprint)
     except sa.exc.SQLAlchemyError as exc:
         raise UsageError(database_problem(spec.storage, exc)) from None
     if study.direction.name.lower() != spec.direction:
         raise UsageError(f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
                          f"but the spec says {spec.direction}; rename the study or fix the direction")
-    recorded = study.user_attrs.get(FINGERPRINT_ATTR)
-    differing = _differences(recorded, fingerprint) if recorded else list(fingerprint)
-    if differing:
-        if recorded and not allow_spec_change:
-            shown = "; ".join(_shown(key, recorded, fingerprint) for key in differing)
-            raise UsageError(f"study {spec.name!r} was created from another spec ({shown}); use another study "
-                             "name, or pass --allow-spec-change to change it on purpose")
-        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
-    for key, value in {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
-                       "spec_file": spec.source}.items():
-        if study.user_attrs.get(key) != value:
-            study.set_user_attr(key, value)
+    if not allow_spec_change:
+        _refuse_differences(study, spec, fingerprint, "use another study name, or pass --allow-spec-change to "
+                                                      "change it on purpose")
+    if created or adopt_spec:
+        recorded = study.user_attrs.get(FINGERPRINT_ATTR)
+        if not recorded or _differences(recorded, fingerprint):
+            study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+        for key, value in {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
+                           "spec_file": spec.source}.items():
+            if study.user_attrs.get(key) != value:
+                study.set_user_attr(key, value)
     return study
+
+
+def check_spec(study: optuna.Study, spec: StudySpec, fix: str) -> None:
+    """Refuse ``spec`` for ``study`` in one line naming each key (task, metric, n_trials,
+    search space, data) whose fingerprint differs from the one the study recorded; ``fix``
+    says what to do. The check ``hpo tune`` and workers make, for the commands that follow."""
+    _refuse_differences(study, spec, spec_fingerprint(spec), fix)
+
+
+def _refuse_differences(study: optuna.Study, spec: StudySpec, fingerprint: dict[str, object], fix: str) -> None:
+    recorded = study.user_attrs.get(FINGERPRINT_ATTR)
+    if recorded and (differing := _differences(recorded, fingerprint)):
+        shown = "; ".join(_shown(key, recorded, fingerprint) for key in differing)
+        raise UsageError(f"study {spec.name!r} was created from another spec ({shown}); {fix}")
 
 
 def study_uid(study: optuna.Study) -> str | None:
@@ -151,23 +167,24 @@ def _space_changes(before: dict[str, dict], now: dict[str, dict]) -> str:
 
 
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
-                    pruner: optuna.pruners.BasePruner, fingerprint: dict[str, object]) -> optuna.Study:
-    """The spec's study; the process that creates it records its fingerprint, queues the
-    spec's warm start, then records its uid (an opener waits for the uid, so it finds both).
-    Only the creator queues: N workers starting at once still queue each set once."""
+                    pruner: optuna.pruners.BasePruner, fingerprint: dict[str, object]) -> tuple[optuna.Study, bool]:
+    """The spec's study, and whether this call created it. The process that creates it
+    records its fingerprint, queues the spec's warm start, then records its uid (an opener
+    waits for the uid, so it finds both). Only the creator queues: N workers starting at
+    once still queue each set once."""
     try:
         study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
                                     direction=spec.direction)
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
         _await_uid(study)
-    else:
-        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
-        for point in spec.warm_start:
-            enqueue(study, spec, point)
-        study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
-        study.set_metric_names([spec.metric])  # the dashboard's charts name the objective, not "Objective 0"
-    return study
+        return study, False
+    study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+    for point in spec.warm_start:
+        enqueue(study, spec, point)
+    study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
+    study.set_metric_names([spec.metric])  # the dashboard's charts name the objective, not "Objective 0"
+    return study, True
 
 
 def _await_uid(study: optuna.Study) -> None:

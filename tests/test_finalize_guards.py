@@ -1,0 +1,271 @@
+"""hpo finalize under hostile use: killed mid-retraining, run twice at once, run on a search
+that is not over, on other data, after its model was deleted, on a spec without a test split.
+
+The studies here are made as ``hpo tune`` makes them (``open_study``), with trials asked
+and told made-up values: finalize's own retrainings are real (tiny encoders, sample data).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from hpo.errors import StudyBusy
+from hpo.fixtures import write_sample
+from hpo.spec import load_spec
+from hpo.study import get_storage, open_study, study_lock, study_uid, suggest
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = str(REPO / "studies" / "criteria-smoke.yaml")
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("finalize-guards")
+    return {"data": write_sample(root / "data", posts=60, seed=2), "cache": root / "cache",
+            "roberta": tiny_roberta, "deberta": tiny_deberta}
+
+
+def searched(tmp_path: Path, assets, storage: str, name: str, *, finished: int = 4, running: int = 0,
+             settings: tuple[str, ...] = ()) -> list[str]:
+    """A study as ``hpo tune`` leaves it, without its training: ``finished`` trials told a
+    value, ``running`` asked and never told. Returns the ``--set`` flags that describe it."""
+    settings = (f"name={name}", f"data_dir={assets['data']}", f"output_dir={tmp_path / 'out'}",
+                f"train.cache_dir={assets['cache']}", "n_trials=4", "train.epochs=1",
+                f"model_paths.tiny-roberta={assets['roberta']}", f"model_paths.tiny-deberta={assets['deberta']}",
+                *settings)
+    spec = load_spec(SPEC, settings, storage)
+    study = open_study(spec)
+    for index in range(finished):
+        trial = study.ask()
+        suggest(trial, spec)
+        study.tell(trial, 0.5 + index / 100)
+    for _ in range(running):
+        suggest(study.ask(), spec)
+    return [arg for setting in settings for arg in ("--set", setting)]
+
+
+def final_dir(tmp_path: Path, storage: str, args: list[str]) -> Path:
+    spec = load_spec(SPEC, args[1::2], storage)
+    return spec.study_dir(study_uid(open_study(spec))) / "final"
+
+
+def finalize_argv(storage: str, args: list[str], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hpo", "finalize", SPEC, "--storage", storage, "--no-progress", *args, *extra]
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _results(runs: Path) -> dict[Path, int]:
+    return {path: path.stat().st_mtime_ns for path in runs.glob("*/result.json")}
+
+
+@pytest.mark.slow
+def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resumes(tmp_path, assets):
+    """SIGTERM, then kill -9, of ``finalize --workers 2`` mid-retraining: every process it
+    started ends with it (none lives on with PPID 1 writing results), the retrainings that
+    finished are kept, and a rerun trains only the others."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "orphans")
+    argv = finalize_argv(storage, args, "--top-k", "2", "--seeds", "3", "--workers", "2")
+    runs = final_dir(tmp_path, storage, args) / "runs"
+    for stop in (signal.SIGTERM, signal.SIGKILL):
+        before = len(_results(runs))
+        log = tmp_path / f"finalize-{stop.name}.log"  # a file: a pipe would stay open as long as any orphan lives
+        with log.open("w") as stream:
+            process = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stream)
+        descendants: list[psutil.Process] = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            descendants = psutil.Process(process.pid).children(recursive=True)
+            if len(_results(runs)) > before and len([p for p in descendants if _alive(p)]) >= 2:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, log.read_text()[-3000:]
+        process.send_signal(stop)
+        process.wait(timeout=60)
+        err = log.read_text()
+        try:
+            survivors = []
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and (survivors := [p for p in descendants if _alive(p)]):
+                time.sleep(0.1)
+            assert not survivors, f"left behind after {stop.name}: {[p.cmdline() for p in survivors]}"
+        finally:
+            for survivor in descendants:
+                if _alive(survivor):
+                    survivor.kill()
+        if stop == signal.SIGTERM:
+            assert process.returncode == 130 and "Traceback" not in err, err[-3000:]
+        finished = _results(runs)
+        assert before < len(finished) < 6, "stopped after a retraining finished, before the last"
+        time.sleep(2)
+        assert _results(runs) == finished, "nothing writes results once finalize is gone"
+
+    rerun = run(argv, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"resuming: {len(finished)} of 6 retrainings already finished" in rerun.stdout
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished runs are not retrained"
+    assert len(_results(runs)) == 6 and (runs.parent / "metrics.json").exists()
+
+
+def one_line_error(result: subprocess.CompletedProcess, code: int, *parts: str) -> str:
+    assert result.returncode == code, (result.returncode, result.stdout[-2000:], result.stderr[-3000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hpo: error: "), result.stderr[-3000:]
+    for part in parts:
+        assert part in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_second_finalize_of_a_study_exits_at_once_while_the_first_runs(tmp_path, assets, postgres_url, study_name):
+    """Two finalizes of one PostgreSQL study (as from two machines): the second exits with one
+    line naming the first, scores nothing and writes nothing; the first finishes."""
+    args = searched(tmp_path, assets, postgres_url, study_name)
+    final = final_dir(tmp_path, postgres_url, args)
+    first = subprocess.Popen(finalize_argv(postgres_url, args, "--top-k", "1", "--seeds", "2"), cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (final / "runs").exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, first.communicate()
+        second = run(finalize_argv(postgres_url, args, "--top-k", "1", "--seeds", "2",
+                                   "--set", f"output_dir={tmp_path / 'elsewhere'}"), tmp_path)
+        one_line_error(second, 1, f"study {study_name!r} is being finalized by hpo finalize ", f"/{first.pid} (since ",
+                       "wait for it to end, then run hpo finalize again")
+        assert not (tmp_path / "elsewhere").exists(), "the second wrote nothing"
+        out, err = first.communicate(timeout=600)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err[-3000:]
+    assert "chose trial" in out and (final / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "postgres"])
+def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(tmp_path, storage, study_name, request):
+    """A held lock refuses a second holder; a holder killed with -9 leaves the study free at once."""
+    url = f"sqlite:///{tmp_path / 'hpo.db'}" if storage == "sqlite" else request.getfixturevalue("postgres_url")
+    study = optuna.create_study(study_name=study_name, storage=get_storage(url))
+    with study_lock(study, "finalize", tmp_path):
+        with pytest.raises(StudyBusy, match=f"study {study_name!r} is being finalized by "):
+            with study_lock(study, "finalize", tmp_path):
+                pass
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from hpo.study import load_existing_study, study_lock\n"
+        f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', Path({str(tmp_path)!r})):\n"
+        "    print('locked', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(StudyBusy):
+            with study_lock(study, "finalize", tmp_path):
+                pass
+        holder.kill()
+        holder.wait()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with study_lock(study, "finalize", tmp_path):
+                    break
+            except StudyBusy:
+                assert time.monotonic() < deadline, "a killed holder must not keep the study locked"
+                time.sleep(0.1)
+    finally:
+        holder.kill()
+
+
+def test_finalize_refuses_a_search_that_is_still_running_or_short(tmp_path, assets):
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "running", finished=2, running=1)
+    result = run(finalize_argv(storage, args), tmp_path)
+    one_line_error(result, 2, "study 'running' is not finished: 2 of 4 trials finished, 1 running",
+                   "let hpo tune finish it, or pass --partial")
+    assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
+
+
+def test_finalize_refuses_data_other_than_the_studys(tmp_path, assets):
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "edited")
+    edited = tmp_path / "edited"
+    shutil.copytree(assets["data"], edited)
+    with (edited / "redsm5_posts.csv").open("a") as stream:
+        stream.write("extra-post,one more post that was not there when the study was tuned\n")
+    result = run(finalize_argv(storage, args, "--set", f"data_dir={edited}"), tmp_path)
+    one_line_error(result, 2, "study 'edited' was created from another spec (data: ",
+                   "finalize with the spec, --set flags and data the study was tuned with")
+    assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
+
+
+def test_a_split_without_test_posts_is_refused_before_any_retraining_and_validate_warns(tmp_path, assets):
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "no-test", settings=("train.split_fractions=[0.5,0.5,0]",))
+    result = run(finalize_argv(storage, args), tmp_path)
+    one_line_error(result, 2, "the test split is empty (60 posts, split_fractions [0.5, 0.5, 0.0]) and hpo finalize "
+                   "scores its model there")
+    assert not (final_dir(tmp_path, storage, args) / "runs").exists(), "nothing retrained"
+    validated = run([sys.executable, "-m", "hpo", "validate", SPEC, "--storage", storage, *args], tmp_path)
+    assert validated.returncode == 0, validated.stderr[-3000:]
+    assert "warning: the test split is empty" in validated.stdout and "hpo finalize will refuse" in validated.stdout
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory, assets) -> dict:
+    """A study finalized with --partial while one of its trials still ran."""
+    root = tmp_path_factory.mktemp("partial")
+    storage = f"sqlite:///{root / 'hpo.db'}"
+    args = searched(root, assets, storage, "partial", finished=3, running=1)
+    result = run(finalize_argv(storage, args, "--partial", "--top-k", "1", "--seeds", "1"), root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"root": root, "storage": storage, "args": args, "final": final_dir(root, storage, args)}
+
+
+@pytest.mark.slow
+def test_partial_finalizes_and_says_so_in_the_metrics_and_the_card(partial):
+    summary = json.loads((partial["final"] / "metrics.json").read_text())
+    assert summary["search"] == {"n_trials": 4, "finished": 3, "running": 1, "partial": True}
+    assert "Partial search: finalized (--partial) when 3 of 4 trials had finished" in (
+        partial["final"] / "model_card.md").read_text()
+
+
+@pytest.mark.slow
+def test_already_finalized_checks_its_model_and_names_the_settings_it_ignores(partial):
+    final, root = partial["final"], partial["root"]
+    argv = finalize_argv(partial["storage"], partial["args"])
+    files = {path.relative_to(final / "model"): path.read_bytes() for path in (final / "model").rglob("*")
+             if path.is_file()}
+    shutil.rmtree(final / "model")
+    restored = run(argv, root)
+    assert restored.returncode == 0 and "is restored from" in restored.stdout, restored.stderr[-3000:]
+    assert {path.relative_to(final / "model"): path.read_bytes() for path in (final / "model").rglob("*")
+            if path.is_file()} == files, "the model metrics.json scored, whole"
+
+    other = run([*argv, "--top-k", "2", "--seeds", "1"], root)
+    assert other.returncode == 0 and "already finalized" in other.stdout
+    assert "ignored: --top-k 2; the study was finalized with --top-k 1 --seeds 1 --refit train" in other.stdout
+
+    summary = json.loads((final / "metrics.json").read_text())
+    head = final / "model" / "head.safetensors"
+    head.write_bytes(head.read_bytes()[:10])  # truncated
+    shutil.rmtree(final / "runs" / summary["chosen"]["run"] / "model")
+    gone = run(argv, root)
+    one_line_error(gone, 2, "finalized, but", "is missing or incomplete", "move", "aside to finalize anew")
