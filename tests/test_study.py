@@ -3,8 +3,11 @@ trials are built with ask/tell and fake intermediate reports)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import optuna
@@ -248,6 +251,33 @@ def test_refused_connection_names_the_problem_without_the_password(postgres_url,
     url = sa.make_url(postgres_url).set(username=user, password="s3cret-pw", database=database)
     message = one_line_usage_error(url.render_as_string(hide_password=False), secret="s3cret-pw")
     assert expected in message
+
+
+@pytest.fixture
+def role_without_privileges(postgres_url):
+    """A role that may log in and nothing else, dropped afterwards."""
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    role = f"hpo_noperm_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as connection:
+        connection.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
+    try:
+        yield sa.make_url(postgres_url).set(username=role).render_as_string(hide_password=False), role
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f"DROP ROLE {role}"))
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(postgres_url, role_without_privileges):
+    url, role = role_without_privileges
+    get_storage(postgres_url)  # the tables exist (the postgres role created them)
+    result = subprocess.run([sys.executable, "-m", "hpo", "status", "any-study", "--storage", url],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"role {role!r} may not use the study tables" in result.stderr
+    assert f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}" in result.stderr
 
 
 # ---- sampler and pruner ------------------------------------------------------------------------

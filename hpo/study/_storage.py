@@ -68,8 +68,8 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=heartbeat.max_retry))
     try:
         storage = _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
-    except (sa.exc.SQLAlchemyError, ImportError) as exc:
-        raise UsageError(database_problem(url, exc)) from None
+    except (sa.exc.SQLAlchemyError, ImportError, optuna.exceptions.StorageInternalError) as exc:
+        raise UsageError(database_problem(url, exc)) from None  # StorageInternalError: Optuna's wrapper over SQL errors
     if backend == "postgresql":
         _ping_when_idle(storage.engine)
     return storage
@@ -209,9 +209,19 @@ def require_grpc(what: str) -> None:
         raise UsageError(f"{what} needs grpcio: pip install 'hpo[proxy]'") from None
 
 
+INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE for "permission denied"
+
+
 def database_problem(url: str, exc: Exception) -> str:
     """One line for a storage that cannot be used: the driver's reason, no password."""
-    detail = redact(url, str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
+    driver = find_cause(exc, lambda seen: getattr(seen, "orig", None) is not None)
+    reason = driver.orig if driver is not None else exc
+    detail = redact(url, str(reason).strip().splitlines()[0])
+    if getattr(reason, "pgcode", None) == INSUFFICIENT_PRIVILEGE:
+        role = sa.make_url(url).username
+        return (f"role {role!r} may not use the study tables at {redact(url)} ({detail}); have their owner "
+                f"grant it: GRANT ALL ON SCHEMA public TO {role}; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
+                f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; or connect as the role that created them")
     return (f"cannot use the database at {redact(url)}: {detail}. "
             "Check that it is running and the URL (user, password, host, database) is right, "
             "or pass --storage / set HPO_STORAGE")
