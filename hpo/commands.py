@@ -68,7 +68,7 @@ def enqueue(spec_path: str, assignments: Sequence[str], storage: str | None, all
     from hpo.study import enqueue as enqueue_point
     from hpo.study import open_study
 
-    study = open_study(spec, allow_spec_change=allow_spec_change)
+    study = open_study(spec, allow_spec_change=allow_spec_change, adopt_spec=False)  # queues; never changes the spec
     shown = ", ".join(f"{k}={v}" for k, v in spec.typed_point(point).items())
     if enqueue_point(study, spec, point):
         return f"queued {shown} on study {spec.name!r}; the next free worker runs it"
@@ -331,9 +331,8 @@ def dashboard(spec_or_storage: str | None, storage: str | None, artifact_dir: st
     else:
         url = resolve_storage(storage or spec_or_storage)
     artifacts = Path(artifact_dir or Path(output_dir) / ARTIFACT_DIR)
-    artifacts.mkdir(parents=True, exist_ok=True)
-    say(f"optuna-dashboard for {redact(url)} at http://{host}:{port}/ (artifacts: {artifacts}); Ctrl-C stops it")
-    serve_dashboard(url, artifacts, host=host, port=port)
+    serve_dashboard(url, artifacts, host=host, port=port, ready=lambda: say(
+        f"optuna-dashboard for {redact(url)} at http://{host}:{port}/ (artifacts: {artifacts}); Ctrl-C stops it"))
 
 
 def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: str, top_k: int,

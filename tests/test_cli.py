@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,24 @@ def test_report_never_overwrites_a_database(sqlite_url, finished_study, tmp_path
         assert_one_line_exit_2(result, "SQLite database", name)
         assert database_intact(f"sqlite:///{out / name}", finished_study)
         assert [p.name for p in out.iterdir()] == [name], "nothing drawn"
+
+
+def test_dashboard_on_a_busy_port_names_it_before_saying_it_listens(sqlite_url, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_hpo("dashboard", "--storage", sqlite_url, "--port", str(port),
+                         "--artifact-dir", str(tmp_path / "artifacts"))
+    assert_one_line_exit_2(result, f"port {port} on 127.0.0.1 is busy", "--port")
+    assert "optuna-dashboard for" not in result.stdout and "Listening" not in result.stderr
+    assert not (tmp_path / "hpo.db").exists() and not (tmp_path / "artifacts").exists(), "nothing created"
+
+
+@pytest.mark.parametrize(("host", "expected"), [("192.0.2.1", "not an address of this machine"),
+                                                ("no-such-host.invalid", "unknown host name")])
+def test_dashboard_on_a_host_it_cannot_bind_names_it(sqlite_url, tmp_path, host, expected):
+    result = run_hpo("dashboard", "--storage", sqlite_url, "--host", host, "--port", "8080",
+                     "--artifact-dir", str(tmp_path / "artifacts"))
+    assert_one_line_exit_2(result, f"cannot listen on host {host}", expected, "--host 127.0.0.1")
+    assert "optuna-dashboard for" not in result.stdout

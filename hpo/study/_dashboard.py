@@ -2,14 +2,58 @@
 
 from __future__ import annotations
 
+import errno
+import socket
+from collections.abc import Callable
 from pathlib import Path
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
+from hpo.errors import UsageError
 from hpo.study._storage import get_storage
 
 
-def serve_dashboard(url: str, artifact_dir: Path, host: str, port: int) -> None:
-    """Serve until Ctrl-C; optuna-dashboard is an optional extra, imported only here."""
-    from optuna.artifacts import FileSystemArtifactStore
-    from optuna_dashboard import run_server
+class _Server(ThreadingMixIn, WSGIServer):
+    """wsgiref's server, one thread per request (as optuna-dashboard's own CLI serves)."""
 
-    run_server(get_storage(url), host=host, port=port, artifact_store=FileSystemArtifactStore(str(artifact_dir)))
+    daemon_threads = True
+
+
+def serve_dashboard(url: str, artifact_dir: Path, host: str, port: int, ready: Callable[[], None]) -> None:
+    """Bind ``host:port`` first, so a busy port or a foreign host is one line naming it and
+    nothing is created; then open the storage, call ``ready`` (the "listening" line) and
+    serve until Ctrl-C. optuna-dashboard is an optional extra, imported only here."""
+    from optuna.artifacts import FileSystemArtifactStore
+    from optuna_dashboard import wsgi
+
+    server = _bind(host, port)
+    try:
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        server.set_app(wsgi(get_storage(url), artifact_store=FileSystemArtifactStore(str(artifact_dir))))
+        ready()
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+def _bind(host: str, port: int) -> _Server:
+    server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6}) if ":" in host else _Server
+    try:
+        return server_class((host, port), WSGIRequestHandler)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot listen on host {host}: unknown host name ({exc.strerror}); pass --host 127.0.0.1 "
+                         "(this machine only) or an address of this machine") from None
+    except OSError as exc:
+        raise UsageError(_bind_problem(host, port, exc)) from None
+
+
+def _bind_problem(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is busy: another program (another dashboard?) listens there; pass "
+                f"--port with a free port, e.g. --port {port + 1 if port < 65535 else 8080}")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"cannot listen on host {host}: not an address of this machine; pass --host 127.0.0.1 (this "
+                "machine only) or 0.0.0.0 (every interface)")
+    if exc.errno == errno.EACCES:
+        return f"cannot listen on port {port}: ports below 1024 need root; pass --port 1024 or above, e.g. --port 8080"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --host or --port"
