@@ -265,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a searched parameter's value, e.g. --set learning_rate=2e-5 (repeatable); "
                               "parameters left out are sampled")
     _storage_arg(enqueue)
-    _spec_change_arg(enqueue)
+    enqueue.add_argument("--allow-spec-change", action="store_true",
+                         help="queue onto a study created from a different spec; the study keeps its own spec")
     enqueue.set_defaults(func=_enqueue)
 
     for name, func, text in (("status", _status, "trial counts, best value, trials/hour and ETA"),

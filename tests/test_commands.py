@@ -435,6 +435,22 @@ def test_enqueue_of_a_bad_parameter_set_is_one_line_exit_2_and_creates_nothing(
     assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
 
 
+def test_enqueue_never_changes_the_studys_spec(capsys, conditional, sqlite_url, study_name):
+    """--allow-spec-change lets enqueue queue onto a study made from another spec; it must not
+    make that spec the study's (then the command that made the study would be refused)."""
+    code, _, err = hpo(capsys, "enqueue", str(conditional), "--set", "adapter=full", "--storage", sqlite_url)
+    assert code == 0, err
+    recorded = optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).user_attrs
+    other = conditional.with_name("more-trials.yaml")
+    other.write_text(conditional.read_text().replace("n_trials: 4", "n_trials: 9"))
+    code, out, err = hpo(capsys, "enqueue", str(other), "--set", "learning_rate=5e-5", "--allow-spec-change",
+                         "--storage", sqlite_url)
+    assert code == 0 and out.startswith("queued learning_rate=5e-05"), err
+    assert optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).user_attrs == recorded
+    code, out, err = hpo(capsys, "enqueue", str(conditional), "--set", "learning_rate=6e-5", "--storage", sqlite_url)
+    assert code == 0, err  # the spec that made the study still opens it
+
+
 def test_enqueue_without_a_parameter_is_a_usage_error(conditional):
     result = hpo_process("enqueue", str(conditional))
     assert result.returncode == 2 and "--set" in result.stderr and "Traceback" not in result.stderr
