@@ -378,9 +378,9 @@ def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
             "roberta": tiny_roberta, "deberta": tiny_deberta}
 
 
-def _start_tune(name: str, storage: str, assets, *sets: str, **popen) -> subprocess.Popen:
+def _start_tune(name: str, storage: str, assets, *sets: str, flags: tuple[str, ...] = (), **popen) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--workers", "2",
-           "--storage", storage, "--no-progress"]
+           "--storage", storage, "--no-progress", *flags]
     for item in (f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
                  f"train.cache_dir={assets['root'] / 'cache'}", f"model_paths.tiny-roberta={assets['roberta']}",
                  f"model_paths.tiny-deberta={assets['deberta']}", "keep_top_k=0", *sets):
@@ -507,6 +507,36 @@ def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, as
     finally:
         _kill_all([proc.pid, *workers])
     _assert_requeued(study_name, postgres_url, running)
+
+
+@e2e
+def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(postgres_url, study_name, assets):
+    """Posts of 40+ chunks, every trial reading them in chunks, each worker under a 3 GiB
+    ceiling: the study ends, every trial finished, none past the ceiling."""
+    import numpy as np
+
+    from hpo.data.redsm5 import load_redsm5
+    from hpo.data.tokenize import chunks_per_text
+    from hpo.fixtures import write_sample
+    from hpo.models.tokenizer import load_tokenizer
+
+    data = write_sample(assets["root"] / f"long-{study_name}", posts=60, seed=1, profile="realistic")
+    tokenizer = load_tokenizer(assets["roberta"])
+    texts = [post.text for post in load_redsm5(data).posts.values()]
+    lengths = np.array([len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]])
+    assert chunks_per_text(lengths, 64 - 2).max() >= 40, "the sample has posts of 40+ chunks at max_length 64"
+    proc = _start_tune(study_name, postgres_url, assets, f"data_dir={data}", "n_trials=2", "train.epochs=1",
+                       "train.max_length=64", "search_space.long_text.choices=[chunks]",
+                       "search_space.criteria_formulation.choices=[multilabel]",
+                       flags=("--memory-per-worker", "3G"))
+    try:
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        _kill_all([proc.pid])
+    assert proc.returncode == 0, output[-3000:]
+    trials = _trials(study_name, postgres_url)
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"], output[-3000:]
+    assert all(t.params["long_text"] == "chunks" and t.user_attrs["peak_memory_mb"] < 3072 for t in trials)
 
 
 @e2e
