@@ -13,9 +13,9 @@ from hpo.spec import StudySpec
 def preflight(spec: StudySpec) -> list[str]:
     """Everything a run would reject, checked before a study exists: the sampler and pruner
     sample a few points, each point makes a valid TrainConfig, the device and GPUs exist,
-    output_dir is writable, the data loads and splits with a train and a validation part,
-    every encoder can be found and its tokenizer fits the criterion texts at the shortest
-    max_length. Raises UsageError; returns notes for the user."""
+    output_dir is writable, the storage answers (read-only), the data loads and splits with
+    a train and a validation part, every encoder can be found and its tokenizer fits the
+    criterion texts at the shortest max_length. Raises UsageError; returns notes for the user."""
     from hpo.data import (
         build_examples,
         load_descriptions,
@@ -23,11 +23,12 @@ def preflight(spec: StudySpec) -> list[str]:
         split_posts,
         symptom_profiles,
     )
-    from hpo.study import sample_points
+    from hpo.study import check_storage, sample_points
 
     configs = [_train_config(spec, point) for point in sample_points(spec)]
     first = configs[0]
     _check_writable(spec.output_dir)
+    storage_note = check_storage(spec.storage)  # connects, creates nothing
     corpus = load_redsm5(spec.data_dir)
     posts = split_posts(symptom_profiles(corpus), first.split_fractions, seed=first.split_seed)
     posts.require(("train", "validation"), first.split_fractions)
@@ -39,7 +40,7 @@ def preflight(spec: StudySpec) -> list[str]:
     for device in sorted({config.device for config in configs}):
         _check_device(device)
     check_gpus(spec.gpus_per_trial)
-    notes = [f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
+    notes = [storage_note, f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
              f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test"]
     if not posts.test:  # a search needs none; hpo finalize refuses the study before retraining anything
         notes.append(f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): hpo finalize "

@@ -88,7 +88,7 @@ class Case:
     edit: Callable[[dict, dict], None] | None = None  # (spec, assets) -> None, edits the spec
     args: tuple[str, ...] = ()
     storage: str | None = None  # None: sqlite in tmp_path
-    validate: bool = True  # also `hpo validate` (it does not touch the storage or take --workers)
+    validate: bool = True  # also `hpo validate` (it connects to the storage read-only, and takes no --workers)
     postgres: bool = False  # the study must also be absent from the real PostgreSQL
     secret: str | None = None  # must never be echoed
     spec_file: bool = True  # False: the spec file does not exist
@@ -137,13 +137,18 @@ CASES = [
          storage="nonsense://", validate=False),
     Case("unreachable-database", ("cannot use the database at postgresql+psycopg2://postgres@127.0.0.1:1/x",
                                   "Connection refused", "Check that it is running"),
-         storage="postgresql+psycopg2://postgres@127.0.0.1:1/x", validate=False, postgres=True),
+         storage="postgresql+psycopg2://postgres@127.0.0.1:1/x", postgres=True),
     # The local server trusts every connection, so any password is accepted for a real role:
     # a role that does not exist is how wrong credentials look here.
     Case("wrong-credentials", ("no_such_role:***@127.0.0.1:5432/hpo_test", 'role "no_such_role" does not exist',
                                "URL (user, password, host, database)"),
-         storage="postgresql+psycopg2://no_such_role:pw@127.0.0.1:5432/hpo_test", validate=False,
+         storage="postgresql+psycopg2://no_such_role:pw@127.0.0.1:5432/hpo_test",
          postgres=True, secret="pw"),
+    Case("storage-proxy-not-listening", ("no storage proxy answers at grpc://127.0.0.1:1",
+                                         "start one with `hpo storage-proxy"), storage="grpc://127.0.0.1:1"),
+    Case("sqlite-file-cannot-be-created", ("cannot use the database at sqlite:////proc/hpo-test.db",
+                                           "cannot create /proc/hpo-test.db", "point --storage at a writable folder"),
+         storage="sqlite:////proc/hpo-test.db"),
     Case("set-without-equals", ("override 'nokeyvalue': expected the form key=value", "e.g. train.epochs=2"),
          args=("--set", "nokeyvalue")),
     Case("set-zero-trials", ("n_trials: Input should be greater than or equal to 1", "(got 0)"),

@@ -34,6 +34,7 @@ from hpo.study._space import sample_points, suggest
 from hpo.study._storage import (
     HEARTBEAT_ATTR,
     caused_by_database,
+    check_storage,
     database_error_text,
     get_storage,
     rdb_backend,
@@ -60,6 +61,7 @@ __all__ = [
     "beating",
     "caused_by_database",
     "check_spec",
+    "check_storage",
     "claim",
     "completed_trials",
     "database_error_text",

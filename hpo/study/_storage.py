@@ -9,6 +9,7 @@ a worker's heartbeat is a trial system attribute that the proxy host judges.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -38,17 +39,8 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
     Workers pass ``heartbeat``; read-only commands do not."""
     if url.startswith("grpc://"):
         return _grpc_storage(url, heartbeat)
-    url = _quote_password(url)
-    try:
-        parsed = sa.make_url(url)
-    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise UsageError(
-            f"storage URL {redact(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
-        ) from None
+    url, parsed = _database_url(url)
     backend = parsed.get_backend_name()
-    if backend == "postgresql" and "+" not in parsed.drivername:
-        # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we ship psycopg2.
-        url = parsed.set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             try:
@@ -57,11 +49,9 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
                 raise UsageError(f"storage {redact(url)!r}: cannot create {Path(parsed.database).parent}: "
                                  f"{exc.strerror}") from None
         engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
-    elif backend == "postgresql":
+    else:
         engine_kwargs = {"pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
                          "connect_args": {"connect_timeout": 10}}
-    else:
-        raise UsageError(f"storage {redact(url)!r}: only sqlite, postgresql and grpc storages are supported")
     extra = {}
     if heartbeat:
         extra = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace_period,
@@ -73,6 +63,73 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
     if backend == "postgresql":
         _ping_when_idle(storage.engine)
     return storage
+
+
+def _database_url(url: str) -> tuple[str, sa.URL]:
+    """A SQLite or PostgreSQL URL as SQLAlchemy will connect to it (as text and parsed), or
+    a one-line UsageError."""
+    url = _quote_password(url)
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise UsageError(
+            f"storage URL {redact(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql" and "+" not in parsed.drivername:
+        # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we ship psycopg2.
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+        url = parsed.render_as_string(hide_password=False)
+    if backend not in ("sqlite", "postgresql"):
+        raise UsageError(f"storage {redact(url)!r}: only sqlite, postgresql and grpc storages are supported")
+    return url, parsed
+
+
+def check_storage(url: str) -> str:
+    """What ``get_storage`` would refuse about ``url``, found without creating anything
+    (``hpo validate`` and the checks before ``hpo tune``): the same one-line UsageError.
+    Returns a note on the storage for the user."""
+    if url.startswith("grpc://"):
+        get_storage(url)  # waits for the proxy to answer; a client creates nothing
+        return f"storage proxy {redact(url)}: answers"
+    url, parsed = _database_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _check_sqlite_file(url, parsed.database)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10})
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise UsageError(database_problem(url, exc)) from None
+    finally:
+        engine.dispose()
+    return f"storage {redact(url)}: reachable"
+
+
+def _check_sqlite_file(url: str, database: str | None) -> str:
+    """An existing file opened read-only; else its nearest existing folder can take a file."""
+    import sqlite3
+    import tempfile
+
+    if not database or database == ":memory:":
+        return "storage: SQLite in memory (gone when the process ends)"
+    path = Path(database).absolute()
+    if path.exists():
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as connection:
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            raise UsageError(database_problem(url, exc)) from None
+        return f"storage {redact(url)}: a SQLite file"
+    folder = next(folder for folder in path.parents if folder.exists())
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(20, f"{folder} is a file")
+        tempfile.TemporaryFile(dir=folder).close()  # unnamed: it leaves nothing behind
+    except OSError as exc:
+        raise UsageError(f"cannot use the database at {redact(url)}: cannot create {path}: {exc.strerror}; point "
+                         "--storage at a writable folder (or set HPO_STORAGE)") from None
+    return f"storage {redact(url)}: created with the study"
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
