@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from socketserver import ThreadingMixIn
@@ -31,6 +32,8 @@ def serve_dashboard(url: str, artifact_dir: Path, host: str, port: int, ready: C
         artifact_dir.mkdir(parents=True, exist_ok=True)
         server.set_app(wsgi(get_storage(url), artifact_store=FileSystemArtifactStore(str(artifact_dir))))
         ready()
+        sys.stdout.flush()  # the line is out before anyone can connect: scripts wait for the port, then read it
+        server.server_activate()  # listen
         server.serve_forever()
     finally:
         server.server_close()
@@ -38,12 +41,16 @@ def serve_dashboard(url: str, artifact_dir: Path, host: str, port: int, ready: C
 
 def _bind(host: str, port: int) -> _Server:
     server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6}) if ":" in host else _Server
+    server = server_class((host, port), WSGIRequestHandler, bind_and_activate=False)
     try:
-        return server_class((host, port), WSGIRequestHandler)
+        server.server_bind()
+        return server
     except socket.gaierror as exc:
+        server.server_close()
         raise UsageError(f"cannot listen on host {host}: unknown host name ({exc.strerror}); pass --host 127.0.0.1 "
                          "(this machine only) or an address of this machine") from None
     except OSError as exc:
+        server.server_close()
         raise UsageError(_bind_problem(host, port, exc)) from None
 
 
