@@ -19,14 +19,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tqdm import tqdm
 
 from hpo.breaker import CircuitBreaker
-from hpo.process import GO, interruptible, output_may_be_gone
+from hpo.process import GO, interruptible, output_may_be_gone, start_child, stop_children
 from hpo.study import (
     caused_by_database,
     database_error_text,
@@ -248,9 +247,8 @@ class Supervisor:
 
     def _spawn(self, launch: WorkerLaunch) -> None:
         # From the main thread: a worker's death signal fires when the thread that started it ends.
-        self.procs[launch.name] = subprocess.Popen(
-            launch.cmd, env=launch.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True)
+        self.procs[launch.name] = start_child(launch.cmd, launch.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True, bufsize=1)
 
     def _release(self, launch: WorkerLaunch) -> None:
         """Say go to a waiting worker and relay its output (held in its pipe until now)."""
@@ -269,16 +267,7 @@ class Supervisor:
 
     def stop(self, signum: signal.Signals = signal.SIGINT) -> None:
         """Signal every worker (SIGINT: each re-queues its trial), then SIGKILL whoever lingers."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signum)
-        deadline = time.monotonic() + WORKER_STOP_SECONDS
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_children(self.procs.values(), signum, WORKER_STOP_SECONDS)
         for relay in self.relays.values():
             relay.join(RELAY_DRAIN_SECONDS)  # what workers said while stopping
 
