@@ -269,3 +269,17 @@ def test_already_finalized_checks_its_model_and_names_the_settings_it_ignores(pa
     shutil.rmtree(final / "runs" / summary["chosen"]["run"] / "model")
     gone = run(argv, root)
     one_line_error(gone, 2, "finalized, but", "is missing or incomplete", "move", "aside to finalize anew")
+
+
+def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storage_out_of_ps(tmp_path):
+    from hpo.retrain import child_launches
+
+    launches = child_launches("s.yaml", ["train.epochs=1"], tmp_path / "runs", 2, threads=3,
+                              storage="postgresql://u:s3cret@db/hpo", parent_pid=4242, base_env={"KEEP": "1"})
+    assert len(launches) == 2
+    for cmd, env in launches:
+        assert cmd[1:4] == ["-m", "hpo", "retrain"] and "s3cret" not in " ".join(cmd)
+        assert cmd[cmd.index("--parent-pid") + 1] == "4242" and cmd[cmd.index("--threads") + 1] == "3"
+        assert cmd[-2:] == ["--set", "train.epochs=1"]
+        assert env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"
+        assert env["KEEP"] == "1"
