@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from hpo.errors import UsageError
@@ -193,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", help="run a study with N worker processes and a progress bar")
     _spec_args(tune)
     tune.add_argument("--workers", type=_positive_int, default=1, help="parallel worker processes (default 1)")
-    tune.add_argument("--threads", type=_positive_int,
+    tune.add_argument("--threads", type=_thread_count,
                       help="torch CPU threads per worker (default: the cores split evenly between workers)")
     tune.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
     tune.add_argument("--memory-per-worker", type=_memory_mb, metavar="SIZE",
@@ -245,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
     _spec_args(worker)
     worker.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
-    worker.add_argument("--threads", type=_positive_int, help="torch CPU threads for this worker")
+    worker.add_argument("--threads", type=_thread_count, help="torch CPU threads for this worker")
     _spec_change_arg(worker)
     worker.add_argument("--parent-pid", type=_positive_int, metavar="PID",
                         help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its own")
@@ -377,6 +378,15 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _thread_count(text: str) -> int:
+    """Torch threads for a worker on this machine: more than its CPUs only slows it down, and
+    100000 exhausts its memory (a MemoryError in every worker)."""
+    value, cpus = _positive_int(text), os.cpu_count() or 1
+    if value > cpus:
+        raise argparse.ArgumentTypeError(f"must be at most {cpus} (this machine's CPUs), got {value}")
     return value
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from hpo.errors import RunStopped, UsageError
 from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.preflight import preflight
-from hpo.process import await_go, exit_with_parent, redact
+from hpo.process import await_go, exit_with_parent, process_exists, redact
 from hpo.spec import DEFAULT_OUTPUT_DIR, SpecError, load_spec, parse_override, resolve_storage
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ def enqueue(spec_path: str, assignments: Sequence[str], storage: str | None, all
             raise SpecError(f"--set {text!r}: expected the form key=value, e.g. --set learning_rate=2e-5") from None
         if len(keys) != 1:
             raise SpecError(f"--set {text}: name a searched parameter, e.g. --set learning_rate=2e-5")
+        if keys[0] in point:  # which one was meant? Not the last by accident
+            raise SpecError(f"--set {keys[0]}: given twice ({point[keys[0]]}, then {value}); give it once")
         point[keys[0]] = value
     if problem := spec.point_problem(point):  # before the study is opened: bad input creates nothing
         raise SpecError(f"--set {problem[0]}: {problem[1]}" if problem[0] else f"--set: {problem[1]}")
@@ -180,6 +182,9 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
     import socket
 
     if parent_pid:
+        if not process_exists(parent_pid):  # a mistyped PID, or a launcher already gone: nothing to follow
+            raise UsageError(f"--parent-pid {parent_pid}: no such process; pass the PID of the process this "
+                             "worker should stop with (hpo tune passes its own), or leave the flag out")
         exit_with_parent(parent_pid)  # first: a launcher killed during our start-up is noticed too
     from hpo.worker import WorkerStopped, run_worker
 
@@ -343,8 +348,11 @@ def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: 
 
     from tqdm import tqdm
 
+    from hpo.models.loading import hide_progress_bars
     from hpo.predict import predict_file
 
+    if not progress:
+        hide_progress_bars()
     with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
         def start(total: int):
             return bars.enter_context(tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True)).update

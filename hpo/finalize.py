@@ -29,6 +29,7 @@ from pathlib import Path
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
 from hpo.model_card import model_card
+from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.process import redact
 from hpo.retrain import Run, retrain_all, rounded, train_config, write_json
@@ -68,6 +69,8 @@ def finalize(spec_path: str, overrides, storage: str | None, top_k: int | None =
         raise UsageError(f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}")
     if refit not in REFITS:
         raise UsageError(f"--refit must be one of {', '.join(REFITS)}, got {refit!r}")
+    if not progress:
+        hide_progress_bars()  # transformers' too, where the retrainings run in this process
     spec = load_spec(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
     study_folder = spec.study_dir(study_uid(study) or "")

@@ -87,6 +87,17 @@ def await_go() -> bool:
     return sys.stdin.readline() == GO
 
 
+def process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # OverflowError: beyond any PID
+        return False
+    except PermissionError:  # it exists, and belongs to another user
+        return True
+    return True
+
+
 def exit_with_parent(pid: int) -> None:
     """Send this process SIGTERM when process ``pid``, its parent (the ``hpo tune`` that
     started it), exits: killed with -9, or gone with its closed terminal. A worker then

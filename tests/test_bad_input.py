@@ -165,7 +165,7 @@ CASES = [
     Case("split-fractions-out-of-range", ("split fractions",), args=("--set", "train.split_fractions=[-1,2,0]")),
     Case("unknown-device", ("train.device='bogus' is not a device", "use auto, cpu, cuda or cuda:N"),
          args=("--set", "train.device=bogus")),
-    Case("sampler-option-of-the-wrong-type", ("sampler or pruner options", "TypeError"),
+    Case("sampler-option-of-the-wrong-type", ("sampler.options.n_startup_trials: expected an integer, got 'abc'",),
          args=("--set", "sampler.options.n_startup_trials=abc")),
     Case("output-dir-is-a-file", ("output_dir", "a-file", "point output_dir at a writable folder"),
          edit=lambda spec, assets: spec.update(output_dir=str(assets["root"] / "a-file"))),

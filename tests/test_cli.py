@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -139,3 +140,23 @@ def test_dashboard_on_a_host_it_cannot_bind_names_it(sqlite_url, tmp_path, host,
                      "--artifact-dir", str(tmp_path / "artifacts"))
     assert_one_line_exit_2(result, f"cannot listen on host {host}", expected, "--host 127.0.0.1")
     assert "optuna-dashboard for" not in result.stdout
+
+
+SMOKE = str(Path(__file__).resolve().parents[1] / "studies" / "criteria-smoke.yaml")
+
+
+@pytest.mark.parametrize("command", ["tune", "worker"])
+def test_more_threads_than_the_machine_has_cpus_is_refused_before_anything_exists(tmp_path, command):
+    database = tmp_path / "hpo.db"
+    result = run_hpo(command, SMOKE, "--threads", "100000", "--storage", f"sqlite:///{database}")
+    assert_one_line_exit_2(result, "--threads", f"at most {os.cpu_count()}", "got 100000")
+    assert not database.exists(), "no study was created"
+
+
+def test_a_worker_whose_parent_process_does_not_exist_says_so(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its PID now names no process
+    database = tmp_path / "hpo.db"
+    result = run_hpo("worker", SMOKE, "--parent-pid", str(gone.pid), "--storage", f"sqlite:///{database}")
+    assert_one_line_exit_2(result, f"--parent-pid {gone.pid}: no such process")
+    assert not database.exists(), "no study was created"

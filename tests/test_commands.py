@@ -424,8 +424,9 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(capsys, conditio
     (["lora_r=8"], "--set lora_r: applies only when adapter is lora"),
     (["train.epochs=2"], "name a searched parameter"),
     (["learning_rate"], "expected the form key=value"),
+    (["learning_rate=5e-5", "learning_rate=6e-5"], "--set learning_rate: given twice (5e-05, then 6e-05); give it once"),
 ], ids=["unknown name", "out of range", "not a choice", "not an integer", "condition fails", "dotted key",
-        "no value"])
+        "no value", "repeated"])
 def test_enqueue_of_a_bad_parameter_set_is_one_line_exit_2_and_creates_nothing(
         capsys, conditional, sqlite_url, params, problem):
     argv = [arg for param in params for arg in ("--set", param)]

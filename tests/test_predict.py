@@ -411,3 +411,23 @@ def test_an_edited_classifier_json_is_one_line_exit_2(trained, tmp_path, capsys,
     out = tmp_path / "predictions.csv"
     assert_refused(capsys, ["predict", str(model), "--input", str(write_posts(tmp_path / "posts.csv")),
                             "--out", str(out)], out, message)
+
+
+def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd):
+    """``progress=False`` (``--no-progress``) is quiet also where transformers draws its own
+    bars ("Loading weights"), as in any Python process that has not silenced them itself."""
+    from transformers.utils import logging as hf_logging
+
+    from hpo.commands import predict as predict_command
+
+    _, model_dir = trained("multilabel")
+    posts = write_posts(tmp_path / "posts.csv")
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
+    try:
+        capfd.readouterr()
+        predict_command(str(model_dir), str(posts), str(tmp_path / "out.csv"), 8, "cpu", 3, progress=False)
+        err = capfd.readouterr().err
+    finally:
+        (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
+    assert "Loading weights" not in err and "%|" not in err, err

@@ -337,6 +337,23 @@ def test_bad_options_are_spec_errors_and_create_no_study(storage_url, study_name
     assert study_name not in study_names(storage_url)
 
 
+@pytest.mark.parametrize(("override", "expected"), [
+    ("sampler.options.n_startup_trials=abc", "sampler.options.n_startup_trials: expected an integer, got 'abc'"),
+    ("sampler.options.multivariate=3", "sampler.options.multivariate: expected true or false, got 3"),
+    ("sampler.options.prior_weight=heavy", "sampler.options.prior_weight: expected a number, got 'heavy'"),
+    ("pruner.options.n_warmup_steps=abc", "pruner.options.n_warmup_steps: expected an integer, got 'abc'"),
+    ("pruner.options={patience: 1, wrapped: {name: median, options: {n_startup_trials: x}}}",
+     "pruner.options.wrapped.options.n_startup_trials: expected an integer, got 'x'"),
+])
+def test_an_option_of_the_wrong_type_names_the_option_and_the_type_wanted(storage_url, study_name, override, expected):
+    spec = smoke_spec(override, *(["pruner.name=patient"] if "patience" in override else []),
+                      storage=storage_url, name=study_name)
+    with pytest.raises(SpecError) as caught:
+        open_study(spec)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+    assert study_name not in study_names(storage_url)
+
+
 def test_bad_wrapped_pruner_option_names_pruner_options():
     spec = smoke_spec("pruner.name=patient", "pruner.options={patience: 1, wrapped: {name: median, options: {bogus: 1}}}")
     with pytest.raises(SpecError, match="pruner.options"):

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
+from transformers.utils import logging as hf_logging
 
 from hpo.errors import MetaTensorError
 
@@ -45,6 +46,12 @@ def model_construction() -> Iterator[None]:
             if PreTrainedModel.tie_weights is not _REAL_TIE_WEIGHTS:
                 log.warning("PreTrainedModel.tie_weights was left patched by a load; restoring it")
                 PreTrainedModel.tie_weights = _REAL_TIE_WEIGHTS
+
+
+def hide_progress_bars() -> None:
+    """Silence transformers' own bars ("Loading weights", "Writing model shards") in this
+    process: what --no-progress asks of every bar, not only hpo's."""
+    hf_logging.disable_progress_bar()
 
 
 def find_meta_tensors(model: nn.Module) -> list[str]:

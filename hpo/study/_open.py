@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import time
 import uuid
@@ -49,6 +50,7 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
     seed = spec.sampler.seed
     if seed is not None and worker:
         seed += zlib.crc32(worker.encode()) % 100_000
+    _check_option_types(sampler_class, spec.sampler.options, f"{spec.source}: sampler.options")
     try:
         return sampler_class(seed=seed, **spec.sampler.options)
     except (TypeError, ValueError) as exc:
@@ -59,11 +61,37 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
     try:
         if spec.pruner.name == "patient":
             options = spec.pruner.patient_options()
+            _check_option_types(_PRUNERS[options.wrapped.name], options.wrapped.options,
+                                f"{spec.source}: pruner.options.wrapped.options")
             wrapped = _PRUNERS[options.wrapped.name](**options.wrapped.options)
             return optuna.pruners.PatientPruner(wrapped, patience=options.patience)
+        _check_option_types(_PRUNERS[spec.pruner.name], spec.pruner.options, f"{spec.source}: pruner.options")
         return _PRUNERS[spec.pruner.name](**spec.pruner.options)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
+
+
+# The option types Optuna's annotations name that are checked here; others (functions, "str | int") are left to it.
+_WANTED = {
+    "bool": ("true or false", lambda value: isinstance(value, bool)),
+    "int": ("an integer", lambda value: isinstance(value, int) and not isinstance(value, bool)),
+    "float": ("a number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)),
+}
+
+
+def _check_option_types(optuna_class: type, options: dict, where: str) -> None:
+    """Name an option of the wrong type and the type it wants (from the class's annotations):
+    Optuna takes ``n_startup_trials: abc`` and fails only mid-sampling, with "'<' not
+    supported between instances of 'int' and 'str'"."""
+    parameters = inspect.signature(optuna_class).parameters
+    for name, value in options.items():
+        if name not in parameters:
+            continue  # Optuna's own TypeError names it
+        annotation = parameters[name].annotation
+        kinds = {kind.strip() for kind in getattr(annotation, "__name__", str(annotation)).split("|")}
+        wanted = _WANTED.get(next(iter(kinds - {"None"}))) if len(kinds - {"None"}) == 1 else None
+        if wanted and not wanted[1](value) and not (value is None and "None" in kinds):
+            raise SpecError(f"{where}.{name}: expected {wanted[0]}, got {value!r}")
 
 
 def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = False,
