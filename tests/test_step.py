@@ -154,3 +154,34 @@ def test_the_watcher_interrupts_a_block_that_grows_past_the_ceiling():
         assert len(hoard) < 100
     finally:
         memory.set_memory_ceiling(None)
+
+
+def test_a_token_budget_caps_every_forward_pass_and_keeps_the_gradient(tiny_roberta, long_posts):
+    tokenizer, tokens = long_posts
+    model = _model(tiny_roberta)
+    collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
+    batch = list(range(len(tokens)))
+    units = plan_units(tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
+    gradients = []
+    for max_tokens in (None, 2 * MAX_LENGTH):
+        model.zero_grad()
+        forwards = _Forwards()
+        try:
+            accumulate_gradients(model, tokens, units, len(batch), 16, collate, bce_loss, nullcontext, None,
+                                 torch.optim.SGD(model.parameters()), CPU, max_tokens=max_tokens)
+        finally:
+            forwards.handle.remove()
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+        assert max(forwards.with_graph) == (16 if max_tokens is None else 2)
+    for name, want in gradients[0].items():
+        torch.testing.assert_close(gradients[1][name], want, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_micro_batch_tokens_is_2048_on_cpu_and_unbounded_on_gpus_by_default():
+    from hpo.train.config import TrainConfig
+
+    config = TrainConfig(task="criteria", encoder="e", data_dir="d")
+    assert config.token_budget("cpu") == 2048 and config.token_budget("cuda") is None
+    assert TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=None).token_budget("cpu") is None
+    with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1"):
+        TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=0)

@@ -8,6 +8,9 @@ from typing import Literal
 
 from hpo.models.settings import HeadConfig, LoraSettings
 
+CPU_MICRO_BATCH_TOKENS = 2048  # micro_batch_tokens: auto on CPU (~0.7 GB of activations for MiniLM in float32)
+INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -36,8 +39,11 @@ class TrainConfig:
     freeze_layers: int = 0  # > 0: embeddings and the bottom n encoder layers are not trained
     weight_decay: float = 0.01
     batch_size: int = 16  # effective batch per optimizer step
-    micro_batch_size: int | None = None  # None: batch_size; halves on out-of-memory. Gradient accumulation:
-    # batch_size / micro_batch_size forward passes per optimizer step, same gradient as one full batch
+    micro_batch_size: int | None = None  # sequences per forward pass (a post's chunks count); None: batch_size;
+    # halves on out-of-memory. Gradient accumulation: same gradient as one full batch
+    micro_batch_tokens: int | Literal["auto"] | None = "auto"  # tokens per forward pass at most, which bounds a
+    # step's activations; auto: 2048 on CPU (as fast per token as larger passes there), none on GPUs (whose
+    # out-of-memory halves the micro-batch); None: no bound
     epochs: int = 3
     warmup_ratio: float = 0.06
     scheduler: Literal["linear", "cosine", "constant"] = "linear"
@@ -83,6 +89,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
             raise ValueError(f"micro_batch_size must be in 1..batch_size ({self.batch_size}), got {self.micro_batch_size}")
+        if isinstance(self.micro_batch_tokens, int) and self.micro_batch_tokens < 1:
+            raise ValueError(f"micro_batch_tokens must be >= 1 (or auto, or null for no bound), got {self.micro_batch_tokens}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if not 0 <= self.warmup_ratio < 1:
@@ -105,6 +113,12 @@ class TrainConfig:
         if self.gpus_per_trial < 1:
             raise ValueError(f"gpus_per_trial must be >= 1, got {self.gpus_per_trial}")
         self.head_config()  # validates the head settings
+
+    def token_budget(self, device_type: str) -> int | None:
+        """Tokens per training forward pass at most (``micro_batch_tokens`` resolved for the device)."""
+        if self.micro_batch_tokens == "auto":
+            return CPU_MICRO_BATCH_TOKENS if device_type == "cpu" else None
+        return self.micro_batch_tokens
 
     def head_config(self, num_labels: int = 1) -> HeadConfig:
         return HeadConfig(pooling=self.pooling, hidden_layers=self.head_layers, hidden_size=self.head_hidden_size,

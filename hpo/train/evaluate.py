@@ -18,7 +18,7 @@ from torch import nn
 from hpo.data import SYMPTOMS
 from hpo.data.collate import sorted_batches
 from hpo.data.tokenize import TokenizedSplit
-from hpo.train.config import TrainConfig
+from hpo.train.config import INFERENCE_TOKENS_PER_TRAINING_TOKEN, TrainConfig
 from hpo.train.memory import guard_host_memory, release_free_memory
 from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds
 from hpo.train.prepare import PreparedSplit
@@ -35,12 +35,15 @@ class Evaluation:
 
 @torch.inference_mode()
 def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.ndarray, collate, batch_size: int,
-                    device, autocast=nullcontext) -> np.ndarray:
+                    device, autocast=nullcontext, max_tokens: int | None = None) -> np.ndarray:
     """Logits per sequence, (len(sequence_ids), labels) float32, in eval mode and in
-    length-sorted batches of ``batch_size`` sequences: memory is bounded by the batch, not
-    by how many chunks a long text has. Out of memory halves the batch."""
+    length-sorted batches of ``batch_size`` sequences (and ``max_tokens`` tokens at most, at
+    the longest sequence's width): memory is bounded by the batch, not by how many chunks a
+    long text has. Out of memory halves the batch."""
     sequence_ids = np.asarray(sequence_ids, dtype=np.int64)
     lengths = tokens.sequence_lengths[sequence_ids]
+    if max_tokens and len(lengths):
+        batch_size = min(batch_size, max(1, max_tokens // int(lengths.max())))
     was_training = model.training
     model.eval()
     try:
@@ -68,11 +71,12 @@ def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.n
 
 
 def predict(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
-            autocast=nullcontext) -> np.ndarray:
+            autocast=nullcontext, max_tokens: int | None = None) -> np.ndarray:
     """Probabilities per example and label, (n, labels), in the split's order. A long text's
     chunks are max-pooled: a symptom stated in any part of a post is in the post, and a mean
     would dilute the one chunk that states it with every chunk that does not."""
-    logits = sequence_logits(model, tokens, np.arange(len(tokens.input_ids)), collate, batch_size, device, autocast)
+    logits = sequence_logits(model, tokens, np.arange(len(tokens.input_ids)), collate, batch_size, device, autocast,
+                             max_tokens)
     pooled = np.maximum.reduceat(logits, tokens.offsets[:-1], axis=0)
     return torch.sigmoid(torch.from_numpy(pooled)).numpy().astype(np.float64)
 
@@ -81,7 +85,9 @@ def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, 
              thresholds: dict[str, float] | None = None) -> Evaluation:
     """Metrics at 0.5, and ``tuned_`` twins at per-symptom thresholds: ``thresholds`` when
     given (validation's, to score test), else tuned on this split."""
-    probs = predict(model, split.tokens, collate, config.eval_batch_size, device, autocast)
+    budget = config.token_budget(torch.device(device).type)
+    probs = predict(model, split.tokens, collate, config.eval_batch_size, device, autocast,
+                    budget and budget * INFERENCE_TOKENS_PER_TRAINING_TOKEN)
     return score(split, probs, thresholds)
 
 

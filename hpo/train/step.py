@@ -63,15 +63,18 @@ def plan_units(tokens: TokenizedSplit, batch: list[int], num_labels: int, score_
 
 
 def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_examples: int, micro: int, collate,
-                         loss_fn, autocast, scaler, optimizer, device) -> int:
-    """Forward/backward over ``units`` in micro-batches of ``micro`` sequences; returns the
-    micro-batch size that worked. On out-of-memory (the device's, or the worker's host-memory
-    ceiling): free, halve the micro-batch and redo the whole step. No data is ever skipped;
-    the loss is divided by the step's examples, so any split gives the same gradient."""
+                         loss_fn, autocast, scaler, optimizer, device, max_tokens: int | None = None) -> int:
+    """Forward/backward over ``units`` in micro-batches of ``micro`` sequences, and of at most
+    ``max_tokens`` tokens (padded to the step's longest sequence); returns the micro-batch size
+    that worked. On out-of-memory (the device's, or the worker's host-memory ceiling): free,
+    halve the micro-batch and redo the whole step. No data is ever skipped; the loss is divided
+    by the step's examples, so any split gives the same gradient."""
+    longest = max(len(tokens.input_ids[j]) for j in units.sequences)
     while True:
+        size = min(micro, max(1, max_tokens // longest)) if max_tokens else micro
         try:
-            for start in range(0, len(units), micro):
-                part = slice(start, start + micro)
+            for start in range(0, len(units), size):
+                part = slice(start, start + size)
                 examples, masks = units.examples[part], units.masks[part]
                 labels = torch.as_tensor(tokens.labels[examples].reshape(len(examples), -1), dtype=torch.float32,
                                          device=device)
@@ -92,11 +95,11 @@ def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_exam
             del exc  # drop the traceback's references to the failed step's tensors
             optimizer.zero_grad(set_to_none=True)
             free_memory(device)
-            if micro == 1:
+            if size == 1:
                 ceiling = memory_ceiling_mb()
                 raise OutOfMemoryError(
                     f"out of memory even at micro-batch 1 ({message}); lower max_length, use a smaller encoder, "
                     "or enable activation_checkpointing"
                     + (f"; or give each worker more than {ceiling:,.0f} MiB (--memory-per-worker, fewer workers)"
                        if ceiling else "")) from None
-            micro = max(1, micro // 2)
+            micro = max(1, size // 2)
