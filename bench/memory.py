@@ -126,7 +126,8 @@ def one_trial(code_dir: Path, data_dir: Path, encoder: str, batch: int, max_leng
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5, help="runs of the headline case (after, 16 x 256)")
+    parser.add_argument("--other-runs", type=int, default=1, help="runs of every other case")
     parser.add_argument("--only", choices=("before", "after"), nargs="*", default=("before", "after"))
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one run, JSON on stdout
     args = parser.parse_args()
@@ -145,8 +146,11 @@ def main() -> None:
     plan = [p for p in plan if p[0].split()[0] in args.only]
     results: dict[str, list[dict]] = {}
     try:
-        for repeat in range(args.runs):
+        for repeat in range(max(args.runs, args.other_runs)):
             for side, batch, length, code_dir, data_dir in plan:
+                headline = (side, batch, length) == ("after", 16, 256)
+                if repeat >= (args.runs if headline else args.other_runs):
+                    continue
                 # A fresh interpreter per run, so RUSAGE_CHILDREN's running maximum is this run's alone.
                 done = subprocess.run([sys.executable, "-m", "bench.memory", "--single",
                                        json.dumps([side, batch, length, str(code_dir), str(data_dir)])],
@@ -154,7 +158,7 @@ def main() -> None:
                 run = json.loads(done.stdout.strip().splitlines()[-1])
                 key = f"{side} batch={batch} max_length={length}"
                 results.setdefault(key, []).append(run)
-                print(f"[{repeat + 1}/{args.runs}] {key}: peak {run['peak_rss_mb']:,.0f} MiB"
+                print(f"[run {repeat + 1}] {key}: peak {run['peak_rss_mb']:,.0f} MiB"
                       + (" (crossed the cap, killed)" if run["crossed_cap"] else "")
                       + (f", {run['seconds']:.0f} s, post macro-F1 {run['post_macro_f1']:.3f}" if "seconds" in run
                          else f", exit {run['exit_code']} {run.get('error', '')}"), flush=True)
