@@ -54,7 +54,7 @@ def _finalize(args) -> None:
 def _retrain(args) -> int:
     from hpo.retrain import retrain_child
 
-    return retrain_child(args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid)
+    return retrain_child(args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid, args.memory_limit)
 
 
 def _worker(args) -> int:
@@ -241,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrain.add_argument("--threads", type=_positive_int, required=True, help="torch CPU threads")
     retrain.add_argument("--parent-pid", type=_positive_int, required=True, metavar="PID",
                          help="the finalize process: this one gets SIGTERM when it exits")
+    retrain.add_argument("--memory-limit", type=_memory_mb, metavar="SIZE", help="host-memory ceiling of this process")
     retrain.set_defaults(func=_retrain)
 
     worker = commands.add_parser("worker", help="run one worker on a study (e.g. on another machine)")

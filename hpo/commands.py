@@ -88,11 +88,11 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         StudyProgress,
         Supervisor,
         available_cpus,
-        memory_share_mb,
         visible_gpus,
         worker_launches,
     )
     from hpo.study import open_study
+    from hpo.train.memory import memory_share_mb
 
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
@@ -200,8 +200,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
         import torch
 
         torch.set_num_threads(threads)
-    from hpo.launcher import memory_share_mb
-    from hpo.train.memory import set_memory_ceiling
+    from hpo.train.memory import memory_share_mb, set_memory_ceiling
 
     set_memory_ceiling(memory_limit_mb or memory_share_mb(1))  # alone on the machine unless told
     if wait_for_go and not await_go():

@@ -106,30 +106,6 @@ def visible_gpus() -> list[str]:
 _GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: what CUDA/HIP devices need
 
 
-MEMORY_SHARE = 0.9  # of the machine's memory, split between workers; the rest for the launcher and the system
-
-
-def memory_share_mb(n_workers: int, total_mb: float | None = None) -> int | None:
-    """Each of ``n_workers`` workers' host-memory ceiling: an even split of what this machine
-    (or the cgroup it runs in: a container, a Slurm job) may use. None where it is unknown."""
-    total_mb = machine_memory_mb() if total_mb is None else total_mb
-    return None if total_mb is None else max(1, int(total_mb * MEMORY_SHARE / n_workers))
-
-
-def machine_memory_mb() -> float | None:
-    """The memory this process may use: the machine's, or its cgroup's limit when lower."""
-    limits = []
-    try:
-        with open("/proc/meminfo") as meminfo:
-            limits.append(int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) / 1024)
-    except (OSError, StopIteration, ValueError):
-        return None
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # cgroup v2, v1
-        with contextlib.suppress(OSError, ValueError), open(path) as limit:
-            limits.append(int(limit.read().strip()) / 2**20)  # "max" (no limit) is a ValueError
-    return min(limits)
-
-
 def peak_resident_mb(pid: int) -> float | None:
     """A live process's peak resident set (VmHWM), in MiB; None once it is gone."""
     try:

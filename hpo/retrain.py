@@ -34,6 +34,7 @@ from hpo.outputs import atomic_text
 from hpo.process import exit_with_parent, interruptible, start_child, stop_children
 from hpo.spec import StudySpec, load_spec
 from hpo.train.config import TrainConfig
+from hpo.train.memory import memory_share_mb, set_memory_ceiling
 
 PLAN_FILE = "plan.json"  # in runs/: the runs the children share
 RESULT_FILE = "result.json"  # in a run's folder, written last: the run and its model are complete
@@ -78,11 +79,13 @@ def retrain_all(spec: StudySpec, spec_path: str, overrides: Sequence[str], runs:
     children = min(workers, len(pending))
     with tqdm(total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True) as bar:
         if children <= 1:
+            set_memory_ceiling(memory_share_mb(1))  # as a worker's, so a step past it backs off
             retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
         else:
             write_json(runs_dir / PLAN_FILE, [dataclasses.asdict(run) for run in pending])
             threads = max(1, cpu_count(only_physical_cores=False) // children)
-            launches = child_launches(spec_path, overrides, runs_dir, children, threads=threads, storage=spec.storage)
+            launches = child_launches(spec_path, overrides, runs_dir, children, threads=threads, storage=spec.storage,
+                                      memory_mb=memory_share_mb(children))
             codes = _run_children(launches, lambda: len(finished_runs(runs, runs_dir)), bar, say)
             records = finished_runs(runs, runs_dir)
             if missing := [run.name for run in runs if run.name not in records]:
@@ -114,15 +117,18 @@ def retrain_pending(spec: StudySpec, runs: Sequence[Run], runs_dir: Path,
 
 
 def child_launches(spec_path: str, overrides: Sequence[str], runs_dir: Path, n: int, *, threads: int,
-                   storage: str, parent_pid: int | None = None,
+                   storage: str, parent_pid: int | None = None, memory_mb: int | None = None,
                    base_env: Mapping[str, str] | None = None) -> list[tuple[list[str], dict[str, str]]]:
-    """Each retraining child's command and environment: ``threads`` CPU threads each, told
-    finalize's PID so it dies with it; the storage URL in the environment, never in `ps`."""
+    """Each retraining child's command and environment: ``threads`` CPU threads each and
+    ``memory_mb`` of host memory, told finalize's PID so it dies with it; the storage URL in
+    the environment, never in `ps`."""
     env = dict(os.environ if base_env is None else base_env)
     env.update({"HPO_STORAGE": storage, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                 "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"})
     cmd = [sys.executable, "-m", "hpo", "retrain", spec_path, "--runs-dir", str(runs_dir), "--threads", str(threads),
            "--parent-pid", str(os.getpid() if parent_pid is None else parent_pid)]
+    if memory_mb is not None:
+        cmd += ["--memory-limit", str(memory_mb)]
     for override in overrides:
         cmd += ["--set", override]
     return [(list(cmd), dict(env)) for _ in range(n)]
@@ -148,7 +154,8 @@ def _run_children(launches: Sequence[tuple[list[str], dict[str, str]]], count_fi
     return [proc.returncode for proc in procs]
 
 
-def retrain_child(spec_path: str, overrides: Sequence[str], runs_dir: str, threads: int, parent_pid: int) -> int:
+def retrain_child(spec_path: str, overrides: Sequence[str], runs_dir: str, threads: int, parent_pid: int,
+                  memory_limit_mb: int | None = None) -> int:
     """``hpo retrain``: one of finalize's retraining processes (see the module's docstring)."""
     exit_with_parent(parent_pid)  # first: a finalize killed while this one starts is noticed too
     spec = load_spec(spec_path, overrides)  # the storage comes from $HPO_STORAGE, as finalize resolved it
@@ -156,6 +163,7 @@ def retrain_child(spec_path: str, overrides: Sequence[str], runs_dir: str, threa
     import torch
 
     torch.set_num_threads(threads)
+    set_memory_ceiling(memory_limit_mb or memory_share_mb(1))
     retrain_pending(spec, runs, Path(runs_dir))
     return 0
 

@@ -275,11 +275,13 @@ def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storag
     from hpo.retrain import child_launches
 
     launches = child_launches("s.yaml", ["train.epochs=1"], tmp_path / "runs", 2, threads=3,
-                              storage="postgresql://u:s3cret@db/hpo", parent_pid=4242, base_env={"KEEP": "1"})
+                              storage="postgresql://u:s3cret@db/hpo", parent_pid=4242, base_env={"KEEP": "1"},
+                              memory_mb=5000)
     assert len(launches) == 2
     for cmd, env in launches:
         assert cmd[1:4] == ["-m", "hpo", "retrain"] and "s3cret" not in " ".join(cmd)
         assert cmd[cmd.index("--parent-pid") + 1] == "4242" and cmd[cmd.index("--threads") + 1] == "3"
+        assert cmd[cmd.index("--memory-limit") + 1] == "5000"  # each retraining's share of the host memory
         assert cmd[-2:] == ["--set", "train.epochs=1"]
         assert env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"
         assert env["KEEP"] == "1"

@@ -15,14 +15,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hpo.launcher import (
-    Supervisor,
-    WorkerLaunch,
-    machine_memory_mb,
-    memory_share_mb,
-    visible_gpus,
-    worker_launches,
-)
+from hpo.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
+from hpo.train.memory import machine_memory_mb, memory_share_mb
 
 SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"
 

@@ -15,6 +15,7 @@ torch operation it is in, which a bounded micro-batch keeps small). Linux only: 
 from __future__ import annotations
 
 import _thread
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -26,6 +27,30 @@ from contextlib import contextmanager
 SAMPLE_SECONDS = 0.05  # a 4 KiB read of /proc per sample: ~20 µs
 _INTERRUPT = signal.SIGUSR2  # simulated by _thread.interrupt_main: no real signal is sent
 _PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20 if hasattr(os, "sysconf") else 0.0
+
+
+MEMORY_SHARE = 0.9  # of the machine's memory, split between workers; the rest for the launcher and the system
+
+
+def memory_share_mb(n_workers: int, total_mb: float | None = None) -> int | None:
+    """Each of ``n_workers`` workers' host-memory ceiling: an even split of what this machine
+    (or the cgroup it runs in: a container, a Slurm job) may use. None where it is unknown."""
+    total_mb = machine_memory_mb() if total_mb is None else total_mb
+    return None if total_mb is None else max(1, int(total_mb * MEMORY_SHARE / n_workers))
+
+
+def machine_memory_mb() -> float | None:
+    """The memory this process may use: the machine's, or its cgroup's limit when lower."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            limits.append(int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) / 1024)
+    except (OSError, StopIteration, ValueError):
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # cgroup v2, v1
+        with contextlib.suppress(OSError, ValueError), open(path) as limit:
+            limits.append(int(limit.read().strip()) / 2**20)  # "max" (no limit) is a ValueError
+    return min(limits)
 
 
 class HostMemoryExceeded(RuntimeError):
