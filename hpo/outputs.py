@@ -173,12 +173,14 @@ class TrialOutputs:
         path.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger = logging.getLogger("hpo")
-        logger.addHandler(handler)
+        loggers = [logging.getLogger("hpo"), logging.getLogger("hpo.detail")]  # detail: the log file only
+        for logger in loggers:
+            logger.addHandler(handler)
         try:
             yield path
         finally:
-            logger.removeHandler(handler)
+            for logger in loggers:
+                logger.removeHandler(handler)
             handler.close()
 
     def write_metrics(self, number: int, data: dict) -> Path:

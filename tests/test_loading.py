@@ -90,3 +90,16 @@ def test_construction_lock_restores_leaked_global_state():
     finally:
         PreTrainedModel.tie_weights = original
         torch.set_default_dtype(torch.float32)
+
+
+def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(tiny_roberta_mlm, tmp_path, capfd):
+    """An MLM checkpoint loaded as an encoder has UNEXPECTED lm_head keys: transformers prints a
+    ~12-line report; a trial keeps it in its train.log and the terminal stays quiet."""
+    from hpo.outputs import TrialOutputs
+
+    outputs = TrialOutputs(tmp_path, "s", "uid12345", keep_top_k=0, direction="maximize")
+    with outputs.trial_log(0) as path:
+        load_pretrained(tiny_roberta_mlm)
+    assert "LOAD REPORT" in path.read_text() and "UNEXPECTED" in path.read_text()
+    out, err = capfd.readouterr()
+    assert "LOAD REPORT" not in out + err

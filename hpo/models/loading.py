@@ -25,6 +25,26 @@ from transformers.utils import logging as hf_logging
 from hpo.errors import MetaTensorError
 
 log = logging.getLogger(__name__)
+# What belongs in a trial's train.log but not on the terminal: trial logs attach to it, nothing
+# else does (hpo.outputs.TrialOutputs.trial_log).
+DETAIL = logging.getLogger("hpo.detail")
+DETAIL.propagate = False
+DETAIL.setLevel(logging.INFO)
+
+
+class _LoadReportToDetail(logging.Filter):
+    """transformers logs a ~12-line "LOAD REPORT" per load as a warning (an unused pooler
+    counts as UNEXPECTED): it goes to the trial's log only; a missing weight still gets one
+    line on the terminal, from ``load_pretrained``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" not in record.getMessage():
+            return True
+        DETAIL.info("%s", record.getMessage())
+        return False
+
+
+logging.getLogger("transformers.modeling_utils").addFilter(_LoadReportToDetail())
 
 MODEL_LOCK = threading.RLock()
 _REAL_TIE_WEIGHTS = PreTrainedModel.tie_weights
