@@ -88,13 +88,13 @@ def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(tiny_
     forwards = _Forwards()
     try:
         units = plan_units(tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
-        micro = accumulate_gradients(model, tokens, units, len(batch), 4, collate, loss_fn, nullcontext, None,
-                                     torch.optim.SGD(model.parameters()), CPU)
+        micro, loss = accumulate_gradients(model, tokens, units, len(batch), 4, collate, loss_fn, nullcontext, None,
+                                           torch.optim.SGD(model.parameters()), CPU)
     finally:
         forwards.handle.remove()
     got = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
-    assert micro == 4
+    assert micro == 4 and loss.item() > 0
     assert max(forwards.with_graph) <= 4, "a backward pass holds the micro-batch's sequences at most"
     assert max(forwards.without_graph) <= 8, "chunks are scored in bounded batches"
     assert sum(forwards.with_graph) == len(units) <= len(batch) * LABELS < n_sequences
@@ -136,7 +136,7 @@ def test_crossing_the_host_memory_ceiling_backs_off_then_fails_the_step(tiny_rob
                                  None, optimizer, CPU)
         memory.set_memory_ceiling(resident * 4)  # far above: the same step runs
         assert accumulate_gradients(model, tokens, units, 4, 4, collate, bce_loss,
-                                    nullcontext, None, optimizer, CPU) == 4
+                                    nullcontext, None, optimizer, CPU)[0] == 4
     finally:
         memory.set_memory_ceiling(None)
 

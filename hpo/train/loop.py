@@ -1,7 +1,9 @@
 """One fine-tuning run: a plain ``TrainConfig`` in, the best epoch's metrics out.
 
-It knows nothing of Optuna. The one outward channel is ``report(epoch, value)``, called
-after every evaluation; if it raises (a pruned trial), training stops at once.
+It knows nothing of Optuna. Its outward channel is ``report(epoch, value)``, called after
+every evaluation; if it raises (a pruned trial), training stops at once. Where it stands
+(epoch, step, loss, pace, ETA) is logged every ``PROGRESS_SECONDS`` and at each epoch's end,
+and handed to ``progress`` (which must not raise) for whoever shows it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.step import accumulate_gradients, plan_units
 
 Report = Callable[[int, float], None]
+Progress = Callable[[dict], None]
+PROGRESS_SECONDS = 30.0  # a long trial says where it is this often; a study of minutes-long trials is not silent
 log = logging.getLogger(__name__)
 
 
@@ -54,7 +58,7 @@ class TrainResult:
     checkpoint: str | None = None
 
 
-def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
+def train(config: TrainConfig, report: Report | None = None, progress: Progress | None = None) -> TrainResult:
     started = time.perf_counter()
     _seed(config)
     device = resolve_device(config.device)
@@ -99,15 +103,17 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
     example_lengths, sequence_lengths = data.train.tokens.lengths, data.train.tokens.sequence_lengths
+    pace = _Pace(config.epochs, steps_per_epoch, progress)
     model.train()
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
         sample = data.train.training_sample(config.evidence_negative_ratio, config.seed + epoch)
-        for planned in length_grouped_batches(example_lengths[sample], config.batch_size, seed=config.seed + epoch):
+        for step, planned in enumerate(length_grouped_batches(example_lengths[sample], config.batch_size,
+                                                              seed=config.seed + epoch), start=1):
             batch = sample[planned].tolist()
             units = plan_units(data.train.tokens, batch, data.train.num_labels, score_chunks)
-            micro = accumulate_gradients(model, data.train.tokens, units, len(batch), micro, collate, loss_fn,
-                                         autocast, scaler, optimizer, device, max_tokens)
+            micro, loss = accumulate_gradients(model, data.train.tokens, units, len(batch), micro, collate, loss_fn,
+                                               autocast, scaler, optimizer, device, max_tokens)
             if scaler:
                 scaler.unscale_(optimizer)
             if config.max_grad_norm:
@@ -121,8 +127,11 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
             optimizer.zero_grad(set_to_none=True)
             samples += len(batch)
             tokens += int(sequence_lengths[units.sequences].sum())
+            pace.step(epoch, step, len(batch), loss)
         train_seconds += time.perf_counter() - epoch_started
+        evaluation_started = time.perf_counter()
         evaluation = evaluate(model, data.validation, collate, config, device, autocast)
+        pace.epoch_end(epoch, time.perf_counter() - evaluation_started)
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
         history.append(evaluation.metrics)
         if best_value is None or value > best_value or config.train_on != "train":  # a refit keeps the last
@@ -150,6 +159,50 @@ def train(config: TrainConfig, report: Report | None = None) -> TrainResult:
         peak_memory_mb=_peak_memory_mb(device), tokens_trained=tokens, token_coverage=coverage,
         thresholds=best.thresholds, history=history, checkpoint=checkpoint,
     )
+
+
+class _Pace:
+    """Where a run stands, said every PROGRESS_SECONDS and at each epoch's end: a log line
+    (the worker's output and the trial's train.log) and a dict for ``progress``."""
+
+    def __init__(self, epochs: int, steps_per_epoch: int, progress: Progress | None):
+        self.epochs, self.steps_per_epoch, self.progress = epochs, steps_per_epoch, progress
+        self.started = self.said = time.perf_counter()
+        self.steps_done, self.examples, self.loss = 0, 0, None
+        self.eval_seconds = 0.0  # the last evaluation's, to forecast the ones left
+        self.epoch, self.step_in_epoch = 1, 0
+
+    def step(self, epoch: int, step: int, examples: int, loss) -> None:
+        self.epoch, self.step_in_epoch, self.loss = epoch, step, loss  # a tensor, read only when said
+        self.steps_done += 1
+        self.examples += examples
+        if time.perf_counter() - self.said >= PROGRESS_SECONDS:
+            self._say()
+
+    def epoch_end(self, epoch: int, eval_seconds: float) -> None:
+        self.eval_seconds = eval_seconds
+        self._say(ended=True)
+
+    def _say(self, ended: bool = False) -> None:
+        self.said = now = time.perf_counter()
+        elapsed = now - self.started
+        per_step = (elapsed - self.eval_seconds * (self.epoch - (0 if ended else 1))) / max(self.steps_done, 1)
+        steps_left = self.epochs * self.steps_per_epoch - self.steps_done
+        evals_left = self.epochs - self.epoch + (0 if ended else 1)
+        eta = max(0.0, steps_left * per_step + evals_left * self.eval_seconds)
+        state = {"epoch": self.epoch, "epochs": self.epochs, "step": self.step_in_epoch,
+                 "steps": self.steps_per_epoch, "loss": None if self.loss is None else round(float(self.loss), 4),
+                 "examples_per_second": round(self.examples / max(elapsed, 1e-9), 2), "eta_seconds": round(eta, 1)}
+        log.info("epoch %d/%d%s step %d/%d, loss %s, %.1f examples/s, ETA %s", self.epoch, self.epochs,
+                 " done at" if ended else ",", self.step_in_epoch, self.steps_per_epoch, state["loss"],
+                 state["examples_per_second"], _clock(eta))
+        if self.progress is not None:
+            self.progress(state)
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"
 
 
 def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:

@@ -63,16 +63,18 @@ def plan_units(tokens: TokenizedSplit, batch: list[int], num_labels: int, score_
 
 
 def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_examples: int, micro: int, collate,
-                         loss_fn, autocast, scaler, optimizer, device, max_tokens: int | None = None) -> int:
+                         loss_fn, autocast, scaler, optimizer, device, max_tokens: int | None = None
+                         ) -> tuple[int, torch.Tensor]:
     """Forward/backward over ``units`` in micro-batches of ``micro`` sequences, and of at most
     ``max_tokens`` tokens (padded to the step's longest sequence); returns the micro-batch size
-    that worked. On out-of-memory (the device's, or the worker's host-memory ceiling): free,
+    that worked and the step's loss (a tensor: reading it would wait for the device). On out-of-memory (the device's, or the worker's host-memory ceiling): free,
     halve the micro-batch and redo the whole step. No data is ever skipped; the loss is divided
     by the step's examples, so any split gives the same gradient."""
     longest = max(len(tokens.input_ids[j]) for j in units.sequences)
     while True:
         size = min(micro, max(1, max_tokens // longest)) if max_tokens else micro
         try:
+            total = torch.zeros((), device=device)
             for start in range(0, len(units), size):
                 part = slice(start, start + size)
                 examples, masks = units.examples[part], units.masks[part]
@@ -86,8 +88,9 @@ def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_exam
                         logits = model(**inputs)
                     loss = loss_fn(logits.float(), labels, mask=mask) / n_examples
                     (scaler.scale(loss) if scaler else loss).backward()
+                total += loss.detach()
                 del logits, loss
-            return micro
+            return micro, total
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not is_out_of_memory(exc):
                 raise
