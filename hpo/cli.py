@@ -92,6 +92,10 @@ def _status(args) -> None:
     if s["trials_per_hour"]:
         eta = f"   ETA {_duration(s['eta_hours'])}" if s["eta_hours"] else ""
         print(f"  {s['trials_per_hour']:.1f} trials/hour{eta}")
+    for trial in s["running"]:
+        where = (f"epoch {trial['epoch']}/{trial['epochs']} step {trial['step']}/{trial['steps']}, ETA "
+                 f"{_duration(trial['eta_seconds'] / 3600)}" if "epoch" in trial else "starting")
+        print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
 
 
 def _duration(hours: float) -> str:

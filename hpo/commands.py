@@ -217,18 +217,20 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
 
 
 def status(study_ref: str, storage: str | None) -> dict:
-    """Counts by state, the best value, the pace and what remains."""
-    from hpo.study import load_study_ref, state_counts, trials_per_hour
+    """Counts by state, the best value, the pace and what remains, and where each running trial is."""
+    from hpo.study import load_study_ref, running_trials, state_counts, trials_per_hour
 
     study = load_study_ref(study_ref, storage)
     counts = state_counts(study)
     n_trials = study.user_attrs.get("n_trials")
     rate = trials_per_hour(study)
     remaining = max(n_trials - counts["finished"], 0) if n_trials else None
+    running = [{"number": t.number, "worker": t.user_attrs.get("worker"), **t.user_attrs.get("progress", {})}
+               for t in running_trials(study)]
     return {"study": study.study_name, "task": study.user_attrs.get("task", "?"),
             "direction": study.direction.name.lower(), "metric": study.user_attrs.get("metric", "value"),
             "n_trials": n_trials, "counts": counts, "trials_per_hour": rate,
-            "eta_hours": remaining / rate if rate and remaining else None}
+            "eta_hours": remaining / rate if rate and remaining else None, "running": running}
 
 
 def best(study_ref: str, storage: str | None) -> dict:

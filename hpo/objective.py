@@ -65,9 +65,15 @@ class Objective:
             if limit and time.perf_counter() - started > limit:  # checked per epoch: the loop's only outward call
                 raise TimeoutError(f"trial ran past timeout_per_trial={limit}s after epoch {epoch}")
 
+        def progress(state: dict) -> None:  # for hpo status; best effort: a database blip must not end the trial
+            try:
+                trial.set_user_attr("progress", state)
+            except Exception as exc:
+                log.warning("trial %d: could not record its progress (%s)", trial.number, type(exc).__name__)
+
         try:
             with self.outputs.trial_log(trial.number):
-                result = train(config, report=report)
+                result = train(config, report=report, progress=progress)
             value = result.value
             self._record(trial, result)
             run.log_final({**result.metrics, "best_epoch": result.best_epoch, "epochs_run": result.epochs_run,

@@ -104,6 +104,19 @@ def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name
     assert float(number) > 0, "six trials remain: the ETA is never shown as zero"
 
 
+def test_status_shows_where_each_running_trial_is(capsys, sqlite_url, study_name, tmp_path):
+    study = build_study(sqlite_url, study_name, tmp_path, n_trials=10)
+    fresh, going = study.ask(SPACE), study.ask(SPACE)
+    fresh.set_user_attr("worker", "node/1")
+    going.set_user_attr("worker", "node/0")
+    going.set_user_attr("progress", {"epoch": 2, "epochs": 4, "step": 31, "steps": 75, "loss": 0.41,
+                                     "examples_per_second": 37.5, "eta_seconds": 372.0})
+    code, out, err = hpo(capsys, "status", study_name, "--storage", sqlite_url)
+    assert code == 0, err
+    assert f"trial {going.number} running on node/0: epoch 2/4 step 31/75, ETA 6 min" in out
+    assert f"trial {fresh.number} running on node/1: starting" in out
+
+
 def test_status_of_a_finished_study_has_no_eta(capsys, finished, postgres_url):
     code, out, _ = hpo(capsys, "status", finished.study_name, "--storage", postgres_url)
     assert code == 0

@@ -37,6 +37,19 @@ def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
     assert study.trials[0].user_attrs["seed"] == recorded["seed"] == 7  # each trial records the seed it ran with
 
 
+def test_a_trial_records_where_it_stands_and_says_it_in_its_log(spec, caplog):
+    """At each epoch's end (and every 30 s) the loop says epoch, step, loss, pace and ETA: in the
+    trial's train.log, and on the trial for `hpo status`."""
+    caplog.set_level("INFO", logger="hpo")  # as a worker logs
+    study = open_study(spec)
+    study.optimize(Objective(spec), n_trials=1)
+    progress = study.trials[0].user_attrs["progress"]
+    assert progress["epoch"] == progress["epochs"] == 1 and progress["step"] == progress["steps"] > 0
+    assert progress["eta_seconds"] == 0 and progress["examples_per_second"] > 0 and progress["loss"] > 0
+    log = (spec.study_dir(study_uid(study)) / "trial_0" / "train.log").read_text()
+    assert f"epoch 1/1 done at step {progress['steps']}/{progress['steps']}, loss" in log and "ETA 0m00s" in log
+
+
 def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):
     study = optuna.create_study(study_name=spec.name, storage=get_storage(spec.storage), direction="maximize")
     with pytest.raises(UsageError, match="has no uid to name its folder"):

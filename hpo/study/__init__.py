@@ -49,6 +49,7 @@ from hpo.study._trials import (
     fail_trials_of_worker,
     find_trial,
     requeue,
+    running_trials,
     set_user_attrs,
     upload,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "proxy_storage",
     "recent_outcomes",
     "requeue",
+    "running_trials",
     "require_grpc",
     "run_proxy_server",
     "sample_points",

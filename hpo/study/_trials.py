@@ -51,6 +51,10 @@ def completed_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
 
+def running_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+
+
 def find_trial(study: optuna.Study, number: int) -> FrozenTrial | None:
     return next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
 
