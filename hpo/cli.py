@@ -142,10 +142,35 @@ def _export(args) -> None:
 def _predict(args) -> None:
     from hpo.commands import predict
 
+    if args.criteria or args.evidence or args.html:
+        return _predict_pair(args)
+    if not args.model_dir:
+        raise UsageError("hpo predict needs a model folder, or --criteria and --evidence for the joined prediction")
     s = predict(args.model_dir, args.input, args.out, args.batch_size, args.device, args.top_k,
                 progress=not args.no_progress, force=args.force)
     print(f"predicted {s.posts} posts in {s.predict_seconds:.1f} s ({s.posts_per_second:.1f} posts/s; loading took "
           f"{s.load_seconds:.1f} s): {s.rows} rows of {s.task} predictions in {args.out}", file=sys.stderr)
+
+
+def _predict_pair(args) -> None:
+    from hpo.commands import explain
+
+    if args.model_dir:
+        raise UsageError(f"give either a model folder ({args.model_dir}) or --criteria and --evidence, not both")
+    if not (args.criteria and args.evidence):
+        given, missing = ("--criteria", "--evidence") if args.criteria else ("--evidence", "--criteria")
+        if not (args.criteria or args.evidence):
+            raise UsageError("--html needs the joined prediction: pass --criteria and --evidence model folders")
+        raise UsageError(f"{given} needs {missing} too: pass the criteria study's final/model and the evidence "
+                         "study's final/model")
+    s = explain(args.criteria, args.evidence, args.input, args.out, args.html, args.batch_size, args.device,
+                args.top_k, progress=not args.no_progress, force=args.force)
+    if s.unchecked_data:
+        print(f"hpo: warning: {s.unchecked_data}", file=sys.stderr)
+    report = f" and the report in {args.html}" if args.html else ""
+    print(f"explained {s.posts} posts in {s.criteria_seconds + s.evidence_seconds:.1f} s ({s.posts_per_second:.1f} "
+          f"posts/s; criteria {s.criteria_seconds:.1f} s, evidence {s.evidence_seconds:.1f} s for {s.found} "
+          f"symptoms found; loading took {s.load_seconds:.1f} s): {args.out}{report}", file=sys.stderr)
 
 
 def _report(args) -> None:
@@ -289,15 +314,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="file to write (default: standard output)")
     export.set_defaults(func=_export)
 
-    pred = commands.add_parser("predict", help="run a saved model (a trial checkpoint or a final model) on posts")
-    pred.add_argument("model_dir", help="the model folder: a trial's checkpoint/ or finalize's model")
+    pred = commands.add_parser("predict", help="run a saved model (a trial checkpoint or a final model) on posts, "
+                               "or a criteria and an evidence model together")
+    pred.add_argument("model_dir", nargs="?", help="the model folder: a trial's checkpoint/ or finalize's model")
+    pred.add_argument("--criteria", help="joined prediction: the criteria study's final/model; needs --evidence")
+    pred.add_argument("--evidence", help="joined prediction: the evidence study's final/model, trained on the same "
+                      "data and criterion texts; its top sentences are found for each symptom --criteria finds")
+    pred.add_argument("--html", help="joined prediction: also write a self-contained HTML report of the posts")
     pred.add_argument("--input", required=True, help="posts as .csv or .jsonl with post_id and text "
                       "(the layout of ReDSM5's redsm5_posts.csv)")
-    pred.add_argument("--out", required=True, help="CSV to write; it appears only once complete")
+    pred.add_argument("--out", required=True, help="CSV to write (joined prediction: JSON lines); it appears only "
+                      "once complete")
     pred.add_argument("--batch-size", type=_positive_int, default=64, help="sequences per forward pass (default 64)")
     pred.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or cuda:N")
     pred.add_argument("--top-k", type=_non_negative_int, default=3,
-                      help="evidence models: sentences kept per post and symptom (default 3; 0: all)")
+                      help="evidence: sentences kept per post and symptom (default 3; 0: all)")
     pred.add_argument("--force", action="store_true", help="replace an existing --out file that is not an earlier "
                       "predictions CSV (never the --input file, the model folder or a database)")
     pred.add_argument("--no-progress", action="store_true", help="no progress bar")

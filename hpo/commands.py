@@ -360,3 +360,26 @@ def predict(model_dir: str, input_path: str, out: str, batch_size: int, device: 
 
         return predict_file(model_dir, input_path, out, batch_size, device, top_k or None, progress=start,
                             force=force)
+
+
+def explain(criteria_dir: str, evidence_dir: str, input_path: str, out: str, html: str | None, batch_size: int,
+            device: str, top_k: int, progress: bool = True, force: bool = False):
+    """``hpo predict --criteria --evidence``: the joined prediction of every post of
+    ``input_path`` as JSON lines at ``out`` (and the HTML report at ``html``), with a tqdm bar
+    of posts through both halves; returns the ``ExplainSummary`` for the throughput line."""
+    from contextlib import ExitStack
+
+    from tqdm import tqdm
+
+    from hpo.explain import explain_file
+    from hpo.models.loading import hide_progress_bars
+
+    if not progress:
+        hide_progress_bars()
+    with ExitStack() as bars:
+        def start(total: int):
+            return bars.enter_context(tqdm(total=total, unit="post", desc="criteria, then evidence",
+                                           disable=not progress, dynamic_ncols=True)).update
+
+        return explain_file(criteria_dir, evidence_dir, input_path, out, html, batch_size, device, top_k or None,
+                            progress=start, force=force)

@@ -62,6 +62,8 @@ class ScoredSentence:
     text: str
     score: float
     decision: bool  # score >= the model's threshold for the symptom
+    start: int  # the sentence is post[start:end] (split_sentences' span)
+    end: int
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Settings:
     long_text: str
     thresholds: np.ndarray  # per label
     descriptions: dict[str, str]
+    data_fingerprint: str | None  # sha256 of the training data files; None: saved before it was recorded
 
     @classmethod
     def of(cls, path: Path, meta: dict) -> Settings:
@@ -85,7 +88,11 @@ class Settings:
         return cls(block.formulation, tuple(block.labels), block.max_length, block.long_text,
                    np.array([block.thresholds[label] for label in block.labels]),
                    # saved since descriptions became a study setting; before, training always used the packaged file
-                   block.descriptions or load_descriptions())
+                   block.descriptions or load_descriptions(), block.data_fingerprint)
+
+    @property
+    def task(self) -> str:
+        return "evidence" if self.formulation == "evidence" else "criteria"
 
     def check_fits(self, path: Path, model: torch.nn.Module) -> None:
         """max_length within the positions the encoder has: past them, the first long post
@@ -117,7 +124,7 @@ class Predictor:
 
     @property
     def task(self) -> str:
-        return "evidence" if self.settings.formulation == "evidence" else "criteria"
+        return self.settings.task
 
     def predict(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE,
                 progress: Progress | None = None) -> CriteriaPredictions:
@@ -133,28 +140,41 @@ class Predictor:
         return CriteriaPredictions(labels, probabilities, probabilities >= self.settings.thresholds)
 
     def predict_evidence(self, posts: Sequence[str], top_k: int | None = DEFAULT_TOP_K,
-                         batch_size: int = DEFAULT_BATCH_SIZE,
-                         progress: Progress | None = None) -> list[dict[str, list[ScoredSentence]]]:
+                         batch_size: int = DEFAULT_BATCH_SIZE, progress: Progress | None = None,
+                         symptoms: Sequence[Sequence[str]] | None = None) -> list[dict[str, list[ScoredSentence]]]:
         """Per post and symptom, its ``top_k`` sentences (all with None) by evidence score.
 
-        Every sentence is scored against all nine criteria: training may have paired posts
-        only with the criteria they show, but a new post's criteria are not known here."""
+        ``symptoms``: per post, the symptoms to score (a criteria model's findings); None:
+        every sentence against all nine, since a new post's criteria are not known here
+        (training may have paired posts only with the criteria they show)."""
         self._require("evidence", posts)
         labels, descriptions = self.settings.labels, self.settings.descriptions
-        sentences = [[s.text for s in split_sentences(post)] for post in posts]
+        wanted = [labels] * len(posts) if symptoms is None else self._symptoms(symptoms, len(posts))
+        sentences = [split_sentences(post) for post in posts]
         scored = self._by_post(
             range(len(posts)),
-            lambda i: [(descriptions[label], sentence) for sentence in sentences[i] for label in labels],
+            lambda i: [(descriptions[label], sentence.text) for sentence in sentences[i] for label in wanted[i]],
             batch_size, progress, length=lambda i: len(posts[i]))
-        return [self._top(sentences[i], scores.reshape(len(sentences[i]), len(labels)), top_k)
+        return [self._top(sentences[i], wanted[i], scores.reshape(len(sentences[i]), len(wanted[i])), top_k)
                 for i, scores in enumerate(scored)]
 
-    def _top(self, sentences: list[str], scores: np.ndarray, top_k: int | None) -> dict[str, list[ScoredSentence]]:
+    def _symptoms(self, symptoms: Sequence[Sequence[str]], posts: int) -> list[tuple[str, ...]]:
+        if len(symptoms) != posts:
+            raise UsageError(f"symptoms names {len(symptoms)} posts' symptoms for {posts} posts; give one list per post")
+        known = set(self.settings.labels)
+        if unknown := sorted({label for wanted in symptoms for label in wanted} - known):
+            raise UsageError(f"unknown symptom(s) {', '.join(unknown)}; use {', '.join(self.settings.labels)}")
+        return [tuple(label for label in self.settings.labels if label in chosen)
+                for chosen in map(set, symptoms)]
+
+    def _top(self, sentences: list, labels: Sequence[str], scores: np.ndarray,
+             top_k: int | None) -> dict[str, list[ScoredSentence]]:
         top = {}
-        for column, label in enumerate(self.settings.labels):
+        for column, label in enumerate(labels):
+            threshold = self.settings.thresholds[self.settings.labels.index(label)]
             order = np.argsort(-scores[:, column], kind="stable")[:top_k]
-            top[label] = [ScoredSentence(rank, int(i), sentences[i], float(scores[i, column]),
-                                         bool(scores[i, column] >= self.settings.thresholds[column]))
+            top[label] = [ScoredSentence(rank, int(i), sentences[i].text, float(scores[i, column]),
+                                         bool(scores[i, column] >= threshold), sentences[i].start, sentences[i].end)
                           for rank, i in enumerate(order, start=1)]
         return top
 
@@ -208,12 +228,18 @@ class Predictor:
             raise UsageError(f"this is a {self.task} model; call {other}() instead")
 
 
+def read_settings(path: str | Path) -> Settings:
+    """The checked ``inference`` block of the classifier saved at ``path``, without loading
+    any weight: enough to tell whether two models fit together before either costs time."""
+    path = Path(path)
+    return Settings.of(path, _read_meta(path))
+
+
 def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
     """The classifier saved at ``path``, loaded as training loads models, on ``device``
     (auto: a GPU when there is one)."""
     path = Path(path)
-    meta = _read_meta(path)
-    settings = Settings.of(path, meta)
+    settings = read_settings(path)
     target = _device(device)
     try:
         model, tokenizer = load_classifier_on(path, target)
@@ -327,5 +353,5 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence", "is_predictions_file",
-           "load_classifier", "predict_file"]
+__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence", "Settings",
+           "is_predictions_file", "load_classifier", "predict_file", "read_settings"]

@@ -54,6 +54,9 @@ class InferenceFile(_Strict):
     descriptions: dict[str, str] | None = None  # None: saved before descriptions were a study setting
     thresholds: dict[str, Probability]  # the decision threshold per label
     validation_thresholds: dict[str, Probability] | None = None  # tuned on validation (finalize reports both)
+    # sha256 of the training data files (files_fingerprint): pairs a criteria and an evidence model.
+    # None: saved before it was recorded.
+    data_fingerprint: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class ClassifierFile(_Strict):

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers import enable_full_determinism, get_scheduler, set_seed
 
-from hpo.data import SYMPTOMS, load_descriptions
+from hpo.data import SYMPTOMS, files_fingerprint, load_descriptions
 from hpo.data.collate import Collator, length_grouped_batches
 from hpo.models.classifier import build_classifier, save_classifier
 from hpo.models.device import forward_keys, safe_to_device, unwrap_model
@@ -222,7 +222,8 @@ def _inference_settings(config: TrainConfig, data: PreparedData, tuned: dict[str
             "max_length": config.max_length, "long_text": config.long_text,
             "descriptions": load_descriptions(config.descriptions_path),
             "thresholds": tuned if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5),
-            "validation_thresholds": tuned}
+            "validation_thresholds": tuned,
+            "data_fingerprint": files_fingerprint(config.data_dir)}  # what a criteria/evidence pair must share
 
 
 def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
