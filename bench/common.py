@@ -78,3 +78,20 @@ def save(results: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     return path
+
+
+# A fresh interpreter runs the command and reports its peak: RUSAGE_CHILDREN's running maximum
+# then covers that one child alone (the kernel's wait4 ru_maxrss, in KiB on Linux).
+_PEAK = """
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+print(json.dumps({"exit_code": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-2000:],
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}))
+"""
+
+
+def peak_rss(cmd: list[str], env: dict | None = None) -> dict:
+    """Run ``cmd`` once in a fresh process; its exit code, output tails and peak RSS in MiB."""
+    done = subprocess.run([sys.executable, "-c", _PEAK, *cmd], capture_output=True, text=True, cwd=REPO, check=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    return json.loads(done.stdout.strip().splitlines()[-1])

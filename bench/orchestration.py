@@ -11,6 +11,7 @@ import optuna
 import sqlalchemy as sa
 
 from bench.common import RUNS, write_spec
+from bench.results import write_results
 from hpo.errors import UsageError
 from hpo.spec import load_spec
 from hpo.study import (
@@ -34,16 +35,16 @@ SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": Tr
          "head_layers": {"type": "int", "low": 0, "high": 2}}
 
 
-REPEATS = 5  # runs of each side, alternating which goes first; the medians are compared
-
-
-def p3_orchestration(url: str, prefill: int = 790, measured: int = 40) -> dict:
+def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int = 40) -> None:
+    """``runs`` rounds, each a run of both sides in alternating order. Per run, the mean and the
+    median interval between the measured trials' completions; per round, service / raw of each."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # 800 "trial finished" lines say nothing here
     try:
         _ensure_database(url)
         get_storage(url)
-    except (UsageError, sa.exc.SQLAlchemyError) as exc:
-        return {"skipped": f"P3 skipped: PostgreSQL not reachable ({exc})"}
+    except (UsageError, sa.exc.SQLAlchemyError) as exc:  # no results file: the table says "not measured"
+        print(f"P3 skipped: PostgreSQL not reachable ({exc})")
+        return
     stamp = time.strftime("%H%M%S")
     spec_path = write_spec(f"p3-{stamp}", task="criteria", data_dir=str(RUNS / "data"), n_trials=prefill + measured,
                            storage=url, output_dir=str(RUNS / "studies"), keep_top_k=0,
@@ -55,7 +56,7 @@ def p3_orchestration(url: str, prefill: int = 790, measured: int = 40) -> dict:
         params = suggest(trial, spec)
         return params["learning_rate"] * 100 + params["head_dropout"]
 
-    def service_run(tag: str) -> float:
+    def service_run(tag: str) -> dict:
         # Created as `hpo tune` creates it (open_study: uid, fingerprint); a study made by
         # bare Optuna has no uid, and the worker would wait 3 s for one.
         named = spec.model_copy(update={"name": f"{spec.name}-service-{tag}"})
@@ -64,7 +65,7 @@ def p3_orchestration(url: str, prefill: int = 790, measured: int = 40) -> dict:
         run_worker(named, worker="bench", objective=fast_objective, poll_seconds=0.05)
         return _ms_per_trial(open_study(named), prefill)
 
-    def raw_run(tag: str) -> float:
+    def raw_run(tag: str) -> dict:
         name = f"{spec.name}-raw-{tag}"
         _prefilled(optuna.create_study(study_name=name, storage=url, direction="maximize"), spec, prefill)
         _refresh_statistics(url)
@@ -76,19 +77,27 @@ def p3_orchestration(url: str, prefill: int = 790, measured: int = 40) -> dict:
         return _ms_per_trial(raw, prefill)
 
     # Alternating, several times: one run of each varied more between runs than the two differ.
-    runs = {"service": [], "raw": []}
-    for repeat in range(REPEATS):
+    rounds = []
+    for repeat in range(runs):
         order = (("service", service_run), ("raw", raw_run))
-        for side, run in order if repeat % 2 == 0 else order[::-1]:
-            runs[side].append(run(str(repeat)))
-    service_ms, raw_ms = float(np.median(runs["service"])), float(np.median(runs["raw"]))
+        got = {side: run(str(repeat)) for side, run in (order if repeat % 2 == 0 else order[::-1])}
+        rounds.append({**{f"{side}_{k}": v for side, ms in got.items() for k, v in ms.items()},
+                       "mean_ratio": got["service"]["mean_ms"] / got["raw"]["mean_ms"],
+                       "median_ratio": got["service"]["median_ms"] / got["raw"]["median_ms"]})
+        print(f"[p3 round {repeat + 1}] mean {rounds[-1]['mean_ratio']:.2f}x, median {rounds[-1]['median_ratio']:.2f}x",
+              flush=True)
     parts = _extra_work(open_study(spec.model_copy(update={"name": f"{spec.name}-service-0"}), worker="bench"))
     for summary in optuna.get_all_study_summaries(url):
         if summary.study_name.startswith(f"{spec.name}-"):
             optuna.delete_study(study_name=summary.study_name, storage=url)
-    return {"ratio": service_ms / raw_ms, "service_ms": service_ms, "raw_ms": raw_ms, "at_trial": prefill,
-            "runs_ms": runs,
-            "extra_ms": parts, "command": "python -m bench.run --only p3"}
+    write_results("p3", {"storage": "PostgreSQL on 127.0.0.1", "at_trial": prefill, "measured_trials": measured,
+                         "sampler": "TPE, the worker's seed on both sides (same proposals)", "search_space": SPACE,
+                         "machine_use": "a shared 2-core machine; the two sides alternate in each round"},
+                  {"service / raw ask+tell": rounds}, "mean_ratio", {"key": "service / raw ask+tell", "at_most": 1.1},
+                  definition="orchestration per trial at trial 790: mean interval between a run's trial completions, "
+                             "hpo's worker / raw Optuna ask+tell on the same database, sampler and seed",
+                  also=("median_ratio", "service_mean_ms", "raw_mean_ms", "service_median_ms", "raw_median_ms"),
+                  details={"extra_ms": parts}, command="python -m bench.run --only p3")
 
 
 def _extra_work(study: optuna.Study, repeats: int = 30) -> dict[str, float]:
@@ -134,12 +143,14 @@ def _prefilled(study: optuna.Study, spec, n: int) -> optuna.Study:
     return study
 
 
-def _ms_per_trial(study: optuna.Study, prefill: int) -> float:
-    """Median milliseconds from one measured trial's end to the next's, from the trials' own
-    timestamps: what each trial costs once a worker runs, without its one-off start-up, and
-    without the odd pause of this shared machine (a median, not a mean)."""
+def _ms_per_trial(study: optuna.Study, prefill: int) -> dict[str, float]:
+    """Milliseconds from one measured trial's end to the next's, from the trials' own timestamps
+    (what each trial costs once a worker runs, without its one-off start-up): the mean, which
+    counts what is paid once a heartbeat interval and the odd pause of this shared machine, and
+    the median, which counts neither."""
     ends = sorted(t.datetime_complete.timestamp() for t in study.get_trials(deepcopy=False) if t.number >= prefill)
-    return float(np.median(np.diff(ends))) * 1000
+    gaps = np.diff(ends) * 1000
+    return {"mean_ms": float(np.mean(gaps)), "median_ms": float(np.median(gaps))}
 
 
 def _refresh_statistics(url: str) -> None:

@@ -4,6 +4,7 @@ the machine, the library versions and the commit that produced it."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -44,7 +45,7 @@ def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for name in ("torch", "transformers", "optuna", "sqlalchemy"):
+    for name in ("hpo", "torch", "transformers", "optuna", "sqlalchemy", "numpy"):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
@@ -60,24 +61,60 @@ def commit() -> str:
     return done.stdout.strip() + ("+uncommitted" if dirty else "")
 
 
-def write_results(measure: str, workload: dict, runs: dict[str, list[dict]], value: str, target: dict | None = None
-                  ) -> Path:
+def stats(values: list) -> dict:
+    """Median, min, max and spread ((max - min) / median) of one case's runs. A run without a
+    figure (None: a target never reached) counts as worse than any, so it is never dropped."""
+    if not values:
+        return {"runs": 0}
+    numbers = [math.inf if v is None else v for v in values]
+    median = statistics.median(numbers)
+    finite = [v for v in numbers if math.isfinite(v)]
+    spread = (max(numbers) - min(numbers)) / median if finite and math.isfinite(max(numbers)) and median else None
+    return {"median": _finite(median), "min": _finite(min(numbers)), "max": _finite(max(numbers)),
+            "spread": None if spread is None else round(spread, 4), "runs": len(values)}
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def write_results(measure: str, workload: dict, runs: dict[str, list[dict]], value: str, target: dict | None = None,
+                  *, definition: str | None = None, also: tuple[str, ...] = (), details: dict | None = None,
+                  command: str | None = None) -> Path:
     """``runs``: per case, every run's raw values; ``value`` names the figure whose median and
-    spread are summarised per case. ``target``: the case, the figure and its bound, judged met or missed."""
-    summary = {}
-    for case, case_runs in runs.items():
-        values = [run[value] for run in case_runs if value in run]
-        summary[case] = {"median": statistics.median(values), "min": min(values), "max": max(values),
-                         "runs": len(values)} if values else {"runs": 0}
-    result = {"measure": measure, "value": value, "commit": commit(),
-              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-              "versions": versions(), "workload": workload, "runs": runs, "summary": summary}
+    spread are summarised per case (``also``: more figures summarised the same way, under
+    ``figures``). ``target``: the case (``key``), the figure and its bound (``at_most`` or
+    ``at_least``), judged met or missed on the median. ``definition``: the measure's one
+    definition, in words; ``details``: figures measured once (a profile), not per run."""
+    summary = {case: stats([run.get(value) for run in case_runs if value in run]) for case, case_runs in runs.items()}
+    figures = {name: {case: stats([run.get(name) for run in case_runs if name in run])
+                      for case, case_runs in runs.items()} for name in (value, *also)}
+    result = {"measure": measure, "value": value, "definition": definition, "command": command,
+              "commit": commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "machine": machine(), "versions": versions(), "workload": workload, "runs": runs,
+              "summary": summary, "figures": figures}
+    if details:
+        result["details"] = details
     if target:
         got = summary.get(target["key"], {}).get("median")
-        bound = target.get("at_most")
-        result["target"] = {**target, "median": got,
-                            "verdict": "met" if got is not None and bound is not None and got <= bound else "missed"}
+        result["target"] = {**target, "median": got, "verdict": verdict(got, target)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{measure}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path
+
+
+def verdict(median: float | None, target: dict) -> str:
+    """met or missed: a median that does not exist (never reached) misses."""
+    if median is None:
+        return "missed"
+    if "at_most" in target:
+        return "met" if median <= target["at_most"] else "missed"
+    if "at_least" in target:
+        return "met" if median >= target["at_least"] else "missed"
+    return "measured"
+
+
+def load_all() -> dict[str, dict]:
+    """Every results file, by measure."""
+    return {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))}

@@ -1,0 +1,157 @@
+"""The Performance table, generated from bench/results/*.json into docs/performance.md.
+
+    python -m bench.report            # rewrite the generated block between the markers
+    python -m bench.report --check    # exit 1 when the published block differs from the files
+
+Everything between BEGIN and END is this module's output; the prose around it is written by
+hand and states no figure of its own (tests/test_performance_doc.py holds both to that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from bench.results import load_all
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+BEGIN = "<!-- BEGIN GENERATED: python -m bench.report (from bench/results/*.json; do not edit by hand) -->"
+END = "<!-- END GENERATED -->"
+# Every measure the project publishes, in the table's order; one without a results file reads
+# "not measured", never an older figure.
+MEASURES = {
+    "p1": "P1 same work",
+    "time_to_quality": "Time to equal quality",
+    "p2": "P2 trial set-up",
+    "p3": "P3 orchestration",
+    "p4": "P4 parallel trials",
+    "p5": "P5 GPU throughput",
+    "p6": "P6 pruning",
+    "p7": "P7 search",
+    "startup": "Start-up",
+    "peak_memory": "Peak memory (issue #25 workload)",
+    "memory": "Peak memory (long posts, chunks)",
+    "formulations": "Formulation tokens",
+    "determinism": "deterministic: true",
+}
+# For results files whose writer records no definition (bench/memory.py's).
+DEFINITIONS = {
+    "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, in a fresh process "
+              "(bench/memory.py)",
+}
+UNITS = (("_ms", " ms"), ("_mb", " MiB"), ("_s", " s"), ("ratio", "×"), ("trials_per_hour", " trials/hour"))
+
+
+def unit(figure: str) -> str:
+    for suffix, text in UNITS:
+        if figure.endswith(suffix) or figure.startswith(suffix):
+            return text
+    return ""
+
+
+def fmt(value, figure: str = "") -> str:
+    """One number as the docs print it: two decimals under 10, one under 100, else whole."""
+    if value is None:
+        return "not reached"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    text = f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
+    return text + unit(figure)
+
+
+def _target(target: dict | None, figure: str) -> str:
+    if not target:
+        return "measured"
+    if "at_most" in target:
+        return f"≤ {fmt(target['at_most'], figure)}"
+    if "at_least" in target:
+        return f"≥ {fmt(target['at_least'], figure)}"
+    return "measured"
+
+
+def _spread(stats: dict, figure: str) -> str:
+    if not stats.get("runs"):
+        return "—"
+    return f"{fmt(stats.get('min'), figure)} – {fmt(stats.get('max'), figure)}"
+
+
+def table(results: dict[str, dict]) -> list[str]:
+    lines = ["| Measure | Definition | Target | Median | Runs | Min – max | Verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for measure in [*MEASURES, *sorted(set(results) - set(MEASURES))]:  # absent ones too
+        label = MEASURES.get(measure, measure)
+        result = results.get(measure)
+        if result is None:
+            lines.append(f"| {label} | — | — | not measured | 0 | — | not measured |")
+            continue
+        figure, target = result["value"], result.get("target")
+        key = target["key"] if target else next(iter(result["summary"]))
+        stats = result["summary"][key]
+        verdict = target["verdict"] if target else "measured"
+        definition = result.get("definition") or DEFINITIONS.get(measure, "")
+        lines.append(f"| {label} | {definition} ({key}) | {_target(target, figure)} | **{fmt(stats.get('median'), figure)}**"
+                     f" | {stats['runs']} | {_spread(stats, figure)} | **{verdict}** |")
+    return lines
+
+
+def details(measure: str, result: dict) -> list[str]:
+    """Every figure of every case, median and range; then the machine, versions and commit."""
+    label = MEASURES.get(measure, measure)
+    lines = [f"#### {label} (`{measure}.json`)", "", "| Case | Figure | Median | Min – max | Runs |",
+             "| --- | --- | --- | --- | --- |"]
+    figures = result.get("figures") or {result["value"]: result["summary"]}
+    for figure, cases in figures.items():
+        for case, stats in cases.items():
+            if stats.get("runs"):
+                lines.append(f"| {case} | {figure} | {fmt(stats.get('median'), figure)} | {_spread(stats, figure)}"
+                             f" | {stats['runs']} |")
+    machine, versions = result["machine"], result["versions"]
+    lines += ["", f"Measured {result['date'][:10]} at commit `{result['commit']}` on {machine['cpu']} "
+                  f"({machine.get('cores')} cores; flags: {', '.join(machine.get('flags') or ['none of avx2/avx512'])}; "
+                  f"{machine.get('memory_gb')} GiB; GPU: {machine.get('gpu') or 'none'}); "
+              + ", ".join(f"{name} {version}" for name, version in versions.items() if version) + ".",
+              "", "Workload: " + "; ".join(f"{k}: {v}" for k, v in result["workload"].items()) + "."]
+    if result.get("command"):
+        lines += ["", f"Reproduce: `{result['command']}`."]
+    for name, value in (result.get("details") or {}).items():
+        if isinstance(value, dict):
+            lines += ["", f"{name}:", ""] + [f"- {k}: {fmt(v, name)}" for k, v in value.items()]
+        else:
+            lines += ["", f"{name}: {value}"]
+    return lines + [""]
+
+
+def render(results: dict[str, dict]) -> str:
+    lines = [BEGIN, "", *table(results), "", "### Every figure, per measure", ""]
+    for measure in _ordered(results):
+        lines += details(measure, results[measure])
+    return "\n".join(lines).rstrip() + "\n\n" + END
+
+
+def _ordered(results: dict) -> list[str]:
+    return [m for m in MEASURES if m in results] + sorted(set(results) - set(MEASURES))
+
+
+def generated_block(text: str) -> str:
+    match = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), text, re.S)
+    if not match:
+        raise SystemExit(f"{DOC}: no generated block; put the lines {BEGIN!r} and {END!r} where the table goes")
+    return match.group(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/performance.md is out of date")
+    args = parser.parse_args()
+    text = DOC.read_text()
+    block, fresh = generated_block(text), render(load_all())
+    if args.check:
+        sys.exit(0 if block == fresh else f"{DOC} is out of date with bench/results: run python -m bench.report")
+    DOC.write_text(text.replace(block, fresh))
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    main()

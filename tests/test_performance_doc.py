@@ -1,0 +1,98 @@
+"""The published performance figures and bench/results/*.json never disagree: the table in
+docs/performance.md is regenerated and compared, and no prose there or in the README's
+Performance section states a figure that no results file holds."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+from bench import report
+from bench.results import load_all, verdict
+
+REPO = Path(__file__).resolve().parents[1]
+# A figure: a number with a unit of time, size, rate or ratio ("0.22×", "4,099 MB", "7.5 s").
+FIGURE = re.compile(r"(?<![\w.,])(\d[\d,]*(?:\.\d+)?)\s*(×|x\b|%|ms\b|s\b|seconds\b|minutes\b|MiB|MB|GiB|GB|"
+                    r"trials/hour)")
+
+
+def numbers_held(value) -> list[float]:
+    """Every number anywhere in a results structure."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [float(value)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in numbers_held(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in numbers_held(v)]
+    return []
+
+
+def unheld_figures(text: str, held: list[float]) -> list[str]:
+    """The figures in ``text`` that no held number gives at the precision they are written with."""
+    missing = []
+    for match in FIGURE.finditer(text):
+        number = match.group(1).replace(",", "")
+        decimals = len(number.split(".")[1]) if "." in number else 0
+        scale = 100 if match.group(2) == "%" else 1
+        if not any(abs(round(n * scale, decimals) - float(number)) < 1e-9 for n in held):
+            missing.append(match.group(0))
+    return missing
+
+
+def doc_prose() -> str:
+    text = (REPO / "docs" / "performance.md").read_text()
+    return text.replace(report.generated_block(text), "")
+
+
+def readme_performance() -> str:
+    readme = (REPO / "README.md").read_text()
+    return re.search(r"^## Performance\n(.*?)(?=^## )", readme, re.S | re.M).group(1)
+
+
+def test_the_published_table_is_the_one_the_results_files_generate():
+    published = report.generated_block((REPO / "docs" / "performance.md").read_text())
+    assert published == report.render(load_all()), "docs/performance.md is stale: run python -m bench.report"
+
+
+def test_a_changed_results_file_makes_the_published_table_stale():
+    results = load_all()
+    measure = next(iter(results))
+    changed = copy.deepcopy(results)
+    target = changed[measure].get("target")
+    key = target["key"] if target else next(iter(changed[measure]["summary"]))
+    changed[measure]["summary"][key]["median"] = 123456.0
+    assert report.render(changed) != report.generated_block((REPO / "docs" / "performance.md").read_text())
+
+
+def test_neither_the_performance_page_nor_the_readme_states_a_figure_no_results_file_holds():
+    held = numbers_held(load_all())
+    assert unheld_figures(doc_prose(), held) == []
+    assert unheld_figures(readme_performance(), held) == []
+
+
+def test_a_figure_without_a_results_file_behind_it_is_caught():
+    assert unheld_figures("P1 on the same work is 0.22× and start-up 7.5 s", [0.5412, 7.46]) == ["0.22×"]
+    assert unheld_figures("peak 4,099 MB, 61% of it", [4099.2, 0.61]) == []
+
+
+def test_the_readme_points_to_the_performance_page():
+    assert "docs/performance.md" in readme_performance()
+
+
+def test_a_measure_without_a_results_file_reads_not_measured():
+    rendered = report.render({})
+    for label in report.MEASURES.values():
+        assert f"| {label} | — | — | not measured |" in rendered
+    assert FIGURE.search(rendered) is None
+
+
+def test_every_headline_is_the_median_of_at_least_five_runs_and_its_verdict_follows_from_it():
+    for measure, result in load_all().items():
+        target = result.get("target")
+        key = target["key"] if target else next(iter(result["summary"]))
+        assert result["summary"][key]["runs"] >= 5, f"{measure}: {key} has fewer than 5 runs"
+        if target:
+            assert target["verdict"] == verdict(result["summary"][key]["median"], target), measure
