@@ -5,7 +5,7 @@
 
 Workload: all-MiniLM-L6-v2 (offline), criteria multilabel, long_text chunks, 1 epoch, float32, one
 process with 2 torch threads, on a realistic sample shaped like the real ReDSM5's tail: 1,484 generated
-posts (p99 ~3,300 tokens, max ~8,400), of which the 40 longest and 80 others drawn at random are kept,
+posts (p99 ~3,300 tokens, max ~8,400), of which the 40 longest and 40 others drawn at random are kept,
 so the batches that draw the longest posts (length-grouped batching puts them together) are in the run.
 Each run is a fresh process; its peak RSS is the kernel's (wait4's ru_maxrss). A "before" run that
 grows past CAP_MB is killed there and recorded as having crossed it: the machine has 24 GiB, and the
@@ -55,7 +55,7 @@ print(json.dumps({"seconds": time.perf_counter() - started, "post_macro_f1": res
 
 
 def long_tailed_data(double_longest: bool = False) -> Path:
-    """The 40 longest of 1,484 realistic posts and 80 others, with their annotations."""
+    """The 40 longest of 1,484 realistic posts and 40 others, with their annotations."""
     from hpo.fixtures import write_sample
 
     full = RUNS / "memory-1484"
@@ -69,7 +69,7 @@ def long_tailed_data(double_longest: bool = False) -> Path:
         posts = list(csv.DictReader(f))
     by_length = sorted(posts, key=lambda p: len(p["text"]), reverse=True)
     rest = by_length[40:]
-    kept = by_length[:40] + random.Random(0).sample(rest, 80)
+    kept = by_length[:40] + random.Random(0).sample(rest, 40)
     if double_longest:
         kept[0] = {**kept[0], "text": kept[0]["text"] + "\n\n" + kept[0]["text"]}
     ids = {p["post_id"] for p in kept}
@@ -166,7 +166,7 @@ def main() -> None:
         subprocess.run(["git", "worktree", "remove", "--force", str(before_dir)], cwd=REPO, capture_output=True)
         shutil.rmtree(before_dir, ignore_errors=True)
     workload = {"encoder": encoder_name, "task": "criteria multilabel, long_text chunks, 1 epoch, float32",
-                "data": "realistic sample: the 40 longest of 1,484 generated posts + 80 others (seed 0)",
+                "data": "realistic sample: the 40 longest of 1,484 generated posts + 40 others (seed 0)",
                 "threads": 2, "cap_mb": CAP_MB, "before_commit": BEFORE_COMMIT}
     target = {"key": "after batch=16 max_length=256", "measure": "peak_rss_mb", "at_most": 2048}
     path = write_results("memory", workload, results, "peak_rss_mb", target)
