@@ -43,14 +43,18 @@ def workload(encoder_name: str, data: str, **more) -> dict:
     return {"encoder": encoder_name, "data": data, "machine_use": SHARED, **more}
 
 
-def p1(encoder: str, encoder_name: str, data_dir: str, data: str, runs: int) -> None:
+def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None:
     from bench import p1 as bench_p1
 
     bench_p1.clean()
+    data = (f"real ReDSM5 files ({data_dir})" if data_dir else f"{bench_p1.POSTS} generated realistic posts (seed 0; "
+            f"ReDSM5's post lengths), split {FRACTIONS} by post")
+    data_dir = sample_data(f"data-{bench_p1.POSTS}", bench_p1.POSTS, data_dir)
 
     def spec_for(name: str, formulation: str) -> tuple[str, str]:
         return name, service_spec(name, data_dir, encoder, bench_p1.TRIALS, bench_p1.STORAGE,
-                                  train={"epochs": bench_p1.EPOCHS, "criteria_formulation": formulation})
+                                  train={"epochs": bench_p1.EPOCHS, "max_length": bench_p1.MAX_LENGTH,
+                                         "criteria_formulation": formulation})
 
     rounds = []
     for round_no in range(runs):
@@ -147,7 +151,7 @@ def main() -> None:
     data = (f"real ReDSM5 files ({args.data_dir})" if args.data_dir else
             f"{POSTS} generated realistic posts (seed 0; ReDSM5's post lengths), split {FRACTIONS} by post")
     if "p1" in only:
-        p1(encoder, encoder_name, data_dir, data, args.runs)
+        p1(encoder, encoder_name, args.data_dir, args.runs)
     if only & {"p2", "p4"}:
         p4(encoder, encoder_name, data_dir, data, args.runs)
     if "startup" in only:

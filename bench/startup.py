@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import optuna
 
 from bench.common import REPO, RUNS, hpo_cmd, timed_run, write_spec
-from bench.results import RESULTS, write_results
+from bench.results import RESULTS, commit, write_results
 
 WORKERS = 2  # as in make demo
 FLOOR = [sys.executable, "-c", "import torch, transformers, optuna"]
@@ -69,35 +71,42 @@ def startup(encoder: str, encoder_name: str, data_dir: str, data: str, runs: int
 
 
 def profile(encoder: str, data_dir: str) -> dict:
-    """One `hpo tune --workers 2` under py-spy (every process, 50 samples/s): per process, the
-    seconds of samples in each top-level phase until the run ends. Stored as startup.json's details."""
+    """One `hpo tune --workers 2` under py-spy (every process, 50 samples/s, busy threads only):
+    per process and phase, the seconds of samples until the run ended. Stored as startup.json's details."""
     name = f"startup-profile-{time.strftime('%H%M%S')}"
     spec = _spec(name, encoder, data_dir)
     out = RUNS / "startup-profile.txt"
-    subprocess.run(["py-spy", "record", "--subprocesses", "--rate", "50", "--format", "raw", "--output", str(out),
-                    "--", *hpo_cmd("tune", spec, "--workers", str(WORKERS), "--no-progress")], cwd=REPO, check=True,
+    subprocess.run([str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--rate", "50",
+                    "--format", "raw", "--output", str(out), "--",
+                    *hpo_cmd("tune", spec, "--workers", str(WORKERS), "--no-progress")], cwd=REPO, check=True,
                    capture_output=True)
     seconds = collections.Counter()
     for line in out.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         seconds[_phase(stack)] += int(count) / 50
-    return {"tool": "py-spy record --subprocesses --rate 50 --format raw", "process_seconds": {
-        phase: round(s, 1) for phase, s in seconds.most_common()}}
+    return {"profile_process_seconds": {phase: round(s, 1) for phase, s in seconds.most_common() if s >= 0.2},
+            "profile": f"py-spy record --subprocesses --rate 50 over one hpo tune --workers 2 of this study "
+                       f"(busy samples only; commit {commit()})"}
 
 
-PHASES = (  # the first of these found in a stack names its phase (py-spy stacks run outermost first)
-    ("worker: import torch", "torch/__init__"), ("worker: import transformers", "transformers/"),
-    ("import sklearn / scipy", "sklearn/"), ("import optuna / sqlalchemy", "optuna/__init__"),
-    ("launcher checks (preflight)", "preflight"), ("study creation", "open_study"),
-    ("trial: training and evaluation", "hpo/train/loop.py"), ("trial: data and model", "prepare"),
-)
+# The first of these hpo functions found in a stack names its phase (imports are named first).
+MARKERS = (("preflight", "launcher checks (preflight)"), ("open_study", "study creation"),
+           ("build_classifier", "trial: model load"), ("prepare_data", "trial: data"),
+           ("hpo/train/loop.py", "trial: training and evaluation"), ("load_spec", "spec"),
+           ("Supervisor", "supervising workers"))
 
 
 def _phase(stack: str) -> str:
-    process = "launcher" if "hpo/commands.py" in stack and "worker" not in stack.split(";")[0] else "worker"
-    for phase, marker in PHASES:
+    """'launcher' or 'worker', then the package a top-level import was loading, or the hpo phase."""
+    head, *frames = stack.split(";")
+    process = "launcher" if " tune " in head else "worker" if " worker " in head else "other process"
+    for frame in frames:
+        imported = re.match(r"<module> \((\w+)/", frame)
+        if imported and imported.group(1) != "hpo":
+            return f"{process}: import {imported.group(1)} (and what it imports)"
+    for marker, phase in MARKERS:
         if marker in stack:
-            return phase
+            return f"{process}: {phase}"
     return f"{process}: other"
 
 
