@@ -40,7 +40,7 @@ def _search(base: TrainConfig, sampler: optuna.samplers.BaseSampler, pruner: opt
         epochs = min(EPOCHS_PER_TRIAL, BUDGET_EPOCHS - spent)
         ran = []
 
-        def report(epoch: int, value: float, trial=trial, ran=ran) -> None:
+        def report(epoch: int, value: float, metrics: dict, trial=trial, ran=ran) -> None:
             ran.append(epoch)
             trial.report(value, epoch)
             if trial.should_prune():

@@ -55,12 +55,15 @@ class Objective:
         trial.set_user_attr("seed", config.seed)  # at the start: a pruned or failed trial reruns from it too
         epochs = []
 
-        def report(epoch: int, value: float) -> None:
+        judged_by = self.spec.prune_on or self.spec.metric
+
+        def report(epoch: int, value: float, metrics: dict[str, float]) -> None:
             epochs.append(epoch)
             run.log_epoch(f"val_{self.spec.metric}", value, epoch)
-            trial.report(value, step=epoch)
+            signal = metrics[judged_by] if self.spec.prune_on else value  # the intermediate values pruning reads
+            trial.report(signal, step=epoch)
             if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned after epoch {epoch} at {self.spec.metric}={value:.4f}")
+                raise optuna.TrialPruned(f"pruned after epoch {epoch} at {judged_by}={signal:.4f}")
             limit = self.spec.timeout_per_trial
             if limit and time.perf_counter() - started > limit:  # checked per epoch: the loop's only outward call
                 raise TimeoutError(f"trial ran past timeout_per_trial={limit}s after epoch {epoch}")

@@ -204,14 +204,20 @@ class TrackingSpec(_Strict):
     mlflow: str | None = Field(default=None, min_length=1)  # tracking URI: http://host:5000, sqlite:///mlflow.db
 
 
+Metric = Literal["macro_f1", "f1", "precision", "recall", "accuracy", "auroc", "average_precision",
+                 "post_micro_f1", "post_macro_f1", "recall_at_1", "recall_at_3"]
+
+
 class StudySpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     task: Literal["criteria", "evidence"]
     data_dir: str
     direction: Literal["maximize", "minimize"] = "maximize"
     # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*: evidence
-    metric: Literal["macro_f1", "f1", "precision", "recall", "accuracy", "auroc", "average_precision",
-                    "post_micro_f1", "post_macro_f1", "recall_at_1", "recall_at_3"] = "macro_f1"
+    metric: Metric = "macro_f1"
+    # what the pruner judges epochs by (None: metric); a threshold-free one (average_precision, auroc)
+    # ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up has gone
+    prune_on: Metric | None = None
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
     storage: str = DEFAULT_STORAGE
     output_dir: str = DEFAULT_OUTPUT_DIR
@@ -291,10 +297,14 @@ class StudySpec(_Strict):
                 raise _problem(problem[1], at=f"warm_start.{index}.{problem[0]}".rstrip("."))
         if "encoder" not in self.train and "encoder" not in self.search_space:
             raise _problem("is required: fix it in train or search it in search_space", at="train.encoder")
-        if self.task == "evidence" and self.metric.startswith("post_"):
-            raise _problem(f"{self.metric} is a post-level metric, only for task criteria", at="metric")
-        if self.task == "criteria" and self.metric.startswith("recall_at_"):
-            raise _problem(f"{self.metric} ranks sentences, only for task evidence", at="metric")
+        for key in ("metric", "prune_on"):
+            metric = getattr(self, key) or ""
+            if self.task == "evidence" and metric.startswith("post_"):
+                raise _problem(f"{metric} is a post-level metric, only for task criteria", at=key)
+            if self.task == "criteria" and metric.startswith("recall_at_"):
+                raise _problem(f"{metric} ranks sentences, only for task evidence", at=key)
+        if self.prune_on and self.direction == "minimize":
+            raise _problem("every metric is higher-is-better: prune_on needs direction: maximize", at="prune_on")
         self._probe_train_configs()
         return self
 

@@ -50,6 +50,16 @@ def test_a_trial_records_where_it_stands_and_says_it_in_its_log(spec, caplog):
     assert f"epoch 1/1 done at step {progress['steps']}/{progress['steps']}, loss" in log and "ETA 0m00s" in log
 
 
+def test_the_pruner_reads_the_prune_on_metric_while_the_objective_stays_the_study_metric(spec):
+    spec = spec.model_copy(update={"prune_on": "auroc"})
+    study = open_study(spec)
+    study.optimize(Objective(spec), n_trials=1)
+    trial = study.trials[0]
+    metrics = trial.user_attrs["metrics"]
+    assert trial.intermediate_values[1] == pytest.approx(metrics["auroc"], abs=1e-6)
+    assert trial.value == pytest.approx(metrics[spec.metric], abs=1e-6) and metrics["auroc"] != metrics[spec.metric]
+
+
 def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):
     study = optuna.create_study(study_name=spec.name, storage=get_storage(spec.storage), direction="maximize")
     with pytest.raises(UsageError, match="has no uid to name its folder"):

@@ -291,9 +291,9 @@ def test_out_of_memory_trial_does_not_kill_the_worker(postgres_url, study_name, 
     real_forward, real_train = EncoderClassifier.forward, objective_module.train
     limits, started = {0: 4, 1: 0}, []
 
-    def train(config, report=None):  # the worker runs its trials one after another: call k is trial k
+    def train(config, report=None, progress=None):  # the worker runs its trials one after another: call k is trial k
         started.append(config)
-        return real_train(config, report)
+        return real_train(config, report, progress)
 
     def forward(module, input_ids, **kwargs):
         if input_ids.shape[0] > limits.get(len(started) - 1, 10_000):

@@ -55,7 +55,7 @@ def test_criteria_training_beats_chance_and_reports_post_level_f1(tiny_roberta, 
 
 def test_returns_the_best_epoch_not_the_last(tiny_roberta, sample_dir):
     reported: list[tuple[int, float]] = []
-    result = train(_config(tiny_roberta, sample_dir, epochs=4, learning_rate=5e-3), report=lambda s, v: reported.append((s, v)))
+    result = train(_config(tiny_roberta, sample_dir, epochs=4, learning_rate=5e-3), report=lambda s, v, m: reported.append((s, v)))
     values = [h["macro_f1"] for h in result.history]
     assert reported == list(enumerate(values, start=1))
     assert result.metrics["macro_f1"] == max(values)
@@ -68,7 +68,7 @@ def test_raising_report_stops_training_at_once(tiny_roberta, sample_dir):
 
     calls = []
 
-    def report(step, value):
+    def report(step, value, metrics):
         calls.append(step)
         raise Pruned
 

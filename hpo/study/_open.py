@@ -57,6 +57,12 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
         raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
 
 
+# Where a spec sets nothing, no trial is pruned on its first epoch's report (step 1): on real posts
+# 4 of 5 sampled trials were pruned after epoch 1 of a warm-up, the one that survived scored worst.
+FIRST_RUNG = {"median": {"n_warmup_steps": 2}, "hyperband": {"min_resource": 2},
+              "successive_halving": {"min_resource": 2}}
+
+
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
     try:
         if spec.pruner.name == "patient":
@@ -66,7 +72,7 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
             wrapped = _PRUNERS[options.wrapped.name](**options.wrapped.options)
             return optuna.pruners.PatientPruner(wrapped, patience=options.patience)
         _check_option_types(_PRUNERS[spec.pruner.name], spec.pruner.options, f"{spec.source}: pruner.options")
-        return _PRUNERS[spec.pruner.name](**spec.pruner.options)
+        return _PRUNERS[spec.pruner.name](**{**FIRST_RUNG.get(spec.pruner.name, {}), **spec.pruner.options})
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
 

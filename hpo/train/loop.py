@@ -1,7 +1,7 @@
 """One fine-tuning run: a plain ``TrainConfig`` in, the best epoch's metrics out.
 
-It knows nothing of Optuna. Its outward channel is ``report(epoch, value)``, called after
-every evaluation; if it raises (a pruned trial), training stops at once. Where it stands
+It knows nothing of Optuna. Its outward channel is ``report(epoch, value, metrics)``, called
+after every evaluation; if it raises (a pruned trial), training stops at once. Where it stands
 (epoch, step, loss, pace, ETA) is logged every ``PROGRESS_SECONDS`` and at each epoch's end,
 and handed to ``progress`` (which must not raise) for whoever shows it.
 """
@@ -33,7 +33,7 @@ from hpo.train.optim import build_optimizer, freeze_bottom
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.step import accumulate_gradients, plan_units
 
-Report = Callable[[int, float], None]
+Report = Callable[[int, float, dict[str, float]], None]  # epoch, objective value, the epoch's metrics
 Progress = Callable[[dict], None]
 PROGRESS_SECONDS = 30.0  # a long trial says where it is this often; a study of minutes-long trials is not silent
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
         else:
             stale_epochs += 1
         if report is not None:
-            report(epoch, value)  # raising here (pruning) stops the run
+            report(epoch, value, evaluation.metrics)  # raising here (pruning) stops the run
         if config.early_stopping_patience is not None and stale_epochs >= config.early_stopping_patience:
             break
 
