@@ -28,7 +28,8 @@ def _data_sample(args) -> None:
 def _tune(args) -> int:
     from hpo.commands import tune
 
-    code, result = tune(args.spec, args.overrides, args.storage, args.workers, args.restart_dead,
+    overrides = [*args.overrides, *([f"timeout={args.timeout}"] if args.timeout else [])]
+    code, result = tune(args.spec, overrides, args.storage, args.workers, args.restart_dead,
                         progress=not args.no_progress, allow_spec_change=args.allow_spec_change,
                         threads=args.threads, memory_per_worker_mb=args.memory_per_worker)
     if code == 0:
@@ -92,6 +93,8 @@ def _status(args) -> None:
     if s["trials_per_hour"]:
         eta = f"   ETA {_duration(s['eta_hours'])}" if s["eta_hours"] else ""
         print(f"  {s['trials_per_hour']:.1f} trials/hour{eta}")
+    if (left := s["budget_seconds_left"]) is not None:
+        print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
     for trial in s["running"]:
         where = (f"epoch {trial['epoch']}/{trial['epochs']} step {trial['step']}/{trial['steps']}, ETA "
                  f"{_duration(trial['eta_seconds'] / 3600)}" if "epoch" in trial else "starting")
@@ -226,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--threads", type=_thread_count,
                       help="torch CPU threads per worker (default: the cores split evenly between workers)")
     tune.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
+    tune.add_argument("--timeout", type=_seconds, metavar="DURATION",
+                      help="wall-clock budget, e.g. 90m or 2h: no trial starts that the rest cannot fit (the study's "
+                           "median trial), running ones end at their next epoch's end and are kept")
     tune.add_argument("--memory-per-worker", type=_memory_mb, metavar="SIZE",
                       help="host-memory ceiling per worker, e.g. 6G or 6000M: a step that would cross it backs off "
                            "like a GPU out-of-memory (default: 90%% of this machine's memory split between workers)")
@@ -394,6 +400,19 @@ def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A duration in seconds from '3600', '90s', '90m' or '2h'."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1].lower()) if text[-1:].lower() in units else (text, "s")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a duration such as 90m or 2h, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
     return value
 
 

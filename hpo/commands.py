@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -91,7 +92,7 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         visible_gpus,
         worker_launches,
     )
-    from hpo.study import open_study
+    from hpo.study import open_study, start_time_budget
     from hpo.train.memory import memory_share_mb
 
     if workers < 1:
@@ -107,11 +108,13 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         preflight(spec)
         # Created here, so workers never race to create it; a changed spec is recorded before they start.
         study = open_study(spec, allow_spec_change=allow_spec_change)
+        deadline = start_time_budget(study, spec.timeout)  # before the workers go: they read it once
         _prepare_tracking(spec)
     except BaseException:  # a failed check or Ctrl-C: the waiting workers end, having touched nothing
         supervisor.abandon()
         raise
-    say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers")
+    budget = f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))}" if deadline else ""
+    say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers{budget}")
     bar = StudyProgress(study, spec.n_trials, enabled=progress, max_retry=spec.heartbeat.max_retry)
     try:
         code = supervisor.run(bar)
@@ -218,7 +221,13 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
 
 def status(study_ref: str, storage: str | None) -> dict:
     """Counts by state, the best value, the pace and what remains, and where each running trial is."""
-    from hpo.study import load_study_ref, running_trials, state_counts, trials_per_hour
+    from hpo.study import (
+        load_study_ref,
+        running_trials,
+        state_counts,
+        study_deadline,
+        trials_per_hour,
+    )
 
     study = load_study_ref(study_ref, storage)
     counts = state_counts(study)
@@ -230,7 +239,8 @@ def status(study_ref: str, storage: str | None) -> dict:
     return {"study": study.study_name, "task": study.user_attrs.get("task", "?"),
             "direction": study.direction.name.lower(), "metric": study.user_attrs.get("metric", "value"),
             "n_trials": n_trials, "counts": counts, "trials_per_hour": rate,
-            "eta_hours": remaining / rate if rate and remaining else None, "running": running}
+            "eta_hours": remaining / rate if rate and remaining else None, "running": running,
+            "budget_seconds_left": None if (deadline := study_deadline(study)) is None else deadline - time.time()}
 
 
 def best(study_ref: str, storage: str | None) -> dict:

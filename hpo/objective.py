@@ -25,10 +25,11 @@ log = logging.getLogger(__name__)
 
 
 class Objective:
-    def __init__(self, spec: StudySpec, uid: str | None = None, worker: str = ""):
+    def __init__(self, spec: StudySpec, uid: str | None = None, worker: str = "", deadline: float | None = None):
         """``uid``: the study's (``study_uid``), which names its folder; None reads it from
-        the first trial's study. ``worker`` names this process in the MLflow runs' tags."""
-        self.spec = spec
+        the first trial's study. ``worker`` names this process in the MLflow runs' tags.
+        ``deadline`` (epoch seconds): a trial still running then ends at its epoch's end, kept."""
+        self.spec, self.deadline = spec, deadline
         self.outputs = self._outputs(uid) if uid else None
         self.artifact_store = artifact_store(spec.output_dir)
         self.tracker = Tracker(spec.tracking.mlflow, spec.name, worker)
@@ -67,6 +68,10 @@ class Objective:
             limit = self.spec.timeout_per_trial
             if limit and time.perf_counter() - started > limit:  # checked per epoch: the loop's only outward call
                 raise TimeoutError(f"trial ran past timeout_per_trial={limit}s after epoch {epoch}")
+            if self.deadline is not None and time.time() >= self.deadline:
+                trial.set_user_attr("stopped_by", f"the study's time budget, after epoch {epoch}")
+                return True  # the loop stops here and the trial is kept with its best epoch
+            return False
 
         def progress(state: dict) -> None:  # for hpo status; best effort: a database blip must not end the trial
             try:

@@ -223,6 +223,9 @@ class StudySpec(_Strict):
     output_dir: str = DEFAULT_OUTPUT_DIR
     keep_top_k: int = Field(default=3, ge=0)
     timeout_per_trial: float | None = Field(default=None, gt=0)
+    # seconds of wall clock for the whole search, from `hpo tune` (or `hpo submit`): no trial starts
+    # that the rest cannot fit, running ones end at their next epoch's end and are kept
+    timeout: float | None = Field(default=None, gt=0)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     pruner: PrunerSpec = Field(default_factory=PrunerSpec)
     heartbeat: HeartbeatSpec = Field(default_factory=HeartbeatSpec)

@@ -35,8 +35,10 @@ from hpo.study import (
     find_trial,
     first_heartbeat,
     is_surplus,
+    median_trial_seconds,
     open_study,
     requeue,
+    study_deadline,
     study_exists,
     study_uid,
     trial_census,
@@ -80,7 +82,8 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
     study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
-    objective = objective or Objective(spec, uid=study_uid(study), worker=worker)
+    deadline = study_deadline(study)  # set by `hpo tune --timeout` before its workers start
+    objective = objective or Objective(spec, uid=study_uid(study), worker=worker, deadline=deadline)
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(worker)
     look_for_stale = _StaleLook(spec.heartbeat.interval)
@@ -94,7 +97,10 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                     if lost:
                         _fail_lost_trial(study, worker, lost, spec.heartbeat.max_retry)
                         lost = None
-                    if _study_done(study, spec.n_trials, poll_seconds, look_for_stale):
+                    if _study_done(study, spec.n_trials, poll_seconds, look_for_stale, deadline):
+                        return ran
+                    if (no_room := _budget_too_short(study, deadline)) is not None:
+                        log.info("worker %s: %s; stopping", worker, no_room)
                         return ran
                     look_for_stale(study)
                     _run_trial(study, guarded, trial_log)
@@ -183,13 +189,26 @@ def _fail_lost_trial(study: optuna.Study, worker: str, reason: str, max_retry: i
         log.warning("worker %s trial %d FAIL reason=%r; queued again with the same parameters", worker, number, reason)
 
 
-def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float, look_for_stale: _StaleLook) -> bool:
-    """True once n_trials are finished. While the remaining ones all run elsewhere, wait
-    here (failing stale trials, which re-queues a dead worker's trial) rather than
-    start a surplus trial."""
+def _budget_too_short(study: optuna.Study, deadline: float | None) -> str | None:
+    """Why no trial may start now: the time budget left is shorter than the study's median
+    finished trial (None: start one; with no finished trial yet, there is nothing to go by)."""
+    if deadline is None:
+        return None
+    left = deadline - time.time()
+    typical = median_trial_seconds(study)
+    if left > (typical or 0):
+        return None
+    return f"the time budget has {max(left, 0):.0f}s left, less than a trial takes ({typical or 0:.0f}s, the median)"
+
+
+def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float, look_for_stale: _StaleLook,
+                deadline: float | None = None) -> bool:
+    """True once n_trials are finished, or the time budget is spent. While the remaining ones all
+    run elsewhere, wait here (failing stale trials, which re-queues a dead worker's trial) rather
+    than start a surplus trial."""
     while True:
         census = trial_census(study)
-        if census["finished"] >= n_trials:
+        if census["finished"] >= n_trials or (deadline is not None and time.time() >= deadline):
             return True
         if census["finished"] + census["running"] < n_trials or census["waiting"]:
             return False

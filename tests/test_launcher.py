@@ -534,6 +534,32 @@ def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
 
 
 @e2e
+def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, study_name, assets):
+    """hpo tune --timeout 20s on trials that would run for minutes: each running trial ends at
+    the epoch after the deadline and is kept (COMPLETE, saying why), none starts after it,
+    nothing is left RUNNING, and hpo status says the budget is spent."""
+    started = time.monotonic()
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=400", "n_trials=20",
+                       "heartbeat.grace_period=3600", flags=("--timeout", "20s"))
+    try:
+        output, _ = proc.communicate(timeout=240)
+    finally:
+        _kill_all([proc.pid])
+    took = time.monotonic() - started
+    assert proc.returncode == 0, output[-3000:]
+    trials = _trials(study_name, postgres_url)
+    assert trials and all(t.state.name == "COMPLETE" for t in trials), [(t.number, t.state.name) for t in trials]
+    assert all("time budget" in t.user_attrs.get("stopped_by", "") for t in trials), output[-3000:]
+    assert all(t.user_attrs["epochs_run"] < 400 for t in trials)
+    deadline = trials[0].datetime_start.timestamp() + 20 + 60  # the budget, and start-up, and an epoch's slack
+    assert all(t.datetime_complete.timestamp() < deadline for t in trials)
+    print(f"stopped {took:.0f}s after start with a 20 s budget; {len(trials)} trials kept")
+    status = subprocess.run([sys.executable, "-m", "hpo", "status", study_name, "--storage", postgres_url],
+                            capture_output=True, text=True, timeout=60)
+    assert "time budget: spent" in status.stdout, status.stdout + status.stderr
+
+
+@e2e
 def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_name, assets):
     """A worker SIGKILLed mid-trial (what the kernel's OOM killer does): the launcher names the
     signal, fails that trial at once with the reason and re-queues it, so when the launcher exits

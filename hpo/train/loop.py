@@ -33,7 +33,8 @@ from hpo.train.optim import build_optimizer, freeze_bottom
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.step import accumulate_gradients, plan_units
 
-Report = Callable[[int, float, dict[str, float]], None]  # epoch, objective value, the epoch's metrics
+Report = Callable[[int, float, dict[str, float]], bool | None]  # epoch, objective value, the epoch's metrics;
+# True: stop after this epoch and keep the best so far (a spent time budget)
 Progress = Callable[[dict], None]
 PROGRESS_SECONDS = 30.0  # a long trial says where it is this often; a study of minutes-long trials is not silent
 log = logging.getLogger(__name__)
@@ -140,8 +141,8 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
         else:
             stale_epochs += 1
-        if report is not None:
-            report(epoch, value, evaluation.metrics)  # raising here (pruning) stops the run
+        if report is not None and report(epoch, value, evaluation.metrics):  # raising (pruning) stops it too
+            break
         if config.early_stopping_patience is not None and stale_epochs >= config.early_stopping_patience:
             break
 
