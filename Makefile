@@ -24,7 +24,7 @@ STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--se
 	$(if $(ROBERTA_PATH),--set model_paths.roberta-base=$(ROBERTA_PATH)) \
 	$(if $(DEBERTA_PATH),--set model_paths.microsoft/deberta-v3-base=$(DEBERTA_PATH))
 
-.PHONY: install test lint clean demo smoke-assets tune-criteria-supermax tune-evidence-supermax finalize-criteria-supermax finalize-evidence-supermax workers dashboard status report bench
+.PHONY: install test lint clean demo demo-explain smoke-assets tune-criteria-supermax tune-evidence-supermax finalize-criteria-supermax finalize-evidence-supermax workers dashboard status report bench
 
 install: $(VENV)/.installed
 
@@ -51,6 +51,24 @@ demo: smoke-assets
 	@echo "Browse the results:  make dashboard   (then open http://127.0.0.1:$(PORT)/)"
 	@echo "Status / best trial: $(HPO) status criteria-smoke   |   $(HPO) best criteria-smoke"
 
+# The joined prediction on the same tiny encoders: a criteria and an evidence study of 2 trials
+# each, each finalized to one model, then every sample post's symptoms with the sentences that
+# show them (JSON lines) and the HTML report. Rerunning reuses the finished studies and finals.
+EXPLAIN_DEMO = --storage sqlite:///$(RUNS)/hpo.db --set n_trials=2 --set train.epochs=1
+demo-explain: smoke-assets
+	$(HPO) tune studies/criteria-smoke.yaml --workers 2 --no-progress $(EXPLAIN_DEMO) --set name=criteria-explain-demo
+	$(HPO) finalize studies/criteria-smoke.yaml --top-k 1 --seeds 1 --no-progress $(EXPLAIN_DEMO) --set name=criteria-explain-demo
+	$(HPO) tune studies/evidence-smoke.yaml --workers 2 --no-progress $(EXPLAIN_DEMO) --set name=evidence-explain-demo
+	$(HPO) finalize studies/evidence-smoke.yaml --top-k 1 --seeds 1 --no-progress $(EXPLAIN_DEMO) --set name=evidence-explain-demo
+	mkdir -p $(RUNS)/explain
+	$(HPO) predict --criteria "$$(ls -d $(RUNS)/studies/criteria-explain-demo-*/final/model | head -n 1)" \
+		--evidence "$$(ls -d $(RUNS)/studies/evidence-explain-demo-*/final/model | head -n 1)" \
+		--input $(RUNS)/sample-data/redsm5_posts.csv --out $(RUNS)/explain/predictions.jsonl \
+		--html $(RUNS)/explain/report.html --no-progress
+	@echo
+	@echo "One post's symptoms and evidence: head -n 1 $(RUNS)/explain/predictions.jsonl"
+	@echo "The report (one file, open it in a browser): $(RUNS)/explain/report.html"
+
 smoke-assets: install $(RUNS)/sample-data/redsm5_posts.csv $(RUNS)/tiny-roberta/config.json $(RUNS)/tiny-deberta/config.json
 
 $(RUNS)/sample-data/redsm5_posts.csv: | install
@@ -69,7 +87,7 @@ tune-evidence-supermax: install
 	$(HPO) tune studies/evidence-supermax.yaml --workers $(WORKERS) --restart-dead $(STUDY_FLAGS)
 
 # After a search: retrain the top 3 configurations over 3 seeds, score the chosen one once on
-# the test split, save it with a model card (see README "From study to model").
+# the test split, save it with a model card (see docs/models.md).
 finalize-criteria-supermax: install
 	$(HPO) finalize studies/criteria-supermax.yaml --workers $(WORKERS) $(STUDY_FLAGS)
 
