@@ -34,9 +34,11 @@ from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
 from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.train.classifier_file import InvalidClassifierFile, read_classifier_file
+from hpo.train.config import CPU_MICRO_BATCH_TOKENS, INFERENCE_TOKENS_PER_TRAINING_TOKEN
 from hpo.train.evaluate import predict as predict_probabilities
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
+CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN  # and tokens, on CPU
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
 BLOCK_BATCHES = 8  # examples are tokenized and scored about this many batches at a time
 Progress = Callable[[int], None]  # called with the number of posts just finished
@@ -218,7 +220,8 @@ class Predictor:
         In float32 whatever training's mixed precision: these are the reference numbers."""
         tokens = tokenize_pairs(self.tokenizer, pairs, np.zeros(len(pairs), np.int64), self.settings.max_length,
                                 cache_key=None, long_text=self.settings.long_text)
-        return predict_probabilities(self.model, tokens, self.collate, batch_size, self.device)
+        budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None  # as training's evaluation reads
+        return predict_probabilities(self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget)
 
     def _require(self, task: str, texts: Sequence[str]) -> None:
         if isinstance(texts, str):  # a str is a Sequence too: it would be scored letter by letter
