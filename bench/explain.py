@@ -1,7 +1,7 @@
 """The joined prediction (``hpo predict --criteria --evidence``): throughput, each half's share
 of the time, and whether the sentences it shows are the ones annotators marked.
 
-    python -m bench.explain              # writes bench/results/explain.json (~5-10 min on 2 CPU cores)
+    python -m bench.explain   # writes bench/results/explain.json: ~10 CPU-minutes (16 min wall on 2 busy shared cores)
 
 Workload: the realistic sample (200 generated posts shaped like ReDSM5, seed 0) split by post
 0.6/0.2/0.2, the offline all-MiniLM-L6-v2; a criteria model (multilabel, max_length 256,
