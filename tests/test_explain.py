@@ -171,6 +171,7 @@ def test_a_mismatched_pair_is_one_line_exit_2_and_nothing_written(models, posts_
 
 
 @pytest.mark.parametrize("args, why", [
+    ([], "needs a model folder, or --criteria and --evidence"),
     (["--criteria", "{criteria}"], "--criteria needs --evidence too"),
     (["--evidence", "{evidence}"], "--evidence needs --criteria too"),
     (["{criteria}", "--criteria", "{criteria}", "--evidence", "{evidence}"], "not both"),
