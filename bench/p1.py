@@ -50,7 +50,8 @@ def p1_round(round_no: int, encoder: str, data_dir: str, spec_for) -> dict:
         reached = _first_reaching(got[side]["evaluations"], target)
         run[f"{side}_reached_s"] = reached
         run[f"{side}_quality_ratio"] = reached / trainer_reached if reached is not None else None
-    run["time_to_quality_ratio"] = run["service_multilabel_quality_ratio"]
+    if target > 0:  # a Trainer that never predicted a symptom sets no quality to reach: no figure
+        run["time_to_quality_ratio"] = run["service_multilabel_quality_ratio"]
     run["evaluations"] = {side: result["evaluations"] for side, result in got.items()}
     return run
 

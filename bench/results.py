@@ -96,16 +96,20 @@ def write_results(measure: str, workload: dict, runs: dict[str, list[dict]], val
     if details:
         result["details"] = details
     if target:
-        got = summary.get(target["key"], {}).get("median")
-        result["target"] = {**target, "median": got, "verdict": verdict(got, target)}
+        got = summary.get(target["key"], {})
+        result["target"] = {**target, "median": got.get("median"),
+                            "verdict": verdict(got.get("median"), target, got.get("runs", 0))}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{measure}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path
 
 
-def verdict(median: float | None, target: dict) -> str:
-    """met or missed: a median that does not exist (never reached) misses."""
+def verdict(median: float | None, target: dict, runs: int = 1) -> str:
+    """met or missed: a median that does not exist (never reached) misses; no run with the
+    figure at all (it could not be taken on this workload) is "not measured"."""
+    if not runs:
+        return "not measured"
     if median is None:
         return "missed"
     if "at_most" in target:

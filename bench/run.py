@@ -60,7 +60,7 @@ def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None
     for round_no in range(runs):
         rounds.append(bench_p1.p1_round(round_no, encoder, data_dir, spec_for))
         print(f"[p1 round {round_no + 1}] P1 {rounds[-1]['p1_ratio']:.2f}x, time to quality "
-              f"{rounds[-1]['time_to_quality_ratio']}", flush=True)
+              f"{rounds[-1].get('time_to_quality_ratio')}", flush=True)
     shape = (f"{bench_p1.TRIALS} trials x {bench_p1.EPOCHS} epochs each side, max_length {bench_p1.MAX_LENGTH}, "
              "batch 16, search space learning_rate [2e-5, 2e-4] log x weight_decay [0, 0.1], TPE seed 0, float32, "
              "balanced class weighting on both sides (the Trainer's through compute_loss), every epoch evaluated")
