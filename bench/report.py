@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -144,9 +145,16 @@ def generated_block(text: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/performance.md is out of date")
+    parser.add_argument("--committed", action="store_true",
+                        help="only the results files git tracks (leave out someone's run in progress)")
     args = parser.parse_args()
     text = DOC.read_text()
-    block, fresh = generated_block(text), render(load_all())
+    results = load_all()
+    if args.committed:
+        tracked = subprocess.run(["git", "ls-files", "bench/results"], capture_output=True, text=True,
+                                 cwd=DOC.parents[1], check=True).stdout.split()
+        results = {m: r for m, r in results.items() if f"bench/results/{m}.json" in tracked}
+    block, fresh = generated_block(text), render(results)
     if args.check:
         sys.exit(0 if block == fresh else f"{DOC} is out of date with bench/results: run python -m bench.report")
     DOC.write_text(text.replace(block, fresh))
