@@ -95,6 +95,6 @@ def test_every_headline_is_the_median_of_at_least_five_runs_and_its_verdict_foll
         key = target["key"] if target else next(iter(result["summary"]))
         runs = result["summary"][key]["runs"]
         if target:
-            assert target["verdict"] == verdict(result["summary"][key]["median"], target, runs), measure
+            assert target["verdict"] == verdict(result["summary"][key].get("median"), target, runs), measure
         if not target or target["verdict"] != "not measured":
             assert runs >= 5, f"{measure}: {key} has fewer than 5 runs"
