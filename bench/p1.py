@@ -46,11 +46,11 @@ def p1_round(round_no: int, encoder: str, data_dir: str, spec_for) -> dict:
     run = {"order": order, "target_post_macro_f1": target, "trainer_reached_s": trainer_reached, **{
         f"{side}_{key}": value for side, result in got.items() for key, value in result.items() if key != "evaluations"}}
     run["p1_ratio"] = got["service_pairs"]["seconds"] / trainer["seconds"]
-    for side in ("service_pairs", "service_multilabel"):
-        reached = _first_reaching(got[side]["evaluations"], target)
-        run[f"{side}_reached_s"] = reached
-        run[f"{side}_quality_ratio"] = reached / trainer_reached if reached is not None else None
     if target > 0:  # a Trainer that never predicted a symptom sets no quality to reach: no figure
+        for side in ("service_pairs", "service_multilabel"):
+            reached = _first_reaching(got[side]["evaluations"], target)
+            run[f"{side}_reached_s"] = reached
+            run[f"{side}_quality_ratio"] = reached / trainer_reached if reached is not None else None
         run["time_to_quality_ratio"] = run["service_multilabel_quality_ratio"]
     run["evaluations"] = {side: result["evaluations"] for side, result in got.items()}
     return run

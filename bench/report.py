@@ -42,7 +42,8 @@ DEFINITIONS = {
     "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, in a fresh process "
               "(bench/memory.py)",
 }
-UNITS = (("_ms", " ms"), ("_mb", " MiB"), ("_s", " s"), ("ratio", "×"), ("trials_per_hour", " trials/hour"))
+UNITS = (("_ms", " ms"), ("_mb", " MiB"), ("_s", " s"), ("_seconds", " s"), ("ratio", "×"),
+         ("trials_per_hour", " trials/hour"))
 
 
 def unit(figure: str) -> str:
@@ -92,7 +93,8 @@ def table(results: dict[str, dict]) -> list[str]:
         stats = result["summary"][key]
         verdict = target["verdict"] if target else "measured"
         definition = result.get("definition") or DEFINITIONS.get(measure, "")
-        lines.append(f"| {label} | {definition} ({key}) | {_target(target, figure)} | **{fmt(stats.get('median'), figure)}**"
+        median = fmt(stats.get("median"), figure) if stats.get("runs") else "not measured"
+        lines.append(f"| {label} | {definition} ({key}) | {_target(target, figure)} | **{median}**"
                      f" | {stats['runs']} | {_spread(stats, figure)} | **{verdict}** |")
     return lines
 
