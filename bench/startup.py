@@ -80,13 +80,19 @@ def profile(encoder: str, data_dir: str) -> dict:
                     "--format", "raw", "--output", str(out), "--",
                     *hpo_cmd("tune", spec, "--workers", str(WORKERS), "--no-progress")], cwd=REPO, check=True,
                    capture_output=True)
-    seconds = collections.Counter()
-    for line in out.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        seconds[_phase(stack)] += int(count) / 50
-    return {"profile_process_seconds": {phase: round(s, 1) for phase, s in seconds.most_common() if s >= 0.2},
+    return {"profile_process_seconds": phase_seconds(out),
             "profile": f"py-spy record --subprocesses --rate 50 over one hpo tune --workers 2 of this study "
                        f"(busy samples only; commit {commit()})"}
+
+
+def phase_seconds(raw: Path, rate: int = 50) -> dict[str, float]:
+    """Seconds of samples per process and phase, from py-spy's raw (collapsed stack) output."""
+    seconds = collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if ";" in stack:
+            seconds[_phase(stack)] += int(count) / rate
+    return {phase: round(s, 1) for phase, s in seconds.most_common() if s >= 0.2}
 
 
 # The first of these hpo functions found in a stack names its phase (imports are named first).
@@ -98,8 +104,10 @@ MARKERS = (("preflight", "launcher checks (preflight)"), ("open_study", "study c
 
 def _phase(stack: str) -> str:
     """'launcher' or 'worker', then the package a top-level import was loading, or the hpo phase."""
-    head, *frames = stack.split(";")
-    process = "launcher" if " tune " in head else "worker" if " worker " in head else "other process"
+    frames = stack.split(";")
+    heads = [f for f in frames if f.startswith("process ")]  # a child's stack is nested in its parent's
+    process = "launcher" if " tune " in heads[-1] else "worker" if " worker " in heads[-1] else "other process"
+    frames = frames[frames.index(heads[-1]) + 1:]
     for frame in frames:
         imported = re.match(r"<module> \((\w+)/", frame)
         if imported and imported.group(1) != "hpo":
