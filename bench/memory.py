@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from bench.common import REPO, RUNS, encoder_path
-from bench.results import write_results
+from bench.results import RESULTS, write_results
 
 BEFORE_COMMIT = "eb3db4a"  # the last commit before steps were bounded (#29)
 CAP_MB = 10_000
@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of the headline case (after, 16 x 256)")
     parser.add_argument("--other-runs", type=int, default=1, help="runs of every other case")
     parser.add_argument("--only", choices=("before", "after"), nargs="*", default=("before", "after"))
+    parser.add_argument("--append", action="store_true", help="add to the runs already in bench/results/memory.json")
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one run, JSON on stdout
     args = parser.parse_args()
     if args.single:
@@ -147,6 +148,8 @@ def main() -> None:
     plan += [("before", batch, length, before_dir, data) for batch, length in BEFORE_CASES[1:]]
     plan = [p for p in plan if p[0].split()[0] in args.only]
     results: dict[str, list[dict]] = {}
+    if args.append and (RESULTS / "memory.json").exists():
+        results = json.loads((RESULTS / "memory.json").read_text())["runs"]
     try:
         for repeat in range(max(args.runs, args.other_runs)):
             for side, batch, length, code_dir, data_dir in plan:
