@@ -97,9 +97,17 @@ def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(tiny_ro
     ~12-line report; a trial keeps it in its train.log and the terminal stays quiet."""
     from hpo.outputs import TrialOutputs
 
+    import logging
+
     outputs = TrialOutputs(tmp_path, "s", "uid12345", keep_top_k=0, direction="maximize")
-    with outputs.trial_log(0) as path:
-        load_pretrained(tiny_roberta_mlm)
+    library = logging.getLogger("transformers")
+    level = library.level
+    library.setLevel(logging.WARNING)  # as a worker sets it (`hpo` itself starts transformers at ERROR)
+    try:
+        with outputs.trial_log(0) as path:
+            load_pretrained(tiny_roberta_mlm)
+    finally:
+        library.setLevel(level)
     assert "LOAD REPORT" in path.read_text() and "UNEXPECTED" in path.read_text()
     out, err = capfd.readouterr()
     assert "LOAD REPORT" not in out + err
