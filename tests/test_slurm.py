@@ -306,7 +306,7 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
     assert interrupted.params, shown
     assert copies[0].params == interrupted.params
     assert copies[0].user_attrs["worker"].endswith(f"/{job_id}_0"), shown
-    assert "interrupted; its running trial was re-queued" in logs[1], shown
+    assert f"interrupted; its running trial {interrupted.number} was re-queued" in logs[1], shown
     assert "done after" in logs[0], shown
     assert "JobState=COMPLETED" in _task_record(job_id, 0, slurm) and "ExitCode=0:0" in _task_record(job_id, 0, slurm)
     assert "JobState=CANCELLED" in _task_record(job_id, 1, slurm)
