@@ -34,11 +34,10 @@ from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
 from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.train.classifier_file import InvalidClassifierFile, read_classifier_file
-from hpo.train.config import CPU_MICRO_BATCH_TOKENS, INFERENCE_TOKENS_PER_TRAINING_TOKEN
+from hpo.train.config import CPU_INFERENCE_TOKENS
 from hpo.train.evaluate import predict as predict_probabilities
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
-CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN  # and tokens, on CPU
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
 BLOCK_BATCHES = 8  # examples are tokenized and scored about this many batches at a time
 Progress = Callable[[int], None]  # called with the number of posts just finished

@@ -13,6 +13,7 @@ earlier worker computed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -55,12 +56,12 @@ class TokenizedSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    @property
+    @functools.cached_property  # read by every training step and scoring pass: computed once per split
     def lengths(self) -> np.ndarray:
         """Per example, the tokens of all its sequences: the cost batching plans with."""
         return np.add.reduceat(self.sequence_lengths, self.offsets[:-1]) if len(self) else np.zeros(0, np.int64)
 
-    @property
+    @functools.cached_property
     def sequence_lengths(self) -> np.ndarray:
         return np.fromiter((len(ids) for ids in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 

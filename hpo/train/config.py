@@ -10,6 +10,7 @@ from hpo.models.settings import HeadConfig, LoraSettings
 
 CPU_MICRO_BATCH_TOKENS = 2048  # micro_batch_tokens: auto on CPU (~0.7 GB of activations for MiniLM in float32)
 INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
+CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,11 @@ class TrainConfig:
         if self.micro_batch_tokens == "auto":
             return CPU_MICRO_BATCH_TOKENS if device_type == "cpu" else None
         return self.micro_batch_tokens
+
+    def inference_token_budget(self, device_type: str) -> int | None:
+        """Tokens per pass without a graph (evaluation, picking chunks, test scoring)."""
+        budget = self.token_budget(device_type)
+        return budget and budget * INFERENCE_TOKENS_PER_TRAINING_TOKEN
 
     def head_config(self, num_labels: int = 1) -> HeadConfig:
         return HeadConfig(pooling=self.pooling, hidden_layers=self.head_layers, hidden_size=self.head_hidden_size,

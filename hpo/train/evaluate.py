@@ -18,7 +18,7 @@ from torch import nn
 from hpo.data import SYMPTOMS
 from hpo.data.collate import sorted_batches
 from hpo.data.tokenize import TokenizedSplit
-from hpo.train.config import INFERENCE_TOKENS_PER_TRAINING_TOKEN, TrainConfig
+from hpo.train.config import TrainConfig
 from hpo.train.memory import guard_host_memory, release_free_memory
 from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds
 from hpo.train.prepare import PreparedSplit
@@ -85,9 +85,8 @@ def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, 
              thresholds: dict[str, float] | None = None) -> Evaluation:
     """Metrics at 0.5, and ``tuned_`` twins at per-symptom thresholds: ``thresholds`` when
     given (validation's, to score test), else tuned on this split."""
-    budget = config.token_budget(torch.device(device).type)
     probs = predict(model, split.tokens, collate, config.eval_batch_size, device, autocast,
-                    budget and budget * INFERENCE_TOKENS_PER_TRAINING_TOKEN)
+                    config.inference_token_budget(torch.device(device).type))
     return score(split, probs, thresholds)
 
 

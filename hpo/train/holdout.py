@@ -14,7 +14,7 @@ from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
-from hpo.train.config import INFERENCE_TOKENS_PER_TRAINING_TOKEN, TrainConfig
+from hpo.train.config import TrainConfig
 from hpo.train.evaluate import per_symptom, predict, score
 from hpo.train.prepare import prepare_data
 
@@ -38,9 +38,8 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
     inference = json.loads((Path(model_dir) / "classifier.json").read_text())["inference"]
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
     with torch.inference_mode():
-        budget = config.token_budget(device.type)
         probs = predict(model, data.test.tokens, collate, config.eval_batch_size, device,
-                        max_tokens=budget and budget * INFERENCE_TOKENS_PER_TRAINING_TOKEN)
+                        max_tokens=config.inference_token_budget(device.type))
     evaluation = score(data.test, probs, thresholds=inference["validation_thresholds"])
     decision = inference["thresholds"]
     sizes = {name: {"posts": len(set(split.post_ids)), "examples": len(split)}

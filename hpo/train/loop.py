@@ -26,7 +26,7 @@ from hpo.data.collate import Collator, length_grouped_batches
 from hpo.models.classifier import build_classifier, save_classifier
 from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.hardware import check_gpus, cpu_has_native_bf16, resolve_device
-from hpo.train.config import INFERENCE_TOKENS_PER_TRAINING_TOKEN, TrainConfig
+from hpo.train.config import TrainConfig
 from hpo.train.evaluate import evaluate, objective_value, sequence_logits
 from hpo.train.losses import bce_loss
 from hpo.train.optim import build_optimizer, freeze_bottom
@@ -98,7 +98,7 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
 
     def score_chunks(sequence_ids):  # a long post's chunks, scored to pick each label's winner
         return sequence_logits(model, data.train.tokens, sequence_ids, collate, config.eval_batch_size, device,
-                               autocast, max_tokens and max_tokens * INFERENCE_TOKENS_PER_TRAINING_TOKEN)
+                               autocast, config.inference_token_budget(device.type))
 
     setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
