@@ -403,30 +403,27 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
-    """A duration in seconds from '3600', '90s', '90m' or '2h'."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    number, unit = (text[:-1], text[-1].lower()) if text[-1:].lower() in units else (text, "s")
-    try:
-        value = float(number) * units[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a duration such as 90m or 2h, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
+def _quantity(units: dict[str, float], default: str, example: str, least: float):
+    """An argparse type for a number with an optional unit suffix ('6G', '90m'), in the default unit."""
+    def parse(text: str) -> float:
+        number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, default)
+        try:
+            value = float(number) * units[unit]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number with an optional unit, like {example}; got {text!r}") from None
+        if not value >= least:
+            raise argparse.ArgumentTypeError(f"must be at least {least:g}{default.lower()}, got {text!r}")
+        return value
+
+    return parse
+
+
+_seconds = _quantity({"S": 1, "M": 60, "H": 3600}, "S", "90m or 2h", 1)  # a duration in seconds
 
 
 def _memory_mb(text: str) -> int:
     """A memory size in MiB from '6000', '6000M' or '6G'."""
-    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
-    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "M")
-    try:
-        value = float(number) * units[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a size such as 6G or 6000M, got {text!r}") from None
-    if not value >= 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1M, got {text!r}")
-    return int(value)
+    return int(_quantity({"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}, "M", "6G or 6000M", 1)(text))
 
 
 def _positive_int(text: str) -> int:
