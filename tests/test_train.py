@@ -227,7 +227,7 @@ def test_label_smoothing_and_focal_loss_match_their_formulas():
     assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(logits, labels)  # easy examples weigh less
 
 
-def test_seeds_go_through_transformers_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
+def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
     from hpo.train.loop import _seed
 
     for name in ("CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "ASCEND_LAUNCH_BLOCKING", "HCCL_DETERMINISTIC",

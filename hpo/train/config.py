@@ -78,8 +78,8 @@ class TrainConfig:
     train_on: Literal["train", "train+validation"] = "train"
 
     # runtime
-    seed: int = 0  # python, numpy and torch through transformers.set_seed
-    deterministic: bool = False  # deterministic kernels (transformers.enable_full_determinism): slower
+    seed: int = 0  # python, numpy and torch, as transformers.set_seed seeds them
+    deterministic: bool = False  # deterministic kernels, as transformers.enable_full_determinism sets them: slower
     device: str = "auto"  # auto: cuda when available
     gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
     checkpoint_dir: str | None = None  # the folder the best checkpoint is saved into; None: not saved

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import random
 import resource
 import time
 from collections.abc import Callable
@@ -19,7 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
-from transformers import enable_full_determinism, get_scheduler, set_seed
 
 from hpo.data import SYMPTOMS, files_fingerprint, load_descriptions
 from hpo.data.collate import Collator, length_grouped_batches
@@ -31,6 +32,7 @@ from hpo.train.evaluate import evaluate, objective_value, sequence_logits
 from hpo.train.losses import bce_loss
 from hpo.train.optim import build_optimizer, freeze_bottom
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
+from hpo.train.schedule import warmup_schedule
 from hpo.train.step import accumulate_gradients, plan_units
 
 Report = Callable[[int, float, dict[str, float]], bool | None]  # epoch, objective value, the epoch's metrics;
@@ -78,11 +80,9 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
     optimizer = build_optimizer(model, config, device)  # after the transfer: restored tensors are new objects
     per_epoch = len(data.train.training_sample(config.evidence_negative_ratio, config.seed))
     steps_per_epoch = -(-per_epoch // config.batch_size)
-    scheduler = get_scheduler(
-        "constant_with_warmup" if config.scheduler == "constant" else config.scheduler, optimizer,
-        num_warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
-        num_training_steps=steps_per_epoch * config.epochs,
-    )
+    scheduler = warmup_schedule(optimizer, config.scheduler,
+                                warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
+                                total_steps=steps_per_epoch * config.epochs)
     amp_dtype = _amp_dtype(config.mixed_precision, device)
     scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else nullcontext
@@ -253,13 +253,20 @@ def _positive_weights(split: PreparedSplit, sample: np.ndarray, mode: str, devic
 
 
 def _seed(config: TrainConfig) -> None:
-    """Python, NumPy and torch (every GPU too) seeded from config.seed. ``deterministic``
-    also makes torch use deterministic kernels (slower; process-wide, so it stays on for
-    the worker's later trials: set it for the whole study, in train)."""
+    """Python, NumPy and torch (every GPU too) seeded from config.seed, as transformers.set_seed
+    does. ``deterministic`` also makes torch use deterministic kernels, as transformers'
+    enable_full_determinism does (slower; process-wide, so it stays on for the worker's later
+    trials: set it for the whole study, in train). Not imported from transformers: see schedule.py."""
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)  # seeds every CUDA device too
     if config.deterministic:
-        enable_full_determinism(config.seed)
-    else:
-        set_seed(config.seed)
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+        os.environ["FLASH_ATTENTION_DETERMINISTIC"] = "1"
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
 
 
 def _peak_memory_mb(device: torch.device) -> float:
