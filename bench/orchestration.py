@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from bench.common import RUNS, write_spec
 from bench.results import write_results
 from hpo.errors import UsageError
+from hpo.run.worker import run_worker
 from hpo.spec import load_spec
 from hpo.study import (
     claim,
@@ -26,7 +27,6 @@ from hpo.study import (
     suggest,
     trial_census,
 )
-from hpo.worker import run_worker
 
 SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
          "weight_decay": {"type": "float", "low": 0.0, "high": 0.1},

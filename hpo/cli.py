@@ -46,14 +46,14 @@ def _submit(args) -> None:
 
 
 def _finalize(args) -> None:
-    from hpo.finalize import finalize
+    from hpo.finalize.pipeline import finalize
 
     finalize(args.spec, args.overrides, args.storage, top_k=args.top_k, seeds=args.seeds, workers=args.workers,
              refit=args.refit, partial=args.partial, progress=not args.no_progress)
 
 
 def _retrain(args) -> int:
-    from hpo.retrain import retrain_child
+    from hpo.finalize.retrain import retrain_child
 
     return retrain_child(args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid, args.memory_limit)
 
@@ -190,7 +190,7 @@ def _dashboard(args) -> None:
 
 
 def _storage_proxy(args) -> None:
-    from hpo.proxy import serve
+    from hpo.run.proxy import serve
 
     serve(args.storage, args.host, args.port, args.sweep_seconds, args.max_trial_seconds)
 
@@ -269,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     final.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     final.set_defaults(func=_finalize)
 
-    # finalize's retraining processes (hpo/retrain.py); not listed: finalize starts them
+    # finalize's retraining processes (hpo/finalize/retrain.py); not listed: finalize starts them
     retrain = commands.add_parser("retrain")
     _spec_args(retrain)
     retrain.add_argument("--runs-dir", required=True, help="finalize's runs/ folder, holding plan.json")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from hpo.errors import RunStopped, UsageError
 from hpo.outputs import UID_DIGITS, recorded_owner
-from hpo.preflight import preflight
 from hpo.process import await_go, exit_with_parent, process_exists, redact
+from hpo.run.preflight import preflight
 from hpo.spec import DEFAULT_OUTPUT_DIR, SpecError, load_spec, parse_override, resolve_storage
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
     """Run the study with ``workers`` supervised processes (``threads`` CPU threads each;
     default: the cores split evenly; ``memory_per_worker_mb`` host memory each, default the
     machine's split evenly); returns the exit code and, as ``best`` does, the study's best trial."""
-    from hpo.launcher import (
+    from hpo.run.launcher import (
         StudyProgress,
         Supervisor,
         available_cpus,
@@ -138,7 +138,7 @@ def submit_slurm(spec_path: str, overrides: Sequence[str], storage: str | None, 
                  time_limit: str | None = None, allow_spec_change: bool = False, say: Say = print) -> Submitted:
     """Create the study here (preflight included, as ``tune`` does), so array tasks never
     race to create it; then write the job-array script and sbatch it."""
-    from hpo.slurm import ArrayJob, job_script, sbatch_command, submit_script
+    from hpo.run.slurm import ArrayJob, job_script, sbatch_command, submit_script
     from hpo.study import open_study
 
     spec = load_spec(spec_path, overrides, storage)
@@ -189,7 +189,7 @@ def worker(spec_path: str, overrides: Sequence[str], storage: str | None, name: 
             raise UsageError(f"--parent-pid {parent_pid}: no such process; pass the PID of the process this "
                              "worker should stop with (hpo tune passes its own), or leave the flag out")
         exit_with_parent(parent_pid)  # first: a launcher killed during our start-up is noticed too
-    from hpo.worker import WorkerStopped, run_worker
+    from hpo.run.worker import WorkerStopped, run_worker
 
     spec = load_spec(spec_path, overrides, storage)
     from hpo.models.hardware import check_gpus

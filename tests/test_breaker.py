@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hpo.breaker import CircuitBreaker
+from hpo.run.breaker import CircuitBreaker
 
 BOOM = "ValueError: max_length=8 is too short"
 

@@ -19,9 +19,9 @@ from optuna.trial import TrialState
 from hpo.cli import main
 from hpo.fixtures import write_sample
 from hpo.outputs import TrialOutputs
+from hpo.run.worker import run_worker
 from hpo.spec import load_spec
 from hpo.study import get_storage
-from hpo.worker import run_worker
 
 REPO = Path(__file__).parent.parent
 SMOKE = REPO / "studies" / "criteria-smoke.yaml"

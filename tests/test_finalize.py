@@ -17,11 +17,11 @@ import pytest
 from optuna.artifacts import get_all_artifact_meta
 
 from hpo.data.posts import load_posts
+from hpo.finalize.holdout import score_on_test
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
 from hpo.predict import load_classifier
 from hpo.spec import load_spec
-from hpo.train.holdout import score_on_test
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +72,9 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     card = (final / "model_card.md").read_text()
     assert summary["data_fingerprint"] in card and "| DEPRESSED_MOOD |" in card and "hpo finalize" in card
 
-    from hpo import finalize as module  # the card's command line never shows a storage password
+    from hpo.finalize import (
+        pipeline as module,  # the card's command line never shows a storage password
+    )
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "argv", ["hpo", "finalize", "x.yaml", "--storage", "postgresql://u:s3cret@db/hpo"])
@@ -140,7 +142,7 @@ def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
 
 def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
     from hpo.errors import UsageError
-    from hpo.finalize import plan
+    from hpo.finalize.pipeline import plan
 
     spec = load_spec(SPEC, ["name=empty"], f"sqlite:///{tmp_path / 'db.sqlite'}")
     study = optuna.create_study(study_name="empty", storage=spec.storage, direction="maximize")

@@ -272,7 +272,7 @@ def test_already_finalized_checks_its_model_and_names_the_settings_it_ignores(pa
 
 
 def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storage_out_of_ps(tmp_path):
-    from hpo.retrain import child_launches
+    from hpo.finalize.retrain import child_launches
 
     launches = child_launches("s.yaml", ["train.epochs=1"], tmp_path / "runs", 2, threads=3,
                               storage="postgresql://u:s3cret@db/hpo", parent_pid=4242, base_env={"KEEP": "1"},

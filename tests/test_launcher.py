@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hpo.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
+from hpo.run.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
 from hpo.train.memory import machine_memory_mb, memory_share_mb
 
 SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"
@@ -312,7 +312,7 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
 def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(monkeypatch, capsys):
     import sqlalchemy as sa
 
-    from hpo import launcher
+    from hpo.run import launcher
 
     def counts(finished: int) -> dict:
         return {"finished": finished, "running": 2, "pruned": 0, "failed": 0, "best": 0.5}

@@ -15,12 +15,12 @@ from torch import nn
 from hpo.data.collate import Collator
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
-from hpo.launcher import worker_launches
 from hpo.models.classifier import build_classifier, load_classifier, save_classifier
 from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.loading import find_meta_tensors
 from hpo.models.settings import LoraSettings
 from hpo.models.tokenizer import load_tokenizer
+from hpo.run.launcher import worker_launches
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import predict
 from hpo.train.loop import train

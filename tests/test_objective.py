@@ -10,7 +10,7 @@ import pytest
 
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
-from hpo.objective import Objective
+from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
 from hpo.study import get_storage, open_study, study_uid
 
@@ -87,7 +87,7 @@ def small_disk(tmp_path):
 def test_a_full_disk_fails_trials_with_the_reason_and_frees_what_they_wrote(spec, small_disk):
     import os
 
-    from hpo import worker as worker_module
+    from hpo.run import worker as worker_module
 
     spec = spec.model_copy(update={"output_dir": str(small_disk), "keep_top_k": 2})
     with pytest.raises(worker_module.TooManyFailures, match="No space left on device"):

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
-from hpo.proxy import serve
+from hpo.run.proxy import serve
 from hpo.study import (
     HEARTBEAT_ATTR,
     caused_by_database,

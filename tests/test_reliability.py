@@ -22,13 +22,13 @@ import torch
 from optuna.trial import TrialState
 from safetensors.torch import load_file
 
-from hpo import objective as objective_module
 from hpo.fixtures import write_sample
 from hpo.models import classifier as classifier_module
 from hpo.models.classifier import EncoderClassifier
+from hpo.run import objective as objective_module
+from hpo.run.worker import run_worker
 from hpo.spec import load_spec
 from hpo.train import loop as loop_module
-from hpo.worker import run_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -198,7 +198,7 @@ OUTAGE_WORKER = textwrap.dedent("""
     import sys, time
     from hpo.study import suggest
     from hpo.spec import load_spec
-    from hpo.worker import run_worker
+    from hpo.run.worker import run_worker
     spec = load_spec(sys.argv[1], sys.argv[3:])
     def objective(trial):  # no training: two seconds of reported steps, for an outage to land in
         params = suggest(trial, spec)
@@ -249,7 +249,7 @@ FAST_WORKER = textwrap.dedent("""
     import sys
     from hpo.study import suggest
     from hpo.spec import load_spec
-    from hpo.worker import run_worker
+    from hpo.run.worker import run_worker
     spec = load_spec(sys.argv[1], sys.argv[3:])
     def objective(trial):  # no training: this test is about the storage under concurrency
         params = suggest(trial, spec)
@@ -356,8 +356,8 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, stu
 
 
 def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
+    from hpo.run.worker import _TrialLog
     from hpo.study import SURPLUS
-    from hpo.worker import _TrialLog
 
     trial_log = _TrialLog("w")
     surplus = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": f"{SURPLUS} 6 trials"})

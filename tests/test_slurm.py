@@ -20,7 +20,7 @@ import pytest
 from hpo.cli import main
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
-from hpo.slurm import ArrayJob, job_script, sbatch_command, submit_script
+from hpo.run.slurm import ArrayJob, job_script, sbatch_command, submit_script
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"

@@ -297,7 +297,7 @@ def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
 @pytest.mark.parametrize("name", ["tpe", "gp", "random", "cmaes"])
 def test_every_sampler_runs_trials_past_its_startup(storage_url, study_name, name):
     """Building a sampler is not enough: CMA-ES needs the cmaes package once it starts sampling."""
-    from hpo.objective import suggest
+    from hpo.run.objective import suggest
 
     spec = smoke_spec(f"sampler.name={name}", "sampler.options={n_startup_trials: 2}" if name != "random"
                       else "sampler.options={}", storage=storage_url, name=study_name)
@@ -597,7 +597,7 @@ def test_the_warm_start_runs_first_with_the_remaining_parameters_sampled(tmp_pat
 
 
 def _run_conditional_worker(spec_path: str, storage: str, worker: str, start) -> None:
-    from hpo.worker import run_worker
+    from hpo.run.worker import run_worker
 
     spec = load_spec(spec_path, (), storage, env={})
     start.wait()  # every worker opens the study at the same moment

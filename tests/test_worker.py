@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 from optuna.trial import TrialState
 
-from hpo import worker as worker_module
 from hpo.fixtures import write_sample
+from hpo.run import worker as worker_module
 from hpo.spec import load_spec
 from hpo.study import database_error_text, suggest
 
@@ -223,8 +223,8 @@ def test_an_interrupted_trial_is_one_line_not_a_traceback(storage_url, study_nam
 def test_no_trial_starts_that_the_time_budget_cannot_fit(sqlite_url, study_name):
     import optuna
 
+    from hpo.run.worker import _budget_too_short
     from hpo.study import get_storage, start_time_budget
-    from hpo.worker import _budget_too_short
 
     study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
     assert _budget_too_short(study, start_time_budget(study, 5)) is None, "no finished trial: nothing to go by"

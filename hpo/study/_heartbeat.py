@@ -4,7 +4,7 @@ The storage only answers: a beat is written and the stale trials are read from t
 database on every call, each in one statement on Optuna's own tables (Optuna's three ORM
 round trips each cost 1.7 and 1.4 ms on this machine's PostgreSQL, these 0.7 and 0.6 ms:
 bench P3). When to look for stale trials is the caller's decision: the worker looks once
-per heartbeat interval (hpo/worker.py), a dashboard or Optuna's ``fail_stale_trials``
+per heartbeat interval (hpo/run/worker.py), a dashboard or Optuna's ``fail_stale_trials``
 whenever it likes, and every one of them gets the database's answer.
 
 Optuna internals used here, and nowhere else in hpo.study for heartbeats: its heartbeat,

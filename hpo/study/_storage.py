@@ -28,7 +28,7 @@ from hpo.study._heartbeat import OneStatementHeartbeat
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_ATTR = "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/proxy.py
+HEARTBEAT_ATTR = "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/run/proxy.py
 PROXY_CONNECT_SECONDS = 10
 
 # Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.

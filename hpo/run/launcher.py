@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from hpo.breaker import CircuitBreaker
 from hpo.process import GO, interruptible, output_may_be_gone, start_child, stop_children
+from hpo.run.breaker import CircuitBreaker
 from hpo.study import (
     caused_by_database,
     database_error_text,

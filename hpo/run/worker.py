@@ -20,8 +20,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.errors import find_cause
-from hpo.objective import Objective
 from hpo.process import interruptible, stop_signals_deferred
+from hpo.run.objective import Objective
 from hpo.spec import StudySpec
 from hpo.study import (
     SURPLUS,

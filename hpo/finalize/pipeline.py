@@ -8,7 +8,7 @@ then recorded in the study (a user attribute and two artifacts, for the dashboar
 
 Every retraining writes ``runs/<trial>-seed<s>/result.json`` when it is done, so a killed
 finalize resumes with the unfinished ones only; a finished one is never scored again, and
-its retraining processes die with it (``hpo.retrain``). One finalize per study at a time:
+its retraining processes die with it (``hpo.finalize.retrain``). One finalize per study at a time:
 a lock that the database or the kernel releases when its holder dies. Refused before
 anything is retrained: a search still running or short of its n_trials (unless
 ``--partial``), a spec or data other than the study's, a split without test posts.
@@ -28,11 +28,12 @@ from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
-from hpo.model_card import model_card
+from hpo.finalize.holdout import score_on_test
+from hpo.finalize.model_card import model_card
+from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.process import redact
-from hpo.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.spec import StudySpec, load_spec
 from hpo.study import (
     artifact_store,
@@ -47,7 +48,6 @@ from hpo.study import (
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
-from hpo.train.holdout import score_on_test
 
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
