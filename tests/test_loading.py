@@ -95,9 +95,9 @@ def test_construction_lock_restores_leaked_global_state():
 def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(tiny_roberta_mlm, tmp_path, capfd):
     """An MLM checkpoint loaded as an encoder has UNEXPECTED lm_head keys: transformers prints a
     ~12-line report; a trial keeps it in its train.log and the terminal stays quiet."""
-    from hpo.outputs import TrialOutputs
-
     import logging
+
+    from hpo.outputs import TrialOutputs
 
     outputs = TrialOutputs(tmp_path, "s", "uid12345", keep_top_k=0, direction="maximize")
     library = logging.getLogger("transformers")
