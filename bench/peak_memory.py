@@ -44,7 +44,7 @@ def peak_memory(encoder: str, encoder_name: str, runs: int, data_dir: str | None
     write_results("peak_memory", {"encoder": encoder_name, "data": f"{POSTS} generated realistic posts (seed 0), "
                                   "split 0.8/0.1/0.1 by post: one epoch of 64 training posts",
                                   "task": "criteria multilabel, max_length 256, batch 16, 1 epoch, float32, "
-                                          "micro_batch_tokens auto (2048 on CPU) unless the case says off",
+                                          "micro_batch_tokens auto (1024 on CPU) unless the case says off",
                                   "threads": 2, "issue_peak_mb": ISSUE_PEAK_MB,
                                   "issue_peak_note": "issue #25: peak_memory_mb of one trial on the real ReDSM5 "
                                                      "(1,187 training posts, one thread) before #29; not re-run here",

@@ -178,11 +178,11 @@ def test_a_token_budget_caps_every_forward_pass_and_keeps_the_gradient(tiny_robe
         torch.testing.assert_close(gradients[1][name], want, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_micro_batch_tokens_is_2048_on_cpu_and_unbounded_on_gpus_by_default():
+def test_micro_batch_tokens_is_1024_on_cpu_and_unbounded_on_gpus_by_default():
     from hpo.train.config import TrainConfig
 
     config = TrainConfig(task="criteria", encoder="e", data_dir="d")
-    assert config.token_budget("cpu") == 2048 and config.token_budget("cuda") is None
+    assert config.token_budget("cpu") == 1024 and config.token_budget("cuda") is None
     assert TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=None).token_budget("cpu") is None
     with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1"):
         TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=0)

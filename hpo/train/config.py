@@ -8,7 +8,7 @@ from typing import Literal
 
 from hpo.models.settings import HeadConfig, LoraSettings
 
-CPU_MICRO_BATCH_TOKENS = 2048  # micro_batch_tokens: auto on CPU (~0.7 GB of activations for MiniLM in float32)
+CPU_MICRO_BATCH_TOKENS = 1024  # micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
 INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
 CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN
 
@@ -43,7 +43,7 @@ class TrainConfig:
     micro_batch_size: int | None = None  # sequences per forward pass (a post's chunks count); None: batch_size;
     # halves on out-of-memory. Gradient accumulation: same gradient as one full batch
     micro_batch_tokens: int | Literal["auto"] | None = "auto"  # tokens per forward pass at most, which bounds a
-    # step's activations; auto: 2048 on CPU (as fast per token as larger passes there), none on GPUs (whose
+    # step's activations; auto: 1024 on CPU (as fast per token as larger passes there), none on GPUs (whose
     # out-of-memory halves the micro-batch); None: no bound
     epochs: int = 3
     warmup_ratio: float = 0.06
