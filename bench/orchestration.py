@@ -92,7 +92,7 @@ def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int 
             optuna.delete_study(study_name=summary.study_name, storage=url)
     write_results("p3", {"storage": "PostgreSQL on 127.0.0.1", "at_trial": prefill, "measured_trials": measured,
                          "sampler": "TPE, the worker's seed on both sides (same proposals)", "search_space": SPACE,
-                         "machine_use": "a shared 2-core machine; the two sides alternate in each round"},
+                         "rounds": "the two sides alternate in each round"},
                   {"service / raw ask+tell": rounds}, "mean_ratio", {"key": "service / raw ask+tell", "at_most": 1.1},
                   definition="orchestration per trial at trial 790: mean interval between a run's trial completions, "
                              "hpo's worker / raw Optuna ask+tell on the same database, sampler and seed",

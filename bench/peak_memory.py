@@ -47,8 +47,7 @@ def peak_memory(encoder: str, encoder_name: str, runs: int, data_dir: str | None
                                           "micro_batch_tokens auto (1024 on CPU) unless the case says off",
                                   "threads": 2, "issue_peak_mb": ISSUE_PEAK_MB,
                                   "issue_peak_note": "issue #25: peak_memory_mb of one trial on the real ReDSM5 "
-                                                     "(1,187 training posts, one thread) before #29; not re-run here",
-                                  "machine_use": "a shared 2-core machine"},
+                                                     "(1,187 training posts, one thread) before #29; not re-run here"},
                   {**results, **worst}, "peak_rss_mb", {"key": "worst of truncate and head_tail", "at_most": 1536},
                   definition="peak RSS (MiB) of one trial in a fresh process: all-MiniLM-L6-v2, multilabel, "
                              "max_length 256, batch 16; the worse of long_text truncate and head_tail per run",

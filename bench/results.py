@@ -78,6 +78,11 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# What else ran on the machine while a measure ran: set by ``python -m bench.run --machine-use``.
+MACHINE_USE = {"text": "a shared 2-core machine: other engineers' tests ran at the same time, so absolute seconds are "
+                       "inflated and spread; ratios come from runs alternated within one round"}
+
+
 def write_results(measure: str, workload: dict, runs: dict[str, list[dict]], value: str, target: dict | None = None,
                   *, definition: str | None = None, also: tuple[str, ...] = (), details: dict | None = None,
                   command: str | None = None) -> Path:
@@ -91,7 +96,10 @@ def write_results(measure: str, workload: dict, runs: dict[str, list[dict]], val
                       for case, case_runs in runs.items()} for name in (value, *also)}
     result = {"measure": measure, "value": value, "definition": definition, "command": command,
               "commit": commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": machine(), "versions": versions(), "workload": workload, "runs": runs,
+              "machine": machine(), "versions": versions(),
+              "workload": {**workload, "machine_use": MACHINE_USE["text"],
+                           "load_average_1_5_15_min_when_written": [round(x, 2) for x in os.getloadavg()]},
+              "runs": runs,
               "summary": summary, "figures": figures}
     if details:
         result["details"] = details

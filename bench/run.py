@@ -18,10 +18,8 @@ import shutil
 import optuna
 
 from bench.common import RUNS, encoder_path, hpo_cmd, sample_data, timed_run, write_spec
-from bench.results import write_results
+from bench.results import MACHINE_USE, write_results
 
-SHARED = ("a shared 2-core machine: other engineers' tests ran at the same time, so absolute seconds "
-          "are inflated and spread; ratios come from runs alternated within one round")
 MEASURES = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "startup", "peak_memory", "formulations", "determinism")
 SEARCH_SPACE = {"learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True},
                 "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}}
@@ -40,7 +38,7 @@ def service_spec(name: str, data_dir: str, encoder: str, n_trials: int, storage:
 
 
 def workload(encoder_name: str, data: str, **more) -> dict:
-    return {"encoder": encoder_name, "data": data, "machine_use": SHARED, **more}
+    return {"encoder": encoder_name, "data": data, **more}
 
 
 def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None:
@@ -137,11 +135,15 @@ def repeated(measure: str, fn, runs: int, value: str, target: dict | None, defin
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", choices=MEASURES)
+    parser.add_argument("--machine-use", help="what else ran on the machine meanwhile, recorded in every results file "
+                        f"(default: {MACHINE_USE['text']!r})")
     parser.add_argument("--runs", type=int, default=5, help="runs (rounds of alternated sides) of each measure")
     parser.add_argument("--data-dir", help="real ReDSM5 files (default: generated sample data)")
     parser.add_argument("--postgres", default=os.environ.get("HPO_BENCH_POSTGRES",
                                                              "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_bench"))
     args = parser.parse_args()
+    if args.machine_use:
+        MACHINE_USE["text"] = args.machine_use
     only = set(args.only or MEASURES)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     shutil.rmtree(RUNS / "studies", ignore_errors=True)

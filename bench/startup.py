@@ -60,7 +60,7 @@ def startup(encoder: str, encoder_name: str, data_dir: str, data: str, runs: int
     previous = RESULTS / "startup.json"
     details = json.loads(previous.read_text()).get("details") if previous.exists() else None
     write_results("startup", {"encoder": encoder_name, "data": data, "workers": WORKERS,
-                              "machine_use": "a shared 2-core machine; the two sides alternate in each round",
+                              "rounds": "the two sides alternate in each round",
                               "study": "criteria multilabel, 2 trials, 1 epoch, SQLite storage, tokenization "
                                        "cache kept between rounds (after the first), as on a user's second run"},
                   {"hpo tune --workers 2": rounds}, "over_floor_s", {"key": "hpo tune --workers 2", "at_most": 1.5},
