@@ -104,15 +104,16 @@ status: install
 dashboard: install
 	$(HPO) dashboard $(SPEC) --port $(PORT)
 
-# PNG plots and summary.md for SPEC's study.
-# Benchmarks against Trainer.hyperparameter_search and raw Optuna on the realistic sample
-# (CPU part ~20 min on 2 cores; each CPU figure at the best precision and in float32).
-# BENCH_ARGS: e.g. --only p1 p4, or --data-dir /data/redsm5 for the real files.
+# Benchmarks against Trainer.hyperparameter_search and raw Optuna on the realistic sample: each
+# writes bench/results/<measure>.json, then docs/performance.md's table is regenerated from them.
+# BENCH_ARGS: e.g. --only p1 p4, --runs 7, or --data-dir /data/redsm5 for the real files.
 BENCH_ARGS ?=
 bench: install
 	$(BIN)/pip install -q -e ".[$(EXTRAS),bench]"
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+	$(BIN)/python -m bench.report
 
+# PNG plots and summary.md for SPEC's study.
 report: install
 	$(HPO) report $(SPEC) --out $(RUNS)/report
 
