@@ -13,7 +13,7 @@ MAX_PARAM_COLUMNS = 6
 DEFAULT_REPORTS_DIR = "_runs/reports"
 
 
-def report(study_ref: str, storage: str | None, out: str | None) -> list[Path]:
+def write_report(study_ref: str, storage: str | None, out: str | None) -> list[Path]:
     """Write the plots and ``summary.md`` for STUDY (a name or a spec file) into ``out``;
     return the files written."""
     study = load_study_ref(study_ref, storage)

@@ -418,7 +418,7 @@ def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd
     bars ("Loading weights"), as in any Python process that has not silenced them itself."""
     from transformers.utils import logging as hf_logging
 
-    from hpo.commands import predict as predict_command
+    from hpo.cli.predict import model_on_file
 
     _, model_dir = trained("multilabel")
     posts = write_posts(tmp_path / "posts.csv")
@@ -426,7 +426,7 @@ def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd
     hf_logging.enable_progress_bar()
     try:
         capfd.readouterr()
-        predict_command(str(model_dir), str(posts), str(tmp_path / "out.csv"), 8, "cpu", 3, progress=False)
+        model_on_file(str(model_dir), str(posts), str(tmp_path / "out.csv"), 8, "cpu", 3, progress=False)
         err = capfd.readouterr().err
     finally:
         (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()

@@ -1,0 +1,37 @@
+"""``hpo dashboard``: optuna-dashboard on a study file's storage (or a storage URL), with the
+artifact store, until Ctrl-C."""
+
+from __future__ import annotations
+
+from hpo.cli._common import _port, add_storage_arg
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("dashboard", help="optuna-dashboard on the storage, with the artifact store")
+    parser.add_argument("target", nargs="?", help="a study YAML file or a storage URL (default $HPO_STORAGE)")
+    add_storage_arg(parser)
+    parser.add_argument("--artifact-dir", help="artifact store (default <output_dir>/artifacts)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=_port, default=8080)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from hpo.process import redact
+    from hpo.spec import DEFAULT_OUTPUT_DIR, load_spec, resolve_storage
+    from hpo.study import ARTIFACT_DIR, serve_dashboard
+
+    output_dir = DEFAULT_OUTPUT_DIR
+    if args.target and args.target.endswith((".yaml", ".yml")):
+        spec = load_spec(args.target, (), args.storage)
+        url, output_dir = spec.storage, spec.output_dir
+    else:
+        url = resolve_storage(args.storage or args.target)
+    artifacts = Path(args.artifact_dir or Path(output_dir) / ARTIFACT_DIR)
+    serve_dashboard(url, artifacts, host=args.host, port=args.port, ready=lambda: print(
+        f"optuna-dashboard for {redact(url)} at http://{args.host}:{args.port}/ (artifacts: {artifacts}); "
+        "Ctrl-C stops it"))
+    return 0

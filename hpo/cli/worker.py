@@ -1,0 +1,81 @@
+"""``hpo worker``: one worker on a study, here or on another machine; ``hpo tune`` starts its
+own as ``python -m hpo worker ... --parent-pid PID --await-go``."""
+
+from __future__ import annotations
+
+import logging
+
+from hpo.cli._common import (
+    _memory_mb,
+    _positive_int,
+    _thread_count,
+    add_spec_args,
+    add_spec_change_arg,
+)
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
+    add_spec_args(parser)
+    parser.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
+    parser.add_argument("--threads", type=_thread_count, help="torch CPU threads for this worker")
+    add_spec_change_arg(parser)
+    parser.add_argument("--parent-pid", type=_positive_int, metavar="PID",
+                        help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its "
+                             "own")
+    parser.add_argument("--memory-limit", type=_memory_mb, metavar="SIZE",
+                        help="host-memory ceiling of this worker, e.g. 6G (default: 90%% of this machine's "
+                             "memory)")
+    parser.add_argument("--await-go", action="store_true",
+                        help="load the libraries, then start only once a line 'go' arrives on stdin (hpo tune "
+                             "sends it)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """One worker process: its thread budget is applied here, once, for the whole process.
+    Started by ``hpo tune`` (``--parent-pid``), it stops as SIGTERM stops it when the launcher
+    dies; with ``--await-go`` it loads its libraries, then waits for the launcher's go on stdin."""
+    import os
+    import socket
+    import sys
+
+    from hpo.errors import UsageError
+    from hpo.process import await_go, exit_with_parent, process_exists
+
+    if args.parent_pid:
+        if not process_exists(args.parent_pid):  # a mistyped PID, or a launcher already gone: nothing to follow
+            raise UsageError(f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process this "
+                             "worker should stop with (hpo tune passes its own), or leave the flag out")
+        exit_with_parent(args.parent_pid)  # first: a launcher killed during our start-up is noticed too
+    from hpo.run.worker import WorkerStopped, run_worker
+    from hpo.spec import load_spec
+
+    spec = load_spec(args.spec, args.overrides, args.storage)
+    from hpo.models.hardware import check_gpus
+
+    check_gpus(spec.gpus_per_trial)
+    name = args.name or f"{socket.gethostname()}/{os.getpid()}"
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [{name}] %(message)s", stream=sys.stdout)
+    for noisy in ("optuna", "transformers", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from hpo.train.memory import memory_share_mb, set_memory_ceiling
+
+    set_memory_ceiling(args.memory_limit or memory_share_mb(1))  # alone on the machine unless told
+    if args.await_go and not await_go():
+        return 0
+    try:
+        ran = run_worker(spec, worker=name, allow_spec_change=args.allow_spec_change)
+    except WorkerStopped as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    log.info("worker %s done after %d trials", name, ran)
+    return 0
