@@ -38,6 +38,9 @@ def test_every_layering_contract_is_kept():
     ("run/worker.py", "import mlflow", "MLflow only through hpo.tracking"),
     ("finalize/retrain.py", "import hpo.run.worker", "Layers: cli on top"),
     ("run/objective.py", "import hpo.run.worker", "Running a study"),
+    ("run/launcher.py", "import hpo.run.tune", "Running a study"),
+    ("cli/tune.py", "import hpo.fixtures", "Test and demo fixtures stay out"),
+    ("cli/status.py", "import optuna", "One gateway to Optuna"),
     ("finalize/retrain.py", "import hpo.finalize.pipeline", "Finalizing"),
     ("finalize/holdout.py", "import hpo.study", "The test split's only reader"),
 ])
