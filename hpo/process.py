@@ -1,13 +1,12 @@
 """Process chores every long-running command shares: stopping on signals, following a
-launcher out when it dies and waiting for its go, output that may have nowhere to go, and
-keeping secrets out of what a process prints."""
+launcher out when it dies and waiting for its go, and output that may have nowhere to go.
+(Keeping a storage URL's secrets out of what a process prints is ``hpo.storage_url``'s.)"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,13 +14,10 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode
+
+from hpo.storage_url import redact  # noqa: F401  (re-exported for hpo/commands.py until it imports hpo.storage_url)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill/docker stop, terminal closed
-HIDDEN_URL = "<storage URL hidden>"
-MASK = "***"
-_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)  # query parameters that carry secrets
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PARENT_POLL_SECONDS = 1.0  # where the kernel cannot signal a parent's death, how often a thread looks
 GO = "go\n"  # the line `hpo tune` writes to a waiting worker's stdin once the study exists
@@ -178,63 +174,3 @@ def output_may_be_gone() -> Iterator[None]:
         for fd in (1, 2):
             os.dup2(devnull, fd)
         os.close(devnull)
-
-
-@dataclass(frozen=True)
-class UrlParts:
-    """A storage URL cut where users mean it: userinfo ends at the *last* ``@`` of the
-    authority, because a password may hold an unescaped one (``user:p@ss@host``).
-
-    Hand-written because urllib and SQLAlchemy both split at the first ``@``."""
-
-    scheme: str
-    user: str
-    password: str | None  # None: no ``:`` in the userinfo
-    host: str  # host[:port]; the whole authority when there is no userinfo
-    path: str  # from the first ``/`` after the authority, query excluded
-    query: str
-
-    @classmethod
-    def parse(cls, url: str) -> UrlParts | None:
-        """None when ``url`` is no URL we can read."""
-        scheme, sep, rest = url.partition("://")
-        if not sep:
-            return None
-        authority, slash, tail = rest.partition("/")
-        path, _, query = tail.partition("?")
-        userinfo, at, host = authority.rpartition("@")
-        user, colon, password = userinfo.partition(":") if at else ("", "", "")
-        return cls(scheme, user, password if colon else None, host, slash + path, query)
-
-    def render(self, password: str | None = None, query: str | None = None) -> str:
-        """The URL again, with ``password`` and ``query`` replaced when given."""
-        password = self.password if password is None else password
-        userinfo = "" if not self.user and password is None else (
-            f"{self.user}:{password}@" if password is not None else f"{self.user}@")
-        query = self.query if query is None else query
-        return f"{self.scheme}://{userinfo}{self.host}{self.path}{'?' + query if query else ''}"
-
-    def secret_query(self) -> list[tuple[str, str]]:
-        return [(k, v) for k, v in parse_qsl(self.query, keep_blank_values=True) if _SECRET_KEY.search(k)]
-
-
-def redact(url: str, text: str | None = None) -> str:
-    """``url`` with its password and any secret query parameter replaced by ***; or, with
-    ``text``, that text with every secret of ``url`` masked (error messages quote them).
-
-    Hand-written because SQLAlchemy's masking misses query-string passwords and a
-    password holding an unescaped ``@``. A URL that cannot be parsed is hidden whole.
-    """
-    parts = UrlParts.parse(url)
-    if text is not None:
-        secrets = [] if parts is None else [parts.password, *(v for _, v in parts.secret_query())]
-        for secret in sorted(filter(None, secrets), key=len, reverse=True):
-            text = text.replace(secret, MASK)
-        return text.replace(url, redact(url)) if url else text
-    if parts is None:
-        return HIDDEN_URL
-    query = None
-    if parts.secret_query():
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-        query = urlencode([(k, MASK if _SECRET_KEY.search(k) else v) for k, v in pairs], safe="*/:")
-    return parts.render(password=MASK if parts.password is not None else None, query=query)

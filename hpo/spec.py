@@ -8,7 +8,6 @@ the dotted key path, so a typo fails at launch rather than at trial 300.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,8 @@ from pydantic import (
     ConfigDict,
     Field,
     FiniteFloat,
+    PlainSerializer,
+    PlainValidator,
     PrivateAttr,
     TypeAdapter,
     ValidationError,
@@ -28,13 +29,15 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from hpo import outputs
+from hpo import outputs, storage_url
 from hpo.errors import UsageError
+from hpo.storage_url import StorageUrl
 from hpo.train.config import TrainConfig
 
-DEFAULT_STORAGE = "sqlite:///_runs/hpo.db"  # embedded default: one machine, a few workers
+DEFAULT_STORAGE = storage_url.DEFAULT
 DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
-STORAGE_ENV = "HPO_STORAGE"
+STORAGE_ENV = storage_url.ENV
+resolve_storage = StorageUrl.resolve  # the name hpo/commands.py imports, until it calls StorageUrl.resolve
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
 _FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "checkpoint_dir": "output_dir"}
@@ -71,6 +74,16 @@ class _Strict(BaseModel):
 
 
 Scalar = str | int | float | bool | None
+
+
+def _storage_url(value: object) -> StorageUrl:
+    if isinstance(value, StorageUrl | str):
+        return StorageUrl.of(value)
+    raise _problem(f"must be a URL such as sqlite:///PATH or postgresql://USER@HOST/DB, not a {type(value).__name__}")
+
+
+# A spec dumped (logged, shown) gives the URL redacted, never its password.
+StorageField = Annotated[StorageUrl, PlainValidator(_storage_url), PlainSerializer(str, return_type=str)]
 
 
 class _Searched(_Strict):
@@ -219,7 +232,7 @@ class StudySpec(_Strict):
     # ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up has gone
     prune_on: Metric | None = None
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
-    storage: str = DEFAULT_STORAGE
+    storage: StorageField = StorageUrl(DEFAULT_STORAGE)  # load_spec resolves it: --storage, $HPO_STORAGE, file
     output_dir: str = DEFAULT_OUTPUT_DIR
     keep_top_k: int = Field(default=3, ge=0)
     timeout_per_trial: float | None = Field(default=None, gt=0)
@@ -474,14 +487,7 @@ def parse_override(text: str) -> tuple[list[str], object]:
         raise SpecError(f"override {text!r}: the value is not valid YAML") from None
 
 
-def resolve_storage(flag: str | None, from_spec: str | None = None, env: Mapping[str, str] | None = None,
-                    default: str | None = DEFAULT_STORAGE) -> str | None:
-    """The storage URL by precedence: --storage, then $HPO_STORAGE, then the spec, then ``default``."""
-    env = os.environ if env is None else env
-    return flag or env.get(STORAGE_ENV) or from_spec or default
-
-
-def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: str | None = None,
+def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: StorageUrl | str | None = None,
               env: Mapping[str, str] | None = None) -> StudySpec:
     """Read, override and validate a study file; ``storage`` (the CLI flag) wins over
     ``$HPO_STORAGE``, which wins over the file, which wins over the default."""
@@ -493,7 +499,9 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: str | No
         except SpecError as error:
             raise SpecError(f"{source}: {error}") from None
         _set(document, keys, value, source)
-    document["storage"] = resolve_storage(storage, document.get("storage"), env)
+    from_file = document.get("storage")
+    if from_file is None or isinstance(from_file, str):  # else pydantic names the wrong type
+        document["storage"] = StorageUrl.resolve(storage, from_file, env)
     try:
         spec = StudySpec.model_validate(document)
     except ValidationError as error:

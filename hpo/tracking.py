@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpo.process import redact
+from hpo.storage_url import redact
 
 log = logging.getLogger(__name__)
 

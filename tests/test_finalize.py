@@ -145,7 +145,7 @@ def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
     from hpo.finalize.pipeline import plan
 
     spec = load_spec(SPEC, ["name=empty"], f"sqlite:///{tmp_path / 'db.sqlite'}")
-    study = optuna.create_study(study_name="empty", storage=spec.storage, direction="maximize")
+    study = optuna.create_study(study_name="empty", storage=spec.storage.text, direction="maximize")
     study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
     with pytest.raises(UsageError, match="no completed trial to finalize; run hpo tune first"):
         plan(spec, study, top_k=3, seeds=2)

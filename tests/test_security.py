@@ -397,7 +397,7 @@ def test_checkpoints_are_safetensors_and_load_back(tiny_encoder, tmp_path):
     ("not a url with s3cret", "s3cret", "<storage URL hidden>"),
 ])
 def test_redact_masks_query_passwords_unescaped_at_signs_and_unparseable_urls(url, secret, shown):
-    from hpo.process import redact
+    from hpo.storage_url import redact
 
     assert redact(url) == shown
     assert secret not in redact(url, f"connection to {url} failed")

@@ -265,11 +265,20 @@ def test_parse_override_reads_values_as_yaml():
     (None, {}, "sqlite:///from-file.db"),
 ])
 def test_storage_precedence(tmp_path, argument, env, expected):
-    assert load_spec(write(tmp_path, BASE), storage=argument, env=env).storage == expected
+    assert load_spec(write(tmp_path, BASE), storage=argument, env=env).storage.text == expected
 
 
 def test_storage_defaults_when_nothing_names_one(tmp_path):
-    assert load_spec(write(tmp_path, changed(("storage", None))), env={}).storage == DEFAULT_STORAGE
+    assert load_spec(write(tmp_path, changed(("storage", None))), env={}).storage.text == DEFAULT_STORAGE
+
+
+def test_the_storage_is_one_value_that_never_prints_its_password(tmp_path):
+    spec = load_spec(write(tmp_path, BASE), storage="postgresql://hpo:s3cret@db/hpo", env={})
+    assert spec.storage.is_shared and spec.storage.text == "postgresql://hpo:s3cret@db/hpo"
+    assert "s3cret" not in f"{spec.storage} {spec!r} {spec.model_dump_json()}"
+    for wrong in ("storage=5", "storage=[sqlite:///a.db]"):
+        with pytest.raises(SpecError, match="storage: must be a URL such as sqlite:///PATH"):
+            load_spec(write(tmp_path, BASE), overrides=[wrong], env={})
 
 
 def test_train_config_maps_encoder_names_to_local_paths(tmp_path):

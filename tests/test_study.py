@@ -18,8 +18,8 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpo.errors import UsageError
-from hpo.process import redact
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
+from hpo.storage_url import redact
 from hpo.study import (
     claim,
     enqueue,

@@ -33,8 +33,8 @@ from hpo.finalize.model_card import model_card
 from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
-from hpo.process import redact
 from hpo.spec import StudySpec, load_spec
+from hpo.storage_url import redact
 from hpo.study import (
     artifact_store,
     check_spec,

@@ -33,6 +33,8 @@ from hpo.errors import RunStopped
 from hpo.outputs import atomic_text
 from hpo.process import exit_with_parent, interruptible, start_child, stop_children
 from hpo.spec import StudySpec, load_spec
+from hpo.storage_url import ENV as STORAGE_ENV
+from hpo.storage_url import StorageUrl
 from hpo.train.config import TrainConfig
 from hpo.train.memory import memory_share_mb, set_memory_ceiling
 
@@ -117,13 +119,13 @@ def retrain_pending(spec: StudySpec, runs: Sequence[Run], runs_dir: Path,
 
 
 def child_launches(spec_path: str, overrides: Sequence[str], runs_dir: Path, n: int, *, threads: int,
-                   storage: str, parent_pid: int | None = None, memory_mb: int | None = None,
+                   storage: StorageUrl | str, parent_pid: int | None = None, memory_mb: int | None = None,
                    base_env: Mapping[str, str] | None = None) -> list[tuple[list[str], dict[str, str]]]:
     """Each retraining child's command and environment: ``threads`` CPU threads each and
     ``memory_mb`` of host memory, told finalize's PID so it dies with it; the storage URL in
     the environment, never in `ps`."""
     env = dict(os.environ if base_env is None else base_env)
-    env.update({"HPO_STORAGE": storage, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+    env.update({STORAGE_ENV: StorageUrl.of(storage).text, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                 "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"})
     cmd = [sys.executable, "-m", "hpo", "retrain", spec_path, "--runs-dir", str(runs_dir), "--threads", str(threads),
            "--parent-pid", str(os.getpid() if parent_pid is None else parent_pid)]

@@ -26,6 +26,8 @@ from tqdm import tqdm
 
 from hpo.process import GO, interruptible, output_may_be_gone, start_child, stop_children
 from hpo.run.breaker import CircuitBreaker
+from hpo.storage_url import ENV as STORAGE_ENV
+from hpo.storage_url import StorageUrl
 from hpo.study import (
     caused_by_database,
     database_error_text,
@@ -45,7 +47,7 @@ class WorkerLaunch:
     env: dict[str, str]
 
 
-def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: Sequence[str] = (),
+def worker_launches(spec_path: str, n_workers: int, *, storage: StorageUrl | str, overrides: Sequence[str] = (),
                     cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
                     threads: int | None = None, base_env: Mapping[str, str] | None = None,
                     host: str | None = None, parent_pid: int | None = None,
@@ -74,7 +76,7 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: str, overrides: 
         name = f"{host}/{index}"
         env = dict(base_env if base_env is not None else os.environ)
         env.update({
-            "HPO_STORAGE": storage,
+            STORAGE_ENV: StorageUrl.of(storage).text,
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             "TOKENIZERS_PARALLELISM": "false",

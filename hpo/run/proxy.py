@@ -13,8 +13,8 @@ import sys
 import threading
 
 from hpo.errors import UsageError
-from hpo.process import interruptible, redact
-from hpo.spec import resolve_storage
+from hpo.process import interruptible
+from hpo.storage_url import StorageUrl
 from hpo.study import (
     database_error_text,
     proxy_storage,
@@ -28,23 +28,25 @@ log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _sweep_forever(storage, every: float, max_trial_seconds: float, url: str, stop: threading.Event) -> None:
+def _sweep_forever(storage, every: float, max_trial_seconds: float, url: StorageUrl,
+                   stop: threading.Event) -> None:
     beats: dict = {}
     while True:
         try:
             sweep_stale_trials(storage, max_trial_seconds, beats)
         except Exception as exc:  # a database outage must not end the sweeping
-            log.warning("stale-trial sweep skipped: %s", redact(url, database_error_text(exc)))
+            log.warning("stale-trial sweep skipped: %s", url.mask(database_error_text(exc)))
         if stop.wait(every):
             return
 
 
-def serve(url: str | None, host: str, port: int, sweep_seconds: float, max_trial_seconds: float) -> None:
+def serve(url: StorageUrl | str | None, host: str, port: int, sweep_seconds: float,
+          max_trial_seconds: float) -> None:
     """Run the proxy until Ctrl-C, sweeping stale trials every ``sweep_seconds`` (0: never)."""
-    url = resolve_storage(url, default=None)
-    if not url or url.startswith("grpc://"):
+    url = StorageUrl.resolve(url, default=None)
+    if url is None or url.is_grpc:
         raise UsageError("storage-proxy needs the database: --storage postgresql://USER@HOST:PORT/DB "
-                         f"(or $HPO_STORAGE){f', not {redact(url)}' if url else ''}")
+                         f"(or $HPO_STORAGE){f', not {url}' if url else ''}")
     if sweep_seconds < 0 or max_trial_seconds <= 0:
         raise UsageError("--sweep-seconds must be >= 0 and --max-trial-seconds > 0")
     require_grpc("storage-proxy")
@@ -57,7 +59,7 @@ def serve(url: str | None, host: str, port: int, sweep_seconds: float, max_trial
                          name="stale-trial-sweep", daemon=True).start()
     sweep = (f"stale trials swept every {sweep_seconds:g}s" if sweep_seconds
              else "no stale-trial sweep: a dead worker's trial stays RUNNING")
-    print(f"storage proxy for {redact(url)} starting on grpc://{host}:{port} ({sweep}); Ctrl-C stops it",
+    print(f"storage proxy for {url} starting on grpc://{host}:{port} ({sweep}); Ctrl-C stops it",
           flush=True)
     if host not in LOOPBACK:
         print(f"warning: the proxy has no authentication or TLS: anyone who reaches {host}:{port} "

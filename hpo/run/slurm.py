@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.process import redact
-from hpo.spec import STORAGE_ENV, parse_override
+from hpo.spec import parse_override
+from hpo.storage_url import ENV as STORAGE_ENV
+from hpo.storage_url import StorageUrl
 
 STOP_WARNING_SECONDS = 60  # before the time limit: enough to re-queue a running trial and exit
 SBATCH_SECONDS = 60  # sbatch answers in a second; a controller that does not is down
@@ -90,16 +91,16 @@ def _override_key(text: str) -> str | None:
         return None
 
 
-def sbatch_command(script: str | Path, storage: str,
+def sbatch_command(script: str | Path, storage: StorageUrl | str,
                    base_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The sbatch call for a written script and its environment (a copy; the URL in it)."""
     env = dict(os.environ if base_env is None else base_env)
-    env[STORAGE_ENV] = storage
+    env[STORAGE_ENV] = StorageUrl.of(storage).text
     # On the command line too: it beats an SBATCH_EXPORT=NONE in the user's environment.
     return ["sbatch", "--parsable", "--export=ALL", str(script)], env
 
 
-def submit_script(cmd: Sequence[str], env: Mapping[str, str], storage: str) -> str:
+def submit_script(cmd: Sequence[str], env: Mapping[str, str], storage: StorageUrl | str) -> str:
     """Run sbatch; returns the job id. Its refusals become one-line errors."""
     try:
         done = subprocess.run(list(cmd), env=dict(env), capture_output=True, text=True, timeout=SBATCH_SECONDS)
@@ -111,5 +112,5 @@ def submit_script(cmd: Sequence[str], env: Mapping[str, str], storage: str) -> s
                          "(`sinfo`)?") from None
     if done.returncode != 0:
         said = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
-        raise UsageError(f"sbatch refused the job: {redact(storage, said)}")
+        raise UsageError(f"sbatch refused the job: {StorageUrl.of(storage).mask(said)}")
     return done.stdout.strip().split(";")[0]  # --parsable: "jobid" or "jobid;cluster"

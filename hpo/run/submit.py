@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.process import redact
 from hpo.run.preflight import preflight
 from hpo.run.slurm import ArrayJob, job_script, sbatch_command, submit_script
 from hpo.spec import load_spec
@@ -33,8 +32,8 @@ def submit_slurm(spec_path: str, overrides: Sequence[str], storage: str | None, 
     from hpo.study import open_study
 
     spec = load_spec(spec_path, overrides, storage)
-    if spec.storage.startswith("sqlite"):
-        raise UsageError(f"storage {redact(spec.storage)} is SQLite, which workers on several nodes cannot "
+    if spec.storage.is_sqlite:
+        raise UsageError(f"storage {spec.storage} is SQLite, which workers on several nodes cannot "
                          "share; pass --storage postgresql://user@dbhost:5432/hpo (or set HPO_STORAGE)")
     if spec.gpus_per_trial > 1 and gpus_per_worker < spec.gpus_per_trial:
         raise UsageError(f"gpus_per_trial={spec.gpus_per_trial} needs --gpus-per-worker {spec.gpus_per_trial} "
@@ -53,6 +52,6 @@ def submit_slurm(spec_path: str, overrides: Sequence[str], storage: str | None, 
     cmd, env = sbatch_command(script, spec.storage)
     job_id = submit_script(cmd, env, spec.storage)
     logs = f"{log_dir}/{spec.name}-{job_id}_<task>.log"
-    say(f"submitted job array {job_id}: {workers} workers on study {spec.name!r} ({redact(spec.storage)}); "
+    say(f"submitted job array {job_id}: {workers} workers on study {spec.name!r} ({spec.storage}); "
         f"logs: {logs}")
     return Submitted(job_id, script, logs)

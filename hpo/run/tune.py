@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from hpo.errors import RunStopped, UsageError
-from hpo.process import redact
 from hpo.run.preflight import preflight
 from hpo.spec import load_spec
 from hpo.tracking import Tracker
@@ -49,7 +48,7 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
         supervisor.abandon()
         raise
     budget = f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))}" if deadline else ""
-    say(f"study {spec.name!r} on {redact(spec.storage)}: {spec.n_trials} trials, {workers} workers{budget}")
+    say(f"study {spec.name!r} on {spec.storage}: {spec.n_trials} trials, {workers} workers{budget}")
     bar = StudyProgress(study, spec.n_trials, enabled=progress, max_retry=spec.heartbeat.max_retry)
     try:
         code = supervisor.run(bar)

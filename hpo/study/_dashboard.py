@@ -11,6 +11,7 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from hpo.errors import UsageError
+from hpo.storage_url import StorageUrl
 from hpo.study._storage import get_storage
 
 
@@ -20,7 +21,7 @@ class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
-def serve_dashboard(url: str, artifact_dir: Path, host: str, port: int, ready: Callable[[], None]) -> None:
+def serve_dashboard(url: StorageUrl | str, artifact_dir: Path, host: str, port: int, ready: Callable[[], None]) -> None:
     """Bind ``host:port`` first, so a busy port or a foreign host is one line naming it and
     nothing is created; then open the storage, call ``ready`` (the "listening" line) and
     serve until Ctrl-C. optuna-dashboard is an optional extra, imported only here."""

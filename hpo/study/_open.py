@@ -14,8 +14,8 @@ import optuna
 import sqlalchemy as sa
 
 from hpo.errors import DataError, UsageError
-from hpo.process import redact
-from hpo.spec import SpecError, StudySpec, load_spec, resolve_storage
+from hpo.spec import SpecError, StudySpec, load_spec
+from hpo.storage_url import StorageUrl
 from hpo.study._storage import database_problem, get_storage
 from hpo.study._trials import enqueue
 
@@ -42,7 +42,7 @@ _PRUNERS = {
 def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampler:
     """Each worker seeds its sampler differently: N workers with one seed would propose
     the same parameters N times."""
-    if spec.sampler.name == "cmaes" and spec.storage.startswith("grpc://"):
+    if spec.sampler.name == "cmaes" and spec.storage.is_grpc:
         raise SpecError(f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, and the storage "
                         "proxy has no authentication, so anyone reaching it could run code on every worker; "
                         "use tpe or gp, or connect the workers to the database directly")
@@ -238,14 +238,15 @@ def _await_uid(study: optuna.Study) -> None:
         time.sleep(_UID_POLL_SECONDS)
 
 
-def load_existing_study(name: str, storage_url: str) -> optuna.Study:
+def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Study:
     """A study by name, for the read-only commands (status, best, export, report)."""
+    storage_url = StorageUrl.of(storage_url)
     storage = get_storage(storage_url)
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise UsageError(f"no study named {name!r} in {redact(storage_url)}; "
+        raise UsageError(f"no study named {name!r} in {storage_url}; "
                          f"studies there: {', '.join(names) or 'none'}") from None
 
 
@@ -258,9 +259,9 @@ def study_exists(study: optuna.Study) -> bool:
     return True
 
 
-def load_study_ref(ref: str, storage: str | None) -> optuna.Study:
+def load_study_ref(ref: str, storage: StorageUrl | str | None) -> optuna.Study:
     """STUDY as the read commands take it: a spec file (name and storage from it) or a name."""
     if ref.endswith((".yaml", ".yml")) and Path(ref).exists():
         spec = load_spec(ref, (), storage)
         return load_existing_study(spec.name, spec.storage)
-    return load_existing_study(ref, resolve_storage(storage))
+    return load_existing_study(ref, StorageUrl.resolve(storage))

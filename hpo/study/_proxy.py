@@ -20,6 +20,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import HeartbeatSpec
+from hpo.storage_url import StorageUrl
 from hpo.study._storage import HEARTBEAT_ATTR, get_storage
 from hpo.study._trials import requeue
 
@@ -31,7 +32,7 @@ DEFAULT_MAX_RETRY = HeartbeatSpec().max_retry  # for trials that never beat (the
 Beats = dict[int, tuple[object, float]]
 
 
-def proxy_storage(url: str) -> BaseStorage:
+def proxy_storage(url: StorageUrl) -> BaseStorage:
     """Optuna's advice for the proxy: its cached storage, which reads only new or running trials."""
     return optuna.storages.get_storage(get_storage(url))
 

@@ -14,7 +14,6 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import quote, urlsplit
 
 import optuna
 import sqlalchemy as sa
@@ -22,8 +21,8 @@ from optuna.storages import GrpcStorageProxy, RDBStorage, RetryHeartbeatStaleTri
 from sqlalchemy import event
 
 from hpo.errors import UsageError, find_cause
-from hpo.process import UrlParts, redact
 from hpo.spec import HeartbeatSpec
+from hpo.storage_url import StorageUrl
 from hpo.study._heartbeat import OneStatementHeartbeat
 
 log = logging.getLogger(__name__)
@@ -34,10 +33,11 @@ PROXY_CONNECT_SECONDS = 10
 # Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.storages.BaseStorage:
+def get_storage(url: StorageUrl | str, heartbeat: HeartbeatSpec | None = None) -> optuna.storages.BaseStorage:
     """A ready storage for ``url``, or a one-line UsageError naming what is wrong.
     Workers pass ``heartbeat``; read-only commands do not."""
-    if url.startswith("grpc://"):
+    url = StorageUrl.of(url)
+    if url.is_grpc:
         return _grpc_storage(url, heartbeat)
     url, parsed = _database_url(url)
     backend = parsed.get_backend_name()
@@ -46,7 +46,7 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
             try:
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise UsageError(f"storage {redact(url)!r}: cannot create {Path(parsed.database).parent}: "
+                raise UsageError(f"storage {url.redacted!r}: cannot create {Path(parsed.database).parent}: "
                                  f"{exc.strerror}") from None
         engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
     else:
@@ -57,7 +57,7 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
         extra = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace_period,
                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=heartbeat.max_retry))
     try:
-        storage = _ResilientRDBStorage(url, engine_kwargs=engine_kwargs, **extra)
+        storage = _ResilientRDBStorage(url.text, engine_kwargs=engine_kwargs, **extra)
     except (sa.exc.SQLAlchemyError, ImportError, optuna.exceptions.StorageInternalError) as exc:
         raise UsageError(database_problem(url, exc)) from None  # StorageInternalError: Optuna's wrapper over SQL errors
     if backend == "postgresql":
@@ -65,37 +65,38 @@ def get_storage(url: str, heartbeat: HeartbeatSpec | None = None) -> optuna.stor
     return storage
 
 
-def _database_url(url: str) -> tuple[str, sa.URL]:
-    """A SQLite or PostgreSQL URL as SQLAlchemy will connect to it (as text and parsed), or
-    a one-line UsageError."""
-    url = _quote_password(url)
+def _database_url(url: StorageUrl) -> tuple[StorageUrl, sa.URL]:
+    """A SQLite or PostgreSQL URL as SQLAlchemy will connect to it (the value and parsed),
+    or a one-line UsageError."""
+    url = StorageUrl(url.sqlalchemy)
     try:
-        parsed = sa.make_url(url)
+        parsed = sa.make_url(url.text)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise UsageError(
-            f"storage URL {redact(url)!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+            f"storage URL {url.redacted!r} is not valid; use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
         ) from None
     backend = parsed.get_backend_name()
     if backend == "postgresql" and "+" not in parsed.drivername:
         # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we ship psycopg2.
         parsed = parsed.set(drivername="postgresql+psycopg2")
-        url = parsed.render_as_string(hide_password=False)
+        url = StorageUrl(parsed.render_as_string(hide_password=False))
     if backend not in ("sqlite", "postgresql"):
-        raise UsageError(f"storage {redact(url)!r}: only sqlite, postgresql and grpc storages are supported")
+        raise UsageError(f"storage {url.redacted!r}: only sqlite, postgresql and grpc storages are supported")
     return url, parsed
 
 
-def check_storage(url: str) -> str:
+def check_storage(url: StorageUrl | str) -> str:
     """What ``get_storage`` would refuse about ``url``, found without creating anything
     (``hpo validate`` and the checks before ``hpo tune``): the same one-line UsageError.
     Returns a note on the storage for the user."""
-    if url.startswith("grpc://"):
+    url = StorageUrl.of(url)
+    if url.is_grpc:
         get_storage(url)  # waits for the proxy to answer; a client creates nothing
-        return f"storage proxy {redact(url)}: answers"
+        return f"storage proxy {url}: answers"
     url, parsed = _database_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _check_sqlite_file(url, parsed.database)
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10})
+    engine = sa.create_engine(url.text, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10})
     try:
         with engine.connect() as connection:
             connection.execute(sa.text("SELECT 1"))
@@ -103,10 +104,10 @@ def check_storage(url: str) -> str:
         raise UsageError(database_problem(url, exc)) from None
     finally:
         engine.dispose()
-    return f"storage {redact(url)}: reachable"
+    return f"storage {url}: reachable"
 
 
-def _check_sqlite_file(url: str, database: str | None) -> str:
+def _check_sqlite_file(url: StorageUrl, database: str | None) -> str:
     """An existing file opened read-only; else its nearest existing folder can take a file."""
     import sqlite3
     import tempfile
@@ -120,16 +121,16 @@ def _check_sqlite_file(url: str, database: str | None) -> str:
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.Error as exc:
             raise UsageError(database_problem(url, exc)) from None
-        return f"storage {redact(url)}: a SQLite file"
+        return f"storage {url}: a SQLite file"
     folder = next(folder for folder in path.parents if folder.exists())
     try:
         if not folder.is_dir():
             raise NotADirectoryError(20, f"{folder} is a file")
         tempfile.TemporaryFile(dir=folder).close()  # unnamed: it leaves nothing behind
     except OSError as exc:
-        raise UsageError(f"cannot use the database at {redact(url)}: cannot create {path}: {exc.strerror}; point "
+        raise UsageError(f"cannot use the database at {url}: cannot create {path}: {exc.strerror}; point "
                          "--storage at a writable folder (or set HPO_STORAGE)") from None
-    return f"storage {redact(url)}: created with the study"
+    return f"storage {url}: created with the study"
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
@@ -155,15 +156,6 @@ def _ping_when_idle(engine: sa.Engine) -> None:
             engine.dialect.do_ping(dbapi_connection)
         except Exception as exc:
             raise sa.exc.DisconnectionError(f"idle connection is dead: {exc}") from exc
-
-
-def _quote_password(url: str) -> str:
-    """A password with an unescaped ``@`` (``user:p@ss@host``) is what users mean; SQLAlchemy
-    would split at the first ``@`` and send part of the password as the host name."""
-    parts = UrlParts.parse(url)
-    if parts is None or not parts.password or "@" not in parts.password:
-        return url
-    return parts.render(password=quote(parts.password, safe=""))
 
 
 # What a database restart or network cut raises; Optuna wraps some in StorageInternalError.
@@ -217,19 +209,19 @@ def rdb_backend(storage: optuna.storages.BaseStorage) -> RDBStorage | None:
     return backend if isinstance(backend, RDBStorage) else None
 
 
-def _grpc_storage(url: str, heartbeat: HeartbeatSpec | None) -> GrpcStorageProxy:
-    parts = urlsplit(url)
-    if not parts.hostname or not parts.port:
-        raise UsageError(f"storage {redact(url)!r} must look like grpc://HOST:PORT")
-    require_grpc(f"storage {redact(url)!r}")
+def _grpc_storage(url: StorageUrl, heartbeat: HeartbeatSpec | None) -> GrpcStorageProxy:
+    if url.address is None:
+        raise UsageError(f"storage {url.redacted!r} must look like grpc://HOST:PORT")
+    require_grpc(f"storage {url.redacted!r}")
+    host, port = url.address
     if heartbeat:
-        storage = _BeatingGrpcStorage(host=parts.hostname, port=parts.port, heartbeat=heartbeat)
+        storage = _BeatingGrpcStorage(host=host, port=port, heartbeat=heartbeat)
     else:
-        storage = GrpcStorageProxy(host=parts.hostname, port=parts.port)
+        storage = GrpcStorageProxy(host=host, port=port)
     try:
         storage.wait_server_ready(timeout=PROXY_CONNECT_SECONDS)
     except ConnectionError:
-        raise UsageError(f"no storage proxy answers at {redact(url)} after {PROXY_CONNECT_SECONDS}s; "
+        raise UsageError(f"no storage proxy answers at {url} after {PROXY_CONNECT_SECONDS}s; "
                          "start one with `hpo storage-proxy --storage DATABASE_URL`") from None
     return storage
 
@@ -269,17 +261,18 @@ def require_grpc(what: str) -> None:
 INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE for "permission denied"
 
 
-def database_problem(url: str, exc: Exception) -> str:
+def database_problem(url: StorageUrl | str, exc: Exception) -> str:
     """One line for a storage that cannot be used: the driver's reason, no password."""
+    url = StorageUrl.of(url)
     driver = find_cause(exc, lambda seen: getattr(seen, "orig", None) is not None)
     reason = driver.orig if driver is not None else exc
-    detail = redact(url, str(reason).strip().splitlines()[0])
+    detail = url.mask(str(reason).strip().splitlines()[0])
     if getattr(reason, "pgcode", None) == INSUFFICIENT_PRIVILEGE:
-        role = sa.make_url(url).username
-        return (f"role {role!r} may not use the study tables at {redact(url)} ({detail}); have their owner "
+        role = sa.make_url(url.sqlalchemy).username
+        return (f"role {role!r} may not use the study tables at {url} ({detail}); have their owner "
                 f"grant it: GRANT ALL ON SCHEMA public TO {role}; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
                 f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; or connect as the role that created them")
-    return (f"cannot use the database at {redact(url)}: {detail}. "
+    return (f"cannot use the database at {url}: {detail}. "
             "Check that it is running and the URL (user, password, host, database) is right, "
             "or pass --storage / set HPO_STORAGE")
 
