@@ -20,8 +20,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from hpo.process import redact
-    from hpo.spec import DEFAULT_OUTPUT_DIR, load_spec, resolve_storage
+    from hpo.spec import DEFAULT_OUTPUT_DIR, load_spec
+    from hpo.storage_url import StorageUrl
     from hpo.study import ARTIFACT_DIR, serve_dashboard
 
     output_dir = DEFAULT_OUTPUT_DIR
@@ -29,9 +29,9 @@ def run(args) -> int:
         spec = load_spec(args.target, (), args.storage)
         url, output_dir = spec.storage, spec.output_dir
     else:
-        url = resolve_storage(args.storage or args.target)
+        url = StorageUrl.resolve(args.storage or args.target)
     artifacts = Path(args.artifact_dir or Path(output_dir) / ARTIFACT_DIR)
     serve_dashboard(url, artifacts, host=args.host, port=args.port, ready=lambda: print(
-        f"optuna-dashboard for {redact(url)} at http://{args.host}:{args.port}/ (artifacts: {artifacts}); "
+        f"optuna-dashboard for {url} at http://{args.host}:{args.port}/ (artifacts: {artifacts}); "
         "Ctrl-C stops it"))
     return 0
