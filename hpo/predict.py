@@ -1,8 +1,9 @@
 """Predictions from a saved classifier on new posts, read exactly as training read its data.
 
 A model folder is what ``save_classifier`` writes (a trial's ``checkpoint/``, finalize's
-model). Its ``inference`` block says how training turned text into model inputs
-(formulation, max_length, long_text, criterion descriptions) and where to decide. Loading is
+model). Its ``inference`` block (``InferenceSettings``) says how training turned text into
+model inputs (formulation, max_length, long_text, criterion descriptions) and where to
+decide. Loading is
 training's meta-safe path, tokenizing is ``tokenize_pairs`` and scoring is
 ``evaluate.predict``, so a post gets the probabilities the training code would give it.
 
@@ -13,6 +14,7 @@ training's meta-safe path, tokenizing is ``tokenize_pairs`` and scoring is
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -30,10 +32,11 @@ from hpo.data.sentences import split_sentences
 from hpo.data.tokenize import tokenize_pairs
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
+from hpo.models.classifier_file import InvalidClassifierFile, read_classifier_file
 from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
+from hpo.models.inference import InferenceSettings
 from hpo.outputs import atomic_text, refuse_unsafe_output
-from hpo.train.classifier_file import InvalidClassifierFile, read_classifier_file
 from hpo.train.config import CPU_INFERENCE_TOKENS
 from hpo.train.evaluate import predict as predict_probabilities
 
@@ -67,42 +70,14 @@ class ScoredSentence:
     end: int
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The ``inference`` block of classifier.json, checked."""
-
-    formulation: str
-    labels: tuple[str, ...]
-    max_length: int
-    long_text: str
-    thresholds: np.ndarray  # per label
-    descriptions: dict[str, str]
-    data_fingerprint: str | None  # sha256 of the training data files; None: saved before it was recorded
-
-    @classmethod
-    def of(cls, path: Path, meta: dict) -> Settings:
-        try:
-            block = read_classifier_file(meta).inference
-        except InvalidClassifierFile as exc:
-            raise NotAModel(f"{path}: not a valid classifier.json: {exc}; save the model again with hpo (retrain "
-                            "or re-finalize) rather than editing the file") from None
-        return cls(block.formulation, tuple(block.labels), block.max_length, block.long_text,
-                   np.array([block.thresholds[label] for label in block.labels]),
-                   # saved since descriptions became a study setting; before, training always used the packaged file
-                   block.descriptions or load_descriptions(), block.data_fingerprint)
-
-    @property
-    def task(self) -> str:
-        return "evidence" if self.formulation == "evidence" else "criteria"
-
-    def check_fits(self, path: Path, model: torch.nn.Module) -> None:
-        """max_length within the positions the encoder has: past them, the first long post
-        would end in an IndexError deep inside the embeddings."""
-        limit = _position_limit(model.config)
-        if limit is not None and self.max_length > limit:
-            raise NotAModel(f"{path}: not a valid classifier.json: inference.max_length {self.max_length} is more "
-                            f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
-                            "editing the file")
+def _check_fits(path: Path, settings: InferenceSettings, model: torch.nn.Module) -> None:
+    """max_length within the positions the encoder has: past them, the first long post
+    would end in an IndexError deep inside the embeddings."""
+    limit = _position_limit(model.config)
+    if limit is not None and settings.max_length > limit:
+        raise NotAModel(f"{path}: not a valid classifier.json: inference.max_length {settings.max_length} is more "
+                        f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
+                        "editing the file")
 
 
 def _position_limit(config) -> int | None:
@@ -118,8 +93,9 @@ def _position_limit(config) -> int | None:
 class Predictor:
     """A loaded classifier in eval mode on its device, with the settings it was trained with."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, settings: Settings, device: torch.device):
+    def __init__(self, model: torch.nn.Module, tokenizer, settings: InferenceSettings, device: torch.device):
         self.model, self.tokenizer, self.settings, self.device = model.eval(), tokenizer, settings, device
+        self.thresholds = np.array([settings.thresholds[label] for label in settings.labels])  # in column order
         self.collate = Collator(tokenizer.pad_token_id, pad_to_multiple_of=8 if device.type == "cuda" else None,
                                 keep_keys=forward_keys(model))  # as training pads
 
@@ -138,7 +114,7 @@ class Predictor:
             firsts = [self.settings.descriptions[label] for label in labels]
             probs = self._by_post(texts, lambda text: [(first, text) for first in firsts], batch_size, progress)
         probabilities = np.stack([p.reshape(-1) for p in probs]) if probs else np.zeros((0, len(labels)))
-        return CriteriaPredictions(labels, probabilities, probabilities >= self.settings.thresholds)
+        return CriteriaPredictions(labels, probabilities, probabilities >= self.thresholds)
 
     def predict_evidence(self, posts: Sequence[str], top_k: int | None = DEFAULT_TOP_K,
                          batch_size: int = DEFAULT_BATCH_SIZE, progress: Progress | None = None,
@@ -172,7 +148,7 @@ class Predictor:
              top_k: int | None) -> dict[str, list[ScoredSentence]]:
         top = {}
         for column, label in enumerate(labels):
-            threshold = self.settings.thresholds[self.settings.labels.index(label)]
+            threshold = self.settings.thresholds[label]
             order = np.argsort(-scores[:, column], kind="stable")[:top_k]
             top[label] = [ScoredSentence(rank, int(i), sentences[i].text, float(scores[i, column]),
                                          bool(scores[i, column] >= threshold), sentences[i].start, sentences[i].end)
@@ -230,11 +206,20 @@ class Predictor:
             raise UsageError(f"this is a {self.task} model; call {other}() instead")
 
 
-def read_settings(path: str | Path) -> Settings:
+def read_settings(path: str | Path) -> InferenceSettings:
     """The checked ``inference`` block of the classifier saved at ``path``, without loading
-    any weight: enough to tell whether two models fit together before either costs time."""
+    any weight: enough to tell whether two models fit together before either costs time.
+    A model saved before the criterion texts travelled with it gets the packaged ones,
+    which its training used."""
     path = Path(path)
-    return Settings.of(path, _read_meta(path))
+    try:
+        settings = read_classifier_file(_read_meta(path)).inference
+    except InvalidClassifierFile as exc:
+        raise NotAModel(f"{path}: not a valid classifier.json: {exc}; save the model again with hpo (retrain "
+                        "or re-finalize) rather than editing the file") from None
+    if settings.descriptions is None:
+        settings = dataclasses.replace(settings, descriptions=load_descriptions())
+    return settings
 
 
 def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
@@ -247,7 +232,7 @@ def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
         model, tokenizer = load_classifier_on(path, target)
     except (OSError, ValueError, SafetensorError) as exc:
         raise NotAModel(f"{path}: cannot load the saved model ({_first_line(exc)})") from None
-    settings.check_fits(path, model)
+    _check_fits(path, settings, model)
     return Predictor(model, tokenizer, settings, target)
 
 
@@ -355,5 +340,5 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence", "Settings",
+__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence",
            "is_predictions_file", "load_classifier", "predict_file", "read_settings"]

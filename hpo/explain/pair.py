@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.predict import Settings, read_settings
+from hpo.models.inference import InferenceSettings
+from hpo.predict import read_settings
 
 FINGERPRINT_SHOWN = 16  # hex digits of a data fingerprint in messages, as model cards show it
 A_MODEL = {"criteria": "a criteria model", "evidence": "an evidence model"}
@@ -51,5 +52,5 @@ def check_pair(criteria_dir: str | Path, evidence_dir: str | Path) -> str | None
     return None
 
 
-def _short(settings: Settings) -> str:
+def _short(settings: InferenceSettings) -> str:
     return (settings.data_fingerprint or "")[:FINGERPRINT_SHOWN]

@@ -3,7 +3,6 @@ no trial of a search ever sees the test split."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import torch
 from hpo.data.collate import Collator
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
+from hpo.models.classifier_file import read_inference
 from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
 from hpo.train.config import TrainConfig
@@ -35,13 +35,13 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         raise UsageError("the split gives the test split no posts; set train.split_fractions so its third share is > 0")
     device = resolve_device(config.device)
     model, _ = load_classifier_on(model_dir, device)
-    inference = json.loads((Path(model_dir) / "classifier.json").read_text())["inference"]
+    inference = read_inference(model_dir)
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
     with torch.inference_mode():
         probs = predict(model, data.test.tokens, collate, config.eval_batch_size, device,
                         max_tokens=config.inference_token_budget(device.type))
-    evaluation = score(data.test, probs, thresholds=inference["validation_thresholds"])
-    decision = inference["thresholds"]
+    evaluation = score(data.test, probs, thresholds=inference.validation_thresholds)
+    decision = dict(inference.thresholds)
     sizes = {name: {"posts": len(set(split.post_ids)), "examples": len(split)}
              for name in ("train", "validation", "test") if (split := getattr(data, name)) is not None}
     return TestScore(evaluation.metrics, per_symptom(data.test, probs, decision), decision, sizes)

@@ -31,6 +31,7 @@ from hpo.errors import UsageError
 from hpo.finalize.holdout import score_on_test
 from hpo.finalize.model_card import model_card
 from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
+from hpo.models.classifier_file import read_inference
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec, load_spec
@@ -220,10 +221,12 @@ def _refit(config: TrainConfig, chosen: dict, chosen_model: Path, refit_dir: Pat
         from hpo.train.loop import train
 
         train(config)
-        inference = json.loads((chosen_model / "classifier.json").read_text())["inference"]
+        chosen_inference = read_inference(chosen_model)
         meta_path = refit_dir / "model" / "classifier.json"
         meta = json.loads(meta_path.read_text())
-        meta["inference"] |= {k: inference[k] for k in ("thresholds", "validation_thresholds")}
+        meta["inference"] = dataclasses.replace(
+            read_inference(meta_path.parent), thresholds=chosen_inference.thresholds,
+            validation_thresholds=chosen_inference.validation_thresholds).to_json()
         write_json(meta_path, meta)
         write_json(refit_dir / "result.json", {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]})
     return config, refit_dir / "model"

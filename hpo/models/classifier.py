@@ -18,6 +18,7 @@ from torch import nn
 
 from hpo.models.adapters import add_lora, is_lora, load_lora
 from hpo.models.device import safe_to_device, unwrap_model
+from hpo.models.inference import InferenceSettings
 from hpo.models.loading import load_pretrained, model_construction
 from hpo.models.settings import ACTIVATIONS, HeadConfig, LoraSettings
 from hpo.models.tokenizer import load_tokenizer
@@ -97,16 +98,17 @@ def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfi
     return CLASSIFIERS[task](encoder, head_config or HeadConfig())
 
 
-def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None, inference: dict | None = None) -> Path:
+def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None,
+                    inference: InferenceSettings | None = None) -> Path:
     """Write the encoder (``encoder/`` via save_pretrained, or only ``adapter/`` for LoRA),
     ``head.safetensors``, ``tokenizer/`` and ``classifier.json`` (with ``inference``: how
-    training read text, and its decision thresholds); works on a wrapped model without
-    touching the wrapper."""
+    training read text, and its decision thresholds; a model saved without them cannot
+    predict); works on a wrapped model without touching the wrapper."""
     real = unwrap_model(model)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"format": _CHECKPOINT_FORMAT, "task": real.task, "head": asdict(real.head_config),
-            "inference": inference or {}}
+            "inference": inference.to_json() if inference is not None else {}}
     if is_lora(real.encoder):
         real.encoder.save_pretrained(out / "adapter")  # the adapters only; the base encoder is named
         meta["base_encoder"] = real.encoder.get_base_model().name_or_path

@@ -115,6 +115,12 @@ class TrainConfig:
             raise ValueError(f"gpus_per_trial must be >= 1, got {self.gpus_per_trial}")
         self.head_config()  # validates the head settings
 
+    @property
+    def formulation(self) -> str:
+        """How the task is put to the model, one name from the data to the saved model:
+        pairs or multilabel (criteria), evidence."""
+        return self.criteria_formulation if self.task == "criteria" else "evidence"
+
     def token_budget(self, device_type: str) -> int | None:
         """Tokens per training forward pass at most (``micro_batch_tokens`` resolved for the device)."""
         if self.micro_batch_tokens == "auto":

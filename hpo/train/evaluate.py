@@ -102,7 +102,7 @@ def score(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float] 
 def per_symptom(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]) -> dict[str, dict]:
     """Per symptom at ``thresholds``: F1, precision, recall and the confusion counts
     (posts for criteria, sentences for evidence), for the model card's table."""
-    if split.kind == "evidence":
+    if split.formulation == "evidence":
         columns = _symptom_columns(split)
         cells = [(split.tokens.labels[columns == c], probs[columns == c, 0]) for c in range(len(SYMPTOMS))]
     else:
@@ -126,7 +126,7 @@ def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> f
 
 def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Criteria truth and scores as post x symptom matrices, from either formulation."""
-    if split.kind == "multilabel":
+    if split.formulation == "multilabel":
         return split.tokens.labels, probs
     rows = {post: row for row, post in enumerate(dict.fromkeys(split.post_ids))}
     r = np.fromiter((rows[post] for post in split.post_ids), np.int64, len(split))
@@ -138,7 +138,7 @@ def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _metrics(split: PreparedSplit, probs: np.ndarray, cut: float | np.ndarray) -> dict[str, float]:
-    if split.kind != "evidence":
+    if split.formulation != "evidence":
         return criteria_metrics(*post_matrix(split, probs), cut)
     columns = _symptom_columns(split)
     per_example = cut if np.isscalar(cut) else np.asarray(cut)[columns]
@@ -148,7 +148,7 @@ def _metrics(split: PreparedSplit, probs: np.ndarray, cut: float | np.ndarray) -
 
 
 def _tune(split: PreparedSplit, probs: np.ndarray) -> dict[str, float]:
-    if split.kind != "evidence":
+    if split.formulation != "evidence":
         return dict(zip(SYMPTOMS, map(float, tune_thresholds(*post_matrix(split, probs))), strict=True))
     columns = _symptom_columns(split)
     chosen = {}

@@ -27,6 +27,7 @@ from hpo.data.collate import Collator, length_grouped_batches
 from hpo.models.classifier import build_classifier, save_classifier
 from hpo.models.device import forward_keys, safe_to_device, unwrap_model
 from hpo.models.hardware import check_gpus, cpu_has_native_bf16, resolve_device
+from hpo.models.inference import InferenceSettings
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import evaluate, objective_value, sequence_logits
 from hpo.train.losses import bce_loss
@@ -152,7 +153,7 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
         unwrap_model(model).load_state_dict(best_state)
     if config.checkpoint_dir:
         checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer,
-                                         inference=_inference_settings(config, data, best.thresholds)))
+                                         inference=_inference_settings(config, best.thresholds)))
     return TrainResult(
         metrics=result_metrics, value=best_value, best_epoch=best_epoch, epochs_run=len(history),
         micro_batch_size=micro, samples_trained=samples, setup_seconds=setup_seconds,
@@ -216,15 +217,15 @@ def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:
     return coverage
 
 
-def _inference_settings(config: TrainConfig, data: PreparedData, tuned: dict[str, float]) -> dict:
+def _inference_settings(config: TrainConfig, tuned: dict[str, float]) -> InferenceSettings:
     """What prediction needs to treat new text as training did, and its decision thresholds.
     The criterion descriptions travel with the model: a study may have used its own file."""
-    return {"task": config.task, "formulation": data.train.kind, "labels": list(SYMPTOMS),
-            "max_length": config.max_length, "long_text": config.long_text,
-            "descriptions": load_descriptions(config.descriptions_path),
-            "thresholds": tuned if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5),
-            "validation_thresholds": tuned,
-            "data_fingerprint": files_fingerprint(config.data_dir)}  # what a criteria/evidence pair must share
+    return InferenceSettings(
+        formulation=config.formulation, labels=tuple(SYMPTOMS), max_length=config.max_length,
+        long_text=config.long_text,
+        thresholds=tuned if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5),
+        validation_thresholds=tuned, descriptions=load_descriptions(config.descriptions_path),
+        data_fingerprint=files_fingerprint(config.data_dir))  # what a criteria/evidence pair must share
 
 
 def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:

@@ -38,14 +38,14 @@ class PreparedSplit:
     post_ids: tuple[str, ...]  # per example
     criteria: tuple[str, ...]  # per example; "" for a multilabel example (all nine)
     annotated: np.ndarray  # per example: False for an evidence sentence no annotator labelled
-    kind: str  # "pairs" | "multilabel" (criteria) or "evidence"
+    formulation: str  # TrainConfig.formulation: pairs | multilabel (criteria), evidence
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     @property
     def num_labels(self) -> int:
-        return len(SYMPTOMS) if self.kind == "multilabel" else 1
+        return len(SYMPTOMS) if self.formulation == "multilabel" else 1
 
     def training_sample(self, negative_ratio: float | None, seed: int) -> np.ndarray:
         """The examples one epoch trains on: all of them, or every annotated one plus
@@ -69,8 +69,8 @@ class PreparedData:
 
 def prepare_data(config: TrainConfig) -> PreparedData:
     tokenizer = cached_tokenizer(config.encoder)
-    kind = config.criteria_formulation if config.task == "criteria" else "evidence"
-    variant = config.evidence_scope if kind == "evidence" else kind
+    # which examples are built: the criteria formulation, or the evidence scope
+    variant = config.evidence_scope if config.task == "evidence" else config.formulation
     fingerprint, splits = _split_examples(
         str(Path(config.data_dir).resolve()), _files_stamp(config.data_dir), config.task, variant,
         config.descriptions_path, config.split_seed, tuple(config.split_fractions),
@@ -94,7 +94,8 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             config.max_length, cache_key=key, cache_dir=config.cache_dir, long_text=config.long_text,
         )
         prepared[name] = PreparedSplit(tokens, tuple(e.post_id for e in examples), tuple(e.criterion for e in examples),
-                                       np.fromiter((e.annotated for e in examples), bool, len(examples)), kind)
+                                       np.fromiter((e.annotated for e in examples), bool, len(examples)),
+                                       config.formulation)
     return PreparedData(tokenizer, **prepared)
 
 
