@@ -3,7 +3,8 @@
 Ported from Optuna's tests/storages_tests/test_heartbeat.py (v5.0.0-rc1): any caller —
 Optuna's ``fail_stale_trials``, ``study.optimize``, a dashboard, a second study in the same
 process — gets the database's answer every time it asks. When to ask is the worker's
-business (tests/test_worker.py), never the storage's.
+business (tests/test_worker.py), never the storage's. That the Optuna internals behind it are
+still there is tests/test_optuna_private.py's.
 """
 
 from __future__ import annotations
@@ -105,16 +106,3 @@ def test_hpo_fail_stale_records_why_and_requeues(storage_url, study_name):
     assert trials[1].state == TrialState.WAITING and trials[1].params == trials[0].params
     assert "fail_reason" not in trials[1].user_attrs, "the retry has not failed"
     assert fail_stale(study) == [], "nothing left to fail"
-
-
-def test_the_optuna_internals_hpo_relies_on_are_still_there():
-    """hpo.study._heartbeat writes and reads Optuna's heartbeat table in one statement
-    each and answers Optuna's stale-trial question itself; if Optuna renames either, fail
-    here, loudly, rather than fall back silently to slower or different behaviour."""
-    from optuna.storages._heartbeat import BaseHeartbeat
-    from optuna.storages._rdb import models
-
-    assert "_get_stale_trial_ids" in BaseHeartbeat.__abstractmethods__
-    assert {"trial_id", "heartbeat"} <= set(models.TrialHeartbeatModel.__table__.columns.keys())
-    assert {"trial_id", "key", "value_json"} <= set(models.TrialUserAttributeModel.__table__.columns.keys())
-    assert {"trial_id", "state", "datetime_complete"} <= set(models.TrialModel.__table__.columns.keys())

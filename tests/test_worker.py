@@ -173,13 +173,13 @@ def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_sayin
     params = suggest(dead, spec)
     first_heartbeat(dead)
     time.sleep(3.2)  # past the grace period by over a second: SQLite's clock counts whole seconds
-    looks, real_look = [], OneStatementHeartbeat._get_stale_trial_ids
+    looks, real_look = [], OneStatementHeartbeat.stale_trial_ids
 
     def counted_look(storage, study_id):
         looks.append(time.monotonic())
         return real_look(storage, study_id)
 
-    monkeypatch.setattr(OneStatementHeartbeat, "_get_stale_trial_ids", counted_look)
+    monkeypatch.setattr(OneStatementHeartbeat, "stale_trial_ids", counted_look)
 
     def objective(trial):  # ~0.1 s a trial: several trials per interval
         time.sleep(0.1)

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 
 import optuna
 import sqlalchemy as sa
-from optuna.storages._rdb import models  # the trials table, for trial_census
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
+from hpo.study._optuna_private import TrialModel, study_id, study_storage
 from hpo.study._storage import rdb_backend
 from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
@@ -28,7 +28,7 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
     Hand-written because Optuna's ``get_n_trials`` fetches every trial (30 ms at trial
     800 here) and workers count twice per trial (once inside ``claim``).
     """
-    backend = rdb_backend(study._storage)
+    backend = rdb_backend(study_storage(study))
     if backend is None:  # the gRPC proxy: no SQL, so count what it returns
         return _tally(study, before)
     with backend.engine.connect() as connection:
@@ -51,9 +51,9 @@ def _tally(study: optuna.Study, before: int | None, connection: sa.Connection | 
     if connection is None:
         rows = [(t.state, before is not None and t.number < before, 1) for t in study.get_trials(deepcopy=False)]
     else:
-        trial = models.TrialModel
+        trial = TrialModel
         early = trial.number < (before if before is not None else -1)
-        query = (sa.select(trial.state, early, sa.func.count()).where(trial.study_id == study._study_id)
+        query = (sa.select(trial.state, early, sa.func.count()).where(trial.study_id == study_id(study))
                  .group_by(trial.state, early))
         rows = [(state, bool(is_early), n) for state, is_early, n in connection.execute(query)]
     census = {state.name.lower(): 0 for state in TrialState} | {"running_before": 0}

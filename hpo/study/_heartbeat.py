@@ -7,9 +7,8 @@ bench P3). When to look for stale trials is the caller's decision: the worker lo
 per heartbeat interval (hpo/run/worker.py), a dashboard or Optuna's ``fail_stale_trials``
 whenever it likes, and every one of them gets the database's answer.
 
-Optuna internals used here, and nowhere else in hpo.study for heartbeats: its heartbeat,
-trial and user-attribute tables, and ``_get_stale_trial_ids``, the storage method its
-``fail_stale_trials`` asks. tests/test_heartbeat.py fails loudly if Optuna changes them.
+Optuna's internals used here (its heartbeat, trial and user-attribute tables, and the
+stale-trial question its ``fail_stale_trials`` asks) come through ``_optuna_private``.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import copy
 import json
 import logging
 import threading
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -26,9 +24,20 @@ from datetime import datetime, timedelta
 import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
-from optuna.storages._rdb import models  # the heartbeat, trial and attribute tables
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.dialects import postgresql, sqlite
+
+from hpo.study._optuna_private import (
+    AnswersStaleTrialQuestion,
+    TrialHeartbeatModel,
+    TrialModel,
+    TrialUserAttributeModel,
+    quiet_heartbeat_reminder,
+    study_id,
+    study_storage,
+    trial_id,
+    uncached,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +45,21 @@ _INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}  # both wr
 
 # The worker asks and tells itself and beats its trials with ``beating``: Optuna's reminder
 # that heartbeats come with Study.optimize would otherwise be printed for every trial.
-warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+quiet_heartbeat_reminder()
 
 
-class OneStatementHeartbeat:
-    """Mixed into RDBStorage: its beat and its stale-trial query, one statement each. A
-    missed beat (the database restarting) is logged, and the next one retries: Optuna's
-    heartbeat thread would die on it and the healthy trial would later be failed as stale."""
+class OneStatementHeartbeat(AnswersStaleTrialQuestion):
+    """Mixed into RDBStorage: its beat and its stale-trial query, one statement each, and the
+    answer to Optuna's own stale-trial question. A missed beat (the database restarting) is
+    logged, and the next one retries: Optuna's heartbeat thread would die on it and the
+    healthy trial would later be failed as stale."""
 
     engine: sa.Engine
     heartbeat_interval: int | None
     grace_period: int | None
 
     def record_heartbeat(self, trial_id: int) -> None:
-        insert = _INSERTS[self.engine.dialect.name](models.TrialHeartbeatModel).values(
+        insert = _INSERTS[self.engine.dialect.name](TrialHeartbeatModel).values(
             trial_id=trial_id, heartbeat=sa.func.now())
         beat = insert.on_conflict_do_update(index_elements=["trial_id"], set_={"heartbeat": sa.func.now()})
         try:
@@ -59,8 +69,10 @@ class OneStatementHeartbeat:
             # IntegrityError: the study was deleted meanwhile
             log.warning("heartbeat for trial id %d missed: %s", trial_id, str(getattr(exc, "orig", exc)).strip())
 
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        trials, beats = models.TrialModel, models.TrialHeartbeatModel
+    def stale_trial_ids(self, study_id: int) -> list[int]:
+        """The study's RUNNING trials whose last beat is older than the grace period, judged
+        on the database's clock."""
+        trials, beats = TrialModel, TrialHeartbeatModel
         query = (sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
                  .join(beats, beats.trial_id == trials.trial_id)
                  .where(trials.study_id == study_id, trials.state == TrialState.RUNNING))
@@ -85,7 +97,7 @@ def first_heartbeat(trial: optuna.Trial) -> None:
     """Beat a trial the moment it exists: a worker that dies before ``beating`` starts
     leaves a trial that this beat lets other workers fail and re-queue."""
     if heartbeat_interval(trial.storage):
-        trial.storage.record_heartbeat(trial._trial_id)
+        trial.storage.record_heartbeat(trial_id(trial))
 
 
 @contextmanager
@@ -101,7 +113,7 @@ def beating(trial: optuna.Trial) -> Iterator[None]:
 
     def beat() -> None:
         while not stop.wait(interval):
-            trial.storage.record_heartbeat(trial._trial_id)
+            trial.storage.record_heartbeat(trial_id(trial))
 
     thread = threading.Thread(target=beat, name=f"heartbeat-trial-{trial.number}", daemon=True)
     thread.start()
@@ -121,12 +133,13 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
     (``fail_reason``), queue their retries (the storage's stale-trial callback), log a line
     for each and return them. Optuna's ``fail_stale_trials`` plus the reason. Behind the gRPC
     proxy it does nothing: the proxy host judges beats there (``hpo storage-proxy``)."""
-    backend = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache wrapper
+    storage = study_storage(study)
+    backend = uncached(storage)
     if not isinstance(backend, OneStatementHeartbeat) or backend.heartbeat_interval is None:
         return []
     grace = _grace_seconds(backend)
-    failed = [study._storage.get_trial(trial_id) for trial_id in backend._get_stale_trial_ids(study._study_id)
-              if _fail_with_reason(backend, trial_id, stale_reason(grace))]
+    failed = [storage.get_trial(stale) for stale in backend.stale_trial_ids(study_id(study))
+              if _fail_with_reason(backend, stale, stale_reason(grace))]
     retry = backend.get_heartbeat_stale_trial_callback()
     for trial in failed:
         if retry is not None:
@@ -139,7 +152,7 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
 def _fail_with_reason(backend: RDBStorage, trial_id: int, reason: str) -> bool:
     """FAIL a RUNNING trial and record ``fail_reason``, in one transaction: a trial that
     finishes meanwhile (its worker was only slow) is left as it ended, with no reason added."""
-    trials, attrs = models.TrialModel, models.TrialUserAttributeModel
+    trials, attrs = TrialModel, TrialUserAttributeModel
     with backend.engine.begin() as connection:
         failed = connection.execute(
             sa.update(trials).where(trials.trial_id == trial_id, trials.state == TrialState.RUNNING)

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from filelock import FileLock, Timeout
 
 from hpo.errors import StudyBusy
+from hpo.study._optuna_private import study_id, study_storage
 from hpo.study._storage import rdb_backend
 
 LOCK_CLASS = zlib.crc32(b"hpo finalize") & 0x7FFFFFFF  # the advisory lock's first key; the study id is the second
@@ -119,14 +120,14 @@ def study_lock(study: optuna.Study, job: str, folder: Path) -> Iterator[StudyLoc
     naming the holder. ``folder`` (the study's output folder) holds the lock file where the
     storage cannot lock (the gRPC proxy)."""
     holder = f"hpo {job} {socket.gethostname()}/{os.getpid()}"
-    backend = rdb_backend(study._storage)
+    backend = rdb_backend(study_storage(study))
     if backend is None:
         lock: _AdvisoryLock | _FileLock = _FileLock(folder / f"{job}.lock")
     elif backend.engine.dialect.name == "postgresql":
-        lock = _AdvisoryLock(backend.engine, study._study_id, holder)
+        lock = _AdvisoryLock(backend.engine, study_id(study), holder)
     else:
         lock = _FileLock(Path(backend.engine.url.database).with_name(
-            f"{Path(backend.engine.url.database).name}.{job}-{study._study_id}.lock"))
+            f"{Path(backend.engine.url.database).name}.{job}-{study_id(study)}.lock"))
     if not lock.acquire():
         who = lock.holder()
         lock.release()

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from hpo.errors import DataError, UsageError
 from hpo.spec import SpecError, StudySpec, load_spec
 from hpo.storage_url import StorageUrl
+from hpo.study._optuna_private import study_storage
 from hpo.study._storage import database_problem, get_storage
 from hpo.study._trials import enqueue
 
@@ -253,7 +254,7 @@ def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Stud
 def study_exists(study: optuna.Study) -> bool:
     """False once the study was deleted from its storage (``optuna delete-study``)."""
     try:
-        study._storage.get_study_id_from_name(study.study_name)  # the storage's own lookup: one query
+        study_storage(study).get_study_id_from_name(study.study_name)  # the storage's own lookup: one query
     except KeyError:
         return False
     return True

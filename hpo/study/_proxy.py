@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
+from hpo.study._optuna_private import cached, trial_id
 from hpo.study._storage import HEARTBEAT_ATTR, get_storage
 from hpo.study._trials import requeue
 
@@ -34,7 +35,7 @@ Beats = dict[int, tuple[object, float]]
 
 def proxy_storage(url: StorageUrl) -> BaseStorage:
     """Optuna's advice for the proxy: its cached storage, which reads only new or running trials."""
-    return optuna.storages.get_storage(get_storage(url))
+    return cached(get_storage(url))
 
 
 def run_proxy_server(storage: BaseStorage, host: str, port: int) -> None:
@@ -54,10 +55,11 @@ def sweep_stale_trials(storage: BaseStorage, max_trial_seconds: float, beats: Be
     running: set[int] = set()
     failed = []
     for summary in storage.get_all_studies():
-        trials = storage.get_all_trials(summary._study_id, deepcopy=False, states=(TrialState.RUNNING,))
+        trials = storage.get_all_trials(storage.get_study_id_from_name(summary.study_name), deepcopy=False,
+                                        states=(TrialState.RUNNING,))
         now, wall = time.monotonic(), datetime.now()  # when these beats were read, not when the pass began
         for trial in trials:
-            running.add(trial._trial_id)
+            running.add(trial_id(trial))
             beat = trial.system_attrs.get(HEARTBEAT_ATTR)
             if beat is None:
                 age = (wall - trial.datetime_start).total_seconds() if trial.datetime_start else 0.0
@@ -65,17 +67,17 @@ def sweep_stale_trials(storage: BaseStorage, max_trial_seconds: float, beats: Be
                     continue
                 why = f"no heartbeat, running {age:.0f}s > {max_trial_seconds:g}s"
             else:
-                seen = beats.get(trial._trial_id)
+                seen = beats.get(trial_id(trial))
                 if seen is None or seen[0] != beat:
-                    beats[trial._trial_id] = (beat, now)
+                    beats[trial_id(trial)] = (beat, now)
                     continue
                 grace = float(beat.get("grace_period", 0)) if isinstance(beat, dict) else 0.0
                 if now - seen[1] <= grace:
                     continue
                 why = f"no heartbeat for {now - seen[1]:.0f}s > grace_period {grace:g}s"
             if _fail_and_requeue(storage, summary.study_name, trial, why, _max_retry(beat, max_retry)):
-                failed.append(trial._trial_id)
-                running.discard(trial._trial_id)
+                failed.append(trial_id(trial))
+                running.discard(trial_id(trial))
     for gone in set(beats) - running:
         del beats[gone]
     return failed
@@ -87,11 +89,11 @@ def _max_retry(beat: object, default: int) -> int:
 
 def _fail_and_requeue(storage: BaseStorage, study_name: str, trial: FrozenTrial, why: str, max_retry: int) -> bool:
     try:
-        if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+        if not storage.set_trial_state_values(trial_id(trial), state=TrialState.FAIL):
             return False
     except UpdateFinishedTrialError:  # it finished (or a worker failed it) since we looked
         return False
-    failed = storage.get_trial(trial._trial_id)
+    failed = storage.get_trial(trial_id(trial))
     retries = len(failed.system_attrs.get("retry_history", []))
     requeue(optuna.load_study(study_name=study_name, storage=storage), failed, max_retry)
     what = "re-queued with the same parameters" if retries < max_retry else f"not re-queued: max_retry={max_retry} reached"

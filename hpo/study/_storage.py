@@ -24,6 +24,7 @@ from hpo.errors import UsageError, find_cause
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
 from hpo.study._heartbeat import OneStatementHeartbeat
+from hpo.study._optuna_private import uncached
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class _ResilientRDBStorage(OneStatementHeartbeat, RDBStorage):
 def rdb_backend(storage: optuna.storages.BaseStorage) -> RDBStorage | None:
     """The RDBStorage under Optuna's cache wrapper, for the one-transaction writes and
     counts hand-written here; None behind the gRPC proxy, which has no SQL."""
-    backend = getattr(storage, "_backend", storage)
+    backend = uncached(storage)
     return backend if isinstance(backend, RDBStorage) else None
 
 

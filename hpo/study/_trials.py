@@ -11,13 +11,12 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages._rdb.models import TrialUserAttributeModel  # for set_user_attrs
-from optuna.storages._rdb.storage import _create_scoped_session  # for set_user_attrs
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from hpo.spec import SpecError, StudySpec
 from hpo.study._heartbeat import without_fail_reason
+from hpo.study._optuna_private import attrs_session, set_user_attr_in, study_storage, trial_id
 from hpo.study._storage import rdb_backend
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
@@ -84,15 +83,15 @@ def user_attrs_transaction(backend: RDBStorage, trial: optuna.Trial, attrs: Mapp
     """An open transaction that has written ``attrs`` on the running ``trial`` (Optuna's own
     per-attribute upsert and state check) and commits when the block ends, so a caller can
     read in the same round (``claim``)."""
-    with _create_scoped_session(backend.scoped_session, True) as session:
+    with attrs_session(backend) as session:
         for key, value in attrs.items():
-            backend._set_trial_attr_without_commit(session, TrialUserAttributeModel, trial._trial_id, key, value)
+            set_user_attr_in(session, backend, trial_id(trial), key, value)
         yield session
 
 
 def fail_running(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     """Fail a RUNNING trial this process will not finish, recording why (as every FAIL does)."""
-    study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason)
+    study_storage(study).set_trial_user_attr(trial_id(trial), "fail_reason", reason)
     study.tell(trial.number, state=TrialState.FAIL)
 
 
