@@ -1,0 +1,106 @@
+"""Reading a study file: YAML (a key written twice is an error), then ``key.path=value``
+overrides, then the storage by precedence, into one validated ``StudySpec``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from hpo.spec._base import SpecError, _as_number, _locate
+from hpo.spec._study_spec import StudySpec
+from hpo.storage_url import StorageUrl
+
+
+def parse_override(text: str) -> tuple[list[str], object]:
+    """``"train.epochs=2"`` -> ``(["train", "epochs"], 2)``; the value is read as YAML."""
+    key, equals, value = text.partition("=")
+    keys = [part.strip() for part in key.split(".")]
+    if not equals or not all(keys):
+        raise SpecError(f"override {text!r}: expected the form key=value, e.g. train.epochs=2")
+    try:
+        return keys, _as_number(yaml.safe_load(value))
+    except yaml.YAMLError:
+        raise SpecError(f"override {text!r}: the value is not valid YAML") from None
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: StorageUrl | str | None = None,
+              env: Mapping[str, str] | None = None) -> StudySpec:
+    """Read, override and validate a study file; ``storage`` (the CLI flag) wins over
+    ``$HPO_STORAGE``, which wins over the file, which wins over the default."""
+    source = str(path)
+    document = _read_mapping(Path(path))
+    for text in overrides:
+        try:
+            keys, value = parse_override(text)
+        except SpecError as error:
+            raise SpecError(f"{source}: {error}") from None
+        _set(document, keys, value, source)
+    from_file = document.get("storage")
+    if from_file is None or isinstance(from_file, str):  # else pydantic names the wrong type
+        document["storage"] = StorageUrl.resolve(storage, from_file, env)
+    try:
+        spec = StudySpec.model_validate(document)
+    except ValidationError as error:
+        raise SpecError(f"{source}: " + "; ".join(": ".join(_locate(e)) for e in error.errors())) from None
+    spec._source = source
+    return spec
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such study file") from None
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read the study file: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise SpecError(f"{path}: byte {error.start}: not valid UTF-8; save the study file as UTF-8") from None
+    try:
+        document = _UniqueKeyLoader.read(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        problem = getattr(error, "problem", None) or str(error).replace("\n", " ")
+        raise SpecError(f"{path}: {where}: invalid YAML: {problem}") from None
+    if not isinstance(document, dict):
+        found = "an empty file" if document is None else f"a {type(document).__name__}"
+        raise SpecError(f"{path}: top level: must be a mapping of keys (name:, task:, ...), not {found}")
+    return document
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; in a study file that is a typo, not a wish.
+    A SafeLoader: it builds plain data only."""
+
+    @classmethod
+    def read(cls, text: str) -> object:
+        loader = cls(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}; keep one", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _set(document: dict[str, Any], keys: list[str], value: object, source: str) -> None:
+    node = document
+    for depth, key in enumerate(keys[:-1]):
+        if node.get(key) is None:  # a missing key, or an empty `train:` in the file
+            node[key] = {}
+        node = node[key]
+        if not isinstance(node, dict):
+            raise SpecError(f"{source}: {'.'.join(keys[:depth + 1])}: is not a mapping, cannot set {'.'.join(keys)}")
+    node[keys[-1]] = value

@@ -1,0 +1,256 @@
+"""``StudySpec``: a whole study file, validated as one object, and what it answers about the
+search (which settings a trial trains with, whether a parameter applies, whether a hand-given
+point fits)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args, get_type_hints
+
+from pydantic import (
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from hpo import outputs, storage_url
+from hpo.spec._base import _as_number, _problem, _problem_text, _Strict
+from hpo.spec._params import (
+    CategoricalParam,
+    FloatParam,
+    IntParam,
+    Param,
+    _candidates,
+    _one_of,
+    _value_problem,
+)
+from hpo.spec._sections import (
+    HeartbeatSpec,
+    Metric,
+    PrunerSpec,
+    SamplerSpec,
+    StorageField,
+    TrackingSpec,
+)
+from hpo.storage_url import StorageUrl
+from hpo.train.config import TrainConfig
+
+DEFAULT_STORAGE = storage_url.DEFAULT
+DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
+
+# TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
+_FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "checkpoint_dir": "output_dir"}
+_FINALIZE_ONLY = {"train_on"}  # a refit's setting: a search that trained on validation would judge itself on it
+SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY
+_INTEGER_FIELDS = frozenset(
+    name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
+)
+_TRAIN_CONFIG = TypeAdapter(TrainConfig)  # checks field types (and coerces "1e-5"), then runs __post_init__
+
+
+class StudySpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    task: Literal["criteria", "evidence"]
+    data_dir: str
+    direction: Literal["maximize", "minimize"] = "maximize"
+    # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*: evidence
+    metric: Metric = "macro_f1"
+    # what the pruner judges epochs by (None: metric); a threshold-free one (average_precision, auroc)
+    # ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up has gone
+    prune_on: Metric | None = None
+    n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
+    storage: StorageField = StorageUrl(DEFAULT_STORAGE)  # load_spec resolves it: --storage, $HPO_STORAGE, file
+    output_dir: str = DEFAULT_OUTPUT_DIR
+    keep_top_k: int = Field(default=3, ge=0)
+    timeout_per_trial: float | None = Field(default=None, gt=0)
+    # seconds of wall clock for the whole search, from `hpo tune` (or `hpo submit`): no trial starts
+    # that the rest cannot fit, running ones end at their next epoch's end and are kept
+    timeout: float | None = Field(default=None, gt=0)
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    pruner: PrunerSpec = Field(default_factory=PrunerSpec)
+    heartbeat: HeartbeatSpec = Field(default_factory=HeartbeatSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    model_paths: dict[str, str] = Field(default_factory=dict)  # encoder name -> local path
+    train: dict[str, Any] = Field(default_factory=dict)
+    search_space: dict[str, Param] = Field(min_length=1)
+    # parameter sets tried first, enqueued once when the study is created (a known-good recipe)
+    warm_start: tuple[dict[str, Any], ...] = ()
+    _source: str = PrivateAttr(default="<memory>")
+
+    @field_validator("name")
+    @classmethod
+    def _name_starts_a_folder(cls, name: str) -> str:
+        # The name becomes a folder under output_dir: "." or ".." would put trials beside it.
+        if not name[0].isalnum():
+            raise _problem(f"must start with a letter or digit: it names a folder under output_dir (got {name!r})")
+        return name
+
+    @property
+    def source(self) -> str:
+        """The study file this spec was loaded from, for messages and logs."""
+        return self._source
+
+    def study_dir(self, uid: str) -> Path:
+        """The trial folders' parent for the study with this ``uid`` (``hpo.study.study_uid``)."""
+        return outputs.study_dir(self.output_dir, self.name, uid)
+
+    @property
+    def gpus_per_trial(self) -> int:
+        """The most GPUs any trial of this spec can ask for."""
+        searched = self.search_space.get("gpus_per_trial")
+        if searched is None:
+            return int(self.train.get("gpus_per_trial", 1))
+        return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
+
+    def applies(self, name: str, values: Mapping[str, object]) -> bool:
+        """Whether searched parameter ``name`` is sampled when the earlier ones took ``values``
+        (a parent that was not sampled itself fails the condition)."""
+        when = self.search_space[name].when or {}
+        return all(parent in values and _one_of(values[parent], allowed) for parent, allowed in when.items())
+
+    def train_config(self, params: Mapping[str, object], checkpoint_dir: str | None) -> TrainConfig:
+        """The plain config of one trial: the fixed settings plus its sampled ``params``;
+        a conditional parameter that was not sampled keeps the TrainConfig default."""
+        expected = [name for name in self.search_space if self.applies(name, params)]
+        if set(params) != set(expected):
+            raise ValueError(f"params {sorted(params)} do not match the search space's applicable {sorted(expected)}")
+        settings = {**self.train, **params}
+        settings["encoder"] = self.model_paths.get(settings["encoder"], settings["encoder"])
+        return self._build(settings, checkpoint_dir)
+
+    def _build(self, settings: Mapping[str, object], checkpoint_dir: str | None = None) -> TrainConfig:
+        return _TRAIN_CONFIG.validate_python({"task": self.task, "data_dir": self.data_dir,
+                                              "objective_metric": self.metric, "checkpoint_dir": checkpoint_dir,
+                                              **settings})
+
+    @model_validator(mode="after")
+    def _check_settings(self) -> StudySpec:
+        for name in self.train:
+            _check_settable(name, at=f"train.{name}")
+        for name, param in self.search_space.items():
+            _check_settable(name, at=f"search_space.{name}")
+            if name in self.train:
+                raise _problem("is also fixed in train; set it in one place", at=f"search_space.{name}")
+            if name in _INTEGER_FIELDS and isinstance(param, FloatParam):
+                raise _problem("is an integer setting; use type: int", at=f"search_space.{name}.type")
+        self._check_conditions()
+        for index, point in enumerate(self.warm_start):
+            problem = self.point_problem(point)
+            if problem:
+                raise _problem(problem[1], at=f"warm_start.{index}.{problem[0]}".rstrip("."))
+        if "encoder" not in self.train and "encoder" not in self.search_space:
+            raise _problem("is required: fix it in train or search it in search_space", at="train.encoder")
+        for key in ("metric", "prune_on"):
+            metric = getattr(self, key) or ""
+            if self.task == "evidence" and metric.startswith("post_"):
+                raise _problem(f"{metric} is a post-level metric, only for task criteria", at=key)
+            if self.task == "criteria" and metric.startswith("recall_at_"):
+                raise _problem(f"{metric} ranks sentences, only for task evidence", at=key)
+        if self.prune_on and self.direction == "minimize":
+            raise _problem("every metric is higher-is-better: prune_on needs direction: maximize", at="prune_on")
+        self._probe_train_configs()
+        return self
+
+    def _check_conditions(self) -> None:
+        names = list(self.search_space)
+        for name, param in self.search_space.items():
+            for parent, allowed in (param.when or {}).items():
+                at = f"search_space.{name}.when.{parent}"
+                if parent not in self.search_space:
+                    raise _problem(_not_searched(parent, names, self.train,
+                                                 need="; a condition names an earlier searched parameter"), at=at)
+                if cycle := self._cycle(name, parent):
+                    raise _problem(f"forms a cycle {' -> '.join(cycle)}; drop one of these conditions", at=at)
+                if names.index(parent) > names.index(name):
+                    raise _problem(f"is listed after {name}; list {parent} first in search_space", at=at)
+                for value in allowed:
+                    if problem := _value_problem(self.search_space[parent], value, parent, condition=True):
+                        raise _problem(problem, at=at)
+
+    def _cycle(self, child: str, parent: str) -> list[str] | None:
+        """The path of conditions from ``child`` through ``parent`` back to ``child``, if any."""
+        def back_to_child(node: str, seen: set[str]) -> list[str] | None:
+            if node == child:
+                return [node]
+            if node in seen or node not in self.search_space:
+                return None
+            seen.add(node)
+            for up in self.search_space[node].when or {}:
+                if rest := back_to_child(up, seen):
+                    return [node, *rest]
+            return None
+
+        rest = back_to_child(parent, set())
+        return [child, *rest] if rest else None
+
+    def point_problem(self, point: Mapping[str, object]) -> tuple[str, str] | None:
+        """(key, problem) for the first thing wrong with a hand-given parameter set (a
+        ``warm_start`` entry, ``hpo enqueue --set``), or None. Names left out are sampled."""
+        if not isinstance(point, Mapping) or not point:
+            return "", "must be a mapping of searched parameters to values, e.g. {learning_rate: 2.0e-5}"
+        for name, value in point.items():
+            if name not in self.search_space:
+                return name, _not_searched(name, list(self.search_space), self.train)
+            if problem := _value_problem(self.search_space[name], _as_number(value), name):
+                return name, problem
+            if not self.applies(name, point):
+                return name, (f"applies only when {self.search_space[name].condition_text()}; "
+                              "set that too, or leave this out")
+        return None
+
+    def typed_point(self, point: Mapping[str, object]) -> dict[str, object]:
+        """A checked ``point`` with its numbers as the search space takes them ("2e-5" and
+        an int in a float range become floats, 3.0 in an int range 3), as Optuna must be given them."""
+        typed = {name: _as_number(value) for name, value in point.items()}
+        as_type = {FloatParam: float, IntParam: int}
+        return {name: as_type.get(type(self.search_space[name]), lambda same: same)(value)
+                for name, value in typed.items()}
+
+    def _probe_train_configs(self) -> None:
+        """Build TrainConfigs from the fixed settings and every value range end and choice.
+
+        Catches wrong types (``epochs: "two"``) and bad values (``batch_size: 0``) before
+        any trial runs, naming the key that holds them.
+        """
+        candidates = {name: _candidates(param) for name, param in self.search_space.items()}
+        first = {name: values[0] for name, values in candidates.items()}
+        self._probe({**self.train, **first}, blame=None)
+        for name, values in candidates.items():
+            for value in values[1:]:
+                self._probe({**self.train, **first, name: value}, blame=name)
+
+    def _probe(self, settings: Mapping[str, object], blame: str | None) -> None:
+        try:
+            self._build(settings)
+        except ValidationError as error:
+            first_error = error.errors()[0]
+            field = str(first_error["loc"][0]) if first_error["loc"] else None
+            name = blame or field
+            if name in self.search_space:
+                raise _problem(f"{name}={settings[name]!r} is invalid: {_problem_text(first_error)}",
+                               at=f"search_space.{name}") from None
+            raise _problem(_problem_text(first_error), at=f"train.{field}" if field else "train") from None
+
+
+def _not_searched(name: str, searched: list[str], train: Mapping[str, object], need: str = "") -> str:
+    if name in train:
+        return f"'{name}' is fixed in train, not searched{need}"
+    close = difflib.get_close_matches(name, searched, n=1)
+    return f"'{name}' is not in search_space{need}" + (f"; did you mean '{close[0]}'?" if close else "")
+
+
+def _check_settable(name: str, at: str) -> None:
+    if name in _FROM_TOP_LEVEL:
+        raise _problem(f"comes from the top-level '{_FROM_TOP_LEVEL[name]}' key", at=at)
+    if name in _FINALIZE_ONLY:
+        raise _problem("is set by hpo finalize --refit train+val, never in a search (it would judge itself on "
+                       "data it trained on)", at=at)
+    if name not in SETTABLE_FIELDS:
+        close = difflib.get_close_matches(name, SETTABLE_FIELDS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise _problem(f"is not a TrainConfig setting{hint}", at=at)
