@@ -3,8 +3,6 @@ trial is."""
 
 from __future__ import annotations
 
-import time
-
 from hpo.cli._common import add_study_args
 
 
@@ -15,7 +13,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.study import load_study_ref
+    from hpo.study import load_study_ref, study_status
 
     s = study_status(load_study_ref(args.study, args.storage))
     counts = s["counts"]
@@ -33,23 +31,6 @@ def run(args) -> int:
                  f"{_duration(trial['eta_seconds'] / 3600)}" if "epoch" in trial else "starting")
         print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
     return 0
-
-
-def study_status(study) -> dict:
-    """Counts by state, the best value, the pace and what remains, and where each running trial is."""
-    from hpo.study import running_trials, state_counts, study_deadline, trials_per_hour
-
-    counts = state_counts(study)
-    n_trials = study.user_attrs.get("n_trials")
-    rate = trials_per_hour(study)
-    remaining = max(n_trials - counts["finished"], 0) if n_trials else None
-    running = [{"number": t.number, "worker": t.user_attrs.get("worker"), **t.user_attrs.get("progress", {})}
-               for t in running_trials(study)]
-    return {"study": study.study_name, "task": study.user_attrs.get("task", "?"),
-            "direction": study.direction.name.lower(), "metric": study.user_attrs.get("metric", "value"),
-            "n_trials": n_trials, "counts": counts, "trials_per_hour": rate,
-            "eta_hours": remaining / rate if rate and remaining else None, "running": running,
-            "budget_seconds_left": None if (deadline := study_deadline(study)) is None else deadline - time.time()}
 
 
 def _duration(hours: float) -> str:

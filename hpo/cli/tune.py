@@ -32,8 +32,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.cli.best import best_trial, print_best
+    from hpo.cli.best import print_best
     from hpo.run.tune import tune
+    from hpo.study import best_trial
 
     overrides = [*args.overrides, *([f"timeout={args.timeout}"] if args.timeout else [])]
     code, study = tune(args.spec, overrides, args.storage, args.workers, args.restart_dead,

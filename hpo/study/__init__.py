@@ -41,6 +41,7 @@ from hpo.study._storage import (
     rdb_backend,
     require_grpc,
 )
+from hpo.study._summary import best_trial, study_status
 from hpo.study._trials import (
     ARTIFACT_DIR,
     artifact_store,
@@ -56,6 +57,8 @@ from hpo.study._trials import (
 )
 
 __all__ = [
+    "best_trial",
+    "study_status",
     "SURPLUS",
     "ARTIFACT_DIR",
     "HEARTBEAT_ATTR",

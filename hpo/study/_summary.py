@@ -1,0 +1,64 @@
+"""What the CLI shows of a study: its best trial (with a checkpoint only if it is that trial's)
+and its status (counts, pace, ETA, the time budget, where each running trial is)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from hpo.outputs import UID_DIGITS, recorded_owner
+from hpo.study._budget import study_deadline
+from hpo.study._census import state_counts, trials_per_hour
+from hpo.study._open import study_uid
+from hpo.study._trials import running_trials
+
+
+def best_trial(study) -> dict | None:
+    """The best trial's number, value, parameters, metrics and checkpoint (if it still exists
+    and is this trial's); ``checkpoint_refused`` says why an existing one is not shown."""
+    try:
+        trial = study.best_trial
+    except ValueError:
+        return None
+    checkpoint = trial.user_attrs.get("checkpoint")
+    if not checkpoint or not Path(checkpoint).exists():
+        checkpoint = None
+    refused = _foreign_checkpoint(study, trial.number, checkpoint) if checkpoint else None
+    return {"number": trial.number, "metric": study.user_attrs.get("metric", "value"), "value": trial.value,
+            "params": dict(trial.params), "metrics": trial.user_attrs.get("metrics") or {},
+            "checkpoint": None if refused else checkpoint, "checkpoint_refused": refused}
+
+
+def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
+    """Why ``checkpoint`` is not trial ``number``'s of ``study``, or None if it is.
+
+    Its folder's metrics.json must name this study's uid and this trial: a study of the
+    same name elsewhere (another storage, or deleted and re-created) may have written
+    the folder since, and its weights would be shown beside these parameters.
+    """
+    uid = study_uid(study)
+    owner_uid, owner_trial = recorded_owner(checkpoint)
+    if uid is not None and (owner_uid, owner_trial) == (uid, number):
+        return None
+    if owner_uid is None:
+        return (f"the checkpoint at {checkpoint} is not recorded as this study's "
+                "(no study uid in its metrics.json); not shown")
+    if owner_uid != uid:
+        return (f"the checkpoint at {checkpoint} belongs to another study "
+                f"(its metrics.json names study {str(owner_uid)[:UID_DIGITS]}); not shown")
+    return f"the checkpoint at {checkpoint} belongs to trial {owner_trial}, not trial {number}; not shown"
+
+
+def study_status(study) -> dict:
+    """Counts by state, the best value, the pace and what remains, and where each running trial is."""
+    counts = state_counts(study)
+    n_trials = study.user_attrs.get("n_trials")
+    rate = trials_per_hour(study)
+    remaining = max(n_trials - counts["finished"], 0) if n_trials else None
+    running = [{"number": t.number, "worker": t.user_attrs.get("worker"), **t.user_attrs.get("progress", {})}
+               for t in running_trials(study)]
+    return {"study": study.study_name, "task": study.user_attrs.get("task", "?"),
+            "direction": study.direction.name.lower(), "metric": study.user_attrs.get("metric", "value"),
+            "n_trials": n_trials, "counts": counts, "trials_per_hour": rate,
+            "eta_hours": remaining / rate if rate and remaining else None, "running": running,
+            "budget_seconds_left": None if (deadline := study_deadline(study)) is None else deadline - time.time()}
