@@ -5,7 +5,7 @@ model). Its ``inference`` block (``InferenceSettings``) says how training turned
 model inputs (formulation, max_length, long_text, criterion descriptions) and where to
 decide. Loading is
 training's meta-safe path, tokenizing is ``tokenize_pairs`` and scoring is
-``evaluate.predict``, so a post gets the probabilities the training code would give it.
+``evaluate.split_probabilities``, so a post gets the probabilities the training code would give it.
 
     predictor = load_classifier("final/model")
     predictor.predict(["I can't sleep and nothing feels fun anymore."]).probabilities
@@ -38,7 +38,7 @@ from hpo.models.hardware import resolve_device
 from hpo.models.inference import InferenceSettings
 from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.train.config import CPU_INFERENCE_TOKENS
-from hpo.train.evaluate import predict as predict_probabilities
+from hpo.train.evaluate import split_probabilities
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
@@ -196,7 +196,7 @@ class Predictor:
         tokens = tokenize_pairs(self.tokenizer, pairs, np.zeros(len(pairs), np.int64), self.settings.max_length,
                                 cache_key=None, long_text=self.settings.long_text)
         budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None  # as training's evaluation reads
-        return predict_probabilities(self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget)
+        return split_probabilities(self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget)
 
     def _require(self, task: str, texts: Sequence[str]) -> None:
         if isinstance(texts, str):  # a str is a Sequence too: it would be scored letter by letter

@@ -22,7 +22,7 @@ from hpo.models.settings import LoraSettings
 from hpo.models.tokenizer import load_tokenizer
 from hpo.run.launcher import worker_launches
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import predict
+from hpo.train.evaluate import split_probabilities
 from hpo.train.loop import train
 from hpo.train.prepare import prepare_data
 
@@ -124,7 +124,7 @@ def test_data_parallel_wrapped_model_predicts_and_saves(tiny_roberta, tmp_path):
     model = build_classifier("evidence", tiny_roberta, lora=LoraSettings(r=4))
     wrapped = nn.DataParallel(model)
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(wrapped))
-    probs = predict(wrapped, data.validation.tokens, collate, 16, torch.device("cpu"))
+    probs = split_probabilities(wrapped, data.validation.tokens, collate, 16, torch.device("cpu"))
     assert probs.shape == (len(data.validation), 1) and ((probs >= 0) & (probs <= 1)).all()
     assert unwrap_model(wrapped) is model and unwrap_model(model.encoder) is model.encoder.get_base_model()
     save_classifier(wrapped, tmp_path / "ckpt", data.tokenizer)

@@ -36,7 +36,7 @@ from hpo.models.classifier import load_classifier as load_model
 from hpo.models.device import forward_keys
 from hpo.predict import load_classifier
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import post_matrix, predict
+from hpo.train.evaluate import post_matrix, split_probabilities
 from hpo.train.loop import train
 from hpo.train.prepare import prepare_data
 
@@ -95,7 +95,7 @@ def training_scores(config: TrainConfig, model_dir: Path) -> tuple[object, np.nd
     split = prepare_data(config).validation
     model, tokenizer = load_model(model_dir)
     collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
-    return split, predict(model, split.tokens, collate, 64, CPU)
+    return split, split_probabilities(model, split.tokens, collate, 64, CPU)
 
 
 def cli_matrix(rows: list[dict[str, str]], ids: list[str]) -> np.ndarray:

@@ -22,7 +22,7 @@ from hpo.models.device import forward_keys
 from hpo.models.settings import HeadConfig
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train import memory
-from hpo.train.evaluate import predict, sequence_logits
+from hpo.train.evaluate import sequence_logits, split_probabilities
 from hpo.train.losses import bce_loss
 from hpo.train.step import accumulate_gradients, plan_units
 
@@ -111,7 +111,7 @@ def test_prediction_streams_chunks_in_bounded_batches_and_max_pools(tiny_roberta
     collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
     forwards = _Forwards()
     try:
-        probs = predict(model, tokens, collate, 8, CPU)
+        probs = split_probabilities(model, tokens, collate, 8, CPU)
     finally:
         forwards.handle.remove()
     assert max(forwards.without_graph) <= 8 and not forwards.with_graph

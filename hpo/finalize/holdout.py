@@ -15,7 +15,7 @@ from hpo.models.classifier_file import read_inference
 from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import per_symptom, predict, score
+from hpo.train.evaluate import per_symptom, score, split_probabilities
 from hpo.train.prepare import prepare_data
 
 
@@ -38,8 +38,8 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
     inference = read_inference(model_dir)
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
     with torch.inference_mode():
-        probs = predict(model, data.test.tokens, collate, config.eval_batch_size, device,
-                        max_tokens=config.inference_token_budget(device.type))
+        probs = split_probabilities(model, data.test.tokens, collate, config.eval_batch_size, device,
+                                    max_tokens=config.inference_token_budget(device.type))
     evaluation = score(data.test, probs, thresholds=inference.validation_thresholds)
     decision = dict(inference.thresholds)
     sizes = {name: {"posts": len(set(split.post_ids)), "examples": len(split)}

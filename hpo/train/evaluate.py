@@ -70,8 +70,8 @@ def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.n
         model.train(was_training)
 
 
-def predict(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
-            autocast=nullcontext, max_tokens: int | None = None) -> np.ndarray:
+def split_probabilities(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
+                        autocast=nullcontext, max_tokens: int | None = None) -> np.ndarray:
     """Probabilities per example and label, (n, labels), in the split's order. A long text's
     chunks are max-pooled: a symptom stated in any part of a post is in the post, and a mean
     would dilute the one chunk that states it with every chunk that does not."""
@@ -85,8 +85,8 @@ def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, 
              thresholds: dict[str, float] | None = None) -> Evaluation:
     """Metrics at 0.5, and ``tuned_`` twins at per-symptom thresholds: ``thresholds`` when
     given (validation's, to score test), else tuned on this split."""
-    probs = predict(model, split.tokens, collate, config.eval_batch_size, device, autocast,
-                    config.inference_token_budget(torch.device(device).type))
+    probs = split_probabilities(model, split.tokens, collate, config.eval_batch_size, device, autocast,
+                                config.inference_token_budget(torch.device(device).type))
     return score(split, probs, thresholds)
 
 

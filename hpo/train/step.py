@@ -1,7 +1,7 @@
 """One optimizer step's forward and backward passes, with memory bounded by sequences, not posts.
 
 With ``long_text: chunks`` a post is one to dozens of overlapping windows whose logits are
-max-pooled per label (``evaluate.predict``). Max-pooling sends each label's gradient to one
+max-pooled per label (``evaluate.split_probabilities``). Max-pooling sends each label's gradient to one
 chunk only, the one with the largest logit. So a step first scores the chunks of its
 multi-chunk examples without an autograd graph, in bounded batches, then trains on each
 label's winning chunk alone, each carrying the loss of the labels it wins. The gradient is
