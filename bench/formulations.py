@@ -18,18 +18,36 @@ VARIANTS = (("pairs", "truncate"), ("multilabel", "truncate"), ("multilabel", "c
 def formulations(encoder: str, data_dir: str, max_length: int = 128) -> dict:
     rows = {}
     for formulation, long_text in VARIANTS:
-        config = TrainConfig(task="criteria", encoder=encoder, data_dir=data_dir, criteria_formulation=formulation,
-                             long_text=long_text, max_length=max_length, epochs=1, batch_size=16,
-                             learning_rate=5e-5, class_weighting="balanced", split_fractions=(0.8, 0.1, 0.1),
-                             objective_metric="post_macro_f1")
+        config = TrainConfig(
+            task="criteria",
+            encoder=encoder,
+            data_dir=data_dir,
+            criteria_formulation=formulation,
+            long_text=long_text,
+            max_length=max_length,
+            epochs=1,
+            batch_size=16,
+            learning_rate=5e-5,
+            class_weighting="balanced",
+            split_fractions=(0.8, 0.1, 0.1),
+            objective_metric="post_macro_f1",
+        )
         started = time.perf_counter()
         result = train(config)
         rows[f"{formulation}/{long_text}"] = {
-            "train_tokens_per_epoch": result.tokens_trained, "examples_per_epoch": result.samples_trained,
+            "train_tokens_per_epoch": result.tokens_trained,
+            "examples_per_epoch": result.samples_trained,
             "epoch_seconds": result.samples_trained / result.train_samples_per_second,
-            "run_seconds": time.perf_counter() - started, "token_coverage": result.token_coverage["train"],
-            "post_macro_f1": result.metrics["post_macro_f1"], "post_micro_f1": result.metrics["post_micro_f1"]}
+            "run_seconds": time.perf_counter() - started,
+            "token_coverage": result.token_coverage["train"],
+            "post_macro_f1": result.metrics["post_macro_f1"],
+            "post_micro_f1": result.metrics["post_micro_f1"],
+        }
     pairs, multilabel = rows["pairs/truncate"], rows["multilabel/truncate"]
-    return {"ratio": pairs["train_tokens_per_epoch"] / multilabel["train_tokens_per_epoch"],
-            "time_ratio": pairs["epoch_seconds"] / multilabel["epoch_seconds"], "max_length": max_length,
-            "variants": rows, "command": "python -m bench.run --only formulations"}
+    return {
+        "ratio": pairs["train_tokens_per_epoch"] / multilabel["train_tokens_per_epoch"],
+        "time_ratio": pairs["epoch_seconds"] / multilabel["epoch_seconds"],
+        "max_length": max_length,
+        "variants": rows,
+        "command": "python -m bench.run --only formulations",
+    }

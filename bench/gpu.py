@@ -25,27 +25,72 @@ def p5_gpu() -> dict:
 
     encoder = RUNS / "roberta-base-random"  # roberta-base's shape; weights do not change the speed
     if not (encoder / "config.json").exists():
-        tokenizer_dir = make_tiny_encoder("roberta", RUNS / "p5-tokenizer", vocab_size=8000, force=True)  # scratch
-        RobertaModel(RobertaConfig(vocab_size=len(RobertaTokenizer.from_pretrained(tokenizer_dir))),
-                     add_pooling_layer=False).save_pretrained(encoder)
+        tokenizer_dir = make_tiny_encoder(
+            "roberta", RUNS / "p5-tokenizer", vocab_size=8000, force=True
+        )  # scratch
+        RobertaModel(
+            RobertaConfig(vocab_size=len(RobertaTokenizer.from_pretrained(tokenizer_dir))),
+            add_pooling_layer=False,
+        ).save_pretrained(encoder)
         RobertaTokenizer.from_pretrained(tokenizer_dir).save_pretrained(encoder)
     data_dir = sample_data("data-p5", 400)
-    result = train(TrainConfig(task="criteria", encoder=str(encoder), data_dir=data_dir, epochs=1, max_length=256,
-                               batch_size=32, split_fractions=(0.8, 0.1, 0.1)))
+    result = train(
+        TrainConfig(
+            task="criteria",
+            encoder=str(encoder),
+            data_dir=data_dir,
+            epochs=1,
+            max_length=256,
+            batch_size=32,
+            split_fractions=(0.8, 0.1, 0.1),
+        )
+    )
     from hpo.train.prepare import prepare_data
 
-    data = prepare_data(TrainConfig(task="criteria", encoder=str(encoder), data_dir=data_dir, max_length=256,
-                                    split_fractions=(0.8, 0.1, 0.1)))
+    data = prepare_data(
+        TrainConfig(
+            task="criteria",
+            encoder=str(encoder),
+            data_dir=data_dir,
+            max_length=256,
+            split_fractions=(0.8, 0.1, 0.1),
+        )
+    )
     tokens_per_sample = float(data.train.tokens.lengths.mean())
     service_tps = result.train_samples_per_second * tokens_per_sample
     out = RUNS / "p5-trainer.json"
-    timed_run([sys.executable, "-m", "bench.trainer_baseline", str(encoder), data_dir, "--trials", "1", "--epochs", "1",
-               "--max-length", "256", "--fractions", "0.8", "0.1", "0.1", "--bf16", "--out", str(out)])
+    timed_run(
+        [
+            sys.executable,
+            "-m",
+            "bench.trainer_baseline",
+            str(encoder),
+            data_dir,
+            "--trials",
+            "1",
+            "--epochs",
+            "1",
+            "--max-length",
+            "256",
+            "--fractions",
+            "0.8",
+            "0.1",
+            "0.1",
+            "--bf16",
+            "--out",
+            str(out),
+        ]
+    )
     trainer = json.loads(out.read_text())
     trainer_tps = trainer["train_samples_per_second"] * tokens_per_sample
     params = sum(p.numel() for p in RobertaModel.from_pretrained(encoder).parameters())
     name = torch.cuda.get_device_name()
     peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
-    return {"ratio": service_tps / trainer_tps, "service_tokens_per_s": service_tps, "trainer_tokens_per_s": trainer_tps,
-            "mfu": 6 * params * service_tps / peak if peak else float("nan"), "gpu": name,
-            "command": "python -m bench.run --only p5"}
+    return {
+        "ratio": service_tps / trainer_tps,
+        "service_tokens_per_s": service_tps,
+        "trainer_tokens_per_s": trainer_tps,
+        "mfu": 6 * params * service_tps / peak if peak else float("nan"),
+        "gpu": name,
+        "command": "python -m bench.run --only p5",
+    }

@@ -37,22 +37,35 @@ STORAGE = f"sqlite:///{RUNS / 'p1.db'}"
 
 def p1_round(round_no: int, encoder: str, data_dir: str, spec_for) -> dict:
     """One round: the three searches in a rotated order; each side's seconds and evaluations."""
-    sides = {"trainer": lambda: _trainer(round_no, encoder, data_dir),
-             "service_pairs": lambda: _service(spec_for(f"p1-pairs-{round_no}", "pairs")),
-             "service_multilabel": lambda: _service(spec_for(f"p1-multilabel-{round_no}", "multilabel"))}
-    order = list(sides)[round_no % 3:] + list(sides)[:round_no % 3]
+    sides = {
+        "trainer": lambda: _trainer(round_no, encoder, data_dir),
+        "service_pairs": lambda: _service(spec_for(f"p1-pairs-{round_no}", "pairs")),
+        "service_multilabel": lambda: _service(spec_for(f"p1-multilabel-{round_no}", "multilabel")),
+    }
+    order = list(sides)[round_no % 3 :] + list(sides)[: round_no % 3]
     got = {side: sides[side]() for side in order}
     trainer = got["trainer"]
     target = max(e["post_macro_f1"] for e in trainer["evaluations"])
     trainer_reached = _first_reaching(trainer["evaluations"], target)
-    run = {"order": order, "target_post_macro_f1": target, "trainer_reached_s": trainer_reached, **{
-        f"{side}_{key}": value for side, result in got.items() for key, value in result.items() if key != "evaluations"}}
+    run = {
+        "order": order,
+        "target_post_macro_f1": target,
+        "trainer_reached_s": trainer_reached,
+        **{
+            f"{side}_{key}": value
+            for side, result in got.items()
+            for key, value in result.items()
+            if key != "evaluations"
+        },
+    }
     run["p1_ratio"] = got["service_pairs"]["seconds"] / trainer["seconds"]
     if target > 0:  # a Trainer that never predicted a symptom sets no quality to reach: no figure
         for side in ("service_pairs", "service_multilabel"):
             reached = _first_reaching(got[side]["evaluations"], target)
             run[f"{side}_reached_s"] = reached
-            run[f"{side}_quality_ratio"] = reached / trainer_reached if reached is not None else None
+            run[f"{side}_quality_ratio"] = (
+                reached / trainer_reached if reached is not None else None
+            )
         run["time_to_quality_ratio"] = run["service_multilabel_quality_ratio"]
     run["evaluations"] = {side: result["evaluations"] for side, result in got.items()}
     return run
@@ -65,15 +78,34 @@ def _first_reaching(evaluations: list[dict], target: float) -> float | None:
 
 def _trainer(round_no: int, encoder: str, data_dir: str) -> dict:
     out = RUNS / f"p1-trainer-{round_no}.json"
-    cmd = [sys.executable, "-m", "bench.trainer_baseline", encoder, data_dir, "--trials", str(TRIALS),
-           "--epochs", str(EPOCHS), "--max-length", str(MAX_LENGTH), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.trainer_baseline",
+        encoder,
+        data_dir,
+        "--trials",
+        str(TRIALS),
+        "--epochs",
+        str(EPOCHS),
+        "--max-length",
+        str(MAX_LENGTH),
+        "--out",
+        str(out),
+    ]
     launched = time.time()
     seconds, _ = timed_run(cmd)
     result = json.loads(out.read_text())
-    return {"seconds": seconds, "best_post_macro_f1": result["best_post_macro_f1"],
-            "train_tokens_per_epoch": result["train_tokens_per_epoch"], "train_examples": result["train_examples"],
-            "evaluations": [{"seconds": e["time"] - launched, "post_macro_f1": e["post_macro_f1"]}
-                            for e in result["evaluations"]]}
+    return {
+        "seconds": seconds,
+        "best_post_macro_f1": result["best_post_macro_f1"],
+        "train_tokens_per_epoch": result["train_tokens_per_epoch"],
+        "train_examples": result["train_examples"],
+        "evaluations": [
+            {"seconds": e["time"] - launched, "post_macro_f1": e["post_macro_f1"]}
+            for e in result["evaluations"]
+        ],
+    }
 
 
 def _service(spec: tuple[str, str]) -> dict:
@@ -92,10 +124,17 @@ def _service(spec: tuple[str, str]) -> dict:
     for trial in done:  # a value the last look missed: seen at the command's end at the latest
         for epoch, value in trial.intermediate_values.items():
             seen.setdefault((trial.number, epoch), (seconds, value))
-    return {"seconds": seconds, "best_post_macro_f1": study.best_value,
-            "train_tokens_per_epoch": round(sum(t.user_attrs["tokens_trained"] for t in done) / len(done) / EPOCHS),
-            "evaluations": [{"seconds": s, "post_macro_f1": v, "trial": n, "epoch": e}
-                            for (n, e), (s, v) in sorted(seen.items(), key=lambda kv: kv[1][0])]}
+    return {
+        "seconds": seconds,
+        "best_post_macro_f1": study.best_value,
+        "train_tokens_per_epoch": round(
+            sum(t.user_attrs["tokens_trained"] for t in done) / len(done) / EPOCHS
+        ),
+        "evaluations": [
+            {"seconds": s, "post_macro_f1": v, "trial": n, "epoch": e}
+            for (n, e), (s, v) in sorted(seen.items(), key=lambda kv: kv[1][0])
+        ],
+    }
 
 
 def _watch(name: str, launched: float, seen: dict, stop: threading.Event) -> None:
@@ -115,4 +154,3 @@ def _watch(name: str, launched: float, seen: dict, stop: threading.Event) -> Non
 
 def clean() -> None:
     (RUNS / "p1.db").unlink(missing_ok=True)
-

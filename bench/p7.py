@@ -24,14 +24,18 @@ CHECKPOINTS = (0.25, 0.5, 1.0)
 
 
 def _space(trial: optuna.Trial) -> dict:
-    return {"learning_rate": trial.suggest_float("learning_rate", 1e-5, 3e-2, log=True),
-            "head_layers": trial.suggest_int("head_layers", 0, 1),
-            "pooling": trial.suggest_categorical("pooling", ["cls", "mean"]),
-            "head_dropout": trial.suggest_float("head_dropout", 0.0, 0.3),
-            "warmup_ratio": trial.suggest_float("warmup_ratio", 0.0, 0.2)}
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 3e-2, log=True),
+        "head_layers": trial.suggest_int("head_layers", 0, 1),
+        "pooling": trial.suggest_categorical("pooling", ["cls", "mean"]),
+        "head_dropout": trial.suggest_float("head_dropout", 0.0, 0.3),
+        "warmup_ratio": trial.suggest_float("warmup_ratio", 0.0, 0.2),
+    }
 
 
-def _search(base: TrainConfig, sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner) -> list:
+def _search(
+    base: TrainConfig, sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner
+) -> list:
     """(epochs spent so far, best value so far) after every trial, until the budget is spent."""
     study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
     spent, curve = 0, []
@@ -64,47 +68,88 @@ def _best_at(curve: list, epochs: float) -> float:
 
 def p7_search(encoder: str, data_dir: str) -> dict:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    base = TrainConfig(task="criteria", encoder=encoder, data_dir=data_dir, criteria_formulation="multilabel",
-                       max_length=64, batch_size=16, class_weighting="balanced", objective_metric="macro_f1",
-                       split_fractions=(0.6, 0.3, 0.1), mixed_precision="no")
+    base = TrainConfig(
+        task="criteria",
+        encoder=encoder,
+        data_dir=data_dir,
+        criteria_formulation="multilabel",
+        max_length=64,
+        batch_size=16,
+        class_weighting="balanced",
+        objective_metric="macro_f1",
+        split_fractions=(0.6, 0.3, 0.1),
+        mixed_precision="no",
+    )
     curves = {"tpe+median": [], "random": []}
     for seed in range(SEEDS):
-        curves["tpe+median"].append(_search(
-            base, optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True),
-            optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)))
-        curves["random"].append(_search(base, optuna.samplers.RandomSampler(seed=seed), optuna.pruners.NopPruner()))
-    medians = {name: {f"{share:.0%}": statistics.median(_best_at(c, share * BUDGET_EPOCHS) for c in runs)
-                      for share in CHECKPOINTS} for name, runs in curves.items()}
+        curves["tpe+median"].append(
+            _search(
+                base,
+                optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True),
+                optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+            )
+        )
+        curves["random"].append(
+            _search(base, optuna.samplers.RandomSampler(seed=seed), optuna.pruners.NopPruner())
+        )
+    medians = {
+        name: {
+            f"{share:.0%}": statistics.median(_best_at(c, share * BUDGET_EPOCHS) for c in runs)
+            for share in CHECKPOINTS
+        }
+        for name, runs in curves.items()
+    }
     target = medians["random"]["100%"]
-    needed = next((epochs for epochs in range(1, BUDGET_EPOCHS + 1)
-                   if statistics.median(_best_at(c, epochs) for c in curves["tpe+median"]) >= target), None)
-    return {"ratio": needed / BUDGET_EPOCHS if needed else None, "median_best": medians,
-            "budget_epochs": BUDGET_EPOCHS, "seeds": SEEDS, "liar": proposal_spread(),
-            "workload": f"tiny encoder, {data_dir}, criteria multilabel, max_length 64, up to "
-                        f"{EPOCHS_PER_TRIAL} epochs a trial"}
+    needed = next(
+        (
+            epochs
+            for epochs in range(1, BUDGET_EPOCHS + 1)
+            if statistics.median(_best_at(c, epochs) for c in curves["tpe+median"]) >= target
+        ),
+        None,
+    )
+    return {
+        "ratio": needed / BUDGET_EPOCHS if needed else None,
+        "median_best": medians,
+        "budget_epochs": BUDGET_EPOCHS,
+        "seeds": SEEDS,
+        "liar": proposal_spread(),
+        "workload": f"tiny encoder, {data_dir}, criteria multilabel, max_length 64, up to "
+        f"{EPOCHS_PER_TRIAL} epochs a trial",
+    }
 
 
 def proposal_spread(workers: int = 4, rounds: int = 10, seeds: int = SEEDS) -> dict:
     """Mean distance between the proposals that ``workers`` workers hold at once (all asked
     before any is told), in the unit cube of the space; larger is less crowded."""
+
     def objective(params: dict) -> float:  # smooth, one optimum: where TPE would crowd
-        return -(math.log10(params["learning_rate"]) + 3) ** 2 - (params["head_dropout"] - 0.1) ** 2
+        return (
+            -((math.log10(params["learning_rate"]) + 3) ** 2) - (params["head_dropout"] - 0.1) ** 2
+        )
 
     spread = {}
     for liar in (False, True):
         distances = []
         for seed in range(seeds):
-            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, constant_liar=liar)
+            sampler = optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=8, multivariate=True, constant_liar=liar
+            )
             study = optuna.create_study(direction="maximize", sampler=sampler)
             for round_ in range(rounds):
                 trials = [study.ask() for _ in range(workers)]
-                points = [(np.log10(t.suggest_float("learning_rate", 1e-5, 3e-2, log=True)) + 5) / 3.48
-                          for t in trials]
+                points = [
+                    (np.log10(t.suggest_float("learning_rate", 1e-5, 3e-2, log=True)) + 5) / 3.48
+                    for t in trials
+                ]
                 drops = [t.suggest_float("head_dropout", 0.0, 0.3) / 0.3 for t in trials]
                 if round_ >= 2:  # after the random start-up trials
                     xy = np.column_stack([points, drops])
-                    distances += [float(np.linalg.norm(xy[i] - xy[j]))
-                                  for i in range(workers) for j in range(i + 1, workers)]
+                    distances += [
+                        float(np.linalg.norm(xy[i] - xy[j]))
+                        for i in range(workers)
+                        for j in range(i + 1, workers)
+                    ]
                 for t in trials:
                     study.tell(t, objective(t.params))
         spread["constant_liar" if liar else "plain"] = statistics.fmean(distances)
@@ -118,8 +163,17 @@ def determinism_cost(encoder: str, data_dir: str, runs: int = 2) -> dict:
 
     import torch
 
-    base = TrainConfig(task="criteria", encoder=encoder, data_dir=data_dir, criteria_formulation="multilabel",
-                       max_length=128, epochs=1, batch_size=16, objective_metric="macro_f1", mixed_precision="no")
+    base = TrainConfig(
+        task="criteria",
+        encoder=encoder,
+        data_dir=data_dir,
+        criteria_formulation="multilabel",
+        max_length=128,
+        epochs=1,
+        batch_size=16,
+        objective_metric="macro_f1",
+        mixed_precision="no",
+    )
     seconds, values = {}, {}
     for deterministic in (False, True):  # off first: enable_full_determinism is process-wide
         times = []
@@ -130,6 +184,9 @@ def determinism_cost(encoder: str, data_dir: str, runs: int = 2) -> dict:
             values.setdefault(deterministic, []).append(result.metrics)
         seconds[deterministic] = statistics.median(times)
     torch.use_deterministic_algorithms(False)
-    return {"ratio": seconds[True] / seconds[False], "seconds": {"off": seconds[False], "on": seconds[True]},
-            "bitwise_equal_reruns": values[True][0] == values[True][1],
-            "command": "python -m bench.run --only determinism"}
+    return {
+        "ratio": seconds[True] / seconds[False],
+        "seconds": {"off": seconds[False], "on": seconds[True]},
+        "bitwise_equal_reruns": values[True][0] == values[True][1],
+        "command": "python -m bench.run --only determinism",
+    }

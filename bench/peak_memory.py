@@ -16,9 +16,14 @@ from bench.memory import TRIAL
 from bench.results import write_results
 
 POSTS = 80  # 64 training posts: 4 steps of 16 posts, one epoch (the issue's run had 1,187)
-ISSUE_PEAK_MB = 4099  # issue #25: peak_memory_mb of one such trial on the real data before #29, one thread
-CASES = {"truncate": {"long_text": "truncate"}, "head_tail": {"long_text": "head_tail"},
-         "truncate, micro_batch_tokens off": {"long_text": "truncate", "micro_batch_tokens": None}}
+ISSUE_PEAK_MB = (
+    4099  # issue #25: peak_memory_mb of one such trial on the real data before #29, one thread
+)
+CASES = {
+    "truncate": {"long_text": "truncate"},
+    "head_tail": {"long_text": "head_tail"},
+    "truncate, micro_batch_tokens off": {"long_text": "truncate", "micro_batch_tokens": None},
+}
 HEADLINE = ("truncate", "head_tail")
 
 
@@ -27,28 +32,61 @@ def peak_memory(encoder: str, encoder_name: str, runs: int, data_dir: str | None
     results: dict[str, list[dict]] = {case: [] for case in CASES}
     for run_no in range(runs):
         for case, overrides in CASES.items():
-            if case not in HEADLINE and run_no >= 2:  # what the bound gives: two runs are enough to show it
+            if (
+                case not in HEADLINE and run_no >= 2
+            ):  # what the bound gives: two runs are enough to show it
                 continue
-            settings = {"task": "criteria", "encoder": encoder, "data_dir": data, "epochs": 1, "max_length": 256,
-                        "batch_size": 16, "criteria_formulation": "multilabel", "class_weighting": "balanced",
-                        "learning_rate": 5e-5, "mixed_precision": "no", "cache_dir": str(RUNS / "peak-memory-cache"),
-                        "split_fractions": [0.8, 0.1, 0.1], **overrides}
-            done = peak_rss([sys.executable, "-c", TRIAL, json.dumps(settings)], env={"OMP_NUM_THREADS": "2"})
+            settings = {
+                "task": "criteria",
+                "encoder": encoder,
+                "data_dir": data,
+                "epochs": 1,
+                "max_length": 256,
+                "batch_size": 16,
+                "criteria_formulation": "multilabel",
+                "class_weighting": "balanced",
+                "learning_rate": 5e-5,
+                "mixed_precision": "no",
+                "cache_dir": str(RUNS / "peak-memory-cache"),
+                "split_fractions": [0.8, 0.1, 0.1],
+                **overrides,
+            }
+            done = peak_rss(
+                [sys.executable, "-c", TRIAL, json.dumps(settings)], env={"OMP_NUM_THREADS": "2"}
+            )
             if done["exit_code"] != 0:
                 raise RuntimeError(f"peak_memory {case} failed:\n{done['stderr']}")
-            run = {"peak_rss_mb": done["peak_rss_mb"], **json.loads(done["stdout"].strip().splitlines()[-1])}
+            run = {
+                "peak_rss_mb": done["peak_rss_mb"],
+                **json.loads(done["stdout"].strip().splitlines()[-1]),
+            }
             results[case].append(run)
-            print(f"[peak_memory run {run_no + 1}] {case}: {run['peak_rss_mb']:,.0f} MiB", flush=True)
-    worst = {"worst of truncate and head_tail": [
-        {"peak_rss_mb": max(results[c][i]["peak_rss_mb"] for c in HEADLINE)} for i in range(runs)]}
-    write_results("peak_memory", {"encoder": encoder_name, "data": f"{POSTS} generated realistic posts (seed 0), "
-                                  "split 0.8/0.1/0.1 by post: one epoch of 64 training posts",
-                                  "task": "criteria multilabel, max_length 256, batch 16, 1 epoch, float32, "
-                                          "micro_batch_tokens auto (1024 on CPU) unless the case says off",
-                                  "threads": 2, "issue_peak_mb": ISSUE_PEAK_MB,
-                                  "issue_peak_note": "issue #25: peak_memory_mb of one trial on the real ReDSM5 "
-                                                     "(1,187 training posts, one thread) before #29; not re-run here"},
-                  {**results, **worst}, "peak_rss_mb", {"key": "worst of truncate and head_tail", "at_most": 1536},
-                  definition="peak RSS (MiB) of one trial in a fresh process: all-MiniLM-L6-v2, multilabel, "
-                             "max_length 256, batch 16; the worse of long_text truncate and head_tail per run",
-                  command="python -m bench.run --only peak_memory")
+            print(
+                f"[peak_memory run {run_no + 1}] {case}: {run['peak_rss_mb']:,.0f} MiB", flush=True
+            )
+    worst = {
+        "worst of truncate and head_tail": [
+            {"peak_rss_mb": max(results[c][i]["peak_rss_mb"] for c in HEADLINE)}
+            for i in range(runs)
+        ]
+    }
+    write_results(
+        "peak_memory",
+        {
+            "encoder": encoder_name,
+            "data": f"{POSTS} generated realistic posts (seed 0), "
+            "split 0.8/0.1/0.1 by post: one epoch of 64 training posts",
+            "task": "criteria multilabel, max_length 256, batch 16, 1 epoch, float32, "
+            "micro_batch_tokens auto (1024 on CPU) unless the case says off",
+            "threads": 2,
+            "issue_peak_mb": ISSUE_PEAK_MB,
+            "issue_peak_note": "issue #25: peak_memory_mb of one trial on the real ReDSM5 "
+            "(1,187 training posts, one thread) before #29; not re-run here",
+        },
+        {**results, **worst},
+        "peak_rss_mb",
+        {"key": "worst of truncate and head_tail", "at_most": 1536},
+        definition="peak RSS (MiB) of one trial in a fresh process: all-MiniLM-L6-v2, multilabel, "
+        "max_length 256, batch 16; the worse of long_text truncate and head_tail per run",
+        command="python -m bench.run --only peak_memory",
+    )

@@ -40,10 +40,16 @@ MEASURES = {
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
     "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, in a fresh process "
-              "(bench/memory.py)",
+    "(bench/memory.py)",
 }
-UNITS = (("_ms", " ms"), ("_mb", " MiB"), ("_s", " s"), ("_seconds", " s"), ("ratio", "×"),
-         ("trials_per_hour", " trials/hour"))
+UNITS = (
+    ("_ms", " ms"),
+    ("_mb", " MiB"),
+    ("_s", " s"),
+    ("_seconds", " s"),
+    ("ratio", "×"),
+    ("trials_per_hour", " trials/hour"),
+)
 
 
 def unit(figure: str) -> str:
@@ -59,7 +65,13 @@ def fmt(value, figure: str = "") -> str:
         return "not reached"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    text = f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
+    text = (
+        f"{value:.2f}"
+        if abs(value) < 10
+        else f"{value:.1f}"
+        if abs(value) < 100
+        else f"{value:,.0f}"
+    )
     return text + unit(figure)
 
 
@@ -80,8 +92,10 @@ def _spread(stats: dict, figure: str) -> str:
 
 
 def table(results: dict[str, dict]) -> list[str]:
-    lines = ["| Measure | Definition | Target | Median | Runs | Min – max | Verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| Measure | Definition | Target | Median | Runs | Min – max | Verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for measure in [*MEASURES, *sorted(set(results) - set(MEASURES))]:  # absent ones too
         label = MEASURES.get(measure, measure)
         result = results.get(measure)
@@ -94,28 +108,41 @@ def table(results: dict[str, dict]) -> list[str]:
         verdict = target["verdict"] if target else "measured"
         definition = result.get("definition") or DEFINITIONS.get(measure, "")
         median = fmt(stats.get("median"), figure) if stats.get("runs") else "not measured"
-        lines.append(f"| {label} | {definition} ({key}) | {_target(target, figure)} | **{median}**"
-                     f" | {stats['runs']} | {_spread(stats, figure)} | **{verdict}** |")
+        lines.append(
+            f"| {label} | {definition} ({key}) | {_target(target, figure)} | **{median}**"
+            f" | {stats['runs']} | {_spread(stats, figure)} | **{verdict}** |"
+        )
     return lines
 
 
 def details(measure: str, result: dict) -> list[str]:
     """Every figure of every case, median and range; then the machine, versions and commit."""
     label = MEASURES.get(measure, measure)
-    lines = [f"#### {label} (`{measure}.json`)", "", "| Case | Figure | Median | Min – max | Runs |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"#### {label} (`{measure}.json`)",
+        "",
+        "| Case | Figure | Median | Min – max | Runs |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     figures = result.get("figures") or {result["value"]: result["summary"]}
     for figure, cases in figures.items():
         for case, stats in cases.items():
             if stats.get("runs"):
-                lines.append(f"| {case} | {figure} | {fmt(stats.get('median'), figure)} | {_spread(stats, figure)}"
-                             f" | {stats['runs']} |")
+                lines.append(
+                    f"| {case} | {figure} | {fmt(stats.get('median'), figure)} | {_spread(stats, figure)}"
+                    f" | {stats['runs']} |"
+                )
     machine, versions = result["machine"], result["versions"]
-    lines += ["", f"Measured {result['date'][:10]} at commit `{result['commit']}` on {machine['cpu']} "
-                  f"({machine.get('cores')} cores; flags: {', '.join(machine.get('flags') or ['none of avx2/avx512'])}; "
-                  f"{machine.get('memory_gb')} GiB; GPU: {machine.get('gpu') or 'none'}); "
-              + ", ".join(f"{name} {version}" for name, version in versions.items() if version) + ".",
-              "", "Workload: " + "; ".join(f"{k}: {v}" for k, v in result["workload"].items()) + "."]
+    lines += [
+        "",
+        f"Measured {result['date'][:10]} at commit `{result['commit']}` on {machine['cpu']} "
+        f"({machine.get('cores')} cores; flags: {', '.join(machine.get('flags') or ['none of avx2/avx512'])}; "
+        f"{machine.get('memory_gb')} GiB; GPU: {machine.get('gpu') or 'none'}); "
+        + ", ".join(f"{name} {version}" for name, version in versions.items() if version)
+        + ".",
+        "",
+        "Workload: " + "; ".join(f"{k}: {v}" for k, v in result["workload"].items()) + ".",
+    ]
     if result.get("command"):
         lines += ["", f"Reproduce: `{result['command']}`."]
     for name, value in (result.get("details") or {}).items():
@@ -140,25 +167,43 @@ def _ordered(results: dict) -> list[str]:
 def generated_block(text: str) -> str:
     match = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), text, re.S)
     if not match:
-        raise SystemExit(f"{DOC}: no generated block; put the lines {BEGIN!r} and {END!r} where the table goes")
+        raise SystemExit(
+            f"{DOC}: no generated block; put the lines {BEGIN!r} and {END!r} where the table goes"
+        )
     return match.group(0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/performance.md is out of date")
-    parser.add_argument("--committed", action="store_true",
-                        help="only the results files git tracks (leave out someone's run in progress)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/performance.md is out of date"
+    )
+    parser.add_argument(
+        "--committed",
+        action="store_true",
+        help="only the results files git tracks (leave out someone's run in progress)",
+    )
     args = parser.parse_args()
     text = DOC.read_text()
     results = load_all()
     if args.committed:
-        tracked = subprocess.run(["git", "ls-files", "bench/results"], capture_output=True, text=True,
-                                 cwd=DOC.parents[1], check=True).stdout.split()
+        tracked = subprocess.run(
+            ["git", "ls-files", "bench/results"],
+            capture_output=True,
+            text=True,
+            cwd=DOC.parents[1],
+            check=True,
+        ).stdout.split()
         results = {m: r for m, r in results.items() if f"bench/results/{m}.json" in tracked}
     block, fresh = generated_block(text), render(results)
     if args.check:
-        sys.exit(0 if block == fresh else f"{DOC} is out of date with bench/results: run python -m bench.report")
+        sys.exit(
+            0
+            if block == fresh
+            else f"{DOC} is out of date with bench/results: run python -m bench.report"
+        )
     DOC.write_text(text.replace(block, fresh))
     print(f"wrote {DOC}")
 

@@ -20,16 +20,27 @@ def machine() -> dict:
     info = {"cpu": platform.processor() or platform.machine(), "flags": [], "cores": os.cpu_count()}
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-        info["cpu"] = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                           if line.startswith("model name"))
-        flags = next(line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags"))
-        info["flags"] = sorted(f for f in flags if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+        info["cpu"] = next(
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.splitlines()
+            if line.startswith("model name")
+        )
+        flags = next(
+            line.split(":", 1)[1].split()
+            for line in cpuinfo.splitlines()
+            if line.startswith("flags")
+        )
+        info["flags"] = sorted(
+            f for f in flags if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+        )
     except (OSError, StopIteration):
         pass
     if hasattr(os, "sched_getaffinity"):
         info["cores"] = len(os.sched_getaffinity(0))
     try:
-        info["memory_gb"] = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)
+        info["memory_gb"] = round(
+            os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1
+        )
     except (ValueError, OSError):
         pass
     try:
@@ -54,10 +65,18 @@ def versions() -> dict:
 
 
 def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parent)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True, cwd=Path(__file__).resolve().parent).stdout.strip()
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+    ).stdout.strip()
     return done.stdout.strip() + ("+uncommitted" if dirty else "")
 
 
@@ -69,9 +88,18 @@ def stats(values: list) -> dict:
     numbers = [math.inf if v is None else v for v in values]
     median = statistics.median(numbers)
     finite = [v for v in numbers if math.isfinite(v)]
-    spread = (max(numbers) - min(numbers)) / median if finite and math.isfinite(max(numbers)) and median else None
-    return {"median": _finite(median), "min": _finite(min(numbers)), "max": _finite(max(numbers)),
-            "spread": None if spread is None else round(spread, 4), "runs": len(values)}
+    spread = (
+        (max(numbers) - min(numbers)) / median
+        if finite and math.isfinite(max(numbers)) and median
+        else None
+    )
+    return {
+        "median": _finite(median),
+        "min": _finite(min(numbers)),
+        "max": _finite(max(numbers)),
+        "spread": None if spread is None else round(spread, 4),
+        "runs": len(values),
+    }
 
 
 def _finite(value: float) -> float | None:
@@ -79,34 +107,67 @@ def _finite(value: float) -> float | None:
 
 
 # What else ran on the machine while a measure ran: set by ``python -m bench.run --machine-use``.
-MACHINE_USE = {"text": "a shared 2-core machine: other engineers' tests ran at the same time, so absolute seconds are "
-                       "inflated and spread; ratios come from runs alternated within one round"}
+MACHINE_USE = {
+    "text": "a shared 2-core machine: other engineers' tests ran at the same time, so absolute seconds are "
+    "inflated and spread; ratios come from runs alternated within one round"
+}
 
 
-def write_results(measure: str, workload: dict, runs: dict[str, list[dict]], value: str, target: dict | None = None,
-                  *, definition: str | None = None, also: tuple[str, ...] = (), details: dict | None = None,
-                  command: str | None = None) -> Path:
+def write_results(
+    measure: str,
+    workload: dict,
+    runs: dict[str, list[dict]],
+    value: str,
+    target: dict | None = None,
+    *,
+    definition: str | None = None,
+    also: tuple[str, ...] = (),
+    details: dict | None = None,
+    command: str | None = None,
+) -> Path:
     """``runs``: per case, every run's raw values; ``value`` names the figure whose median and
     spread are summarised per case (``also``: more figures summarised the same way, under
     ``figures``). ``target``: the case (``key``), the figure and its bound (``at_most`` or
     ``at_least``), judged met or missed on the median. ``definition``: the measure's one
     definition, in words; ``details``: figures measured once (a profile), not per run."""
-    summary = {case: stats([run.get(value) for run in case_runs if value in run]) for case, case_runs in runs.items()}
-    figures = {name: {case: stats([run.get(name) for run in case_runs if name in run])
-                      for case, case_runs in runs.items()} for name in (value, *also)}
-    result = {"measure": measure, "value": value, "definition": definition, "command": command,
-              "commit": commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": machine(), "versions": versions(),
-              "workload": {**workload, "machine_use": MACHINE_USE["text"],
-                           "load_average_1_5_15_min_when_written": [round(x, 2) for x in os.getloadavg()]},
-              "runs": runs,
-              "summary": summary, "figures": figures}
+    summary = {
+        case: stats([run.get(value) for run in case_runs if value in run])
+        for case, case_runs in runs.items()
+    }
+    figures = {
+        name: {
+            case: stats([run.get(name) for run in case_runs if name in run])
+            for case, case_runs in runs.items()
+        }
+        for name in (value, *also)
+    }
+    result = {
+        "measure": measure,
+        "value": value,
+        "definition": definition,
+        "command": command,
+        "commit": commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(),
+        "workload": {
+            **workload,
+            "machine_use": MACHINE_USE["text"],
+            "load_average_1_5_15_min_when_written": [round(x, 2) for x in os.getloadavg()],
+        },
+        "runs": runs,
+        "summary": summary,
+        "figures": figures,
+    }
     if details:
         result["details"] = details
     if target:
         got = summary.get(target["key"], {})
-        result["target"] = {**target, "median": got.get("median"),
-                            "verdict": verdict(got.get("median"), target, got.get("runs", 0))}
+        result["target"] = {
+            **target,
+            "median": got.get("median"),
+            "verdict": verdict(got.get("median"), target, got.get("runs", 0)),
+        }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{measure}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

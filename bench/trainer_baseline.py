@@ -66,7 +66,9 @@ class WeightedTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs.pop("labels")
         outputs = model(**inputs)
-        loss = torch.nn.functional.cross_entropy(outputs.logits, labels, weight=self.class_weights.to(labels.device))
+        loss = torch.nn.functional.cross_entropy(
+            outputs.logits, labels, weight=self.class_weights.to(labels.device)
+        )
         return (loss, outputs) if return_outputs else loss
 
 
@@ -77,8 +79,13 @@ class EvaluationTimes(TrainerCallback):
         self.evaluations = []
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        self.evaluations.append({"time": time.time(), "epoch": state.epoch,
-                                 "post_macro_f1": (metrics or {}).get("eval_post_macro_f1")})
+        self.evaluations.append(
+            {
+                "time": time.time(),
+                "epoch": state.epoch,
+                "post_macro_f1": (metrics or {}).get("eval_post_macro_f1"),
+            }
+        )
 
 
 def balanced_weights(labels) -> torch.Tensor:
@@ -96,19 +103,27 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--fractions", type=float, nargs=3, default=(0.6, 0.3, 0.1))
-    parser.add_argument("--bf16", action="store_true", help="bf16 mixed precision (GPUs, CPUs with native bf16)")
+    parser.add_argument(
+        "--bf16", action="store_true", help="bf16 mixed precision (GPUs, CPUs with native bf16)"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     started = time.perf_counter()
 
     corpus = load_redsm5(args.data_dir)
-    posts = split_posts(symptom_profiles(corpus), tuple(args.fractions), seed=0)  # the service's split (split_seed 0)
+    posts = split_posts(
+        symptom_profiles(corpus), tuple(args.fractions), seed=0
+    )  # the service's split (split_seed 0)
     splits = partition(build_examples(corpus, args.task, load_descriptions()), posts)
     tokenizer = AutoTokenizer.from_pretrained(args.encoder)
 
     def encode(rows):
-        enc = tokenizer([e.text_a for e in rows], [e.text_b for e in rows], truncation="only_second",
-                        max_length=args.max_length)
+        enc = tokenizer(
+            [e.text_a for e in rows],
+            [e.text_b for e in rows],
+            truncation="only_second",
+            max_length=args.max_length,
+        )
         return PairDataset(dict(enc), [e.label for e in rows])
 
     train, validation = encode(splits.train), encode(splits.validation)
@@ -119,33 +134,65 @@ def main() -> None:
     def compute_metrics(pred):
         logits = torch.as_tensor(pred.predictions, dtype=torch.float32)
         probs = torch.softmax(logits, dim=-1)[:, 1].numpy()
-        return {"macro_f1": f1_score(pred.label_ids, np.argmax(pred.predictions, axis=-1), average="macro"),
-                **post_level(splits.validation, probs)}
+        return {
+            "macro_f1": f1_score(
+                pred.label_ids, np.argmax(pred.predictions, axis=-1), average="macro"
+            ),
+            **post_level(splits.validation, probs),
+        }
 
     def hp_space(trial):  # the same search space as bench's service spec
-        return {"learning_rate": trial.suggest_float("learning_rate", 2e-5, 2e-4, log=True),
-                "weight_decay": trial.suggest_float("weight_decay", 0.0, 0.1)}
+        return {
+            "learning_rate": trial.suggest_float("learning_rate", 2e-5, 2e-4, log=True),
+            "weight_decay": trial.suggest_float("weight_decay", 0.0, 0.1),
+        }
 
     training_args = TrainingArguments(
-        output_dir=args.out + ".trainer", num_train_epochs=args.epochs, per_device_train_batch_size=16,
-        eval_strategy="epoch", save_strategy="no", logging_strategy="epoch", report_to="none",
-        disable_tqdm=True, seed=0, use_cpu=not torch.cuda.is_available(), bf16=args.bf16,
+        output_dir=args.out + ".trainer",
+        num_train_epochs=args.epochs,
+        per_device_train_batch_size=16,
+        eval_strategy="epoch",
+        save_strategy="no",
+        logging_strategy="epoch",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=args.bf16,
     )
     times = EvaluationTimes()
-    trainer = WeightedTrainer(model_init=model_init, args=training_args, train_dataset=train, eval_dataset=validation,
-                              processing_class=tokenizer, compute_metrics=compute_metrics, callbacks=[times],
-                              class_weights=balanced_weights(train.labels))
+    trainer = WeightedTrainer(
+        model_init=model_init,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=validation,
+        processing_class=tokenizer,
+        compute_metrics=compute_metrics,
+        callbacks=[times],
+        class_weights=balanced_weights(train.labels),
+    )
     search_started = time.perf_counter()
-    best = trainer.hyperparameter_search(hp_space=hp_space, compute_objective=lambda m: m["eval_post_macro_f1"],
-                                         n_trials=args.trials, direction="maximize", backend="optuna",
-                                         sampler=optuna.samplers.TPESampler(seed=0))  # the service's sampler and seed
+    best = trainer.hyperparameter_search(
+        hp_space=hp_space,
+        compute_objective=lambda m: m["eval_post_macro_f1"],
+        n_trials=args.trials,
+        direction="maximize",
+        backend="optuna",
+        sampler=optuna.samplers.TPESampler(seed=0),
+    )  # the service's sampler and seed
     done = time.perf_counter()
     runtime = [entry for entry in trainer.state.log_history if "train_runtime" in entry]
-    result = {"train_samples_per_second": runtime[-1]["train_samples_per_second"] if runtime else None,
-              "best_post_macro_f1": best.objective, "best_params": best.hyperparameters,
-              "train_tokens_per_epoch": int(sum(sum(mask) for mask in train.encodings["attention_mask"])),
-              "search_seconds": done - search_started, "script_seconds": done - started,
-              "train_examples": len(train), "eval_examples": len(validation), "evaluations": times.evaluations}
+    result = {
+        "train_samples_per_second": runtime[-1]["train_samples_per_second"] if runtime else None,
+        "best_post_macro_f1": best.objective,
+        "best_params": best.hyperparameters,
+        "train_tokens_per_epoch": int(sum(sum(mask) for mask in train.encodings["attention_mask"])),
+        "search_seconds": done - search_started,
+        "script_seconds": done - started,
+        "train_examples": len(train),
+        "eval_examples": len(validation),
+        "evaluations": times.evaluations,
+    }
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
 
@@ -153,7 +200,10 @@ def main() -> None:
 def post_level(rows, probs) -> dict[str, float]:
     """Post x symptom matrices from per-pair probabilities, scored as the service scores them."""
     posts = {post: i for i, post in enumerate(dict.fromkeys(e.post_id for e in rows))}
-    truth, scores = np.zeros((len(posts), len(SYMPTOMS)), np.int64), np.zeros((len(posts), len(SYMPTOMS)))
+    truth, scores = (
+        np.zeros((len(posts), len(SYMPTOMS)), np.int64),
+        np.zeros((len(posts), len(SYMPTOMS))),
+    )
     for example, prob in zip(rows, probs, strict=True):
         cell = posts[example.post_id], SYMPTOMS.index(example.criterion)
         truth[cell], scores[cell] = example.label, prob

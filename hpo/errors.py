@@ -1,10 +1,11 @@
 """Errors users can act on. ``UsageError`` means bad input: the CLI prints it on one line and exits 2."""
 
-
 from collections.abc import Callable
 
 
-def find_cause(exc: BaseException, matches: Callable[[BaseException], bool]) -> BaseException | None:
+def find_cause(
+    exc: BaseException, matches: Callable[[BaseException], bool]
+) -> BaseException | None:
     """The first exception in ``exc``'s chain (itself, then causes and contexts) that
     ``matches``: libraries re-raise over the error that explains a failure."""
     seen: BaseException | None = exc
@@ -44,7 +45,9 @@ class MetaTensorError(RuntimeError):
 
     def __init__(self, names, context: str = ""):
         self.names = sorted(names)
-        shown = ", ".join(self.names[:20]) + (f" … (+{len(self.names) - 20} more)" if len(self.names) > 20 else "")
+        shown = ", ".join(self.names[:20]) + (
+            f" … (+{len(self.names) - 20} more)" if len(self.names) > 20 else ""
+        )
         where = f" {context}" if context else ""
         super().__init__(
             f"{len(self.names)} tensor(s) are on the meta device{where} and were not restored: {shown}. "

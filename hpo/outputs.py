@@ -18,20 +18,31 @@ from typing import BinaryIO, TextIO
 
 from hpo.errors import UsageError
 
-UID_DIGITS = 8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
+UID_DIGITS = (
+    8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
+)
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
-SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")  # a database's own files beside it: losing one corrupts it
+SQLITE_SIDE_FILES = (
+    "-wal",
+    "-shm",
+    "-journal",
+)  # a database's own files beside it: losing one corrupts it
 
 
 class OutputRefused(UsageError):
     """Writing there would destroy what is not the command's to replace: an input, a database, a device."""
 
 
-def refuse_unsafe_output(path: str | Path, *, protected: Mapping[str | Path, str] | None = None,
-                         may_replace: Callable[[Path], bool] | None = None, kind: str = "file this command wrote",
-                         force: bool = False) -> None:
+def refuse_unsafe_output(
+    path: str | Path,
+    *,
+    protected: Mapping[str | Path, str] | None = None,
+    may_replace: Callable[[Path], bool] | None = None,
+    kind: str = "file this command wrote",
+    force: bool = False,
+) -> None:
     """Raise ``OutputRefused`` unless a command may write ``path``: never a ``protected`` path
     ({path: what it is}: an input file, or anything inside a model folder), however it is reached
     (symlink, hard link), not even with ``force``; never a SQLite database (a study's storage), a
@@ -48,25 +59,37 @@ def refuse_unsafe_output(path: str | Path, *, protected: Mapping[str | Path, str
     target = path.resolve()
     for guarded, what in (protected or {}).items():
         guarded = Path(guarded)
-        if target == guarded.resolve() or (status is not None and guarded.exists() and os.path.samefile(guarded, path)):
-            raise OutputRefused(f"refusing to write {path}: it is {what}, which would be destroyed; "
-                                "choose another output path")
+        if target == guarded.resolve() or (
+            status is not None and guarded.exists() and os.path.samefile(guarded, path)
+        ):
+            raise OutputRefused(
+                f"refusing to write {path}: it is {what}, which would be destroyed; "
+                "choose another output path"
+            )
         if guarded.resolve() in target.parents:
-            raise OutputRefused(f"refusing to write {path}: it lies inside {what} ({guarded}); choose an output "
-                                "path outside it")
+            raise OutputRefused(
+                f"refusing to write {path}: it lies inside {what} ({guarded}); choose an output "
+                "path outside it"
+            )
     if _is_sqlite(target):
-        raise OutputRefused(f"refusing to overwrite {path}: it is a SQLite database (a study's storage?), which "
-                            "would be destroyed; choose another output path")
+        raise OutputRefused(
+            f"refusing to overwrite {path}: it is a SQLite database (a study's storage?), which "
+            "would be destroyed; choose another output path"
+        )
     if status is None or stat.S_ISCHR(status.st_mode) or stat.S_ISFIFO(status.st_mode):
         return
     if stat.S_ISDIR(status.st_mode):
         raise OutputRefused(f"cannot write {path}: it is a folder; give a file path inside it")
     if not stat.S_ISREG(status.st_mode):
-        raise OutputRefused(f"refusing to write {path}: it is a block device or socket, not a file; "
-                            "choose a file path")
+        raise OutputRefused(
+            f"refusing to write {path}: it is a block device or socket, not a file; "
+            "choose a file path"
+        )
     if status.st_size and may_replace is not None and not force and not may_replace(target):
-        raise OutputRefused(f"refusing to overwrite {path}: it exists and is not a {kind}; choose a new path, "
-                            "or pass --force to replace it")
+        raise OutputRefused(
+            f"refusing to overwrite {path}: it exists and is not a {kind}; choose a new path, "
+            "or pass --force to replace it"
+        )
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -106,7 +129,9 @@ def _atomic(path: Path, mode: str, rules: dict) -> Iterator:
     into: a rename would replace the device (/dev/null) with a regular file."""
     refuse_unsafe_output(path, **rules)
     text = {"newline": "", "encoding": "utf-8"} if "b" not in mode else {}
-    if path.exists() and not path.is_file():  # what refuse_unsafe_output lets through: a device or a FIFO
+    if (
+        path.exists() and not path.is_file()
+    ):  # what refuse_unsafe_output lets through: a device or a FIFO
         with open(path, mode, **text) as stream:
             yield stream
         return
@@ -147,7 +172,9 @@ def recorded_owner(checkpoint: str | Path) -> tuple[str | None, int | None]:
 
 
 class TrialOutputs:
-    def __init__(self, output_dir: str | Path, name: str, uid: str, keep_top_k: int, direction: str):
+    def __init__(
+        self, output_dir: str | Path, name: str, uid: str, keep_top_k: int, direction: str
+    ):
         self.output_dir, self.uid = Path(output_dir), uid
         self.study_dir = self._confined(study_dir(output_dir, name, uid))
         self.keep_top_k, self.direction = keep_top_k, direction
@@ -159,8 +186,10 @@ class TrialOutputs:
         deleted, so one that leads out (``..``, a symlink) must never be used.
         """
         if self.output_dir.resolve() not in path.resolve().parents:
-            raise OutsideOutputDir(f"{path} resolves to {path.resolve()}, outside output_dir {self.output_dir}; "
-                                   "give the study a plain name and remove any symlink that leads out")
+            raise OutsideOutputDir(
+                f"{path} resolves to {path.resolve()}, outside output_dir {self.output_dir}; "
+                "give the study a plain name and remove any symlink that leads out"
+            )
         return path
 
     def trial_dir(self, number: int) -> Path:
@@ -173,7 +202,10 @@ class TrialOutputs:
         path.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        loggers = [logging.getLogger("hpo"), logging.getLogger("hpo.detail")]  # detail: the log file only
+        loggers = [
+            logging.getLogger("hpo"),
+            logging.getLogger("hpo.detail"),
+        ]  # detail: the log file only
         for logger in loggers:
             logger.addHandler(handler)
         try:
@@ -194,7 +226,9 @@ class TrialOutputs:
     def ranked_keep(self, candidates: Sequence[tuple[int, float]]) -> set[int]:
         """Trial numbers whose checkpoints stay: the best ``keep_top_k`` values, earlier
         trials first on ties."""
-        best_first = sorted(candidates, key=lambda c: (-c[1] if self.direction == "maximize" else c[1], c[0]))
+        best_first = sorted(
+            candidates, key=lambda c: (-c[1] if self.direction == "maximize" else c[1], c[0])
+        )
         return {number for number, _ in best_first[: self.keep_top_k]}
 
     def checkpoint_dir(self, number: int) -> Path:

@@ -56,7 +56,9 @@ class NotAModel(UsageError):
 class CriteriaPredictions:
     labels: tuple[str, ...]  # the symptoms, in column order
     probabilities: np.ndarray  # (posts, labels)
-    decisions: np.ndarray  # (posts, labels), bool: probability >= the model's threshold for that symptom
+    decisions: (
+        np.ndarray
+    )  # (posts, labels), bool: probability >= the model's threshold for that symptom
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,19 @@ def _check_fits(path: Path, settings: InferenceSettings, model: torch.nn.Module)
     would end in an IndexError deep inside the embeddings."""
     limit = _position_limit(model.config)
     if limit is not None and settings.max_length > limit:
-        raise NotAModel(f"{path}: not a valid classifier.json: inference.max_length {settings.max_length} is more "
-                        f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
-                        "editing the file")
+        raise NotAModel(
+            f"{path}: not a valid classifier.json: inference.max_length {settings.max_length} is more "
+            f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
+            "editing the file"
+        )
 
 
 def _position_limit(config) -> int | None:
     """The longest sequence an encoder's absolute position embeddings cover; None: relative
     positions only (DeBERTa-v3), no fixed limit."""
-    if not getattr(config, "position_biased_input", True) or not getattr(config, "max_position_embeddings", None):
+    if not getattr(config, "position_biased_input", True) or not getattr(
+        config, "max_position_embeddings", None
+    ):
         return None
     if "roberta" in config.model_type:  # RoBERTa's positions start after the padding index
         return config.max_position_embeddings - config.pad_token_id - 1
@@ -93,18 +99,34 @@ def _position_limit(config) -> int | None:
 class Predictor:
     """A loaded classifier in eval mode on its device, with the settings it was trained with."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, settings: InferenceSettings, device: torch.device):
-        self.model, self.tokenizer, self.settings, self.device = model.eval(), tokenizer, settings, device
-        self.thresholds = np.array([settings.thresholds[label] for label in settings.labels])  # in column order
-        self.collate = Collator(tokenizer.pad_token_id, pad_to_multiple_of=8 if device.type == "cuda" else None,
-                                keep_keys=forward_keys(model))  # as training pads
+    def __init__(
+        self, model: torch.nn.Module, tokenizer, settings: InferenceSettings, device: torch.device
+    ):
+        self.model, self.tokenizer, self.settings, self.device = (
+            model.eval(),
+            tokenizer,
+            settings,
+            device,
+        )
+        self.thresholds = np.array(
+            [settings.thresholds[label] for label in settings.labels]
+        )  # in column order
+        self.collate = Collator(
+            tokenizer.pad_token_id,
+            pad_to_multiple_of=8 if device.type == "cuda" else None,
+            keep_keys=forward_keys(model),
+        )  # as training pads
 
     @property
     def task(self) -> str:
         return self.settings.task
 
-    def predict(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE,
-                progress: Progress | None = None) -> CriteriaPredictions:
+    def predict(
+        self,
+        texts: Sequence[str],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Progress | None = None,
+    ) -> CriteriaPredictions:
         """Per text, each symptom's probability and decision (criteria models)."""
         self._require("criteria", texts)
         labels = self.settings.labels
@@ -112,13 +134,22 @@ class Predictor:
             probs = self._by_post(texts, lambda text: [(None, text)], batch_size, progress)
         else:  # one (criterion, post) pair per symptom, in label order
             firsts = [self.settings.descriptions[label] for label in labels]
-            probs = self._by_post(texts, lambda text: [(first, text) for first in firsts], batch_size, progress)
-        probabilities = np.stack([p.reshape(-1) for p in probs]) if probs else np.zeros((0, len(labels)))
+            probs = self._by_post(
+                texts, lambda text: [(first, text) for first in firsts], batch_size, progress
+            )
+        probabilities = (
+            np.stack([p.reshape(-1) for p in probs]) if probs else np.zeros((0, len(labels)))
+        )
         return CriteriaPredictions(labels, probabilities, probabilities >= self.thresholds)
 
-    def predict_evidence(self, posts: Sequence[str], top_k: int | None = DEFAULT_TOP_K,
-                         batch_size: int = DEFAULT_BATCH_SIZE, progress: Progress | None = None,
-                         symptoms: Sequence[Sequence[str]] | None = None) -> list[dict[str, list[ScoredSentence]]]:
+    def predict_evidence(
+        self,
+        posts: Sequence[str],
+        top_k: int | None = DEFAULT_TOP_K,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Progress | None = None,
+        symptoms: Sequence[Sequence[str]] | None = None,
+    ) -> list[dict[str, list[ScoredSentence]]]:
         """Per post and symptom, its ``top_k`` sentences (all with None) by evidence score.
 
         ``symptoms``: per post, the symptoms to score (a criteria model's findings); None:
@@ -130,33 +161,66 @@ class Predictor:
         sentences = [split_sentences(post) for post in posts]
         scored = self._by_post(
             range(len(posts)),
-            lambda i: [(descriptions[label], sentence.text) for sentence in sentences[i] for label in wanted[i]],
-            batch_size, progress, length=lambda i: len(posts[i]))
-        return [self._top(sentences[i], wanted[i], scores.reshape(len(sentences[i]), len(wanted[i])), top_k)
-                for i, scores in enumerate(scored)]
+            lambda i: [
+                (descriptions[label], sentence.text)
+                for sentence in sentences[i]
+                for label in wanted[i]
+            ],
+            batch_size,
+            progress,
+            length=lambda i: len(posts[i]),
+        )
+        return [
+            self._top(
+                sentences[i], wanted[i], scores.reshape(len(sentences[i]), len(wanted[i])), top_k
+            )
+            for i, scores in enumerate(scored)
+        ]
 
     def _symptoms(self, symptoms: Sequence[Sequence[str]], posts: int) -> list[tuple[str, ...]]:
         if len(symptoms) != posts:
-            raise UsageError(f"symptoms names {len(symptoms)} posts' symptoms for {posts} posts; give one list per post")
+            raise UsageError(
+                f"symptoms names {len(symptoms)} posts' symptoms for {posts} posts; give one list per post"
+            )
         known = set(self.settings.labels)
         if unknown := sorted({label for wanted in symptoms for label in wanted} - known):
-            raise UsageError(f"unknown symptom(s) {', '.join(unknown)}; use {', '.join(self.settings.labels)}")
-        return [tuple(label for label in self.settings.labels if label in chosen)
-                for chosen in map(set, symptoms)]
+            raise UsageError(
+                f"unknown symptom(s) {', '.join(unknown)}; use {', '.join(self.settings.labels)}"
+            )
+        return [
+            tuple(label for label in self.settings.labels if label in chosen)
+            for chosen in map(set, symptoms)
+        ]
 
-    def _top(self, sentences: list, labels: Sequence[str], scores: np.ndarray,
-             top_k: int | None) -> dict[str, list[ScoredSentence]]:
+    def _top(
+        self, sentences: list, labels: Sequence[str], scores: np.ndarray, top_k: int | None
+    ) -> dict[str, list[ScoredSentence]]:
         top = {}
         for column, label in enumerate(labels):
             threshold = self.settings.thresholds[label]
             order = np.argsort(-scores[:, column], kind="stable")[:top_k]
-            top[label] = [ScoredSentence(rank, int(i), sentences[i].text, float(scores[i, column]),
-                                         bool(scores[i, column] >= threshold), sentences[i].start, sentences[i].end)
-                          for rank, i in enumerate(order, start=1)]
+            top[label] = [
+                ScoredSentence(
+                    rank,
+                    int(i),
+                    sentences[i].text,
+                    float(scores[i, column]),
+                    bool(scores[i, column] >= threshold),
+                    sentences[i].start,
+                    sentences[i].end,
+                )
+                for rank, i in enumerate(order, start=1)
+            ]
         return top
 
-    def _by_post(self, posts: Sequence, examples: Callable, batch_size: int, progress: Progress | None,
-                 length: Callable = len) -> list[np.ndarray]:
+    def _by_post(
+        self,
+        posts: Sequence,
+        examples: Callable,
+        batch_size: int,
+        progress: Progress | None,
+        length: Callable = len,
+    ) -> list[np.ndarray]:
         """Each post's example probabilities, flattened in ``examples(post)`` order.
 
         Posts go longest first, in blocks of about ``BLOCK_BATCHES`` batches of examples (nine
@@ -190,13 +254,25 @@ class Predictor:
             flush()
         return out
 
-    def score(self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+    def score(
+        self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> np.ndarray:
         """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs, labels).
         In float32 whatever training's mixed precision: these are the reference numbers."""
-        tokens = tokenize_pairs(self.tokenizer, pairs, np.zeros(len(pairs), np.int64), self.settings.max_length,
-                                cache_key=None, long_text=self.settings.long_text)
-        budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None  # as training's evaluation reads
-        return split_probabilities(self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget)
+        tokens = tokenize_pairs(
+            self.tokenizer,
+            pairs,
+            np.zeros(len(pairs), np.int64),
+            self.settings.max_length,
+            cache_key=None,
+            long_text=self.settings.long_text,
+        )
+        budget = (
+            CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None
+        )  # as training's evaluation reads
+        return split_probabilities(
+            self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget
+        )
 
     def _require(self, task: str, texts: Sequence[str]) -> None:
         if isinstance(texts, str):  # a str is a Sequence too: it would be scored letter by letter
@@ -215,8 +291,10 @@ def read_settings(path: str | Path) -> InferenceSettings:
     try:
         settings = read_classifier_file(_read_meta(path)).inference
     except InvalidClassifierFile as exc:
-        raise NotAModel(f"{path}: not a valid classifier.json: {exc}; save the model again with hpo (retrain "
-                        "or re-finalize) rather than editing the file") from None
+        raise NotAModel(
+            f"{path}: not a valid classifier.json: {exc}; save the model again with hpo (retrain "
+            "or re-finalize) rather than editing the file"
+        ) from None
     if settings.descriptions is None:
         settings = dataclasses.replace(settings, descriptions=load_descriptions())
     return settings
@@ -249,9 +327,16 @@ class FileSummary:
         return self.posts / max(self.predict_seconds, 1e-9)
 
 
-def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
-                 batch_size: int = DEFAULT_BATCH_SIZE, device: str = "auto", top_k: int | None = DEFAULT_TOP_K,
-                 progress: Callable[[int], Progress] | None = None, force: bool = False) -> FileSummary:
+def predict_file(
+    model_dir: str | Path,
+    input_path: str | Path,
+    out: str | Path,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    device: str = "auto",
+    top_k: int | None = DEFAULT_TOP_K,
+    progress: Callable[[int], Progress] | None = None,
+    force: bool = False,
+) -> FileSummary:
     """Predict every post of ``input_path`` and write one CSV to ``out``, whole or not at all.
 
     Criteria: one row per post, each symptom's decision (0/1) and ``<symptom>_prob``.
@@ -260,8 +345,12 @@ def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
     ``out`` is never the input, inside the model folder or a database; an existing file that
     is not an earlier predictions CSV is replaced only with ``force``."""
     started = time.perf_counter()
-    out_rules = {"protected": {input_path: "the --input file", model_dir: "the model folder"},
-                 "may_replace": is_predictions_file, "kind": "predictions file", "force": force}
+    out_rules = {
+        "protected": {input_path: "the --input file", model_dir: "the model folder"},
+        "may_replace": is_predictions_file,
+        "kind": "predictions file",
+        "force": force,
+    }
     refuse_unsafe_output(out, **out_rules)  # before anything costs time; checked again when written
     posts = load_posts(input_path)  # bad input fails here, before the model costs anything
     predictor = load_classifier(model_dir, device)
@@ -272,13 +361,22 @@ def predict_file(model_dir: str | Path, input_path: str | Path, out: str | Path,
         predictions = predictor.predict(texts, batch_size, step)
         labels = predictions.labels
         header = criteria_header(labels)
-        rows = [[post.post_id, *map(int, decided), *map(float, probs)]
-                for post, decided, probs in zip(posts, predictions.decisions, predictions.probabilities, strict=True)]
+        rows = [
+            [post.post_id, *map(int, decided), *map(float, probs)]
+            for post, decided, probs in zip(
+                posts, predictions.decisions, predictions.probabilities, strict=True
+            )
+        ]
     else:
         header = list(EVIDENCE_HEADER)
-        rows = [[post.post_id, label, s.rank, s.text, s.score, int(s.decision)]
-                for post, top in zip(posts, predictor.predict_evidence(texts, top_k, batch_size, step), strict=True)
-                for label, sentences in top.items() for s in sentences]
+        rows = [
+            [post.post_id, label, s.rank, s.text, s.score, int(s.decision)]
+            for post, top in zip(
+                posts, predictor.predict_evidence(texts, top_k, batch_size, step), strict=True
+            )
+            for label, sentences in top.items()
+            for s in sentences
+        ]
     predicted = time.perf_counter()
     with atomic_text(out, **out_rules) as stream:
         writer = csv.writer(stream)
@@ -299,28 +397,42 @@ def is_predictions_file(path: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     header = next(csv.reader(first), [])
-    labels = header[1:1 + (len(header) - 1) // 2]
-    return tuple(header) == EVIDENCE_HEADER or (len(header) >= 3 and header == criteria_header(labels))
+    labels = header[1 : 1 + (len(header) - 1) // 2]
+    return tuple(header) == EVIDENCE_HEADER or (
+        len(header) >= 3 and header == criteria_header(labels)
+    )
 
 
 def _read_meta(path: Path) -> dict:
     """classifier.json, once the folder is known to hold every part of a saved classifier:
     naming what is missing beats a long traceback from deep inside transformers."""
     if not path.is_dir():
-        raise NotAModel(f"{path}: no such folder; pass a model folder (a trial's checkpoint/ or finalize's model)")
+        raise NotAModel(
+            f"{path}: no such folder; pass a model folder (a trial's checkpoint/ or finalize's model)"
+        )
     if not (path / "classifier.json").is_file():
-        raise NotAModel(f"{path}: no classifier.json, so not a saved classifier; pass a trial's checkpoint/ "
-                        "folder or finalize's model folder")
+        raise NotAModel(
+            f"{path}: no classifier.json, so not a saved classifier; pass a trial's checkpoint/ "
+            "folder or finalize's model folder"
+        )
     encoder = "adapter" if (path / "adapter").is_dir() else "encoder"
-    missing = [name for name in (encoder, "head.safetensors", "tokenizer") if not (path / name).exists()]
+    missing = [
+        name for name in (encoder, "head.safetensors", "tokenizer") if not (path / name).exists()
+    ]
     if missing:
-        raise NotAModel(f"{path}: incomplete model folder, missing {', '.join(missing)}; copy the whole folder")
+        raise NotAModel(
+            f"{path}: incomplete model folder, missing {', '.join(missing)}; copy the whole folder"
+        )
     try:
         meta = json.loads((path / "classifier.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise NotAModel(f"{path}: cannot read classifier.json ({exc}); pass a folder save_classifier wrote") from None
+        raise NotAModel(
+            f"{path}: cannot read classifier.json ({exc}); pass a folder save_classifier wrote"
+        ) from None
     if not isinstance(meta, dict):
-        raise NotAModel(f"{path}: classifier.json is not an object; pass a folder save_classifier wrote")
+        raise NotAModel(
+            f"{path}: classifier.json is not an object; pass a folder save_classifier wrote"
+        )
     return meta
 
 
@@ -330,9 +442,13 @@ def _device(name: str) -> torch.device:
     except RuntimeError:
         raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"device {name!r} asked for, but this machine has no usable GPU; use --device cpu or auto")
+        raise UsageError(
+            f"device {name!r} asked for, but this machine has no usable GPU; use --device cpu or auto"
+        )
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise UsageError(f"device {name!r} asked for, but this process sees {torch.cuda.device_count()} GPU(s)")
+        raise UsageError(
+            f"device {name!r} asked for, but this process sees {torch.cuda.device_count()} GPU(s)"
+        )
     return device
 
 
@@ -340,5 +456,14 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-__all__ = ["CriteriaPredictions", "FileSummary", "NotAModel", "Predictor", "ScoredSentence",
-           "is_predictions_file", "load_classifier", "predict_file", "read_settings"]
+__all__ = [
+    "CriteriaPredictions",
+    "FileSummary",
+    "NotAModel",
+    "Predictor",
+    "ScoredSentence",
+    "is_predictions_file",
+    "load_classifier",
+    "predict_file",
+    "read_settings",
+]

@@ -15,9 +15,15 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill/docker stop, terminal closed
+STOP_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+)  # Ctrl-C, kill/docker stop, terminal closed
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-PARENT_POLL_SECONDS = 1.0  # where the kernel cannot signal a parent's death, how often a thread looks
+PARENT_POLL_SECONDS = (
+    1.0  # where the kernel cannot signal a parent's death, how often a thread looks
+)
 GO = "go\n"  # the line `hpo tune` writes to a waiting worker's stdin once the study exists
 LOST_OUTPUT = (errno.EIO, errno.EPIPE)  # the terminal was closed; whoever read our pipe went away
 
@@ -65,7 +71,10 @@ def stop_signals_deferred() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in STOP_SIGNALS}
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: pending.append(signum))
+        for sig in STOP_SIGNALS
+    }
     try:
         yield
     finally:

@@ -19,12 +19,16 @@ def write_report(study_ref: str, storage: str | None, out: str | None) -> list[P
     study = load_study_ref(study_ref, storage)
     complete = completed_trials(study)
     if not complete:
-        raise UsageError(f"study {study.study_name!r} has no completed trial yet; nothing to report")
+        raise UsageError(
+            f"study {study.study_name!r} has no completed trial yet; nothing to report"
+        )
     out_dir = Path(out or Path(DEFAULT_REPORTS_DIR) / study.study_name)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot write the report to {out_dir}: {exc.strerror}; pass --out to a writable folder") from None
+        raise UsageError(
+            f"cannot write the report to {out_dir}: {exc.strerror}; pass --out to a writable folder"
+        ) from None
     summary = out_dir / "summary.md"
     refuse_unsafe_output(summary)  # before the plots: a refused report draws nothing
     metric = study.user_attrs.get("metric", "value")
@@ -35,8 +39,14 @@ def write_report(study_ref: str, storage: str | None, out: str | None) -> list[P
     return [out_dir / name for name in charts] + [summary]
 
 
-def _summary(study, metric: str, complete: list, importances: dict[str, float],
-             charts: dict[str, str], notes: list[str]) -> str:
+def _summary(
+    study,
+    metric: str,
+    complete: list,
+    importances: dict[str, float],
+    charts: dict[str, str],
+    notes: list[str],
+) -> str:
     counts = state_counts(study)
     direction = study.direction.name.lower()
     best = study.best_trial
@@ -48,7 +58,10 @@ def _summary(study, metric: str, complete: list, importances: dict[str, float],
         "",
         f"- task: {study.user_attrs.get('task', '?')}",
         f"- direction: {direction} {metric}",
-        "- trials: " + ", ".join(f"{k} {counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")),
+        "- trials: "
+        + ", ".join(
+            f"{k} {counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
+        ),
         f"- best: trial {best.number}, {metric} = {_fmt(best.value)}",
         "",
         f"## Top {len(top)} trials",
@@ -57,11 +70,19 @@ def _summary(study, metric: str, complete: list, importances: dict[str, float],
         "|" + "---|" * (len(names) + 4),
     ]
     for trial in top:
-        cells = [trial.number, trial.value, *(trial.params.get(n, "") for n in names),
-                 trial.user_attrs.get("epochs_run", ""), trial.user_attrs.get("wall_seconds", "")]
+        cells = [
+            trial.number,
+            trial.value,
+            *(trial.params.get(n, "") for n in names),
+            trial.user_attrs.get("epochs_run", ""),
+            trial.user_attrs.get("wall_seconds", ""),
+        ]
         lines.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
     if importances:
-        lines += ["", "Parameter importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items())]
+        lines += [
+            "",
+            "Parameter importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items()),
+        ]
     lines += ["", "## Plots", ""] + [f"- [{title}]({name})" for name, title in charts.items()]
     if notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]

@@ -22,9 +22,13 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 DEFAULT = "sqlite:///_runs/hpo.db"  # embedded default: one machine, a few workers
 ENV = "HPO_STORAGE"  # the storage URL from the environment: beats the spec, loses to --storage
-HIDDEN = "<storage URL hidden>"  # what is shown of a URL that cannot be parsed: all of it may be secret
+HIDDEN = (
+    "<storage URL hidden>"  # what is shown of a URL that cannot be parsed: all of it may be secret
+)
 MASK = "***"
-_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)  # query parameters that carry secrets
+_SECRET_KEY = re.compile(
+    r"pass|pwd|secret|token|key", re.IGNORECASE
+)  # query parameters that carry secrets
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,11 @@ class _Parts:
     def render(self, password: str | None = None, query: str | None = None) -> str:
         """The URL again, with ``password`` and ``query`` replaced when given."""
         password = self.password if password is None else password
-        userinfo = "" if not self.user and password is None else (
-            f"{self.user}:{password}@" if password is not None else f"{self.user}@")
+        userinfo = (
+            ""
+            if not self.user and password is None
+            else (f"{self.user}:{password}@" if password is not None else f"{self.user}@")
+        )
         query = self.query if query is None else query
         return f"{self.scheme}://{userinfo}{self.host}{self.path}{'?' + query if query else ''}"
 
@@ -70,7 +77,9 @@ class _Parts:
         pairs = self._pairs()
         if not any(_SECRET_KEY.search(key) for key, _ in pairs):
             return None
-        return urlencode([(key, MASK if _SECRET_KEY.search(key) else value) for key, value in pairs], safe="*/:")
+        return urlencode(
+            [(key, MASK if _SECRET_KEY.search(key) else value) for key, value in pairs], safe="*/:"
+        )
 
     def _pairs(self) -> list[tuple[str, str]]:
         return parse_qsl(self.query, keep_blank_values=True)
@@ -84,7 +93,9 @@ class StorageUrl:
     Any text is accepted: whether the storage can be used is ``hpo.study``'s question
     (``check_storage``, ``get_storage``), answered in one line that shows ``redacted``."""
 
-    text: str = field(repr=False)  # as given, secrets included: for the storage and a child's environment only
+    text: str = field(
+        repr=False
+    )  # as given, secrets included: for the storage and a child's environment only
     _parts: _Parts | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -98,8 +109,13 @@ class StorageUrl:
         return url if isinstance(url, StorageUrl) else cls(url)
 
     @classmethod
-    def resolve(cls, flag: StorageUrl | str | None, from_spec: str | None = None,
-                env: Mapping[str, str] | None = None, default: str | None = DEFAULT) -> StorageUrl | None:
+    def resolve(
+        cls,
+        flag: StorageUrl | str | None,
+        from_spec: str | None = None,
+        env: Mapping[str, str] | None = None,
+        default: str | None = DEFAULT,
+    ) -> StorageUrl | None:
         """The storage by precedence: ``--storage``, then ``$HPO_STORAGE``, then the spec, then
         ``default`` (None: no storage named anywhere)."""
         env = os.environ if env is None else env
@@ -147,8 +163,10 @@ class StorageUrl:
         misses query-string passwords and a password holding an unescaped ``@``."""
         if self._parts is None:
             return HIDDEN
-        return self._parts.render(password=MASK if self._parts.password is not None else None,
-                                  query=self._parts.masked_query())
+        return self._parts.render(
+            password=MASK if self._parts.password is not None else None,
+            query=self._parts.masked_query(),
+        )
 
     def mask(self, text: str) -> str:
         """``text`` (a driver's error message, a command's output) with every secret of this

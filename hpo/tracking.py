@@ -34,7 +34,13 @@ STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED", "INTER
 class Tracker:
     """One per worker process. With ``uri`` None every call does nothing."""
 
-    def __init__(self, uri: str | None, experiment: str, worker: str = "", tags: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        uri: str | None,
+        experiment: str,
+        worker: str = "",
+        tags: Mapping[str, str] | None = None,
+    ):
         self.uri, self.experiment, self.worker = uri, experiment, worker
         self.tags = dict(tags or {})
         self._client = None
@@ -65,8 +71,12 @@ class Tracker:
             raise
         run.end("COMPLETE")
 
-    def log_final_model(self, params: Mapping[str, object], test_metrics: Mapping[str, float],
-                        files: Mapping[str, Path]) -> str | None:
+    def log_final_model(
+        self,
+        params: Mapping[str, object],
+        test_metrics: Mapping[str, float],
+        files: Mapping[str, Path],
+    ) -> str | None:
         """finalize's outcome as the run ``final``: the chosen parameters, the test metrics
         (``test_*``) and ``files`` (artifact path -> file or folder); returns its run id."""
         return self._guarded(self._log_final_model, params, test_metrics, files)
@@ -80,8 +90,11 @@ class Tracker:
         tags = {**self.tags, "hpo.study": self.experiment, "hpo.final": "true"}
         run_id = client.create_run(self._experiment(), run_name="final", tags=tags).info.run_id
         now = int(time.time() * 1000)
-        client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()],
-                         metrics=[Metric(f"test_{k}", float(v), now, 0) for k, v in test_metrics.items()])
+        client.log_batch(
+            run_id,
+            params=[Param(k, str(v)) for k, v in params.items()],
+            metrics=[Metric(f"test_{k}", float(v), now, 0) for k, v in test_metrics.items()],
+        )
         for name, path in files.items():
             if path.is_dir():
                 client.log_artifacts(run_id, str(path), artifact_path=name)
@@ -117,7 +130,12 @@ class Tracker:
         from mlflow.entities import Param
 
         client = self._client_now()
-        tags = {**self.tags, "hpo.study": self.experiment, "hpo.trial": str(number), "hpo.worker": self.worker}
+        tags = {
+            **self.tags,
+            "hpo.study": self.experiment,
+            "hpo.trial": str(number),
+            "hpo.worker": self.worker,
+        }
         run = client.create_run(self._experiment(), run_name=f"trial-{number}", tags=tags)
         client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
         return run.info.run_id
@@ -133,8 +151,13 @@ class Tracker:
             if len(first_line) > REASON_CHARS:
                 first_line = first_line[:REASON_CHARS] + "…"
             who = f"worker {self.worker}" if self.worker else "this process"
-            log.warning("MLflow tracking at %s failed (%s: %s); tracking is off for %s, trials go on",
-                        redact(self.uri), type(exc).__name__, redact(self.uri, first_line), who)
+            log.warning(
+                "MLflow tracking at %s failed (%s: %s); tracking is off for %s, trials go on",
+                redact(self.uri),
+                type(exc).__name__,
+                redact(self.uri, first_line),
+                who,
+            )
             self.uri = None
             return None
 
@@ -148,7 +171,9 @@ class TrialRun:
 
     def log_epoch(self, name: str, value: float, epoch: int) -> None:
         if self.run_id:
-            self.tracker._guarded(lambda: self.tracker._client_now().log_metric(self.run_id, name, value, step=epoch))
+            self.tracker._guarded(
+                lambda: self.tracker._client_now().log_metric(self.run_id, name, value, step=epoch)
+            )
 
     def log_final(self, metrics: Mapping[str, float]) -> None:
         if self.run_id:
@@ -161,7 +186,8 @@ class TrialRun:
 
         now = int(time.time() * 1000)
         self.tracker._client_now().log_batch(
-            self.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+            self.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        )
 
     def end(self, state: str) -> None:
         """Tag the trial's state (COMPLETE, PRUNED, FAIL, INTERRUPTED) and end the run; the first call wins."""

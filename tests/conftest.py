@@ -15,7 +15,9 @@ import sqlalchemy as sa
 
 from hpo.fixtures import make_tiny_encoder
 
-POSTGRES_URL = os.environ.get("HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test")
+POSTGRES_URL = os.environ.get(
+    "HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test"
+)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach a model hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -47,7 +49,9 @@ def _ensure_database(url: str) -> None:
     admin = sa.create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": target.database}).scalar()
+            exists = conn.execute(
+                sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": target.database}
+            ).scalar()
             if not exists:
                 conn.execute(sa.text(f'CREATE DATABASE "{target.database}"'))
     finally:

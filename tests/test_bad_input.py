@@ -48,10 +48,19 @@ def assets(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict[str, Path]:
     one_post.mkdir()
     first = posts[1][0]
     _write_csv(one_post / POSTS_FILE, posts[:2])
-    _write_csv(one_post / ANNOTATIONS_FILE, [annotations[0], *(row for row in annotations[1:] if row[0] == first)])
+    _write_csv(
+        one_post / ANNOTATIONS_FILE,
+        [annotations[0], *(row for row in annotations[1:] if row[0] == first)],
+    )
     (root / "a-file").write_text("not a folder\n")
-    return {"root": root, "data": good, **broken, "one-post": one_post, "roberta": tiny_roberta,
-            "deberta": tiny_deberta}
+    return {
+        "root": root,
+        "data": good,
+        **broken,
+        "one-post": one_post,
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
 def _read_csv(path: Path) -> list[list[str]]:
@@ -68,7 +77,10 @@ def _good_spec(assets: dict[str, Path], name: str, tmp_path: Path) -> dict:
     """The smoke spec made runnable here: only what a case breaks is wrong."""
     spec = yaml.safe_load(SMOKE.read_text())
     spec.update(name=name, data_dir=str(assets["data"]), output_dir=str(tmp_path / "out"))
-    spec["model_paths"] = {"tiny-roberta": str(assets["roberta"]), "tiny-deberta": str(assets["deberta"])}
+    spec["model_paths"] = {
+        "tiny-roberta": str(assets["roberta"]),
+        "tiny-deberta": str(assets["deberta"]),
+    }
     spec["train"]["cache_dir"] = str(tmp_path / "cache")
     return spec
 
@@ -88,7 +100,9 @@ class Case:
     edit: Callable[[dict, dict], None] | None = None  # (spec, assets) -> None, edits the spec
     args: tuple[str, ...] = ()
     storage: str | None = None  # None: sqlite in tmp_path
-    validate: bool = True  # also `hpo validate` (it connects to the storage read-only, and takes no --workers)
+    validate: bool = (
+        True  # also `hpo validate` (it connects to the storage read-only, and takes no --workers)
+    )
     postgres: bool = False  # the study must also be absent from the real PostgreSQL
     secret: str | None = None  # must never be echoed
     spec_file: bool = True  # False: the spec file does not exist
@@ -105,76 +119,179 @@ def _data(which: str) -> Callable[[dict, dict], None]:
 
 CASES = [
     Case("malformed-yaml", ("invalid YAML", "mapping values are not allowed"), malformed_yaml=True),
-    Case("unknown-top-level-key", ("bogus_key: unknown key",),
-         edit=lambda spec, _: spec.update(bogus_key=1)),
-    Case("unknown-key-in-distribution", ("search_space.learning_rate.lowest: unknown key",),
-         edit=_ss("learning_rate", lowest=1e-4)),
-    Case("low-above-high", ("search_space.learning_rate.low: must be less than high", "0.01 > 0.001"),
-         edit=_ss("learning_rate", low=1e-2, high=1e-3)),
-    Case("log-range-low-not-positive", ("search_space.head_dropout.low: must be > 0 with log: true",),
-         edit=_ss("head_dropout", log=True)),
-    Case("empty-choices", ("search_space.pooling.choices: must list at least one choice",),
-         edit=_ss("pooling", choices=[])),
-    Case("unknown-parameter", ("search_space.learning_rat: is not a TrainConfig setting",
-                               "did you mean 'learning_rate'"),
-         edit=lambda spec, _: spec["search_space"].update(
-             learning_rat=spec["search_space"].pop("learning_rate"))),
-    Case("unknown-task", ("task:", "'criteria' or 'evidence'", "'sentiment'"),
-         edit=lambda spec, _: spec.update(task="sentiment")),
-    Case("missing-data-directory", ("no-such-data: data directory not found",
-                                    f"holds {POSTS_FILE} and {ANNOTATIONS_FILE}"),
-         edit=lambda spec, assets: spec.update(data_dir=str(assets["root"] / "no-such-data"))),
-    Case("missing-csv-column", (f"no-text-column/{POSTS_FILE}: line 1: missing column(s) text",
-                                "the header must include post_id, text"),
-         edit=_data("no-text-column")),
-    Case("unknown-symptom-label", (ANNOTATIONS_FILE, "unknown DSM5_symptom label(s) 'MOODINESS' (line 4)",
-                                   "use one of DEPRESSED_MOOD"),
-         edit=_data("unknown-label")),
-    Case("empty-dataset", (f"header-only/{POSTS_FILE}", "header only, no data rows",
-                           "add at least one row"),
-         edit=_data("header-only")),
-    Case("invalid-storage-url", ("'nonsense://'", "only sqlite, postgresql and grpc"),
-         storage="nonsense://", validate=False),
-    Case("unreachable-database", ("cannot use the database at postgresql+psycopg2://postgres@127.0.0.1:1/x",
-                                  "Connection refused", "Check that it is running"),
-         storage="postgresql+psycopg2://postgres@127.0.0.1:1/x", postgres=True),
+    Case(
+        "unknown-top-level-key",
+        ("bogus_key: unknown key",),
+        edit=lambda spec, _: spec.update(bogus_key=1),
+    ),
+    Case(
+        "unknown-key-in-distribution",
+        ("search_space.learning_rate.lowest: unknown key",),
+        edit=_ss("learning_rate", lowest=1e-4),
+    ),
+    Case(
+        "low-above-high",
+        ("search_space.learning_rate.low: must be less than high", "0.01 > 0.001"),
+        edit=_ss("learning_rate", low=1e-2, high=1e-3),
+    ),
+    Case(
+        "log-range-low-not-positive",
+        ("search_space.head_dropout.low: must be > 0 with log: true",),
+        edit=_ss("head_dropout", log=True),
+    ),
+    Case(
+        "empty-choices",
+        ("search_space.pooling.choices: must list at least one choice",),
+        edit=_ss("pooling", choices=[]),
+    ),
+    Case(
+        "unknown-parameter",
+        ("search_space.learning_rat: is not a TrainConfig setting", "did you mean 'learning_rate'"),
+        edit=lambda spec, _: spec["search_space"].update(
+            learning_rat=spec["search_space"].pop("learning_rate")
+        ),
+    ),
+    Case(
+        "unknown-task",
+        ("task:", "'criteria' or 'evidence'", "'sentiment'"),
+        edit=lambda spec, _: spec.update(task="sentiment"),
+    ),
+    Case(
+        "missing-data-directory",
+        ("no-such-data: data directory not found", f"holds {POSTS_FILE} and {ANNOTATIONS_FILE}"),
+        edit=lambda spec, assets: spec.update(data_dir=str(assets["root"] / "no-such-data")),
+    ),
+    Case(
+        "missing-csv-column",
+        (
+            f"no-text-column/{POSTS_FILE}: line 1: missing column(s) text",
+            "the header must include post_id, text",
+        ),
+        edit=_data("no-text-column"),
+    ),
+    Case(
+        "unknown-symptom-label",
+        (
+            ANNOTATIONS_FILE,
+            "unknown DSM5_symptom label(s) 'MOODINESS' (line 4)",
+            "use one of DEPRESSED_MOOD",
+        ),
+        edit=_data("unknown-label"),
+    ),
+    Case(
+        "empty-dataset",
+        (f"header-only/{POSTS_FILE}", "header only, no data rows", "add at least one row"),
+        edit=_data("header-only"),
+    ),
+    Case(
+        "invalid-storage-url",
+        ("'nonsense://'", "only sqlite, postgresql and grpc"),
+        storage="nonsense://",
+        validate=False,
+    ),
+    Case(
+        "unreachable-database",
+        (
+            "cannot use the database at postgresql+psycopg2://postgres@127.0.0.1:1/x",
+            "Connection refused",
+            "Check that it is running",
+        ),
+        storage="postgresql+psycopg2://postgres@127.0.0.1:1/x",
+        postgres=True,
+    ),
     # The local server trusts every connection, so any password is accepted for a real role:
     # a role that does not exist is how wrong credentials look here.
-    Case("wrong-credentials", ("no_such_role:***@127.0.0.1:5432/hpo_test", 'role "no_such_role" does not exist',
-                               "URL (user, password, host, database)"),
-         storage="postgresql+psycopg2://no_such_role:pw@127.0.0.1:5432/hpo_test",
-         postgres=True, secret="pw"),
-    Case("storage-proxy-not-listening", ("no storage proxy answers at grpc://127.0.0.1:1",
-                                         "start one with `hpo storage-proxy"), storage="grpc://127.0.0.1:1"),
-    Case("sqlite-file-cannot-be-created", ("cannot use the database at sqlite:////proc/hpo-test.db",
-                                           "cannot create /proc/hpo-test.db", "point --storage at a writable folder"),
-         storage="sqlite:////proc/hpo-test.db"),
-    Case("set-without-equals", ("override 'nokeyvalue': expected the form key=value", "e.g. train.epochs=2"),
-         args=("--set", "nokeyvalue")),
-    Case("set-zero-trials", ("n_trials: Input should be greater than or equal to 1", "(got 0)"),
-         args=("--set", "n_trials=0")),
-    Case("zero-workers", ("hpo tune: error: argument --workers: must be a positive integer, got 0",),
-         args=("--workers", "0"), validate=False),
+    Case(
+        "wrong-credentials",
+        (
+            "no_such_role:***@127.0.0.1:5432/hpo_test",
+            'role "no_such_role" does not exist',
+            "URL (user, password, host, database)",
+        ),
+        storage="postgresql+psycopg2://no_such_role:pw@127.0.0.1:5432/hpo_test",
+        postgres=True,
+        secret="pw",
+    ),
+    Case(
+        "storage-proxy-not-listening",
+        ("no storage proxy answers at grpc://127.0.0.1:1", "start one with `hpo storage-proxy"),
+        storage="grpc://127.0.0.1:1",
+    ),
+    Case(
+        "sqlite-file-cannot-be-created",
+        (
+            "cannot use the database at sqlite:////proc/hpo-test.db",
+            "cannot create /proc/hpo-test.db",
+            "point --storage at a writable folder",
+        ),
+        storage="sqlite:////proc/hpo-test.db",
+    ),
+    Case(
+        "set-without-equals",
+        ("override 'nokeyvalue': expected the form key=value", "e.g. train.epochs=2"),
+        args=("--set", "nokeyvalue"),
+    ),
+    Case(
+        "set-zero-trials",
+        ("n_trials: Input should be greater than or equal to 1", "(got 0)"),
+        args=("--set", "n_trials=0"),
+    ),
+    Case(
+        "zero-workers",
+        ("hpo tune: error: argument --workers: must be a positive integer, got 0",),
+        args=("--workers", "0"),
+        validate=False,
+    ),
     Case("missing-spec-file", ("no such study file",), spec_file=False),
     # What only a run would have rejected (the trials failed, and the study existed already):
-    Case("one-post-dataset", ("the validation split is empty (1 posts", "use more posts"),
-         edit=_data("one-post")),
-    Case("max-length-too-short", ("encoder 'tiny-", "max_length=8 leaves no room for the post",
-                                  "Raise max_length to at least"),
-         args=("--set", "train.max_length=8")),
-    Case("split-fractions-out-of-range", ("split fractions",), args=("--set", "train.split_fractions=[-1,2,0]")),
-    Case("unknown-device", ("train.device='bogus' is not a device", "use auto, cpu, cuda or cuda:N"),
-         args=("--set", "train.device=bogus")),
-    Case("sampler-option-of-the-wrong-type", ("sampler.options.n_startup_trials: expected an integer, got 'abc'",),
-         args=("--set", "sampler.options.n_startup_trials=abc")),
-    Case("output-dir-is-a-file", ("output_dir", "a-file", "point output_dir at a writable folder"),
-         edit=lambda spec, assets: spec.update(output_dir=str(assets["root"] / "a-file"))),
-    Case("output-dir-cannot-be-created", ("output_dir /proc/hpo-out", "point output_dir at a writable folder"),
-         edit=lambda spec, _: spec.update(output_dir="/proc/hpo-out")),
+    Case(
+        "one-post-dataset",
+        ("the validation split is empty (1 posts", "use more posts"),
+        edit=_data("one-post"),
+    ),
+    Case(
+        "max-length-too-short",
+        (
+            "encoder 'tiny-",
+            "max_length=8 leaves no room for the post",
+            "Raise max_length to at least",
+        ),
+        args=("--set", "train.max_length=8"),
+    ),
+    Case(
+        "split-fractions-out-of-range",
+        ("split fractions",),
+        args=("--set", "train.split_fractions=[-1,2,0]"),
+    ),
+    Case(
+        "unknown-device",
+        ("train.device='bogus' is not a device", "use auto, cpu, cuda or cuda:N"),
+        args=("--set", "train.device=bogus"),
+    ),
+    Case(
+        "sampler-option-of-the-wrong-type",
+        ("sampler.options.n_startup_trials: expected an integer, got 'abc'",),
+        args=("--set", "sampler.options.n_startup_trials=abc"),
+    ),
+    Case(
+        "output-dir-is-a-file",
+        ("output_dir", "a-file", "point output_dir at a writable folder"),
+        edit=lambda spec, assets: spec.update(output_dir=str(assets["root"] / "a-file")),
+    ),
+    Case(
+        "output-dir-cannot-be-created",
+        ("output_dir /proc/hpo-out", "point output_dir at a writable folder"),
+        edit=lambda spec, _: spec.update(output_dir="/proc/hpo-out"),
+    ),
     Case("dots-only-study-name", ("name:",), edit=lambda spec, _: spec.update(name="..")),
-    Case("missing-encoder-path", ("encoder 'tiny-roberta': /nonexistent does not exist",
-                                  "use --set model_paths.tiny-roberta=/path/to/model"),
-         args=("--set", "model_paths.tiny-roberta=/nonexistent")),
+    Case(
+        "missing-encoder-path",
+        (
+            "encoder 'tiny-roberta': /nonexistent does not exist",
+            "use --set model_paths.tiny-roberta=/path/to/model",
+        ),
+        args=("--set", "model_paths.tiny-roberta=/nonexistent"),
+    ),
 ]
 
 
@@ -185,8 +302,12 @@ def _env() -> dict[str, str]:
 
 def _run_together(commands: list[list[str]], cwd: Path) -> list[subprocess.CompletedProcess]:
     """Start every command at once (each fails within about a second), then collect them."""
-    procs = [subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for cmd in commands]
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for cmd in commands
+    ]
     results = []
     for cmd, proc in zip(commands, procs, strict=True):
         try:
@@ -223,7 +344,9 @@ def _studies_in(url: str) -> set[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_bad_input_is_one_clear_line_and_creates_no_study(case: Case, assets, tmp_path, study_name, request):
+def test_bad_input_is_one_clear_line_and_creates_no_study(
+    case: Case, assets, tmp_path, study_name, request
+):
     spec = _good_spec(assets, study_name, tmp_path)
     spec_path = tmp_path / "study.yaml"
     expect = case.expect
@@ -240,16 +363,32 @@ def test_bad_input_is_one_clear_line_and_creates_no_study(case: Case, assets, tm
     db = tmp_path / "hpo.db"
     storage = case.storage or f"sqlite:///{db}"
     common = [str(spec_path), "--storage", storage]
-    commands = [[sys.executable, "-m", "hpo", "tune", *common, "--workers", "2", "--no-progress", *case.args]]
+    commands = [
+        [
+            sys.executable,
+            "-m",
+            "hpo",
+            "tune",
+            *common,
+            "--workers",
+            "2",
+            "--no-progress",
+            *case.args,
+        ]
+    ]
     if case.validate:
         commands.append([sys.executable, "-m", "hpo", "validate", *common, *case.args])
 
     for run in _run_together(commands, cwd=tmp_path):
         what = " ".join(run.args[2:4])
-        assert run.returncode == 2, f"{what}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
+        assert run.returncode == 2, (
+            f"{what}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
+        )
         assert "Traceback" not in run.stderr, run.stderr
         lines = run.stderr.splitlines()
-        assert len(lines) == 1 and lines[0].strip(), f"{what}: stderr must be one line: {run.stderr!r}"
+        assert len(lines) == 1 and lines[0].strip(), (
+            f"{what}: stderr must be one line: {run.stderr!r}"
+        )
         assert lines[0].startswith(("hpo: error: ", "hpo tune: error: ")), lines[0]
         for part in expect:
             assert part in lines[0], f"{what}: {part!r} not in {lines[0]!r}"
@@ -259,7 +398,8 @@ def test_bad_input_is_one_clear_line_and_creates_no_study(case: Case, assets, tm
 
     assert not _workers_of(spec_path), "the workers tune started before its checks ended with it"
     assert not db.exists() or study_name not in {
-        s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{db}")}
+        s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{db}")
+    }
     if case.postgres:
         assert study_name not in _studies_in(request.getfixturevalue("postgres_url"))
 
@@ -268,9 +408,20 @@ def test_the_unbroken_spec_is_valid(assets, tmp_path, study_name):
     """The control: without the one broken thing, the same spec, data and encoders pass."""
     spec_path = tmp_path / "study.yaml"
     spec_path.write_text(yaml.safe_dump(_good_spec(assets, study_name, tmp_path), sort_keys=False))
-    [run] = _run_together([[sys.executable, "-m", "hpo", "validate", str(spec_path),
-                            "--storage", f"sqlite:///{tmp_path / 'hpo.db'}"]], cwd=tmp_path)
+    [run] = _run_together(
+        [
+            [
+                sys.executable,
+                "-m",
+                "hpo",
+                "validate",
+                str(spec_path),
+                "--storage",
+                f"sqlite:///{tmp_path / 'hpo.db'}",
+            ]
+        ],
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     assert f"valid — study {study_name!r}" in run.stdout
     assert not (tmp_path / "hpo.db").exists(), "validate creates nothing"
-

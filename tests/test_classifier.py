@@ -23,16 +23,21 @@ from hpo.models.tokenizer import load_tokenizer
 
 
 def _batch(tokenizer, n=4):
-    pairs = [("Depressed mood most of the day.", "I have felt empty and hopeless for weeks."),
-             ("Insomnia or hypersomnia.", "I slept fine."),
-             ("Fatigue or loss of energy.", "Every morning I am exhausted before I even start."),
-             ("Diminished ability to think.", "I walked the dog.")][:n]
+    pairs = [
+        ("Depressed mood most of the day.", "I have felt empty and hopeless for weeks."),
+        ("Insomnia or hypersomnia.", "I slept fine."),
+        ("Fatigue or loss of energy.", "Every morning I am exhausted before I even start."),
+        ("Diminished ability to think.", "I walked the dog."),
+    ][:n]
     enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
     return dict(enc), torch.tensor([1, 0, 1, 0][:n])
 
 
 @pytest.mark.parametrize("task", ["criteria", "evidence"])
-@pytest.mark.parametrize("head", [HeadConfig(), HeadConfig(pooling="mean", hidden_layers=3, hidden_size=32, activation="relu")])
+@pytest.mark.parametrize(
+    "head",
+    [HeadConfig(), HeadConfig(pooling="mean", hidden_layers=3, hidden_size=32, activation="relu")],
+)
 def test_trains_one_step_with_right_logits(tiny_encoder, task, head):
     model = build_classifier(task, tiny_encoder, head)
     assert isinstance(model, CriteriaClassifier if task == "criteria" else EvidenceClassifier)
@@ -61,7 +66,9 @@ def test_data_parallel_trains_and_saves(tiny_roberta, tmp_path):
     model = safe_to_device(model, "cpu")
     tokenizer = load_tokenizer(tiny_roberta)
     inputs, labels = _batch(tokenizer, n=2)
-    nn.functional.binary_cross_entropy_with_logits(model(**inputs).squeeze(-1), labels.float()).backward()
+    nn.functional.binary_cross_entropy_with_logits(
+        model(**inputs).squeeze(-1), labels.float()
+    ).backward()
     save_classifier(model, tmp_path / "ckpt", tokenizer)
     assert isinstance(model, nn.DataParallel), "saving must not unwrap the caller's reference"
     assert json.loads((tmp_path / "ckpt" / "classifier.json").read_text())["task"] == "evidence"
@@ -74,7 +81,9 @@ def test_save_load_round_trip_gives_identical_logits(tiny_encoder, tmp_path):
         for p in model.head.parameters():
             p.add_(0.5)
     save_classifier(model, tmp_path, tokenizer)
-    assert (tmp_path / "head.safetensors").exists() and (tmp_path / "encoder" / "model.safetensors").exists()
+    assert (tmp_path / "head.safetensors").exists() and (
+        tmp_path / "encoder" / "model.safetensors"
+    ).exists()
     assert not list(tmp_path.rglob("*.bin")) and not list(tmp_path.rglob("*.pt")), "nothing pickled"
     loaded, loaded_tokenizer = load_classifier(tmp_path)
     assert isinstance(loaded, CriteriaClassifier) and loaded.head_config == model.head_config
@@ -85,7 +94,9 @@ def test_save_load_round_trip_gives_identical_logits(tiny_encoder, tmp_path):
         assert torch.equal(model(**inputs), loaded(**inputs))
 
 
-@pytest.mark.parametrize("bad", [dict(pooling="max"), dict(hidden_layers=4), dict(activation="swish")])
+@pytest.mark.parametrize(
+    "bad", [dict(pooling="max"), dict(hidden_layers=4), dict(activation="swish")]
+)
 def test_head_config_rejects_bad_values(bad):
     with pytest.raises(ValueError):
         HeadConfig(**bad)

@@ -21,9 +21,16 @@ HALF = dict.fromkeys(SYMPTOMS, 0.5)
 
 
 def settings(**changes) -> InferenceSettings:
-    values = dict(formulation="pairs", labels=tuple(SYMPTOMS), max_length=128, long_text="truncate",
-                  thresholds=HALF, validation_thresholds=HALF, descriptions=dict.fromkeys(SYMPTOMS, "a criterion"),
-                  data_fingerprint="ab" * 32)
+    values = dict(
+        formulation="pairs",
+        labels=tuple(SYMPTOMS),
+        max_length=128,
+        long_text="truncate",
+        thresholds=HALF,
+        validation_thresholds=HALF,
+        descriptions=dict.fromkeys(SYMPTOMS, "a criterion"),
+        data_fingerprint="ab" * 32,
+    )
     return InferenceSettings(**{**values, **changes})
 
 
@@ -32,9 +39,16 @@ def test_the_schema_offers_every_choice_training_can_save():
     assert set(get_args(HeadFile.model_fields["activation"].annotation)) == set(ACTIVATIONS)
     assert set(HeadFile.model_fields) == set(HeadConfig.__dataclass_fields__)
     criteria = get_args(get_type_hints(TrainConfig)["criteria_formulation"])
-    trained = {TrainConfig(task=task, data_dir=".", encoder="x", criteria_formulation=formulation).formulation
-               for task in FORMULATIONS for formulation in criteria}
-    assert trained == {f for fs in FORMULATIONS.values() for f in fs}, "every formulation training saves is known"
+    trained = {
+        TrainConfig(
+            task=task, data_dir=".", encoder="x", criteria_formulation=formulation
+        ).formulation
+        for task in FORMULATIONS
+        for formulation in criteria
+    }
+    assert trained == {f for fs in FORMULATIONS.values() for f in fs}, (
+        "every formulation training saves is known"
+    )
 
 
 def test_written_and_read_back_it_is_the_same_value():
@@ -47,43 +61,67 @@ def test_written_and_read_back_it_is_the_same_value():
 
 
 def test_a_file_saved_before_descriptions_fingerprints_and_validation_thresholds_still_loads():
-    old = {"formulation": "multilabel", "labels": list(SYMPTOMS), "max_length": 64, "long_text": "truncate",
-           "thresholds": HALF}
+    old = {
+        "formulation": "multilabel",
+        "labels": list(SYMPTOMS),
+        "max_length": 64,
+        "long_text": "truncate",
+        "thresholds": HALF,
+    }
     loaded = InferenceSettings.from_json(old)
-    assert (loaded.descriptions, loaded.data_fingerprint, loaded.validation_thresholds) == (None, None, None)
+    assert (loaded.descriptions, loaded.data_fingerprint, loaded.validation_thresholds) == (
+        None,
+        None,
+        None,
+    )
     assert loaded.task == "criteria"
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"formulation": "triples"}, "inference.formulation"),
-    ({"labels": ()}, "inference.labels"),
-    ({"labels": ("A", "A")}, "inference.labels"),
-    ({"max_length": 0}, "inference.max_length"),
-    ({"max_length": "128"}, "inference.max_length"),
-    ({"max_length": True}, "inference.max_length"),
-    ({"long_text": "squash"}, "inference.long_text"),
-    ({"thresholds": {**HALF, SYMPTOMS[0]: 7}}, f"inference.thresholds.{SYMPTOMS[0]}"),
-    ({"thresholds": {k: v for k, v in HALF.items() if k != SYMPTOMS[0]}}, "inference.thresholds"),
-    ({"validation_thresholds": {**HALF, SYMPTOMS[1]: -0.5}}, f"inference.validation_thresholds.{SYMPTOMS[1]}"),
-    ({"descriptions": {SYMPTOMS[0]: "only one"}}, "inference.descriptions"),
-    ({"data_fingerprint": "not hex"}, "inference.data_fingerprint"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"formulation": "triples"}, "inference.formulation"),
+        ({"labels": ()}, "inference.labels"),
+        ({"labels": ("A", "A")}, "inference.labels"),
+        ({"max_length": 0}, "inference.max_length"),
+        ({"max_length": "128"}, "inference.max_length"),
+        ({"max_length": True}, "inference.max_length"),
+        ({"long_text": "squash"}, "inference.long_text"),
+        ({"thresholds": {**HALF, SYMPTOMS[0]: 7}}, f"inference.thresholds.{SYMPTOMS[0]}"),
+        (
+            {"thresholds": {k: v for k, v in HALF.items() if k != SYMPTOMS[0]}},
+            "inference.thresholds",
+        ),
+        (
+            {"validation_thresholds": {**HALF, SYMPTOMS[1]: -0.5}},
+            f"inference.validation_thresholds.{SYMPTOMS[1]}",
+        ),
+        ({"descriptions": {SYMPTOMS[0]: "only one"}}, "inference.descriptions"),
+        ({"data_fingerprint": "not hex"}, "inference.data_fingerprint"),
+    ],
+)
 def test_built_by_the_writer_or_read_from_a_file_it_is_checked_once_the_same_way(change, field):
     with pytest.raises(InvalidClassifierFile) as built:
         settings(**change)
     assert built.value.field == field
-    block = {**settings().to_json(), **{k: list(v) if isinstance(v, tuple) else v for k, v in change.items()}}
+    block = {
+        **settings().to_json(),
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in change.items()},
+    }
     with pytest.raises(InvalidClassifierFile) as read:
         InferenceSettings.from_json(block)
     assert read.value.field == field
 
 
-@pytest.mark.parametrize(("block", "field"), [
-    ({}, "inference.formulation"),
-    ({**settings().to_json(), "max_lenght": 64}, "inference.max_lenght"),
-    ({**settings().to_json(), "task": "evidence"}, "inference.task"),
-    ([], "inference"),
-])
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ({}, "inference.formulation"),
+        ({**settings().to_json(), "max_lenght": 64}, "inference.max_lenght"),
+        ({**settings().to_json(), "task": "evidence"}, "inference.task"),
+        ([], "inference"),
+    ],
+)
 def test_a_broken_block_names_its_first_wrong_field(block, field):
     with pytest.raises(InvalidClassifierFile) as error:
         InferenceSettings.from_json(block)
@@ -91,11 +129,20 @@ def test_a_broken_block_names_its_first_wrong_field(block, field):
 
 
 def test_the_file_must_describe_one_model():
-    head = {"pooling": "cls", "hidden_layers": 0, "hidden_size": 8, "activation": "gelu", "dropout": 0.1,
-            "num_labels": 1}
+    head = {
+        "pooling": "cls",
+        "hidden_layers": 0,
+        "hidden_size": 8,
+        "activation": "gelu",
+        "dropout": 0.1,
+        "num_labels": 1,
+    }
     meta = {"format": 1, "task": "criteria", "head": head, "inference": settings().to_json()}
     assert read_classifier_file(meta).inference == settings()
-    for edit, field in ((dict(task="evidence"), "task"), (dict(head={**head, "num_labels": 9}), "head.num_labels")):
+    for edit, field in (
+        (dict(task="evidence"), "task"),
+        (dict(head={**head, "num_labels": 9}), "head.num_labels"),
+    ):
         with pytest.raises(InvalidClassifierFile) as error:
             read_classifier_file({**meta, **edit})
         assert error.value.field == field

@@ -18,12 +18,16 @@ UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in 
 
 
 def run_hpo(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=120
+    )
 
 
 def assert_one_line_exit_2(result: subprocess.CompletedProcess, *expected: str) -> None:
     assert result.returncode == 2, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, (
+        result.stderr
+    )
     for text in expected:
         assert text in result.stderr
 
@@ -39,13 +43,18 @@ def finished_study(sqlite_url, study_name) -> str:
 
 
 def test_export_to_an_unwritable_path(sqlite_url, finished_study):
-    result = run_hpo("export", finished_study, "--storage", sqlite_url, "--out", f"{UNWRITABLE}/trials.csv")
+    result = run_hpo(
+        "export", finished_study, "--storage", sqlite_url, "--out", f"{UNWRITABLE}/trials.csv"
+    )
     assert_one_line_exit_2(result, "cannot write", "trials.csv")
 
 
 def test_report_to_an_unwritable_path(sqlite_url, finished_study):
-    assert_one_line_exit_2(run_hpo("report", finished_study, "--storage", sqlite_url, "--out", UNWRITABLE),
-                           "cannot write the report", UNWRITABLE)
+    assert_one_line_exit_2(
+        run_hpo("report", finished_study, "--storage", sqlite_url, "--out", UNWRITABLE),
+        "cannot write the report",
+        UNWRITABLE,
+    )
 
 
 @pytest.mark.parametrize("command", [("data", "sample"), ("make-tiny-encoder",)])
@@ -55,7 +64,9 @@ def test_fixture_builders_to_an_unwritable_path(command):
 
 @pytest.mark.parametrize("command", ["dashboard", "storage-proxy"])
 def test_a_port_out_of_range(command):
-    assert_one_line_exit_2(run_hpo(command, "--port", "99999"), "must be a port number 1-65535, got 99999")
+    assert_one_line_exit_2(
+        run_hpo(command, "--port", "99999"), "must be a port number 1-65535, got 99999"
+    )
 
 
 def test_an_encoder_the_hub_cannot_serve_is_refused_before_any_study(tmp_path, tiny_roberta):
@@ -71,13 +82,33 @@ def test_an_encoder_the_hub_cannot_serve_is_refused_before_any_study(tmp_path, t
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HPO_STORAGE")}
     env["HF_HOME"] = str(tmp_path / "hf")  # an empty cache: nothing to fall back on
     result = subprocess.run(
-        [sys.executable, "-m", "hpo", "tune", str(spec), "--storage", f"sqlite:///{tmp_path / 'hpo.db'}",
-         "--set", f"data_dir={data}", "--set", f"output_dir={tmp_path / 'out'}",
-         "--set", "model_paths.tiny-roberta=no-such-org/no-such-encoder-xyz",
-         "--set", f"model_paths.tiny-deberta={tiny_roberta}"],
-        capture_output=True, text=True, timeout=300, env=env)
-    assert_one_line_exit_2(result, "encoder 'tiny-roberta': cannot download no-such-org/no-such-encoder-xyz",
-                           "--set model_paths.tiny-roberta=/path/to/model")
+        [
+            sys.executable,
+            "-m",
+            "hpo",
+            "tune",
+            str(spec),
+            "--storage",
+            f"sqlite:///{tmp_path / 'hpo.db'}",
+            "--set",
+            f"data_dir={data}",
+            "--set",
+            f"output_dir={tmp_path / 'out'}",
+            "--set",
+            "model_paths.tiny-roberta=no-such-org/no-such-encoder-xyz",
+            "--set",
+            f"model_paths.tiny-deberta={tiny_roberta}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert_one_line_exit_2(
+        result,
+        "encoder 'tiny-roberta': cannot download no-such-org/no-such-encoder-xyz",
+        "--set model_paths.tiny-roberta=/path/to/model",
+    )
     assert not (tmp_path / "hpo.db").exists()
 
 
@@ -93,15 +124,21 @@ def test_export_never_overwrites_the_study_database(sqlite_url, finished_study, 
     for out in (database, str(spare), f"{database}-journal"):
         Path(f"{database}-journal").unlink(missing_ok=True)
         for fmt in ("csv", "json"):
-            result = run_hpo("export", finished_study, "--storage", sqlite_url, "--format", fmt, "--out", out)
+            result = run_hpo(
+                "export", finished_study, "--storage", sqlite_url, "--format", fmt, "--out", out
+            )
             assert_one_line_exit_2(result, "SQLite database", out)
-    assert database_intact(sqlite_url, finished_study) and database_intact(f"sqlite:///{spare}", finished_study)
+    assert database_intact(sqlite_url, finished_study) and database_intact(
+        f"sqlite:///{spare}", finished_study
+    )
 
 
 def test_export_never_overwrites_the_study_file_it_reads(sqlite_url, finished_study, tmp_path):
     spec = tmp_path / "study.yaml"
-    text = (f"name: {finished_study}\ntask: criteria\ndata_dir: data\nn_trials: 3\ntrain: {{encoder: tiny}}\n"
-            "search_space:\n  learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}\n")
+    text = (
+        f"name: {finished_study}\ntask: criteria\ndata_dir: data\nn_trials: 3\ntrain: {{encoder: tiny}}\n"
+        "search_space:\n  learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}\n"
+    )
     spec.write_text(text)
     result = run_hpo("export", str(spec), "--storage", sqlite_url, "--out", str(spec))
     assert_one_line_exit_2(result, "is the study file")
@@ -126,18 +163,41 @@ def test_dashboard_on_a_busy_port_names_it_before_saying_it_listens(sqlite_url, 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_hpo("dashboard", "--storage", sqlite_url, "--port", str(port),
-                         "--artifact-dir", str(tmp_path / "artifacts"))
+        result = run_hpo(
+            "dashboard",
+            "--storage",
+            sqlite_url,
+            "--port",
+            str(port),
+            "--artifact-dir",
+            str(tmp_path / "artifacts"),
+        )
     assert_one_line_exit_2(result, f"port {port} on 127.0.0.1 is busy", "--port")
     assert "optuna-dashboard for" not in result.stdout and "Listening" not in result.stderr
-    assert not (tmp_path / "hpo.db").exists() and not (tmp_path / "artifacts").exists(), "nothing created"
+    assert not (tmp_path / "hpo.db").exists() and not (tmp_path / "artifacts").exists(), (
+        "nothing created"
+    )
 
 
-@pytest.mark.parametrize(("host", "expected"), [("192.0.2.1", "not an address of this machine"),
-                                                ("no-such-host.invalid", "unknown host name")])
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("192.0.2.1", "not an address of this machine"),
+        ("no-such-host.invalid", "unknown host name"),
+    ],
+)
 def test_dashboard_on_a_host_it_cannot_bind_names_it(sqlite_url, tmp_path, host, expected):
-    result = run_hpo("dashboard", "--storage", sqlite_url, "--host", host, "--port", "8080",
-                     "--artifact-dir", str(tmp_path / "artifacts"))
+    result = run_hpo(
+        "dashboard",
+        "--storage",
+        sqlite_url,
+        "--host",
+        host,
+        "--port",
+        "8080",
+        "--artifact-dir",
+        str(tmp_path / "artifacts"),
+    )
     assert_one_line_exit_2(result, f"cannot listen on host {host}", expected, "--host 127.0.0.1")
     assert "optuna-dashboard for" not in result.stdout
 
@@ -146,7 +206,9 @@ SMOKE = str(Path(__file__).resolve().parents[1] / "studies" / "criteria-smoke.ya
 
 
 @pytest.mark.parametrize("command", ["tune", "worker"])
-def test_more_threads_than_the_machine_has_cpus_is_refused_before_anything_exists(tmp_path, command):
+def test_more_threads_than_the_machine_has_cpus_is_refused_before_anything_exists(
+    tmp_path, command
+):
     database = tmp_path / "hpo.db"
     result = run_hpo(command, SMOKE, "--threads", "100000", "--storage", f"sqlite:///{database}")
     assert_one_line_exit_2(result, "--threads", f"at most {os.cpu_count()}", "got 100000")
@@ -157,6 +219,8 @@ def test_a_worker_whose_parent_process_does_not_exist_says_so(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # its PID now names no process
     database = tmp_path / "hpo.db"
-    result = run_hpo("worker", SMOKE, "--parent-pid", str(gone.pid), "--storage", f"sqlite:///{database}")
+    result = run_hpo(
+        "worker", SMOKE, "--parent-pid", str(gone.pid), "--storage", f"sqlite:///{database}"
+    )
     assert_one_line_exit_2(result, f"--parent-pid {gone.pid}: no such process")
     assert not database.exists(), "no study was created"

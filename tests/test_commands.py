@@ -44,8 +44,13 @@ def build_study(url: str, name: str, checkpoints: Path, n_trials: int) -> optuna
     under ``checkpoints`` (its output_dir) whose metrics.json names the study and trial."""
     study = optuna.create_study(study_name=name, storage=get_storage(url), direction="maximize")
     uid = uuid.uuid4().hex
-    for key, value in {"task": "criteria", "metric": "macro_f1", "n_trials": n_trials,
-                       "spec_file": str(SMOKE), "uid": uid}.items():
+    for key, value in {
+        "task": "criteria",
+        "metric": "macro_f1",
+        "n_trials": n_trials,
+        "spec_file": str(SMOKE),
+        "uid": uid,
+    }.items():
         study.set_user_attr(key, value)
     outputs = TrialOutputs(checkpoints, name, uid, keep_top_k=len(RESULTS), direction="maximize")
     for number, result in enumerate(RESULTS):
@@ -82,7 +87,9 @@ def hpo(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def hpo_process(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
 
 
 # ---- status ---------------------------------------------------------------------------------------
@@ -96,7 +103,9 @@ def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name
     assert lines[0] == f"study {study_name} (criteria, maximize macro_f1)"
     assert lines[1].split() == ["complete=3", "pruned=1", "failed=0", "running=0", "waiting=0"]
     assert lines[2].split() == ["finished", "4/10", "best", "0.87"]
-    assert "trials/hour" in lines[3] and "ETA" in lines[3] and lines[3].endswith((" h", " min", " s"))
+    assert (
+        "trials/hour" in lines[3] and "ETA" in lines[3] and lines[3].endswith((" h", " min", " s"))
+    )
     rate = float(lines[3].split()[0])
     number, unit = lines[3].split("ETA")[1].split()
     hours = float(number) / {"h": 1, "min": 60, "s": 3600}[unit]
@@ -109,8 +118,18 @@ def test_status_shows_where_each_running_trial_is(capsys, sqlite_url, study_name
     fresh, going = study.ask(SPACE), study.ask(SPACE)
     fresh.set_user_attr("worker", "node/1")
     going.set_user_attr("worker", "node/0")
-    going.set_user_attr("progress", {"epoch": 2, "epochs": 4, "step": 31, "steps": 75, "loss": 0.41,
-                                     "examples_per_second": 37.5, "eta_seconds": 372.0})
+    going.set_user_attr(
+        "progress",
+        {
+            "epoch": 2,
+            "epochs": 4,
+            "step": 31,
+            "steps": 75,
+            "loss": 0.41,
+            "examples_per_second": 37.5,
+            "eta_seconds": 372.0,
+        },
+    )
     code, out, err = hpo(capsys, "status", study_name, "--storage", sqlite_url)
     assert code == 0, err
     assert f"trial {going.number} running on node/0: epoch 2/4 step 31/75, ETA 6 min" in out
@@ -157,7 +176,9 @@ def best_folder(study: optuna.Study) -> Path:
     return Path(study.best_trial.user_attrs["checkpoint"]).parent
 
 
-def test_best_leaves_out_a_checkpoint_that_no_longer_exists(capsys, finished, postgres_url, tmp_path):
+def test_best_leaves_out_a_checkpoint_that_no_longer_exists(
+    capsys, finished, postgres_url, tmp_path
+):
     (best_folder(finished) / "checkpoint").rmdir()  # pruned away by keep_top_k, or moved
     code, out, _ = hpo(capsys, "best", finished.study_name, "--storage", postgres_url)
     assert code == 0
@@ -185,38 +206,62 @@ def best_refusal(capsys, study: optuna.Study, url: str) -> str:
 
 def test_best_refuses_a_checkpoint_whose_metrics_name_another_study(capsys, finished, postgres_url):
     # as a same-named study on another storage, sharing the output_dir, would leave the folder
-    checkpoint = record_best_metrics(finished, {"value": 0.99, "study_uid": "feedbeef" * 4, "trial": BEST})
+    checkpoint = record_best_metrics(
+        finished, {"value": 0.99, "study_uid": "feedbeef" * 4, "trial": BEST}
+    )
     assert best_refusal(capsys, finished, postgres_url) == (
-        f"  the checkpoint at {checkpoint} belongs to another study (its metrics.json names study feedbeef); not shown")
+        f"  the checkpoint at {checkpoint} belongs to another study (its metrics.json names study feedbeef); not shown"
+    )
 
 
-@pytest.mark.parametrize("recorded", [None, {"value": 0.87}], ids=["no metrics.json", "metrics.json without uid"])
-def test_best_refuses_a_checkpoint_not_recorded_as_its_studys(capsys, finished, postgres_url, recorded):
+@pytest.mark.parametrize(
+    "recorded", [None, {"value": 0.87}], ids=["no metrics.json", "metrics.json without uid"]
+)
+def test_best_refuses_a_checkpoint_not_recorded_as_its_studys(
+    capsys, finished, postgres_url, recorded
+):
     checkpoint = record_best_metrics(finished, recorded)
     assert best_refusal(capsys, finished, postgres_url) == (
         f"  the checkpoint at {checkpoint} is not recorded as this study's (no study uid in its metrics.json); "
-        "not shown")
+        "not shown"
+    )
 
 
 def test_best_refuses_another_trials_checkpoint(capsys, finished, postgres_url):
-    checkpoint = record_best_metrics(finished, {"study_uid": finished.user_attrs["uid"], "trial": BEST + 2})
+    checkpoint = record_best_metrics(
+        finished, {"study_uid": finished.user_attrs["uid"], "trial": BEST + 2}
+    )
     assert best_refusal(capsys, finished, postgres_url) == (
-        f"  the checkpoint at {checkpoint} belongs to trial {BEST + 2}, not trial {BEST}; not shown")
+        f"  the checkpoint at {checkpoint} belongs to trial {BEST + 2}, not trial {BEST}; not shown"
+    )
 
 
 @pytest.mark.slow
 def test_same_named_studies_sharing_an_output_dir_keep_apart_and_best_shows_its_own(
-        capsys, tmp_path, study_name, tiny_roberta, tiny_deberta):
+    capsys, tmp_path, study_name, tiny_roberta, tiny_deberta
+):
     """Two studies of one name on two storages (or one deleted and re-created) write to one
     output_dir: each keeps its own trial folders, and ``best`` names its own checkpoint."""
     data, shared = write_sample(tmp_path / "data", posts=30, seed=0), tmp_path / "out"
     runs = []
     for storage in ("first", "second"):
         url = f"sqlite:///{tmp_path / storage}.db"
-        spec = load_spec(REPO / "studies" / "evidence-smoke.yaml", [
-            f"name={study_name}", f"data_dir={data}", f"output_dir={shared}", "n_trials=2", "train.epochs=1",
-            "keep_top_k=2", f"train.cache_dir={tmp_path / 'cache'}", f"model_paths.tiny-roberta={tiny_roberta}",
-            f"model_paths.tiny-deberta={tiny_deberta}"], url, env={})
+        spec = load_spec(
+            REPO / "studies" / "evidence-smoke.yaml",
+            [
+                f"name={study_name}",
+                f"data_dir={data}",
+                f"output_dir={shared}",
+                "n_trials=2",
+                "train.epochs=1",
+                "keep_top_k=2",
+                f"train.cache_dir={tmp_path / 'cache'}",
+                f"model_paths.tiny-roberta={tiny_roberta}",
+                f"model_paths.tiny-deberta={tiny_deberta}",
+            ],
+            url,
+            env={},
+        )
         assert run_worker(spec, poll_seconds=0.1) == 2
         runs.append((url, spec))
     folders = []
@@ -225,13 +270,21 @@ def test_same_named_studies_sharing_an_output_dir_keep_apart_and_best_shows_its_
         folder = spec.study_dir(study.user_attrs["uid"])
         for trial in study.trials:  # the second study wrote trials 0 and 1 too, elsewhere
             recorded = json.loads((folder / f"trial_{trial.number}" / "metrics.json").read_text())
-            assert (recorded["study_uid"], recorded["trial"]) == (study.user_attrs["uid"], trial.number)
+            assert (recorded["study_uid"], recorded["trial"]) == (
+                study.user_attrs["uid"],
+                trial.number,
+            )
         code, out, err = hpo(capsys, "best", study_name, "--storage", url)
         assert code == 0, err
-        assert out.splitlines()[3] == f"  checkpoint: {folder / f'trial_{study.best_trial.number}' / 'checkpoint'}"
+        assert (
+            out.splitlines()[3]
+            == f"  checkpoint: {folder / f'trial_{study.best_trial.number}' / 'checkpoint'}"
+        )
         folders.append(folder)
     assert folders[0] != folders[1]
-    assert sorted(p.name for p in shared.iterdir()) == sorted(["artifacts", *(f.name for f in folders)])
+    assert sorted(p.name for p in shared.iterdir()) == sorted(
+        ["artifacts", *(f.name for f in folders)]
+    )
 
 
 def test_best_of_a_study_without_completed_trials(capsys, sqlite_url, study_name):
@@ -245,10 +298,21 @@ def test_best_of_a_study_without_completed_trials(capsys, sqlite_url, study_name
 # ---- export --------------------------------------------------------------------------------------------
 
 
-def test_export_csv_has_one_row_per_trial_with_flat_columns(capsys, finished, postgres_url, tmp_path):
+def test_export_csv_has_one_row_per_trial_with_flat_columns(
+    capsys, finished, postgres_url, tmp_path
+):
     out_file = tmp_path / "trials.csv"
-    code, _, err = hpo(capsys, "export", finished.study_name, "--storage", postgres_url,
-                       "--format", "csv", "--out", str(out_file))
+    code, _, err = hpo(
+        capsys,
+        "export",
+        finished.study_name,
+        "--storage",
+        postgres_url,
+        "--format",
+        "csv",
+        "--out",
+        str(out_file),
+    )
     assert code == 0
     assert f"wrote 4 trials to {out_file}" in err
     with out_file.open(newline="") as stream:
@@ -257,9 +321,18 @@ def test_export_csv_has_one_row_per_trial_with_flat_columns(capsys, finished, po
         columns = reader.fieldnames
     assert [int(row["number"]) for row in rows] == [0, 1, 2, 3]
     assert [row["state"] for row in rows] == ["COMPLETE", "COMPLETE", "PRUNED", "COMPLETE"]
-    for name in ("params.learning_rate", "params.head_layers", "params.pooling",
-                 "user_attrs.metrics.macro_f1", "user_attrs.metrics.accuracy", "user_attrs.epochs_run",
-                 "user_attrs.wall_seconds", "user_attrs.checkpoint", "datetime_start", "value"):
+    for name in (
+        "params.learning_rate",
+        "params.head_layers",
+        "params.pooling",
+        "user_attrs.metrics.macro_f1",
+        "user_attrs.metrics.accuracy",
+        "user_attrs.epochs_run",
+        "user_attrs.wall_seconds",
+        "user_attrs.checkpoint",
+        "datetime_start",
+        "value",
+    ):
         assert name in columns
     assert not any(column in ("params", "user_attrs", "user_attrs.metrics") for column in columns)
     for row, trial in zip(rows, finished.trials, strict=True):
@@ -268,14 +341,26 @@ def test_export_csv_has_one_row_per_trial_with_flat_columns(capsys, finished, po
     assert float(rows[BEST]["user_attrs.metrics.macro_f1"]) == pytest.approx(0.87)
     assert float(rows[BEST]["user_attrs.metrics.accuracy"]) == pytest.approx(0.91)
     # pruned: Optuna keeps its last report as the value; it has no metrics
-    assert float(rows[2]["value"]) == pytest.approx(0.05) and rows[2]["user_attrs.metrics.macro_f1"] == ""
+    assert (
+        float(rows[2]["value"]) == pytest.approx(0.05)
+        and rows[2]["user_attrs.metrics.macro_f1"] == ""
+    )
     assert rows[2]["user_attrs.epochs_run"] == "1"
 
 
 def test_export_json_keeps_the_nesting(capsys, finished, postgres_url, tmp_path):
     out_file = tmp_path / "trials.json"
-    code, _, _ = hpo(capsys, "export", finished.study_name, "--storage", postgres_url,
-                     "--format", "json", "--out", str(out_file))
+    code, _, _ = hpo(
+        capsys,
+        "export",
+        finished.study_name,
+        "--storage",
+        postgres_url,
+        "--format",
+        "json",
+        "--out",
+        str(out_file),
+    )
     assert code == 0
     rows = json.loads(out_file.read_text())
     assert len(rows) == 4
@@ -287,7 +372,9 @@ def test_export_json_keeps_the_nesting(capsys, finished, postgres_url, tmp_path)
 
 
 def test_export_to_standard_output(capsys, finished, postgres_url):
-    code, out, _ = hpo(capsys, "export", finished.study_name, "--storage", postgres_url, "--format", "csv")
+    code, out, _ = hpo(
+        capsys, "export", finished.study_name, "--storage", postgres_url, "--format", "csv"
+    )
     assert code == 0
     rows = list(csv.DictReader(out.splitlines()))
     assert len(rows) == 4 and rows[BEST]["user_attrs.metrics.macro_f1"] == "0.87"
@@ -297,9 +384,21 @@ def test_export_to_standard_output(capsys, finished, postgres_url):
 
 
 def test_optuna_cli_reads_the_best_trial(finished, postgres_url):
-    result = subprocess.run([str(OPTUNA), "best-trial", "--study-name", finished.study_name,
-                             "--storage", postgres_url, "--format", "json"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            str(OPTUNA),
+            "best-trial",
+            "--study-name",
+            finished.study_name,
+            "--storage",
+            postgres_url,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     best = json.loads(result.stdout)
     assert best["number"] == BEST
@@ -309,7 +408,9 @@ def test_optuna_cli_reads_the_best_trial(finished, postgres_url):
 # ---- errors --------------------------------------------------------------------------------------------
 
 
-def test_unknown_study_is_exit_2_listing_the_studies_there(capsys, sqlite_url, study_name, tmp_path):
+def test_unknown_study_is_exit_2_listing_the_studies_there(
+    capsys, sqlite_url, study_name, tmp_path
+):
     build_study(sqlite_url, study_name, tmp_path, n_trials=4)
     for command in ("status", "best", "export"):
         code, out, err = hpo(capsys, command, "no-such-study", "--storage", sqlite_url)
@@ -325,13 +426,18 @@ def test_unreachable_storage_is_exit_2_and_never_shows_the_password():
     assert result.returncode == 2
     assert "topsecret" not in result.stdout + result.stderr
     assert result.stderr.count("\n") == 1
-    assert result.stderr.startswith("hpo: error: cannot use the database at postgresql+psycopg2://u:***@127.0.0.1:1/db")
+    assert result.stderr.startswith(
+        "hpo: error: cannot use the database at postgresql+psycopg2://u:***@127.0.0.1:1/db"
+    )
 
 
 def test_unknown_study_in_a_subprocess_exits_2(sqlite_url):
     result = hpo_process("best", "no-such-study", "--storage", sqlite_url)
     assert result.returncode == 2
-    assert result.stderr.strip() == f"hpo: error: no study named 'no-such-study' in {sqlite_url}; studies there: none"
+    assert (
+        result.stderr.strip()
+        == f"hpo: error: no study named 'no-such-study' in {sqlite_url}; studies there: none"
+    )
 
 
 # ---- validate --------------------------------------------------------------------------------------------
@@ -339,7 +445,9 @@ def test_unknown_study_in_a_subprocess_exits_2(sqlite_url):
 
 def test_validate_names_a_missing_data_directory(capsys, sqlite_url, tmp_path):
     missing = tmp_path / "no-data-here"
-    code, out, err = hpo(capsys, "validate", str(SMOKE), "--set", f"data_dir={missing}", "--storage", sqlite_url)
+    code, out, err = hpo(
+        capsys, "validate", str(SMOKE), "--set", f"data_dir={missing}", "--storage", sqlite_url
+    )
     assert code == 2
     assert err.count("\n") == 1 and str(missing) in err and "data directory not found" in err
     assert "valid" not in out
@@ -347,7 +455,9 @@ def test_validate_names_a_missing_data_directory(capsys, sqlite_url, tmp_path):
 
 
 def test_validate_names_a_bad_n_trials(capsys, tmp_path):
-    code, _, err = hpo(capsys, "validate", str(SMOKE), "--set", "n_trials=0", "--set", f"data_dir={tmp_path}")
+    code, _, err = hpo(
+        capsys, "validate", str(SMOKE), "--set", "n_trials=0", "--set", f"data_dir={tmp_path}"
+    )
     assert code == 2
     assert err.count("\n") == 1 and "n_trials" in err and str(SMOKE) in err
 
@@ -377,14 +487,20 @@ warm_start:
 @pytest.fixture
 def conditional(tmp_path, study_name) -> Path:
     path = tmp_path / "conditional.yaml"
-    path.write_text(CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder="unused"))
+    path.write_text(
+        CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder="unused")
+    )
     return path
 
 
-def test_validate_shows_the_conditions_and_the_warm_start(capsys, tmp_path, study_name, tiny_roberta, sqlite_url):
+def test_validate_shows_the_conditions_and_the_warm_start(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
     write_sample(tmp_path / "data", posts=40, seed=0)
     path = tmp_path / "conditional.yaml"
-    path.write_text(CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder=tiny_roberta))
+    path.write_text(
+        CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder=tiny_roberta)
+    )
     code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url)
     assert code == 0, err
     assert "lora_r, lora_alpha: sampled only when adapter is lora" in out
@@ -392,7 +508,9 @@ def test_validate_shows_the_conditions_and_the_warm_start(capsys, tmp_path, stud
     assert "warm start: 2 parameter sets, queued once when the study is created" in out
 
 
-def test_validate_reports_the_long_tail_and_a_steps_memory(capsys, tmp_path, study_name, tiny_roberta, sqlite_url):
+def test_validate_reports_the_long_tail_and_a_steps_memory(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
     write_sample(tmp_path / "data", posts=60, seed=0, profile="realistic")
     path = tmp_path / "chunks.yaml"
     path.write_text(f"""name: {study_name}
@@ -408,40 +526,100 @@ search_space:
     assert code == 0, err
     tail = re.search(r"posts are ([\d,]+) / ([\d,]+) / ([\d,]+) tokens \(p50 / p99 / max\)", out)
     assert tail and int(tail[3].replace(",", "")) > 500, out
-    at_64 = re.search(r"long_text=chunks at max_length 64: (\d+) / (\d+) / (\d+) chunks per post", out)
-    at_128 = re.search(r"long_text=chunks at max_length 128: (\d+) / (\d+) / (\d+) chunks per post", out)
+    at_64 = re.search(
+        r"long_text=chunks at max_length 64: (\d+) / (\d+) / (\d+) chunks per post", out
+    )
+    at_128 = re.search(
+        r"long_text=chunks at max_length 128: (\d+) / (\d+) / (\d+) chunks per post", out
+    )
     assert at_64 and at_128 and int(at_64[3]) > int(at_128[3]) > 1, out
-    assert re.search(r"a training step holds at most 8 sequences of 128 tokens .* about [\d,]+ MiB", out), out
+    assert re.search(
+        r"a training step holds at most 8 sequences of 128 tokens .* about [\d,]+ MiB", out
+    ), out
 
 
-def test_enqueue_queues_one_parameter_set_beside_the_warm_start(capsys, conditional, sqlite_url, study_name):
-    code, out, err = hpo(capsys, "enqueue", str(conditional), "--set", "adapter=lora", "--set", "lora_r=12",
-                         "--set", "learning_rate=5e-5", "--storage", sqlite_url)
+def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
+    capsys, conditional, sqlite_url, study_name
+):
+    code, out, err = hpo(
+        capsys,
+        "enqueue",
+        str(conditional),
+        "--set",
+        "adapter=lora",
+        "--set",
+        "lora_r=12",
+        "--set",
+        "learning_rate=5e-5",
+        "--storage",
+        sqlite_url,
+    )
     assert code == 0, err
-    assert out.startswith(f"queued adapter=lora, lora_r=12, learning_rate=5e-05 on study '{study_name}'")
+    assert out.startswith(
+        f"queued adapter=lora, lora_r=12, learning_rate=5e-05 on study '{study_name}'"
+    )
     waiting = optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).get_trials(
-        states=(TrialState.WAITING,))
-    assert [t.system_attrs["fixed_params"] for t in waiting][-1] == \
-        {"adapter": "lora", "lora_r": 12, "learning_rate": 5e-5}
-    assert len(waiting) == 3  # the spec's two warm-start sets, queued when enqueue created the study, and this one
-    code, out, _ = hpo(capsys, "enqueue", str(conditional), "--set", "adapter=lora", "--set", "lora_r=12",
-                       "--set", "learning_rate=5e-5", "--storage", sqlite_url)
+        states=(TrialState.WAITING,)
+    )
+    assert [t.system_attrs["fixed_params"] for t in waiting][-1] == {
+        "adapter": "lora",
+        "lora_r": 12,
+        "learning_rate": 5e-5,
+    }
+    assert (
+        len(waiting) == 3
+    )  # the spec's two warm-start sets, queued when enqueue created the study, and this one
+    code, out, _ = hpo(
+        capsys,
+        "enqueue",
+        str(conditional),
+        "--set",
+        "adapter=lora",
+        "--set",
+        "lora_r=12",
+        "--set",
+        "learning_rate=5e-5",
+        "--storage",
+        sqlite_url,
+    )
     assert code == 0 and "nothing queued" in out
 
 
-@pytest.mark.parametrize("params, problem", [
-    (["lerning_rate=1e-4"], "--set lerning_rate: 'lerning_rate' is not in search_space; did you mean 'learning_rate'?"),
-    (["learning_rate=0.5"], "--set learning_rate: learning_rate=0.5 is outside its range"),
-    (["adapter=prefix"], "--set adapter: 'prefix' is not one of adapter's choices ['full', 'lora']"),
-    (["head_layers=one"], "--set head_layers: 'one' is not an integer for head_layers"),
-    (["lora_r=8"], "--set lora_r: applies only when adapter is lora"),
-    (["train.epochs=2"], "name a searched parameter"),
-    (["learning_rate"], "expected the form key=value"),
-    (["learning_rate=5e-5", "learning_rate=6e-5"], "--set learning_rate: given twice (5e-05, then 6e-05); give it once"),
-], ids=["unknown name", "out of range", "not a choice", "not an integer", "condition fails", "dotted key",
-        "no value", "repeated"])
+@pytest.mark.parametrize(
+    "params, problem",
+    [
+        (
+            ["lerning_rate=1e-4"],
+            "--set lerning_rate: 'lerning_rate' is not in search_space; did you mean 'learning_rate'?",
+        ),
+        (["learning_rate=0.5"], "--set learning_rate: learning_rate=0.5 is outside its range"),
+        (
+            ["adapter=prefix"],
+            "--set adapter: 'prefix' is not one of adapter's choices ['full', 'lora']",
+        ),
+        (["head_layers=one"], "--set head_layers: 'one' is not an integer for head_layers"),
+        (["lora_r=8"], "--set lora_r: applies only when adapter is lora"),
+        (["train.epochs=2"], "name a searched parameter"),
+        (["learning_rate"], "expected the form key=value"),
+        (
+            ["learning_rate=5e-5", "learning_rate=6e-5"],
+            "--set learning_rate: given twice (5e-05, then 6e-05); give it once",
+        ),
+    ],
+    ids=[
+        "unknown name",
+        "out of range",
+        "not a choice",
+        "not an integer",
+        "condition fails",
+        "dotted key",
+        "no value",
+        "repeated",
+    ],
+)
 def test_enqueue_of_a_bad_parameter_set_is_one_line_exit_2_and_creates_nothing(
-        capsys, conditional, sqlite_url, params, problem):
+    capsys, conditional, sqlite_url, params, problem
+):
     argv = [arg for param in params for arg in ("--set", param)]
     code, out, err = hpo(capsys, "enqueue", str(conditional), *argv, "--storage", sqlite_url)
     assert code == 2 and out == ""
@@ -452,16 +630,31 @@ def test_enqueue_of_a_bad_parameter_set_is_one_line_exit_2_and_creates_nothing(
 def test_enqueue_never_changes_the_studys_spec(capsys, conditional, sqlite_url, study_name):
     """--allow-spec-change lets enqueue queue onto a study made from another spec; it must not
     make that spec the study's (then the command that made the study would be refused)."""
-    code, _, err = hpo(capsys, "enqueue", str(conditional), "--set", "adapter=full", "--storage", sqlite_url)
+    code, _, err = hpo(
+        capsys, "enqueue", str(conditional), "--set", "adapter=full", "--storage", sqlite_url
+    )
     assert code == 0, err
     recorded = optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).user_attrs
     other = conditional.with_name("more-trials.yaml")
     other.write_text(conditional.read_text().replace("n_trials: 4", "n_trials: 9"))
-    code, out, err = hpo(capsys, "enqueue", str(other), "--set", "learning_rate=5e-5", "--allow-spec-change",
-                         "--storage", sqlite_url)
+    code, out, err = hpo(
+        capsys,
+        "enqueue",
+        str(other),
+        "--set",
+        "learning_rate=5e-5",
+        "--allow-spec-change",
+        "--storage",
+        sqlite_url,
+    )
     assert code == 0 and out.startswith("queued learning_rate=5e-05"), err
-    assert optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).user_attrs == recorded
-    code, out, err = hpo(capsys, "enqueue", str(conditional), "--set", "learning_rate=6e-5", "--storage", sqlite_url)
+    assert (
+        optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).user_attrs
+        == recorded
+    )
+    code, out, err = hpo(
+        capsys, "enqueue", str(conditional), "--set", "learning_rate=6e-5", "--storage", sqlite_url
+    )
     assert code == 0, err  # the spec that made the study still opens it
 
 

@@ -32,8 +32,12 @@ def _defaults(text: str) -> str:
 
 
 def _hpo_services() -> dict[str, dict]:
-    return {name: service for name, service in SERVICES.items()
-            if isinstance(service.get("build"), dict) and service["build"].get("dockerfile") == "docker/Dockerfile"}
+    return {
+        name: service
+        for name, service in SERVICES.items()
+        if isinstance(service.get("build"), dict)
+        and service["build"].get("dockerfile") == "docker/Dockerfile"
+    }
 
 
 HPO_SERVICES = _hpo_services()
@@ -45,10 +49,20 @@ def _flag_value(command: list[str], flag: str) -> str:
 
 def _dockerfile_instructions() -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
-    joined = re.sub(r"\\\n", " ", "\n".join(line for line in DOCKERFILE.read_text().splitlines()
-                                            if not line.lstrip().startswith("#")))
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line.strip() else "")
-            for line in joined.splitlines() if line.strip()]
+    joined = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(
+            line
+            for line in DOCKERFILE.read_text().splitlines()
+            if not line.lstrip().startswith("#")
+        ),
+    )
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line.strip() else "")
+        for line in joined.splitlines()
+        if line.strip()
+    ]
 
 
 def test_the_hpo_image_serves_workers_gpu_workers_and_the_dashboard():
@@ -58,15 +72,23 @@ def test_the_hpo_image_serves_workers_gpu_workers_and_the_dashboard():
 @pytest.mark.parametrize("name", sorted(HPO_SERVICES))
 def test_service_command_uses_existing_subcommand_and_flags(name):
     command = [_defaults(part) for part in HPO_SERVICES[name]["command"]]
-    result = subprocess.run([sys.executable, "-m", "hpo", command[0], "--help"], capture_output=True, text=True,
-                            cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo", command[0], "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.returncode == 0, f"{name}: `hpo {command[0]}` does not exist: {result.stderr}"
     for flag in (part for part in command if part.startswith("--")):
-        assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", result.stdout), \
+        assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", result.stdout), (
             f"{name}: `hpo {command[0]}` has no flag {flag}"
+        )
 
 
-@pytest.mark.parametrize("name", sorted(n for n, s in HPO_SERVICES.items() if s["command"][0] in ("worker", "tune")))
+@pytest.mark.parametrize(
+    "name", sorted(n for n, s in HPO_SERVICES.items() if s["command"][0] in ("worker", "tune"))
+)
 def test_worker_default_study_and_overrides_are_valid(name):
     command = [_defaults(part) for part in HPO_SERVICES[name]["command"]]
     overrides = [command[i + 1] for i, part in enumerate(command) if part == "--set"]
@@ -90,7 +112,11 @@ def test_named_volumes_are_declared():
     declared = set(COMPOSE.get("volumes") or {})
     for name, service in SERVICES.items():
         for volume in service.get("volumes", []):
-            source = volume.get("source") if isinstance(volume, dict) else _defaults(volume).split(":")[0]
+            source = (
+                volume.get("source")
+                if isinstance(volume, dict)
+                else _defaults(volume).split(":")[0]
+            )
             if isinstance(volume, dict) and volume.get("type") != "volume":
                 continue
             if source and not source.startswith((".", "/", "~")):
@@ -100,10 +126,14 @@ def test_named_volumes_are_declared():
 def test_dashboard_port_mapping_targets_the_port_it_listens_on():
     dashboard = SERVICES["dashboard"]
     port = _flag_value(dashboard["command"], "--port")
-    assert _flag_value(dashboard["command"], "--host") == "0.0.0.0"  # reachable through the published port
+    assert (
+        _flag_value(dashboard["command"], "--host") == "0.0.0.0"
+    )  # reachable through the published port
     published = [_defaults(str(p)) for p in dashboard["ports"]]
     assert [p.rsplit(":", 1)[1] for p in published] == [port]
-    assert all(p.startswith("127.0.0.1:") for p in published), "the dashboard has no login: this machine only"
+    assert all(p.startswith("127.0.0.1:") for p in published), (
+        "the dashboard has no login: this machine only"
+    )
     assert _flag_value(dashboard["command"], "--artifact-dir").startswith("/runs/")
     assert any(str(v).startswith("runs:/runs") for v in dashboard["volumes"])
 
@@ -126,9 +156,16 @@ def _postgres_port() -> int:
 def test_storage_url_points_at_the_postgres_service(name):
     url = sa.make_url(_defaults(HPO_SERVICES[name]["environment"]["HPO_STORAGE"]))
     env = {key: _defaults(value) for key, value in SERVICES["postgres"]["environment"].items()}
-    assert (url.get_backend_name(), url.host, url.port) == ("postgresql", "postgres", _postgres_port())
-    assert (url.username, url.password, url.database) == (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"],
-                                                          env["POSTGRES_DB"])
+    assert (url.get_backend_name(), url.host, url.port) == (
+        "postgresql",
+        "postgres",
+        _postgres_port(),
+    )
+    assert (url.username, url.password, url.database) == (
+        env["POSTGRES_USER"],
+        env["POSTGRES_PASSWORD"],
+        env["POSTGRES_DB"],
+    )
     published = [_defaults(str(p)) for p in SERVICES["postgres"].get("ports", [])]
     assert all(p.rsplit(":", 1)[1] == str(_postgres_port()) for p in published)
 
@@ -141,7 +178,9 @@ def test_workers_scale_restart_and_gpu_profile():
     assert gpu["profiles"] == ["gpu"]
     devices = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
-    assert "BASE_IMAGE" in gpu["build"]["args"] and "cu" in _defaults(gpu["build"]["args"]["TORCH_INDEX"])
+    assert "BASE_IMAGE" in gpu["build"]["args"] and "cu" in _defaults(
+        gpu["build"]["args"]["TORCH_INDEX"]
+    )
 
 
 def test_dockerfile_entrypoint_base_image_arg_and_non_root_user():
@@ -172,11 +211,16 @@ def test_dockerfile_never_installs_torch_from_pypi():
     for i in torch_runs:
         assert "--index-url" in runs[i] and "--extra-index-url" not in runs[i], runs[i]
     project = next(i for i, a in enumerate(runs) if re.search(r"pip install \"?\.\[", a))
-    assert max(torch_runs) < project, "torch goes first, so the project's bare `torch` is already satisfied"
+    assert max(torch_runs) < project, (
+        "torch goes first, so the project's bare `torch` is already satisfied"
+    )
 
 
 def test_dockerignore_excludes_local_state():
-    patterns = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")}
+    patterns = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert {".venv", "_runs", ".git", "data"} <= patterns
     assert not {"hpo", "studies", "pyproject.toml", "README.md"} & patterns

@@ -20,9 +20,18 @@ from hpo.fixtures import write_sample
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars", "--virtual-time-budget=15000")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--virtual-time-budget=15000",
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +52,39 @@ def study(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict:
     name = "evidence-dashboard"
     storage, out = f"sqlite:///{root / 'hpo.db'}", root / "runs"
     run = subprocess.run(
-        [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "evidence-smoke.yaml"), "--workers", "1",
-         "--no-progress", "--storage", storage, "--set", "n_trials=3", "--set", "train.epochs=1",
-         "--set", f"name={name}", "--set", f"data_dir={write_sample(root / 'data', posts=40)}",
-         "--set", f"output_dir={out}", "--set", f"train.cache_dir={root / 'cache'}",
-         "--set", f"model_paths.tiny-roberta={tiny_roberta}", "--set", f"model_paths.tiny-deberta={tiny_deberta}"],
-        capture_output=True, text=True, timeout=300, cwd=root)
+        [
+            sys.executable,
+            "-m",
+            "hpo",
+            "tune",
+            str(REPO / "studies" / "evidence-smoke.yaml"),
+            "--workers",
+            "1",
+            "--no-progress",
+            "--storage",
+            storage,
+            "--set",
+            "n_trials=3",
+            "--set",
+            "train.epochs=1",
+            "--set",
+            f"name={name}",
+            "--set",
+            f"data_dir={write_sample(root / 'data', posts=40)}",
+            "--set",
+            f"output_dir={out}",
+            "--set",
+            f"train.cache_dir={root / 'cache'}",
+            "--set",
+            f"model_paths.tiny-roberta={tiny_roberta}",
+            "--set",
+            f"model_paths.tiny-deberta={tiny_deberta}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return {"name": name, "storage": storage, "artifacts": out / "artifacts", "root": root}
 
@@ -61,9 +97,22 @@ def dashboard(study) -> str:
         port = sock.getsockname()[1]
     log_path = study["root"] / "dashboard.log"
     with open(log_path, "w") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "hpo", "dashboard", "--storage", study["storage"],
-                                 "--artifact-dir", str(study["artifacts"]), "--port", str(port)],
-                                stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hpo",
+                "dashboard",
+                "--storage",
+                study["storage"],
+                "--artifact-dir",
+                str(study["artifacts"]),
+                "--port",
+                str(port),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -73,7 +122,9 @@ def dashboard(study) -> str:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the dashboard did not start (exit {proc.poll()}): {log_path.read_text()[-2000:]}")
+                    pytest.fail(
+                        f"the dashboard did not start (exit {proc.poll()}): {log_path.read_text()[-2000:]}"
+                    )
                 time.sleep(0.5)
         yield url
     finally:
@@ -97,10 +148,20 @@ def _study_id(dashboard: str, name: str) -> int:
 
 def render(chromium: str, url: str, screenshot: Path, size: str = "1400,900") -> str:
     """The page's visible text after its JavaScript ran; a screenshot of the same page."""
-    run = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--window-size={size}",
-                          f"--user-data-dir={screenshot.with_suffix('.profile')}",  # fresh, per page
-                          f"--screenshot={screenshot}", "--dump-dom", url],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--window-size={size}",
+            f"--user-data-dir={screenshot.with_suffix('.profile')}",  # fresh, per page
+            f"--screenshot={screenshot}",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and screenshot.stat().st_size > 20_000, run.stderr[-2000:]
     html = re.sub(r"<(style|script)\b.*?</\1>", " ", run.stdout, flags=re.S)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
@@ -118,7 +179,9 @@ def test_api_lists_the_study_its_trials_and_their_artifacts(dashboard, study):
     for trial in complete:  # metrics for every trial; with keep_top_k=3, every checkpoint is kept
         names = {a["filename"]: a["artifact_id"] for a in trial["artifacts"]}
         assert {"metrics.json", "checkpoint.tar"} <= set(names), trial["artifacts"]
-        metrics = _get_json(f"{dashboard}/artifacts/{study_id}/{trial['trial_id']}/{names['metrics.json']}")
+        metrics = _get_json(
+            f"{dashboard}/artifacts/{study_id}/{trial['trial_id']}/{names['metrics.json']}"
+        )
         assert metrics["value"] == pytest.approx(trial["values"][0])
 
 
@@ -127,13 +190,20 @@ def test_study_page_renders_the_study_in_a_browser(dashboard, study, chromium, t
     screenshot = tmp_path / "study.png"
     text = render(chromium, f"{dashboard}/dashboard/studies/{study_id}", screenshot)
     assert f"{study['name']} (id={study_id})" in text, text[:2000]
-    assert all(f"trial #{n}" in text for n in range(3)), text[:2000]  # the intermediate-values legend
+    assert all(f"trial #{n}" in text for n in range(3)), text[
+        :2000
+    ]  # the intermediate-values legend
     assert "Best Trial" in text and "learning_rate" in text
 
 
 def test_trials_page_lists_each_trials_artifacts_in_a_browser(dashboard, study, chromium, tmp_path):
     study_id = _study_id(dashboard, study["name"])
-    text = render(chromium, f"{dashboard}/dashboard/studies/{study_id}/trials", tmp_path / "trials.png", "1400,1300")
+    text = render(
+        chromium,
+        f"{dashboard}/dashboard/studies/{study_id}/trials",
+        tmp_path / "trials.png",
+        "1400,1300",
+    )
     assert all(f"Trial {n}" in text for n in range(3)), text[:2000]
-    artifacts = text[text.index("Artifacts"):]  # the selected trial's (trial 0's) artifact cards
+    artifacts = text[text.index("Artifacts") :]  # the selected trial's (trial 0's) artifact cards
     assert "metrics.json" in artifacts and "checkpoint.tar" in artifacts, text[-2000:]

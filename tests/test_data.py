@@ -173,12 +173,16 @@ def test_missing_column_lists_missing_and_found(tmp_path):
 
 def test_duplicated_column_is_an_error_not_the_last_one_silently(tmp_path):
     posts = [[post_id, text, "other text"] for post_id, text in POSTS]
-    message = load_error(write_fixture(tmp_path, posts=posts, post_header=["post_id", "text", "text"]))
+    message = load_error(
+        write_fixture(tmp_path, posts=posts, post_header=["post_id", "text", "text"])
+    )
     assert "redsm5_posts.csv: line 1: column(s) text appear more than once" in message
 
 
 def test_a_five_megabyte_post_loads(tmp_path):
-    long_text = "I cannot sleep and nothing helps. " * 150_000  # ~5 MB, past csv's default field limit
+    long_text = (
+        "I cannot sleep and nothing helps. " * 150_000
+    )  # ~5 MB, past csv's default field limit
     corpus = load_redsm5(write_fixture(tmp_path, posts=[*POSTS[1:], ["p1", long_text]]))
     assert corpus.posts["p1"].text == long_text
 
@@ -326,24 +330,43 @@ def test_multilabel_criteria_describe_the_same_matrix_as_pairs(tmp_path):
 
 
 def test_evidence_covers_every_sentence_and_reports_what_does_not_align(tmp_path):
-    posts = [["p1", "I sleep badly. The weather was nice. I feel   worthless\nevery day. We had pizza."],
-             ["p2", "Nothing here."]]
+    posts = [
+        ["p1", "I sleep badly. The weather was nice. I feel   worthless\nevery day. We had pizza."],
+        ["p2", "Nothing here."],
+    ]
     annotations = [
         ["p1", "p1_0", "I sleep badly.", "SLEEP_ISSUES", "1", ""],
-        ["p1", "p1_2", "I feel worthless every day.", "WORTHLESSNESS", "1", ""],  # aligns up to whitespace
+        [
+            "p1",
+            "p1_2",
+            "I feel worthless every day.",
+            "WORTHLESSNESS",
+            "1",
+            "",
+        ],  # aligns up to whitespace
         ["p1", "p1_9", "A sentence the post never had.", "WORTHLESSNESS", "1", ""],
         ["p1", "p1_3", "We had pizza.", "FATIGUE", "0", ""],  # a hard negative; FATIGUE not shown
     ]
     corpus = load_redsm5(write_fixture(tmp_path, posts=posts, annotations=annotations))
     examples, alignment = evidence_candidates(corpus, load_descriptions())
     sentences = [s.text for s in split_sentences(posts[0][1])]
-    assert sentences == ["I sleep badly.", "The weather was nice.", "I feel   worthless", "every day.",
-                         "We had pizza."]
+    assert sentences == [
+        "I sleep badly.",
+        "The weather was nice.",
+        "I feel   worthless",
+        "every day.",
+        "We had pizza.",
+    ]
     got = {(e.text_b, e.criterion): (e.label, e.annotated) for e in examples}
-    assert set(got) == {(s, c) for s in sentences for c in ("SLEEP_ISSUES", "WORTHLESSNESS")}  # p2 shows nothing
+    assert set(got) == {
+        (s, c) for s in sentences for c in ("SLEEP_ISSUES", "WORTHLESSNESS")
+    }  # p2 shows nothing
     assert got[("I sleep badly.", "SLEEP_ISSUES")] == (1, True)
     assert got[("I sleep badly.", "WORTHLESSNESS")] == (0, True)  # hard negative
-    assert got[("I feel   worthless", "WORTHLESSNESS")] == (1, True)  # the annotation spans a line break
+    assert got[("I feel   worthless", "WORTHLESSNESS")] == (
+        1,
+        True,
+    )  # the annotation spans a line break
     assert got[("every day.", "WORTHLESSNESS")] == (1, True)
     assert got[("The weather was nice.", "SLEEP_ISSUES")] == (0, False)  # nobody annotated it
     assert got[("We had pizza.", "SLEEP_ISSUES")] == (0, True)
@@ -392,11 +415,15 @@ def test_one_post_split_serves_both_tasks_grouped_complete_and_stratified(sample
         splits = partition(examples, split)
         for name, posts in zip(("train", "validation", "test"), parts, strict=True):
             assert post_ids(getattr(splits, name)) <= set(posts), (task, name)
-        assert sum(len(part) for part in (splits.train, splits.validation, splits.test)) == len(examples)
+        assert sum(len(part) for part in (splits.train, splits.validation, splits.test)) == len(
+            examples
+        )
     for symptom in SYMPTOMS:  # every split holds its share of every symptom's posts, within 2 posts
         overall = sum(symptom in shown for shown in profiles.values()) / len(profiles)
         for part in parts:
-            assert sum(symptom in profiles[p] for p in part) == pytest.approx(overall * len(part), abs=2), symptom
+            assert sum(symptom in profiles[p] for p in part) == pytest.approx(
+                overall * len(part), abs=2
+            ), symptom
 
 
 def test_splits_are_seeded(sample_corpus):

@@ -29,15 +29,23 @@ class HeadFirst(nn.Module):
 
 
 def _encoder_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k.removeprefix("encoder."): v for k, v in model.state_dict().items() if k.startswith("encoder.")}
+    return {
+        k.removeprefix("encoder."): v
+        for k, v in model.state_dict().items()
+        if k.startswith("encoder.")
+    }
 
 
 def test_meta_encoder_behind_real_head_without_checkpoint_lists_encoder_tensors(tiny_encoder):
     model = HeadFirst(tiny_encoder)
-    assert not next(model.parameters()).is_meta, "the first parameter is real: a first-param check misses this"
+    assert not next(model.parameters()).is_meta, (
+        "the first parameter is real: a first-param check misses this"
+    )
     with pytest.raises(MetaTensorError) as info:
         safe_to_device(model, "cpu")
-    expected = {n for n, _ in model.named_parameters(remove_duplicate=False) if n.startswith("encoder.")}
+    expected = {
+        n for n, _ in model.named_parameters(remove_duplicate=False) if n.startswith("encoder.")
+    }
     assert expected and expected <= set(info.value.names)
     assert not any(n.startswith("head.") for n in info.value.names)
 
@@ -61,7 +69,9 @@ def test_meta_encoder_restored_bit_exact_from_checkpoint(tiny_encoder):
     assert torch.equal(model.head.weight, head_before)
     ids = torch.tensor([[0, 5, 6, 7, 2]])
     clean.eval(), model.encoder.eval()
-    assert torch.equal(model.encoder(input_ids=ids).last_hidden_state, clean(input_ids=ids).last_hidden_state)
+    assert torch.equal(
+        model.encoder(input_ids=ids).last_hidden_state, clean(input_ids=ids).last_hidden_state
+    )
 
 
 def test_only_a_meta_buffer_is_caught_and_rebuilt(tiny_roberta):
@@ -73,7 +83,9 @@ def test_only_a_meta_buffer_is_caught_and_rebuilt(tiny_roberta):
     assert info.value.names == ["embeddings.position_ids"]
     safe_to_device(model, "cpu", checkpoint=tiny_roberta)
     assert torch.equal(model.embeddings.position_ids, expected)
-    assert "position_ids" in model.embeddings._non_persistent_buffers_set, "must stay out of checkpoints"
+    assert "position_ids" in model.embeddings._non_persistent_buffers_set, (
+        "must stay out of checkpoints"
+    )
 
 
 def test_restores_tied_weights_as_one_tensor(tiny_roberta_mlm):
@@ -84,7 +96,10 @@ def test_restores_tied_weights_as_one_tensor(tiny_roberta_mlm):
     assert find_meta_tensors(model) == []
     assert model.lm_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight
     saved = load_file(tiny_roberta_mlm / "model.safetensors")
-    assert torch.equal(model.roberta.embeddings.word_embeddings.weight, saved["roberta.embeddings.word_embeddings.weight"])
+    assert torch.equal(
+        model.roberta.embeddings.word_embeddings.weight,
+        saved["roberta.embeddings.word_embeddings.weight"],
+    )
 
 
 def test_restore_keeps_placeholder_dtype_and_requires_grad(tiny_roberta):
@@ -148,13 +163,18 @@ def test_unwrap_model_through_every_wrapper(tiny_roberta, process_group):
     with pytest.raises(AttributeError):
         _ = wrapped.pool  # the old system's crash: wrappers hide the model's own methods
     real = unwrap_model(wrapped)
-    assert callable(real.pool) and isinstance(wrapped, nn.DataParallel), "the wrapped reference is kept"
+    assert callable(real.pool) and isinstance(wrapped, nn.DataParallel), (
+        "the wrapped reference is kept"
+    )
 
 
 def test_forward_through_data_parallel(tiny_roberta):
     model = CriteriaClassifier(load_pretrained(tiny_roberta), HeadConfig())
     wrapped = safe_to_device(nn.DataParallel(model), "cpu")
-    logits = wrapped(input_ids=torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]]), attention_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    logits = wrapped(
+        input_ids=torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]]),
+        attention_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]),
+    )
     assert logits.shape == (2, 1)
 
 
@@ -213,7 +233,9 @@ def test_forward_keys_is_none_when_forward_takes_kwargs():
 # --- check_gpus --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cuda, count, wanted, sees", [(False, 2, 2, 0), (True, 1, 2, 1), (True, 3, 4, 3)])
+@pytest.mark.parametrize(
+    "cuda, count, wanted, sees", [(False, 2, 2, 0), (True, 1, 2, 1), (True, 3, 4, 3)]
+)
 def test_check_gpus_names_the_shortfall_in_one_line(monkeypatch, cuda, count, wanted, sees):
     # CUDA unavailable counts as no GPU, whatever device_count would say
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)

@@ -29,7 +29,9 @@ def test_every_test_a_guarantee_names_exists():
         path = ROOT / "tests" / file
         assert path.exists(), f"docs/guarantees.md names {file}, which does not exist"
         if name:
-            assert re.search(rf"def {name}\b", path.read_text()), f"docs/guarantees.md names {file}::{name}"
+            assert re.search(rf"def {name}\b", path.read_text()), (
+                f"docs/guarantees.md names {file}::{name}"
+            )
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)

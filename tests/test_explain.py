@@ -22,14 +22,34 @@ from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
 HOSTILE = "hostile-1"  # a post whose text is markup: the report must show it, never run it
-HOSTILE_TEXT = ("I can't sleep at all and I feel worthless. <script>document.title='pwned'</script>\n"
-                "Nothing is fun anymore & I'm <b>exhausted</b> all day.")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--hide-scrollbars")  # as test_dashboard's
+HOSTILE_TEXT = (
+    "I can't sleep at all and I feel worthless. <script>document.title='pwned'</script>\n"
+    "Nothing is fun anymore & I'm <b>exhausted</b> all day."
+)
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)  # as test_dashboard's
 SETTINGS = {  # tiny, one epoch; tuned thresholds so that some symptoms are found and some are not
-    "criteria": dict(task="criteria", criteria_formulation="multilabel", max_length=64, threshold="tuned",
-                     objective_metric="post_macro_f1"),
-    "evidence": dict(task="evidence", max_length=64, evidence_scope="positive_criteria", evidence_negative_ratio=1.0),
+    "criteria": dict(
+        task="criteria",
+        criteria_formulation="multilabel",
+        max_length=64,
+        threshold="tuned",
+        objective_metric="post_macro_f1",
+    ),
+    "evidence": dict(
+        task="evidence",
+        max_length=64,
+        evidence_scope="positive_criteria",
+        evidence_negative_ratio=1.0,
+    ),
 }
 
 
@@ -45,18 +65,36 @@ def models(tiny_roberta, sample_dir, tmp_path_factory):
     cache: dict[str, Path] = {}
     other_data = write_sample(tmp_path_factory.mktemp("other-sample"), posts=30, seed=4)
     other_texts = tmp_path_factory.mktemp("texts") / "criteria.yaml"
-    other_texts.write_text(json.dumps({**load_descriptions(), "FATIGUE": "Feels tired all the time."}))
-    variants = {"criteria": ("criteria", sample_dir, {}), "evidence": ("evidence", sample_dir, {}),
-                "criteria-other-data": ("criteria", other_data, {}),
-                "criteria-other-texts": ("criteria", sample_dir, {"descriptions_path": str(other_texts)})}
+    other_texts.write_text(
+        json.dumps({**load_descriptions(), "FATIGUE": "Feels tired all the time."})
+    )
+    variants = {
+        "criteria": ("criteria", sample_dir, {}),
+        "evidence": ("evidence", sample_dir, {}),
+        "criteria-other-data": ("criteria", other_data, {}),
+        "criteria-other-texts": ("criteria", sample_dir, {"descriptions_path": str(other_texts)}),
+    }
 
     def get(name: str) -> Path:
         if name not in cache:
             task, data_dir, extra = variants[name]
             folder = tmp_path_factory.mktemp(name) / "model"
-            train(TrainConfig(encoder=str(tiny_roberta), data_dir=str(data_dir), epochs=1, learning_rate=3e-3,
-                              batch_size=16, seed=0, pooling="mean", mixed_precision="no", device="cpu",
-                              checkpoint_dir=str(folder), **SETTINGS[task], **extra))
+            train(
+                TrainConfig(
+                    encoder=str(tiny_roberta),
+                    data_dir=str(data_dir),
+                    epochs=1,
+                    learning_rate=3e-3,
+                    batch_size=16,
+                    seed=0,
+                    pooling="mean",
+                    mixed_precision="no",
+                    device="cpu",
+                    checkpoint_dir=str(folder),
+                    **SETTINGS[task],
+                    **extra,
+                )
+            )
             cache[name] = folder
         return cache[name]
 
@@ -66,7 +104,9 @@ def models(tiny_roberta, sample_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def posts(sample_dir) -> list[tuple[str, str]]:
     corpus = load_redsm5(sample_dir).posts
-    return [(post.post_id, post.text) for post in list(corpus.values())[:12]] + [(HOSTILE, HOSTILE_TEXT)]
+    return [(post.post_id, post.text) for post in list(corpus.values())[:12]] + [
+        (HOSTILE, HOSTILE_TEXT)
+    ]
 
 
 @pytest.fixture
@@ -80,8 +120,23 @@ def posts_csv(posts, tmp_path) -> Path:
 
 
 def predict_pair(criteria: Path, evidence: Path, input_path: Path, out: Path, *extra: str) -> int:
-    return main(["predict", "--criteria", str(criteria), "--evidence", str(evidence), "--input", str(input_path),
-                 "--out", str(out), "--no-progress", "--device", "cpu", *extra])
+    return main(
+        [
+            "predict",
+            "--criteria",
+            str(criteria),
+            "--evidence",
+            str(evidence),
+            "--input",
+            str(input_path),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--device",
+            "cpu",
+            *extra,
+        ]
+    )
 
 
 def test_training_records_the_data_fingerprint_a_pair_is_checked_on(models, sample_dir):
@@ -106,12 +161,15 @@ def test_joined_prediction_gives_every_symptom_and_the_found_ones_their_sentence
             found += 1
             assert [s.rank for s in finding.evidence] == list(range(1, min(2, len(sentences)) + 1))
             for s in finding.evidence:
-                assert text[s.start:s.end] == s.text == sentences[s.index].text
+                assert text[s.start : s.end] == s.text == sentences[s.index].text
                 assert (s.start, s.end) == (sentences[s.index].start, sentences[s.index].end)
             # the same scores as the evidence model scoring the whole post
-            assert [(s.index, round(s.score, 5)) for s in finding.evidence] == \
-                   [(s.index, round(s.score, 5)) for s in every[symptom][:2]]
-    assert 0 < found < len(SYMPTOMS) * len(texts)  # some found, some not: the test below means something
+            assert [(s.index, round(s.score, 5)) for s in finding.evidence] == [
+                (s.index, round(s.score, 5)) for s in every[symptom][:2]
+            ]
+    assert (
+        0 < found < len(SYMPTOMS) * len(texts)
+    )  # some found, some not: the test below means something
 
 
 def test_only_symptoms_found_go_through_the_evidence_model(models, posts):
@@ -119,19 +177,32 @@ def test_only_symptoms_found_go_through_the_evidence_model(models, posts):
     texts = [text for _, text in posts]
     rows = []  # sequences per evidence forward pass
     hook = pair.evidence.model.register_forward_pre_hook(
-        lambda module, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+        lambda module, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     try:
         result = pair.explain(texts, top_k=3)
     finally:
         hook.remove()
-    expected = sum(len(split_sentences(text)) * len(post.present) for text, post in zip(texts, result.posts,
-                                                                                       strict=True))
-    assert 0 < sum(rows) == expected < len(SYMPTOMS) * sum(len(split_sentences(text)) for text in texts)
+    expected = sum(
+        len(split_sentences(text)) * len(post.present)
+        for text, post in zip(texts, result.posts, strict=True)
+    )
+    assert (
+        0
+        < sum(rows)
+        == expected
+        < len(SYMPTOMS) * sum(len(split_sentences(text)) for text in texts)
+    )
 
 
-def test_cli_writes_one_json_line_per_post_and_the_report(models, posts, posts_csv, tmp_path, capsys):
+def test_cli_writes_one_json_line_per_post_and_the_report(
+    models, posts, posts_csv, tmp_path, capsys
+):
     out, html = tmp_path / "out.jsonl", tmp_path / "report.html"
-    assert predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html)) == 0
+    assert (
+        predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html))
+        == 0
+    )
     assert "explained 13 posts" in capsys.readouterr().err
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["post_id"] for r in records] == [post_id for post_id, _ in posts]
@@ -143,43 +214,74 @@ def test_cli_writes_one_json_line_per_post_and_the_report(models, posts, posts_c
             assert 0 <= finding["probability"] <= 1
             assert len(finding["evidence"]) <= (3 if finding["present"] else 0)
             for s in finding["evidence"]:
-                assert texts[r["post_id"]][s["start"]:s["end"]] == s["text"]
+                assert texts[r["post_id"]][s["start"] : s["end"]] == s["text"]
     page = html.read_text(encoding="utf-8")
     assert "&lt;script&gt;document.title" in page and "<script>document.title" not in page
     assert "&lt;b&gt;exhausted&lt;/b&gt;" in page
 
     # a rerun replaces both (they are its own outputs); the single-model CSV predict still works
-    assert predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html)) == 0
-    assert main(["predict", str(models("criteria")), "--input", str(posts_csv), "--out", str(tmp_path / "p.csv"),
-                 "--no-progress", "--device", "cpu"]) == 0
+    assert (
+        predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html))
+        == 0
+    )
+    assert (
+        main(
+            [
+                "predict",
+                str(models("criteria")),
+                "--input",
+                str(posts_csv),
+                "--out",
+                str(tmp_path / "p.csv"),
+                "--no-progress",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
 
 
-@pytest.mark.parametrize("criteria, evidence, why", [
-    ("criteria-other-data", "evidence", "trained on different data (fingerprints"),
-    ("criteria-other-texts", "evidence", "trained on different criterion texts (FATIGUE)"),
-    ("criteria", "criteria", "--evidence {evidence} is a criteria model"),
-    ("evidence", "evidence", "--criteria {criteria} is an evidence model"),
-])
-def test_a_mismatched_pair_is_one_line_exit_2_and_nothing_written(models, posts_csv, tmp_path, capsys, criteria,
-                                                                   evidence, why):
+@pytest.mark.parametrize(
+    "criteria, evidence, why",
+    [
+        ("criteria-other-data", "evidence", "trained on different data (fingerprints"),
+        ("criteria-other-texts", "evidence", "trained on different criterion texts (FATIGUE)"),
+        ("criteria", "criteria", "--evidence {evidence} is a criteria model"),
+        ("evidence", "evidence", "--criteria {criteria} is an evidence model"),
+    ],
+)
+def test_a_mismatched_pair_is_one_line_exit_2_and_nothing_written(
+    models, posts_csv, tmp_path, capsys, criteria, evidence, why
+):
     out, html = tmp_path / "out.jsonl", tmp_path / "report.html"
-    assert predict_pair(models(criteria), models(evidence), posts_csv, out, "--html", str(html)) == 2
+    assert (
+        predict_pair(models(criteria), models(evidence), posts_csv, out, "--html", str(html)) == 2
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     named = why.format(criteria=models(criteria), evidence=models(evidence))
     assert len(lines) == 1 and lines[0].startswith("hpo: error: ") and named in lines[0], lines
     assert not out.exists() and not html.exists() and list(tmp_path.iterdir()) == [posts_csv]
 
 
-@pytest.mark.parametrize("args, why", [
-    ([], "needs a model folder, or --criteria and --evidence"),
-    (["--criteria", "{criteria}"], "--criteria needs --evidence too"),
-    (["--evidence", "{evidence}"], "--evidence needs --criteria too"),
-    (["{criteria}", "--criteria", "{criteria}", "--evidence", "{evidence}"], "not both"),
-    (["--html", "{out}.html"], "--html needs the joined prediction"),
-    (["--criteria", "{criteria}", "--evidence", "{evidence}", "--html", "{out}"], "is the --out file"),
-    (["--criteria", "{criteria}", "--evidence", "{evidence}", "--input", "{bad}"], "text"),
-])
-def test_bad_input_is_one_line_exit_2_and_nothing_written(models, posts_csv, tmp_path, capsys, args, why):
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        ([], "needs a model folder, or --criteria and --evidence"),
+        (["--criteria", "{criteria}"], "--criteria needs --evidence too"),
+        (["--evidence", "{evidence}"], "--evidence needs --criteria too"),
+        (["{criteria}", "--criteria", "{criteria}", "--evidence", "{evidence}"], "not both"),
+        (["--html", "{out}.html"], "--html needs the joined prediction"),
+        (
+            ["--criteria", "{criteria}", "--evidence", "{evidence}", "--html", "{out}"],
+            "is the --out file",
+        ),
+        (["--criteria", "{criteria}", "--evidence", "{evidence}", "--input", "{bad}"], "text"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(
+    models, posts_csv, tmp_path, capsys, args, why
+):
     out, bad = tmp_path / "out.jsonl", tmp_path / "no-text.csv"
     bad.write_text("post_id,body\n1,hello\n", encoding="utf-8")
     names = {"criteria": models("criteria"), "evidence": models("evidence"), "out": out, "bad": bad}
@@ -192,40 +294,80 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(models, posts_csv, tmp
     assert not out.exists() and not Path(f"{out}.html").exists()
 
 
-def test_a_model_saved_before_fingerprints_still_predicts_and_pairs_with_a_warning(models, posts_csv, tmp_path,
-                                                                                   capsys):
+def test_a_model_saved_before_fingerprints_still_predicts_and_pairs_with_a_warning(
+    models, posts_csv, tmp_path, capsys
+):
     old = {}
     for name in ("criteria", "evidence"):
         old[name] = shutil.copytree(models(name), tmp_path / name)
         meta = json.loads((old[name] / "classifier.json").read_text())
         del meta["inference"]["data_fingerprint"]
         (old[name] / "classifier.json").write_text(json.dumps(meta))
-    assert main(["predict", str(old["criteria"]), "--input", str(posts_csv), "--out", str(tmp_path / "p.csv"),
-                 "--no-progress", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(old["criteria"]),
+                "--input",
+                str(posts_csv),
+                "--out",
+                str(tmp_path / "p.csv"),
+                "--no-progress",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert predict_pair(old["criteria"], models("evidence"), posts_csv, tmp_path / "out.jsonl") == 0
     err = capsys.readouterr().err
-    assert f"hpo: warning: cannot check that the two models were trained on the same data: {old['criteria']} was " \
-           "saved before data fingerprints" in err
+    assert (
+        f"hpo: warning: cannot check that the two models were trained on the same data: {old['criteria']} was "
+        "saved before data fingerprints" in err
+    )
     assert (tmp_path / "out.jsonl").exists()
 
 
 @pytest.mark.slow
-def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(models, posts, posts_csv, tmp_path):
+def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
+    models, posts, posts_csv, tmp_path
+):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         pytest.skip("headless Chromium is not installed: apt-get install -y chromium")
     out, html, shot = tmp_path / "out.jsonl", tmp_path / "report.html", tmp_path / "report.png"
-    assert predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html)) == 0
-    run = subprocess.run([chromium, *CHROMIUM_FLAGS, "--window-size=1200,1600", f"--user-data-dir={tmp_path / 'p'}",
-                          f"--screenshot={shot}", "--dump-dom", html.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    assert (
+        predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html))
+        == 0
+    )
+    run = subprocess.run(
+        [
+            chromium,
+            *CHROMIUM_FLAGS,
+            "--window-size=1200,1600",
+            f"--user-data-dir={tmp_path / 'p'}",
+            f"--screenshot={shot}",
+            "--dump-dom",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]
     dom = run.stdout
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     found = sum(f["present"] for r in records for f in r["symptoms"].values())
     assert len(re.findall(r'class="badge present"', dom)) == found > 0
     assert len(re.findall(r'class="badge (?:present|absent)"', dom)) == len(SYMPTOMS) * len(records)
-    sentences = {(r["post_id"], s["start"]) for r in records for f in r["symptoms"].values() for s in f["evidence"]}
+    sentences = {
+        (r["post_id"], s["start"])
+        for r in records
+        for f in r["symptoms"].values()
+        for s in f["evidence"]
+    }
     assert len(re.findall(r'<mark class="evidence', dom)) == len(sentences) > 0
-    assert "<title>Symptoms and their evidence" in dom  # the post's script never ran (it would retitle the page)
+    assert (
+        "<title>Symptoms and their evidence" in dom
+    )  # the post's script never ran (it would retitle the page)
     assert "<script" not in dom and "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom

@@ -33,17 +33,28 @@ def tuned(tmp_path_factory, tiny_roberta, tiny_deberta, postgres_url):
     """A small criteria study tuned by two worker processes."""
     root = tmp_path_factory.mktemp("finalize")
     name = f"test-final-{os.getpid()}-{time.time_ns() % 10**8}"
-    settings = [f"name={name}", f"data_dir={write_sample(root / 'data', posts=120, seed=1)}",
-                f"output_dir={root / 'out'}", f"train.cache_dir={root / 'cache'}", "n_trials=4", "train.epochs=2",
-                f"model_paths.tiny-roberta={tiny_roberta}", f"model_paths.tiny-deberta={tiny_deberta}"]
+    settings = [
+        f"name={name}",
+        f"data_dir={write_sample(root / 'data', posts=120, seed=1)}",
+        f"output_dir={root / 'out'}",
+        f"train.cache_dir={root / 'cache'}",
+        "n_trials=4",
+        "train.epochs=2",
+        f"model_paths.tiny-roberta={tiny_roberta}",
+        f"model_paths.tiny-deberta={tiny_deberta}",
+    ]
     args = [arg for setting in settings for arg in ("--set", setting)]
-    run = _hpo("tune", SPEC, "--workers", "2", "--storage", postgres_url, "--no-progress", *args, cwd=root)
+    run = _hpo(
+        "tune", SPEC, "--workers", "2", "--storage", postgres_url, "--no-progress", *args, cwd=root
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return {"root": root, "name": name, "args": args, "storage": postgres_url}
 
 
 def _hpo(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=900, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=900, cwd=cwd
+    )
 
 
 def _final_dir(tuned, output_dir: Path) -> Path:
@@ -54,11 +65,28 @@ def _final_dir(tuned, output_dir: Path) -> Path:
 def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
     assert study.metric_names == ["macro_f1"], "the dashboard names the objective"
-    assert not [key for trial in study.trials for key in {**trial.user_attrs, **trial.user_attrs.get("metrics", {})}
-                if key.startswith("test_")], "no trial of a search looks at the test split"
+    assert not [
+        key
+        for trial in study.trials
+        for key in {**trial.user_attrs, **trial.user_attrs.get("metrics", {})}
+        if key.startswith("test_")
+    ], "no trial of a search looks at the test split"
 
-    run = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--top-k", "2", "--seeds", "2", "--workers", "2",
-               "--no-progress", *tuned["args"], cwd=tuned["root"])
+    run = _hpo(
+        "finalize",
+        SPEC,
+        "--storage",
+        tuned["storage"],
+        "--top-k",
+        "2",
+        "--seeds",
+        "2",
+        "--workers",
+        "2",
+        "--no-progress",
+        *tuned["args"],
+        cwd=tuned["root"],
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     final = _final_dir(tuned, tuned["root"] / "out")
     summary = json.loads((final / "metrics.json").read_text())
@@ -67,17 +95,28 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     assert means == sorted(means, reverse=True), "the best mean validation score is chosen"
     chosen = summary["chosen"]
     assert chosen["trial"] == summary["configurations"][0]["trial"]
-    assert {"post_micro_f1", "post_macro_f1", "macro_f1", "tuned_post_macro_f1"} <= set(summary["test"]["metrics"])
-    assert set(summary["test"]["per_symptom"]) == set(summary["test"]["thresholds"]) and len(summary["test"]["thresholds"]) == 9
+    assert {"post_micro_f1", "post_macro_f1", "macro_f1", "tuned_post_macro_f1"} <= set(
+        summary["test"]["metrics"]
+    )
+    assert (
+        set(summary["test"]["per_symptom"]) == set(summary["test"]["thresholds"])
+        and len(summary["test"]["thresholds"]) == 9
+    )
     card = (final / "model_card.md").read_text()
-    assert summary["data_fingerprint"] in card and "| DEPRESSED_MOOD |" in card and "hpo finalize" in card
+    assert (
+        summary["data_fingerprint"] in card
+        and "| DEPRESSED_MOOD |" in card
+        and "hpo finalize" in card
+    )
 
     from hpo.finalize import (
         pipeline as module,  # the card's command line never shows a storage password
     )
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "argv", ["hpo", "finalize", "x.yaml", "--storage", "postgresql://u:s3cret@db/hpo"])
+        patch.setattr(
+            sys, "argv", ["hpo", "finalize", "x.yaml", "--storage", "postgresql://u:s3cret@db/hpo"]
+        )
         assert "s3cret" not in module._command_line() and "db/hpo" in module._command_line()
 
     # The card's test numbers are what a fresh evaluation of the saved model gives.
@@ -93,14 +132,32 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     names = {meta.filename for meta in get_all_artifact_meta(study, storage=study._storage)}
     assert {"model_card.md", "metrics.json"} <= names
 
-    again = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--no-progress", *tuned["args"], cwd=tuned["root"])
-    assert again.returncode == 0 and "already finalized" in again.stdout, "the test split is scored once"
+    again = _hpo(
+        "finalize",
+        SPEC,
+        "--storage",
+        tuned["storage"],
+        "--no-progress",
+        *tuned["args"],
+        cwd=tuned["root"],
+    )
+    assert again.returncode == 0 and "already finalized" in again.stdout, (
+        "the test split is scored once"
+    )
 
     # Predictions from the final model: the CLI's equal the Python API's.
     posts = tuned["root"] / "data" / "redsm5_posts.csv"
     out = tuned["root"] / "predictions.csv"
-    predicted = _hpo("predict", str(final / "model"), "--input", str(posts), "--out", str(out), "--no-progress",
-                     cwd=tuned["root"])
+    predicted = _hpo(
+        "predict",
+        str(final / "model"),
+        "--input",
+        str(posts),
+        "--out",
+        str(out),
+        "--no-progress",
+        cwd=tuned["root"],
+    )
     assert predicted.returncode == 0 and "posts/s" in predicted.stderr, predicted.stderr[-2000:]
     with out.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -108,17 +165,40 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     api = load_classifier(final / "model", device="cpu").predict(texts)
     assert len(rows) == len(texts) == 120
     for row, probabilities in zip(rows, api.probabilities, strict=True):
-        assert [float(row[f"{s}_prob"]) for s in api.labels] == pytest.approx(probabilities.tolist(), abs=1e-5)
+        assert [float(row[f"{s}_prob"]) for s in api.labels] == pytest.approx(
+            probabilities.tolist(), abs=1e-5
+        )
 
 
 def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned):
     out = tuned["root"] / "killed"
-    argv = [sys.executable, "-m", "hpo", "finalize", SPEC, "--storage", tuned["storage"], "--top-k", "1",
-            "--seeds", "4", "--no-progress", *tuned["args"], "--set", f"output_dir={out}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "finalize",
+        SPEC,
+        "--storage",
+        tuned["storage"],
+        "--top-k",
+        "1",
+        "--seeds",
+        "4",
+        "--no-progress",
+        *tuned["args"],
+        "--set",
+        f"output_dir={out}",
+    ]
     runs = _final_dir(tuned, out) / "runs"
-    process = subprocess.Popen(argv, cwd=tuned["root"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        argv, cwd=tuned["root"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 600
-    while not list(runs.glob("*/result.json")) and time.monotonic() < deadline and process.poll() is None:
+    while (
+        not list(runs.glob("*/result.json"))
+        and time.monotonic() < deadline
+        and process.poll() is None
+    ):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -128,15 +208,29 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
     rerun = _hpo(*argv[3:], cwd=tuned["root"])
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming: {len(finished)} of 4" in rerun.stdout
-    assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished seeds were not retrained"
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished, (
+        "finished seeds were not retrained"
+    )
     assert len(list(runs.glob("*/result.json"))) == 4 and (runs.parent / "metrics.json").exists()
 
 
-@pytest.mark.parametrize("extra, problem", [((), "no study named"), (("--seeds", "0"), "--seeds: must be a positive")])
+@pytest.mark.parametrize(
+    "extra, problem", [((), "no study named"), (("--seeds", "0"), "--seeds: must be a positive")]
+)
 def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
-    run = _hpo("finalize", SPEC, "--storage", f"sqlite:///{tmp_path / 'none.db'}", "--set", "name=never-tuned",
-               *extra, cwd=tmp_path)
-    assert run.returncode == 2 and problem in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    run = _hpo(
+        "finalize",
+        SPEC,
+        "--storage",
+        f"sqlite:///{tmp_path / 'none.db'}",
+        "--set",
+        "name=never-tuned",
+        *extra,
+        cwd=tmp_path,
+    )
+    assert (
+        run.returncode == 2 and problem in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    ), run.stderr
     assert not list(tmp_path.rglob("final")), "nothing half-created"
 
 
@@ -153,19 +247,42 @@ def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
 
 def test_refit_on_train_and_validation_keeps_the_thresholds_chosen_on_validation(tuned):
     out = tuned["root"] / "refit"
-    run = _hpo("finalize", SPEC, "--storage", tuned["storage"], "--top-k", "1", "--seeds", "1", "--refit", "train+val",
-               "--no-progress", *tuned["args"], "--set", f"output_dir={out}", cwd=tuned["root"])
+    run = _hpo(
+        "finalize",
+        SPEC,
+        "--storage",
+        tuned["storage"],
+        "--top-k",
+        "1",
+        "--seeds",
+        "1",
+        "--refit",
+        "train+val",
+        "--no-progress",
+        *tuned["args"],
+        "--set",
+        f"output_dir={out}",
+        cwd=tuned["root"],
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     final = _final_dir(tuned, out)
     summary = json.loads((final / "metrics.json").read_text())
     chosen = summary["chosen"]
     assert summary["refit"] == {"on": "train+val", "epochs": chosen["best_epoch"]}
     inference = lambda folder: json.loads((folder / "classifier.json").read_text())["inference"]  # noqa: E731
-    assert inference(final / "model")["thresholds"] == inference(final / "runs" / chosen["run"] / "model")["thresholds"]
+    assert (
+        inference(final / "model")["thresholds"]
+        == inference(final / "runs" / chosen["run"] / "model")["thresholds"]
+    )
     spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
     plain = spec.train_config(chosen["params"], checkpoint_dir=None)
     refit = dataclasses.replace(plain, train_on="train+validation", epochs=chosen["best_epoch"])
     again = score_on_test(refit, final / "model")
-    assert again.metrics["macro_f1"] == pytest.approx(summary["test"]["metrics"]["macro_f1"], abs=1e-5)
-    assert again.split_sizes["train"]["examples"] > score_on_test(plain, final / "model").split_sizes["train"]["examples"]
+    assert again.metrics["macro_f1"] == pytest.approx(
+        summary["test"]["metrics"]["macro_f1"], abs=1e-5
+    )
+    assert (
+        again.split_sizes["train"]["examples"]
+        > score_on_test(plain, final / "model").split_sizes["train"]["examples"]
+    )
     assert "retrained on train + validation" in (final / "model_card.md").read_text()

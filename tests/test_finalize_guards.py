@@ -31,18 +31,37 @@ SPEC = str(REPO / "studies" / "criteria-smoke.yaml")
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("finalize-guards")
-    return {"data": write_sample(root / "data", posts=60, seed=2), "cache": root / "cache",
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "data": write_sample(root / "data", posts=60, seed=2),
+        "cache": root / "cache",
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
-def searched(tmp_path: Path, assets, storage: str, name: str, *, finished: int = 4, running: int = 0,
-             settings: tuple[str, ...] = ()) -> list[str]:
+def searched(
+    tmp_path: Path,
+    assets,
+    storage: str,
+    name: str,
+    *,
+    finished: int = 4,
+    running: int = 0,
+    settings: tuple[str, ...] = (),
+) -> list[str]:
     """A study as ``hpo tune`` leaves it, without its training: ``finished`` trials told a
     value, ``running`` asked and never told. Returns the ``--set`` flags that describe it."""
-    settings = (f"name={name}", f"data_dir={assets['data']}", f"output_dir={tmp_path / 'out'}",
-                f"train.cache_dir={assets['cache']}", "n_trials=4", "train.epochs=1",
-                f"model_paths.tiny-roberta={assets['roberta']}", f"model_paths.tiny-deberta={assets['deberta']}",
-                *settings)
+    settings = (
+        f"name={name}",
+        f"data_dir={assets['data']}",
+        f"output_dir={tmp_path / 'out'}",
+        f"train.cache_dir={assets['cache']}",
+        "n_trials=4",
+        "train.epochs=1",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        *settings,
+    )
     spec = load_spec(SPEC, settings, storage)
     study = open_study(spec)
     for index in range(finished):
@@ -60,7 +79,18 @@ def final_dir(tmp_path: Path, storage: str, args: list[str]) -> Path:
 
 
 def finalize_argv(storage: str, args: list[str], *extra: str) -> list[str]:
-    return [sys.executable, "-m", "hpo", "finalize", SPEC, "--storage", storage, "--no-progress", *args, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "hpo",
+        "finalize",
+        SPEC,
+        "--storage",
+        storage,
+        "--no-progress",
+        *args,
+        *extra,
+    ]
 
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -79,7 +109,9 @@ def _results(runs: Path) -> dict[Path, int]:
 
 
 @pytest.mark.slow
-def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resumes(tmp_path, assets):
+def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resumes(
+    tmp_path, assets
+):
     """SIGTERM, then kill -9, of ``finalize --workers 2`` mid-retraining: every process it
     started ends with it (none lives on with PPID 1 writing results), the retrainings that
     finished are kept, and a rerun trains only the others."""
@@ -89,7 +121,9 @@ def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resum
     runs = final_dir(tmp_path, storage, args) / "runs"
     for stop in (signal.SIGTERM, signal.SIGKILL):
         before = len(_results(runs))
-        log = tmp_path / f"finalize-{stop.name}.log"  # a file: a pipe would stay open as long as any orphan lives
+        log = (
+            tmp_path / f"finalize-{stop.name}.log"
+        )  # a file: a pipe would stay open as long as any orphan lives
         with log.open("w") as stream:
             process = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stream)
         descendants: list[psutil.Process] = []
@@ -106,9 +140,13 @@ def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resum
         try:
             survivors = []
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and (survivors := [p for p in descendants if _alive(p)]):
+            while time.monotonic() < deadline and (
+                survivors := [p for p in descendants if _alive(p)]
+            ):
                 time.sleep(0.1)
-            assert not survivors, f"left behind after {stop.name}: {[p.cmdline() for p in survivors]}"
+            assert not survivors, (
+                f"left behind after {stop.name}: {[p.cmdline() for p in survivors]}"
+            )
         finally:
             for survivor in descendants:
                 if _alive(survivor):
@@ -123,12 +161,18 @@ def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resum
     rerun = run(argv, tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming: {len(finished)} of 6 retrainings already finished" in rerun.stdout
-    assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished runs are not retrained"
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished, (
+        "finished runs are not retrained"
+    )
     assert len(_results(runs)) == 6 and (runs.parent / "metrics.json").exists()
 
 
 def one_line_error(result: subprocess.CompletedProcess, code: int, *parts: str) -> str:
-    assert result.returncode == code, (result.returncode, result.stdout[-2000:], result.stderr[-3000:])
+    assert result.returncode == code, (
+        result.returncode,
+        result.stdout[-2000:],
+        result.stderr[-3000:],
+    )
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hpo: error: "), result.stderr[-3000:]
     for part in parts:
@@ -138,22 +182,47 @@ def one_line_error(result: subprocess.CompletedProcess, code: int, *parts: str) 
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_a_second_finalize_of_a_study_exits_at_once_while_the_first_runs(tmp_path, assets, postgres_url, study_name):
+def test_a_second_finalize_of_a_study_exits_at_once_while_the_first_runs(
+    tmp_path, assets, postgres_url, study_name
+):
     """Two finalizes of one PostgreSQL study (as from two machines): the second exits with one
     line naming the first, scores nothing and writes nothing; the first finishes."""
     args = searched(tmp_path, assets, postgres_url, study_name)
     final = final_dir(tmp_path, postgres_url, args)
-    first = subprocess.Popen(finalize_argv(postgres_url, args, "--top-k", "1", "--seeds", "2"), cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        finalize_argv(postgres_url, args, "--top-k", "1", "--seeds", "2"),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
-        while not (final / "runs").exists() and first.poll() is None and time.monotonic() < deadline:
+        while (
+            not (final / "runs").exists() and first.poll() is None and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert first.poll() is None, first.communicate()
-        second = run(finalize_argv(postgres_url, args, "--top-k", "1", "--seeds", "2",
-                                   "--set", f"output_dir={tmp_path / 'elsewhere'}"), tmp_path)
-        one_line_error(second, 1, f"study {study_name!r} is being finalized by hpo finalize ", f"/{first.pid} (since ",
-                       "wait for it to end, then run hpo finalize again")
+        second = run(
+            finalize_argv(
+                postgres_url,
+                args,
+                "--top-k",
+                "1",
+                "--seeds",
+                "2",
+                "--set",
+                f"output_dir={tmp_path / 'elsewhere'}",
+            ),
+            tmp_path,
+        )
+        one_line_error(
+            second,
+            1,
+            f"study {study_name!r} is being finalized by hpo finalize ",
+            f"/{first.pid} (since ",
+            "wait for it to end, then run hpo finalize again",
+        )
         assert not (tmp_path / "elsewhere").exists(), "the second wrote nothing"
         out, err = first.communicate(timeout=600)
     finally:
@@ -163,18 +232,33 @@ def test_a_second_finalize_of_a_study_exits_at_once_while_the_first_runs(tmp_pat
 
 
 @pytest.mark.parametrize("storage", ["sqlite", "postgres"])
-def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(tmp_path, storage, study_name, request):
+def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(
+    tmp_path, storage, study_name, request
+):
     """A held lock refuses a second holder; a holder killed with -9 leaves the study free at once."""
-    url = f"sqlite:///{tmp_path / 'hpo.db'}" if storage == "sqlite" else request.getfixturevalue("postgres_url")
+    url = (
+        f"sqlite:///{tmp_path / 'hpo.db'}"
+        if storage == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
     study = optuna.create_study(study_name=study_name, storage=get_storage(url))
     with study_lock(study, "finalize", tmp_path):
         with pytest.raises(StudyBusy, match=f"study {study_name!r} is being finalized by "):
             with study_lock(study, "finalize", tmp_path):
                 pass
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from hpo.study import load_existing_study, study_lock\n"
-        f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', Path({str(tmp_path)!r})):\n"
-        "    print('locked', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pathlib import Path; from hpo.study import load_existing_study, study_lock\n"
+                f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', Path({str(tmp_path)!r})):\n"
+                "    print('locked', flush=True); time.sleep(600)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
         with pytest.raises(StudyBusy):
@@ -198,8 +282,12 @@ def test_finalize_refuses_a_search_that_is_still_running_or_short(tmp_path, asse
     storage = f"sqlite:///{tmp_path / 'hpo.db'}"
     args = searched(tmp_path, assets, storage, "running", finished=2, running=1)
     result = run(finalize_argv(storage, args), tmp_path)
-    one_line_error(result, 2, "study 'running' is not finished: 2 of 4 trials finished, 1 running",
-                   "let hpo tune finish it, or pass --partial")
+    one_line_error(
+        result,
+        2,
+        "study 'running' is not finished: 2 of 4 trials finished, 1 running",
+        "let hpo tune finish it, or pass --partial",
+    )
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 
 
@@ -211,21 +299,38 @@ def test_finalize_refuses_data_other_than_the_studys(tmp_path, assets):
     with (edited / "redsm5_posts.csv").open("a") as stream:
         stream.write("extra-post,one more post that was not there when the study was tuned\n")
     result = run(finalize_argv(storage, args, "--set", f"data_dir={edited}"), tmp_path)
-    one_line_error(result, 2, "study 'edited' was created from another spec (data: ",
-                   "finalize with the spec, --set flags and data the study was tuned with")
+    one_line_error(
+        result,
+        2,
+        "study 'edited' was created from another spec (data: ",
+        "finalize with the spec, --set flags and data the study was tuned with",
+    )
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 
 
-def test_a_split_without_test_posts_is_refused_before_any_retraining_and_validate_warns(tmp_path, assets):
+def test_a_split_without_test_posts_is_refused_before_any_retraining_and_validate_warns(
+    tmp_path, assets
+):
     storage = f"sqlite:///{tmp_path / 'hpo.db'}"
-    args = searched(tmp_path, assets, storage, "no-test", settings=("train.split_fractions=[0.5,0.5,0]",))
+    args = searched(
+        tmp_path, assets, storage, "no-test", settings=("train.split_fractions=[0.5,0.5,0]",)
+    )
     result = run(finalize_argv(storage, args), tmp_path)
-    one_line_error(result, 2, "the test split is empty (60 posts, split_fractions [0.5, 0.5, 0.0]) and hpo finalize "
-                   "scores its model there")
+    one_line_error(
+        result,
+        2,
+        "the test split is empty (60 posts, split_fractions [0.5, 0.5, 0.0]) and hpo finalize "
+        "scores its model there",
+    )
     assert not (final_dir(tmp_path, storage, args) / "runs").exists(), "nothing retrained"
-    validated = run([sys.executable, "-m", "hpo", "validate", SPEC, "--storage", storage, *args], tmp_path)
+    validated = run(
+        [sys.executable, "-m", "hpo", "validate", SPEC, "--storage", storage, *args], tmp_path
+    )
     assert validated.returncode == 0, validated.stderr[-3000:]
-    assert "warning: the test split is empty" in validated.stdout and "hpo finalize will refuse" in validated.stdout
+    assert (
+        "warning: the test split is empty" in validated.stdout
+        and "hpo finalize will refuse" in validated.stdout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -243,45 +348,76 @@ def partial(tmp_path_factory, assets) -> dict:
 def test_partial_finalizes_and_says_so_in_the_metrics_and_the_card(partial):
     summary = json.loads((partial["final"] / "metrics.json").read_text())
     assert summary["search"] == {"n_trials": 4, "finished": 3, "running": 1, "partial": True}
-    assert "Partial search: finalized (--partial) when 3 of 4 trials had finished" in (
-        partial["final"] / "model_card.md").read_text()
+    assert (
+        "Partial search: finalized (--partial) when 3 of 4 trials had finished"
+        in (partial["final"] / "model_card.md").read_text()
+    )
 
 
 @pytest.mark.slow
 def test_already_finalized_checks_its_model_and_names_the_settings_it_ignores(partial):
     final, root = partial["final"], partial["root"]
     argv = finalize_argv(partial["storage"], partial["args"])
-    files = {path.relative_to(final / "model"): path.read_bytes() for path in (final / "model").rglob("*")
-             if path.is_file()}
+    files = {
+        path.relative_to(final / "model"): path.read_bytes()
+        for path in (final / "model").rglob("*")
+        if path.is_file()
+    }
     shutil.rmtree(final / "model")
     restored = run(argv, root)
-    assert restored.returncode == 0 and "is restored from" in restored.stdout, restored.stderr[-3000:]
-    assert {path.relative_to(final / "model"): path.read_bytes() for path in (final / "model").rglob("*")
-            if path.is_file()} == files, "the model metrics.json scored, whole"
+    assert restored.returncode == 0 and "is restored from" in restored.stdout, restored.stderr[
+        -3000:
+    ]
+    assert {
+        path.relative_to(final / "model"): path.read_bytes()
+        for path in (final / "model").rglob("*")
+        if path.is_file()
+    } == files, "the model metrics.json scored, whole"
 
     other = run([*argv, "--top-k", "2", "--seeds", "1"], root)
     assert other.returncode == 0 and "already finalized" in other.stdout
-    assert "ignored: --top-k 2; the study was finalized with --top-k 1 --seeds 1 --refit train" in other.stdout
+    assert (
+        "ignored: --top-k 2; the study was finalized with --top-k 1 --seeds 1 --refit train"
+        in other.stdout
+    )
 
     summary = json.loads((final / "metrics.json").read_text())
     head = final / "model" / "head.safetensors"
     head.write_bytes(head.read_bytes()[:10])  # truncated
     shutil.rmtree(final / "runs" / summary["chosen"]["run"] / "model")
     gone = run(argv, root)
-    one_line_error(gone, 2, "finalized, but", "is missing or incomplete", "move", "aside to finalize anew")
+    one_line_error(
+        gone, 2, "finalized, but", "is missing or incomplete", "move", "aside to finalize anew"
+    )
 
 
-def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storage_out_of_ps(tmp_path):
+def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storage_out_of_ps(
+    tmp_path,
+):
     from hpo.finalize.retrain import child_launches
 
-    launches = child_launches("s.yaml", ["train.epochs=1"], tmp_path / "runs", 2, threads=3,
-                              storage="postgresql://u:s3cret@db/hpo", parent_pid=4242, base_env={"KEEP": "1"},
-                              memory_mb=5000)
+    launches = child_launches(
+        "s.yaml",
+        ["train.epochs=1"],
+        tmp_path / "runs",
+        2,
+        threads=3,
+        storage="postgresql://u:s3cret@db/hpo",
+        parent_pid=4242,
+        base_env={"KEEP": "1"},
+        memory_mb=5000,
+    )
     assert len(launches) == 2
     for cmd, env in launches:
         assert cmd[1:4] == ["-m", "hpo", "retrain"] and "s3cret" not in " ".join(cmd)
-        assert cmd[cmd.index("--parent-pid") + 1] == "4242" and cmd[cmd.index("--threads") + 1] == "3"
-        assert cmd[cmd.index("--memory-limit") + 1] == "5000"  # each retraining's share of the host memory
+        assert (
+            cmd[cmd.index("--parent-pid") + 1] == "4242" and cmd[cmd.index("--threads") + 1] == "3"
+        )
+        assert (
+            cmd[cmd.index("--memory-limit") + 1] == "5000"
+        )  # each retraining's share of the host memory
         assert cmd[-2:] == ["--set", "train.epochs=1"]
-        assert env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"
+        assert (
+            env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"
+        )
         assert env["KEEP"] == "1"

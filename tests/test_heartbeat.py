@@ -23,7 +23,9 @@ PAST_GRACE = GRACE + 1.2  # over a second past it: SQLite's clock counts whole s
 
 
 def heartbeat_storage(url: str, max_retry: int = 0):
-    return get_storage(url, HeartbeatSpec(interval=INTERVAL, grace_period=GRACE, max_retry=max_retry))
+    return get_storage(
+        url, HeartbeatSpec(interval=INTERVAL, grace_period=GRACE, max_retry=max_retry)
+    )
 
 
 def test_stale_trial_ids_are_the_same_however_often_asked(storage_url, study_name):
@@ -34,10 +36,14 @@ def test_stale_trial_ids_are_the_same_however_often_asked(storage_url, study_nam
     storage.record_heartbeat(trial._trial_id)
     time.sleep(PAST_GRACE)
     assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id]
-    assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id], "asked again at once: same answer"
+    assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id], (
+        "asked again at once: same answer"
+    )
 
 
-def test_fail_stale_trials_spares_unbeaten_and_fresh_trials_and_fails_silent_ones(storage_url, study_name):
+def test_fail_stale_trials_spares_unbeaten_and_fresh_trials_and_fails_silent_ones(
+    storage_url, study_name
+):
     """Optuna's test_fail_stale_trials: a trial never beaten is not judged; one beaten
     within the grace period stays RUNNING; once its beat is older it is failed."""
     storage = heartbeat_storage(storage_url)
@@ -68,11 +74,15 @@ def test_optimize_fails_this_studys_stale_trial_only(storage_url, study_name):
     assert other.trials[0].state == TrialState.RUNNING
 
 
-def test_the_stale_callback_requeues_with_the_same_parameters_up_to_max_retry(storage_url, study_name):
+def test_the_stale_callback_requeues_with_the_same_parameters_up_to_max_retry(
+    storage_url, study_name
+):
     """Optuna's test_retry_failed_trial_callback and ..._repetitive_failure: each failed
     stale trial is queued again with its parameters and attributes, at most max_retry times."""
     storage = heartbeat_storage(storage_url, max_retry=1)
-    assert isinstance(storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback)
+    assert isinstance(
+        storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback
+    )
     study = optuna.create_study(study_name=study_name, storage=storage)
     trial = study.ask()
     trial.suggest_float("x", 0.0, 1.0)
@@ -85,7 +95,9 @@ def test_the_stale_callback_requeues_with_the_same_parameters_up_to_max_retry(st
     trials = study.trials
     retried = [RetryHeartbeatStaleTrialCallback.retried_trial_number(t) for t in trials]
     assert trials[0].state == TrialState.FAIL
-    assert retried[1] == 0 and trials[1].state == TrialState.FAIL, "re-queued once, and that copy died too"
+    assert retried[1] == 0 and trials[1].state == TrialState.FAIL, (
+        "re-queued once, and that copy died too"
+    )
     assert trials[1].params == trials[0].params and trials[1].user_attrs["worker"] == "w0"
     assert retried[2] is None, "max_retry=1 reached: the copy's death is not re-queued"
 

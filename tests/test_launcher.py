@@ -33,7 +33,9 @@ def option(cmd: list[str], flag: str) -> str:
 # ---- worker_launches: pure ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n_workers", "cpu_count", "threads"), [(1, 8, 8), (3, 8, 2), (4, 8, 2), (16, 8, 1), (2, 1, 1)])
+@pytest.mark.parametrize(
+    ("n_workers", "cpu_count", "threads"), [(1, 8, 8), (3, 8, 2), (4, 8, 2), (16, 8, 1), (2, 1, 1)]
+)
 def test_threads_split_the_cores_evenly_and_never_drop_below_one(n_workers, cpu_count, threads):
     result = launches(n_workers, cpu_count=cpu_count)
     assert len(result) == n_workers
@@ -53,9 +55,17 @@ def test_each_worker_has_its_own_name_and_runs_the_worker_command():
     result = launches(3)
     assert [launch.name for launch in result] == ["node/0", "node/1", "node/2"]
     for launch in result:
-        assert launch.cmd[:5] == [sys.executable, "-m", "hpo", "worker", "studies/criteria-smoke.yaml"]
+        assert launch.cmd[:5] == [
+            sys.executable,
+            "-m",
+            "hpo",
+            "worker",
+            "studies/criteria-smoke.yaml",
+        ]
         assert option(launch.cmd, "--name") == launch.name
-        assert "--await-go" in launch.cmd, "workers load their libraries while the launcher checks, then wait"
+        assert "--await-go" in launch.cmd, (
+            "workers load their libraries while the launcher checks, then wait"
+        )
 
 
 def test_gpus_are_handed_out_round_robin():
@@ -70,7 +80,7 @@ def test_no_gpus_means_no_cuda_visible_devices():
 def test_overrides_are_forwarded_in_order():
     result = launches(2, overrides=["n_trials=20", "train.epochs=2", "n_trials=30"])
     for launch in result:
-        tail = launch.cmd[launch.cmd.index("--set"):]
+        tail = launch.cmd[launch.cmd.index("--set") :]
         assert tail == ["--set", "n_trials=20", "--set", "train.epochs=2", "--set", "n_trials=30"]
 
 
@@ -116,7 +126,10 @@ def test_fewer_than_one_worker_is_an_error(n_workers):
 # ---- visible_gpus --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("listed", "gpus"), [("0,2", ["0", "2"]), (" 1 , 3 ", ["1", "3"]), ("", []), ("-1", []), ("3", ["3"])])
+@pytest.mark.parametrize(
+    ("listed", "gpus"),
+    [("0,2", ["0", "2"]), (" 1 , 3 ", ["1", "3"]), ("", []), ("-1", []), ("3", ["3"])],
+)
 def test_visible_gpus_honours_cuda_visible_devices(monkeypatch, listed, gpus):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
     assert visible_gpus() == gpus
@@ -168,7 +181,10 @@ def test_worker_output_is_relayed_and_clean_exits_return_zero():
     progress = FakeProgress()
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert Supervisor(workers, progress, poll_seconds=0.1).run() == 0
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # the caller's again
+    assert (
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+    ) == handlers  # the caller's again
     for i in range(2):
         assert progress.lines.index(f"hello from {i}") < progress.lines.index(f"bye from {i}")
     assert not any("died" in line for line in progress.lines)
@@ -202,7 +218,10 @@ def test_abandoned_workers_end_at_once_without_reading_go():
 
 
 def test_a_dead_worker_is_reported_and_run_returns_one():
-    workers = [script("ok", "print('fine')"), script("bad", "import sys; print('about to fail'); sys.exit(3)")]
+    workers = [
+        script("ok", "print('fine')"),
+        script("bad", "import sys; print('about to fail'); sys.exit(3)"),
+    ]
     progress = FakeProgress()
     assert Supervisor(workers, progress, poll_seconds=0.1).run() == 1
     assert "worker bad died (exit code 3)" in progress.lines
@@ -212,8 +231,10 @@ def test_a_dead_worker_is_reported_and_run_returns_one():
 
 def test_a_worker_killed_by_sigkill_is_named_in_words_with_its_peak_memory():
     """The kernel's OOM killer sends SIGKILL: the launcher says so, with the peak it saw."""
-    hog = ("import os, signal, time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096): block[i] = 1\n"
-           "time.sleep(1.0)\nos.kill(os.getpid(), signal.SIGKILL)")
+    hog = (
+        "import os, signal, time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096): block[i] = 1\n"
+        "time.sleep(1.0)\nos.kill(os.getpid(), signal.SIGKILL)"
+    )
     progress = FakeProgress()
     assert Supervisor([script("hog", hog)], progress, poll_seconds=0.05).run() == 1
     line = next(line for line in progress.lines if line.startswith("worker hog died"))
@@ -223,11 +244,21 @@ def test_a_worker_killed_by_sigkill_is_named_in_words_with_its_peak_memory():
 
 def test_memory_is_split_between_workers_and_reaches_their_command():
     assert memory_share_mb(4, total_mb=20_000) == 4_500
-    launches = worker_launches("s.yaml", 2, storage="sqlite:///x.db", cpu_count=2, base_env={}, memory_mb=4500)
+    launches = worker_launches(
+        "s.yaml", 2, storage="sqlite:///x.db", cpu_count=2, base_env={}, memory_mb=4500
+    )
     assert all(launch.cmd[launch.cmd.index("--memory-limit") + 1] == "4500" for launch in launches)
-    assert "--memory-limit" not in worker_launches("s.yaml", 1, storage="sqlite:///x.db", cpu_count=2,
-                                                      base_env={})[0].cmd
-    assert 0 < machine_memory_mb() <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20 + 1
+    assert (
+        "--memory-limit"
+        not in worker_launches("s.yaml", 1, storage="sqlite:///x.db", cpu_count=2, base_env={})[
+            0
+        ].cmd
+    )
+    assert (
+        0
+        < machine_memory_mb()
+        <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20 + 1
+    )
 
 
 class SlowProgress(FakeProgress):
@@ -257,7 +288,10 @@ def test_restart_dead_replaces_a_worker_that_died(tmp_path: Path):
         "print('second run succeeds'); finished.touch()\n"
     )
     progress = FakeProgress(done=finished.exists)  # the study is done once the replacement finished
-    assert Supervisor([script("flaky", code)], progress, restart_dead=True, poll_seconds=0.1).run() == 0
+    assert (
+        Supervisor([script("flaky", code)], progress, restart_dead=True, poll_seconds=0.1).run()
+        == 0
+    )
     assert "worker flaky died (exit code 3); starting a replacement" in progress.lines
     assert progress.lines.index("first run fails") < progress.lines.index("second run succeeds")
     assert finished.exists()
@@ -282,7 +316,10 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    workers = [WorkerLaunch(name, [sys.executable, "-c", code, name], dict(os.environ)) for name in ("a", "b")]
+    workers = [
+        WorkerLaunch(name, [sys.executable, "-c", code, name], dict(os.environ))
+        for name in ("a", "b")
+    ]
     progress = FakeProgress()
 
     def interrupt_when_ready():  # Ctrl-C only while run() supervises both workers
@@ -302,14 +339,18 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
     assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
     assert all(proc.returncode == 0 for proc in supervisor.procs.values())
     assert any("stopping workers" in line for line in progress.lines)
-    assert "requeued a" in progress.lines and "requeued b" in progress.lines  # relayed before run() returns
+    assert (
+        "requeued a" in progress.lines and "requeued b" in progress.lines
+    )  # relayed before run() returns
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
 
 
 # ---- StudyProgress while the database is unreachable ----------------------------------------
 
 
-def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(monkeypatch, capsys):
+def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(
+    monkeypatch, capsys
+):
     import sqlalchemy as sa
 
     from hpo.run import launcher
@@ -317,8 +358,12 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
     def counts(finished: int) -> dict:
         return {"finished": finished, "running": 2, "pruned": 0, "failed": 0, "best": 0.5}
 
-    outage = sa.exc.OperationalError("SELECT", {}, Exception("connection refused\nIs the server running?"))
-    answers = iter([counts(3), outage, outage, outage, counts(5), outage, counts(9), ValueError("a bug")])
+    outage = sa.exc.OperationalError(
+        "SELECT", {}, Exception("connection refused\nIs the server running?")
+    )
+    answers = iter(
+        [counts(3), outage, outage, outage, counts(5), outage, counts(9), ValueError("a bug")]
+    )
 
     def state_counts(study):
         answer = next(answers)
@@ -339,8 +384,14 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
     progress.refresh()
     assert progress.bar.n == 5
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["database unreachable (connection refused); waiting for it, the workers retry on their own",
-                     "database reachable again"] * 2
+    assert (
+        lines
+        == [
+            "database unreachable (connection refused); waiting for it, the workers retry on their own",
+            "database reachable again",
+        ]
+        * 2
+    )
     with pytest.raises(ValueError, match="a bug"):  # only database errors are waited out
         progress.refresh()
 
@@ -349,11 +400,15 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
 # The real CLI as a subprocess, tiny encoders and sample data, real PostgreSQL.
 
 
-
 def e2e(test):
     """Slow, on the real PostgreSQL; Linux only, for /proc."""
-    for mark in (pytest.mark.slow, pytest.mark.postgres,
-                 pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find the worker processes")):
+    for mark in (
+        pytest.mark.slow,
+        pytest.mark.postgres,
+        pytest.mark.skipif(
+            sys.platform != "linux", reason="reads /proc to find the worker processes"
+        ),
+    ):
         test = mark(test)
     return test
 
@@ -368,20 +423,50 @@ def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     from hpo.fixtures import write_sample
 
     root = tmp_path_factory.mktemp("launcher")
-    return {"data": write_sample(root / "data", posts=60, seed=3), "root": root,
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "data": write_sample(root / "data", posts=60, seed=3),
+        "root": root,
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
-def _start_tune(name: str, storage: str, assets, *sets: str, flags: tuple[str, ...] = (), **popen) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--workers", "2",
-           "--storage", storage, "--no-progress", *flags]
-    for item in (f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
-                 f"train.cache_dir={assets['root'] / 'cache'}", f"model_paths.tiny-roberta={assets['roberta']}",
-                 f"model_paths.tiny-deberta={assets['deberta']}", "keep_top_k=0", *sets):
+def _start_tune(
+    name: str, storage: str, assets, *sets: str, flags: tuple[str, ...] = (), **popen
+) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "tune",
+        str(REPO / "studies" / "criteria-smoke.yaml"),
+        "--workers",
+        "2",
+        "--storage",
+        storage,
+        "--no-progress",
+        *flags,
+    ]
+    for item in (
+        f"name={name}",
+        f"data_dir={assets['data']}",
+        f"output_dir={assets['root'] / name}",
+        f"train.cache_dir={assets['root'] / 'cache'}",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        "keep_top_k=0",
+        *sets,
+    ):
         cmd += ["--set", item]
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, **popen}
-    return subprocess.Popen(cmd, cwd=assets["root"], stdin=subprocess.DEVNULL, text=True, start_new_session=True,
-                            **popen)
+    return subprocess.Popen(
+        cmd,
+        cwd=assets["root"],
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        **popen,
+    )
 
 
 def _trials(name: str, storage: str) -> list:
@@ -411,7 +496,10 @@ def _children(pid: int) -> list[int]:
     kids = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid:
+            if (
+                entry.name.isdigit()
+                and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid
+            ):
                 kids.append(int(entry.name))
         except OSError:  # exited meanwhile
             continue
@@ -436,32 +524,50 @@ def _assert_requeued(name: str, storage: str, interrupted: list) -> None:
     """Nothing left RUNNING; each interrupted trial failed and has a copy with the same
     parameters that is WAITING, or that already ran to the end."""
     trials = _trials(name, storage)
-    assert not [t.number for t in trials if t.state.name == "RUNNING"], "nothing may be left RUNNING"
+    assert not [t.number for t in trials if t.state.name == "RUNNING"], (
+        "nothing may be left RUNNING"
+    )
     by_number = {t.number: t for t in trials}
     for trial in interrupted:
         if by_number[trial.number].state.name in FINISHED:
             continue  # it ended on its own before the stop reached it
         assert by_number[trial.number].state.name == "FAIL"
         copies = [t for t in trials if trial.number in t.system_attrs.get("retry_history", [])]
-        assert len(copies) == 1 and trial.params.items() <= copies[0].params.items(), "re-queued, same parameters"
+        assert len(copies) == 1 and trial.params.items() <= copies[0].params.items(), (
+            "re-queued, same parameters"
+        )
         assert copies[0].state.name in ("WAITING", *FINISHED)
 
 
 def _pg_ctl(action: str) -> None:
     version = os.listdir("/etc/postgresql")[0]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action], check=True, timeout=60)
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action],
+        check=True,
+        timeout=60,
+    )
 
 
 @e2e
 def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
     """PostgreSQL stops for 20 s mid-study: the launcher keeps its last counts and says
     once that it waits, its workers retry, and the study still ends at exactly n_trials."""
-    proc = _start_tune(study_name, postgres_url, assets, "n_trials=10", "train.epochs=1",
-                       "heartbeat.interval=1", "heartbeat.grace_period=4")
+    proc = _start_tune(
+        study_name,
+        postgres_url,
+        assets,
+        "n_trials=10",
+        "train.epochs=1",
+        "heartbeat.interval=1",
+        "heartbeat.grace_period=4",
+    )
     stopped, workers = False, []
     try:
-        _wait_for(lambda: [t for t in _trials(study_name, postgres_url) if t.state.name in FINISHED], 180,
-                  "a first finished trial")
+        _wait_for(
+            lambda: [t for t in _trials(study_name, postgres_url) if t.state.name in FINISHED],
+            180,
+            "a first finished trial",
+        )
         workers = _children(proc.pid)
         _pg_ctl("stop")
         stopped = True
@@ -490,13 +596,17 @@ def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, as
     proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50")
     workers = []
     try:
-        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        running = _wait_for(
+            lambda: _running(study_name, postgres_url, 2), 180, "two running trials"
+        )
         workers = _children(proc.pid)
         assert len(workers) == 2, workers
         killed = time.monotonic()
         proc.kill()
         output, _ = proc.communicate(timeout=30)
-        _wait_for(lambda: not any(map(_alive, workers)), ORPHAN_SECONDS, "the orphaned workers to exit")
+        _wait_for(
+            lambda: not any(map(_alive, workers)), ORPHAN_SECONDS, "the orphaned workers to exit"
+        )
         print(f"workers gone {time.monotonic() - killed:.1f}s after the launcher was killed")
     finally:
         _kill_all([proc.pid, *workers])
@@ -504,7 +614,9 @@ def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, as
 
 
 @e2e
-def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(postgres_url, study_name, assets):
+def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
+    postgres_url, study_name, assets
+):
     """Posts of 40+ chunks, every trial reading them in chunks, each worker under a 3 GiB
     ceiling: the study ends, every trial finished, none past the ceiling."""
     import numpy as np
@@ -514,15 +626,29 @@ def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
     from hpo.fixtures import write_sample
     from hpo.models.tokenizer import load_tokenizer
 
-    data = write_sample(assets["root"] / f"long-{study_name}", posts=60, seed=1, profile="realistic")
+    data = write_sample(
+        assets["root"] / f"long-{study_name}", posts=60, seed=1, profile="realistic"
+    )
     tokenizer = load_tokenizer(assets["roberta"])
     texts = [post.text for post in load_redsm5(data).posts.values()]
-    lengths = np.array([len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]])
-    assert chunks_per_text(lengths, 64 - 2).max() >= 40, "the sample has posts of 40+ chunks at max_length 64"
-    proc = _start_tune(study_name, postgres_url, assets, f"data_dir={data}", "n_trials=2", "train.epochs=1",
-                       "train.max_length=64", "search_space.long_text.choices=[chunks]",
-                       "search_space.criteria_formulation.choices=[multilabel]",
-                       flags=("--memory-per-worker", "3G"))
+    lengths = np.array(
+        [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    )
+    assert chunks_per_text(lengths, 64 - 2).max() >= 40, (
+        "the sample has posts of 40+ chunks at max_length 64"
+    )
+    proc = _start_tune(
+        study_name,
+        postgres_url,
+        assets,
+        f"data_dir={data}",
+        "n_trials=2",
+        "train.epochs=1",
+        "train.max_length=64",
+        "search_space.long_text.choices=[chunks]",
+        "search_space.criteria_formulation.choices=[multilabel]",
+        flags=("--memory-per-worker", "3G"),
+    )
     try:
         output, _ = proc.communicate(timeout=300)
     finally:
@@ -530,7 +656,9 @@ def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
     assert proc.returncode == 0, output[-3000:]
     trials = _trials(study_name, postgres_url)
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"], output[-3000:]
-    assert all(t.params["long_text"] == "chunks" and t.user_attrs["peak_memory_mb"] < 3072 for t in trials)
+    assert all(
+        t.params["long_text"] == "chunks" and t.user_attrs["peak_memory_mb"] < 3072 for t in trials
+    )
 
 
 @e2e
@@ -539,8 +667,15 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
     the epoch after the deadline and is kept (COMPLETE, saying why), none starts after it,
     nothing is left RUNNING, and hpo status says the budget is spent."""
     started = time.monotonic()
-    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=400", "n_trials=20",
-                       "heartbeat.grace_period=3600", flags=("--timeout", "20s"))
+    proc = _start_tune(
+        study_name,
+        postgres_url,
+        assets,
+        "train.epochs=400",
+        "n_trials=20",
+        "heartbeat.grace_period=3600",
+        flags=("--timeout", "20s"),
+    )
     try:
         output, _ = proc.communicate(timeout=240)
     finally:
@@ -548,14 +683,22 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
     took = time.monotonic() - started
     assert proc.returncode == 0, output[-3000:]
     trials = _trials(study_name, postgres_url)
-    assert trials and all(t.state.name == "COMPLETE" for t in trials), [(t.number, t.state.name) for t in trials]
+    assert trials and all(t.state.name == "COMPLETE" for t in trials), [
+        (t.number, t.state.name) for t in trials
+    ]
     assert all("time budget" in t.user_attrs.get("stopped_by", "") for t in trials), output[-3000:]
     assert all(t.user_attrs["epochs_run"] < 400 for t in trials)
-    deadline = trials[0].datetime_start.timestamp() + 20 + 60  # the budget, and start-up, and an epoch's slack
+    deadline = (
+        trials[0].datetime_start.timestamp() + 20 + 60
+    )  # the budget, and start-up, and an epoch's slack
     assert all(t.datetime_complete.timestamp() < deadline for t in trials)
     print(f"stopped {took:.0f}s after start with a 20 s budget; {len(trials)} trials kept")
-    status = subprocess.run([sys.executable, "-m", "hpo", "status", study_name, "--storage", postgres_url],
-                            capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [sys.executable, "-m", "hpo", "status", study_name, "--storage", postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "time budget: spent" in status.stdout, status.stdout + status.stderr
 
 
@@ -564,18 +707,37 @@ def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_na
     """A worker SIGKILLed mid-trial (what the kernel's OOM killer does): the launcher names the
     signal, fails that trial at once with the reason and re-queues it, so when the launcher exits
     nothing is left RUNNING, with no heartbeat sweep needed."""
-    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", "heartbeat.grace_period=3600",
-                       "n_trials=2")
+    proc = _start_tune(
+        study_name,
+        postgres_url,
+        assets,
+        "train.epochs=50",
+        "heartbeat.grace_period=3600",
+        "n_trials=2",
+    )
     workers = []
     try:
-        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        running = _wait_for(
+            lambda: _running(study_name, postgres_url, 2), 180, "two running trials"
+        )
         workers = _children(proc.pid)
         victim = running[0]
-        pid = next(w for w in workers if f"{victim.user_attrs['worker']}" in Path(f"/proc/{w}/cmdline")
-                   .read_text().replace("\0", " "))
+        pid = next(
+            w
+            for w in workers
+            if f"{victim.user_attrs['worker']}"
+            in Path(f"/proc/{w}/cmdline").read_text().replace("\0", " ")
+        )
         os.kill(pid, signal.SIGKILL)
-        _wait_for(lambda: [t for t in _trials(study_name, postgres_url)
-                           if t.number == victim.number and t.state.name == "FAIL"], 60, "the killed trial to fail")
+        _wait_for(
+            lambda: [
+                t
+                for t in _trials(study_name, postgres_url)
+                if t.number == victim.number and t.state.name == "FAIL"
+            ],
+            60,
+            "the killed trial to fail",
+        )
         for other in workers:
             _kill_all([] if other == pid else [other])  # the rest of the study need not run
         output, _ = proc.communicate(timeout=60)
@@ -584,17 +746,26 @@ def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_na
     assert "died (killed by signal 9 (SIGKILL) — out of memory? peak RSS" in output, output[-3000:]
     trials = {t.number: t for t in _trials(study_name, postgres_url)}
     assert "killed by signal 9" in trials[victim.number].user_attrs["fail_reason"]
-    assert not [t.number for t in trials.values() if t.state.name == "RUNNING" and t.user_attrs.get("worker")
-                == victim.user_attrs["worker"]], "the dead worker's trial is not left RUNNING"
-    assert [t for t in trials.values() if victim.number in t.system_attrs.get("retry_history", [])], "re-queued"
+    assert not [
+        t.number
+        for t in trials.values()
+        if t.state.name == "RUNNING" and t.user_attrs.get("worker") == victim.user_attrs["worker"]
+    ], "the dead worker's trial is not left RUNNING"
+    assert [
+        t for t in trials.values() if victim.number in t.system_attrs.get("retry_history", [])
+    ], "re-queued"
 
 
 @e2e
-def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
+def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials(
+    postgres_url, study_name, assets
+):
     """The terminal window closes: SIGHUP, and every write to the terminal fails (EIO).
     The launcher still stops its workers (their running trials re-queued) and exits 130."""
     terminal, side = os.openpty()
-    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", stdout=side, stderr=side)
+    proc = _start_tune(
+        study_name, postgres_url, assets, "train.epochs=50", stdout=side, stderr=side
+    )
     os.close(side)
     seen, closing = bytearray(), threading.Event()
 
@@ -610,7 +781,9 @@ def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials
     reader.start()
     workers = []
     try:
-        running = _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        running = _wait_for(
+            lambda: _running(study_name, postgres_url, 2), 180, "two running trials"
+        )
         workers = _children(proc.pid)
         assert len(workers) == 2, workers
         closing.set()
@@ -635,18 +808,29 @@ def test_workers_that_keep_dying_without_progress_stop_the_study(tmp_path: Path)
     starts = tmp_path / "starts"
     code = f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
     progress = FakeProgress()
-    supervisor = Supervisor([script("doomed", code)], progress, restart_dead=True, poll_seconds=0.05)
+    supervisor = Supervisor(
+        [script("doomed", code)], progress, restart_dead=True, poll_seconds=0.05
+    )
     assert supervisor.run() == 1
-    assert starts.read_text() == "xxx", "three starts, then it gave up instead of restarting for ever"
-    assert supervisor.stopped_because.startswith("workers died 3 times in a row without a trial finishing")
-    assert any(line.startswith("stopping the study: workers died 3 times") for line in progress.lines)
+    assert starts.read_text() == "xxx", (
+        "three starts, then it gave up instead of restarting for ever"
+    )
+    assert supervisor.stopped_because.startswith(
+        "workers died 3 times in a row without a trial finishing"
+    )
+    assert any(
+        line.startswith("stopping the study: workers died 3 times") for line in progress.lines
+    )
 
 
 def test_a_worker_that_exits_2_is_not_replaced(tmp_path: Path):
     starts = tmp_path / "starts"
     code = f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(2)"
     progress = FakeProgress()
-    assert Supervisor([script("refused", code)], progress, restart_dead=True, poll_seconds=0.05).run() == 1
+    assert (
+        Supervisor([script("refused", code)], progress, restart_dead=True, poll_seconds=0.05).run()
+        == 1
+    )
     assert starts.read_text() == "x"
     assert "worker refused died (exit code 2)" in progress.lines
 
@@ -668,12 +852,17 @@ def test_trials_failing_the_same_way_stop_every_worker(tmp_path: Path):
     started = time.monotonic()
     assert supervisor.run() == 1
     assert time.monotonic() - started < 30, "the sleeping workers were stopped, not waited for"
-    assert supervisor.stopped_because == "5 trials in a row failed with: ValueError: the encoder's weights are unreadable"
+    assert (
+        supervisor.stopped_because
+        == "5 trials in a row failed with: ValueError: the encoder's weights are unreadable"
+    )
     assert all(proc.poll() is not None for proc in supervisor.procs.values())
 
 
 @pytest.mark.slow
-def test_tune_with_an_encoder_that_cannot_load_stops_in_one_line(tmp_path, study_name, tiny_roberta):
+def test_tune_with_an_encoder_that_cannot_load_stops_in_one_line(
+    tmp_path, study_name, tiny_roberta
+):
     """The encoder's config and tokenizer pass every preflight check, but its weights are
     damaged, so every trial fails the same way at run time: with --restart-dead the study
     used to burn trials for as long as it was let. Now it stops with the reason."""
@@ -684,17 +873,39 @@ def test_tune_with_an_encoder_that_cannot_load_stops_in_one_line(tmp_path, study
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:200])
     data = write_sample(tmp_path / "data", posts=40, seed=0)
-    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--workers", "2",
-           "--restart-dead", "--no-progress", "--storage", f"sqlite:///{tmp_path / 'hpo.db'}",
-           "--set", f"name={study_name}", "--set", f"data_dir={data}", "--set", f"output_dir={tmp_path / 'out'}",
-           "--set", "n_trials=40", "--set", f"model_paths.tiny-roberta={broken}",
-           "--set", f"model_paths.tiny-deberta={broken}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "tune",
+        str(REPO / "studies" / "criteria-smoke.yaml"),
+        "--workers",
+        "2",
+        "--restart-dead",
+        "--no-progress",
+        "--storage",
+        f"sqlite:///{tmp_path / 'hpo.db'}",
+        "--set",
+        f"name={study_name}",
+        "--set",
+        f"data_dir={data}",
+        "--set",
+        f"output_dir={tmp_path / 'out'}",
+        "--set",
+        "n_trials=40",
+        "--set",
+        f"model_paths.tiny-roberta={broken}",
+        "--set",
+        f"model_paths.tiny-deberta={broken}",
+    ]
     started = time.monotonic()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert time.monotonic() - started < 240
     line = run.stderr.strip().splitlines()[-1]  # after Optuna's own "A new study created" note
-    assert line.startswith(f"hpo: error: stopped study {study_name!r}: ") and "in a row" in line, line
+    assert line.startswith(f"hpo: error: stopped study {study_name!r}: ") and "in a row" in line, (
+        line
+    )
     assert "SafetensorError" in line, "the reason is the trials' own"
     study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{tmp_path / 'hpo.db'}")
     failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))

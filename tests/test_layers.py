@@ -14,14 +14,22 @@ import pytest
 REPO = Path(__file__).parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
-pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists() and not os.environ.get("CI"),
-                                reason="needs import-linter: pip install -e '.[dev]'")
+pytestmark = pytest.mark.skipif(
+    not LINT_IMPORTS.exists() and not os.environ.get("CI"),
+    reason="needs import-linter: pip install -e '.[dev]'",
+)
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(root)}  # the package under root, not the installed one
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
-                          capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_every_layering_contract_is_kept():
@@ -30,22 +38,25 @@ def test_every_layering_contract_is_kept():
     assert "0 broken" in result.stdout
 
 
-@pytest.mark.parametrize(("module", "line", "contract"), [
-    ("train/loop.py", "import optuna", "Training never sees Optuna"),
-    ("data/tokenize.py", "import hpo.models.loading", "Data and models do not know each other"),
-    ("report.py", "import optuna", "One gateway to Optuna"),
-    ("study/_census.py", "import hpo.cli", "Nothing imports the CLI"),
-    ("run/worker.py", "import mlflow", "MLflow only through hpo.tracking"),
-    ("finalize/retrain.py", "import hpo.run.worker", "Layers: cli on top"),
-    ("run/objective.py", "import hpo.run.worker", "Running a study"),
-    ("run/launcher.py", "import hpo.run.tune", "Running a study"),
-    ("cli/tune.py", "import hpo.fixtures", "Test and demo fixtures stay out"),
-    ("cli/status.py", "import optuna", "One gateway to Optuna"),
-    ("finalize/retrain.py", "import hpo.finalize.pipeline", "Finalizing"),
-    ("finalize/holdout.py", "import hpo.study", "The test split's only reader"),
-    ("storage_url.py", "import optuna", "Specs are plain data"),
-    ("spec/_params.py", "import torch", "Specs are plain data"),
-])
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("train/loop.py", "import optuna", "Training never sees Optuna"),
+        ("data/tokenize.py", "import hpo.models.loading", "Data and models do not know each other"),
+        ("report.py", "import optuna", "One gateway to Optuna"),
+        ("study/_census.py", "import hpo.cli", "Nothing imports the CLI"),
+        ("run/worker.py", "import mlflow", "MLflow only through hpo.tracking"),
+        ("finalize/retrain.py", "import hpo.run.worker", "Layers: cli on top"),
+        ("run/objective.py", "import hpo.run.worker", "Running a study"),
+        ("run/launcher.py", "import hpo.run.tune", "Running a study"),
+        ("cli/tune.py", "import hpo.fixtures", "Test and demo fixtures stay out"),
+        ("cli/status.py", "import optuna", "One gateway to Optuna"),
+        ("finalize/retrain.py", "import hpo.finalize.pipeline", "Finalizing"),
+        ("finalize/holdout.py", "import hpo.study", "The test split's only reader"),
+        ("storage_url.py", "import optuna", "Specs are plain data"),
+        ("spec/_params.py", "import torch", "Specs are plain data"),
+    ],
+)
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract):
     shutil.copytree(REPO / "hpo", tmp_path / "hpo", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path)

@@ -60,7 +60,10 @@ def test_eight_threads_loading_tied_model_leave_no_meta_and_tie_weights_working(
             for _ in range(6):
                 model = load_pretrained(tiny_roberta_mlm, model_class=AutoModelForMaskedLM)
                 meta_found.append(find_meta_tensors(model))
-                untied.append(model.lm_head.decoder.weight is not model.roberta.embeddings.word_embeddings.weight)
+                untied.append(
+                    model.lm_head.decoder.weight
+                    is not model.roberta.embeddings.word_embeddings.weight
+                )
                 model.to("cpu")  # the crash in the old system happened here
         except BaseException as exc:  # collected: a thread's exception would be lost otherwise
             errors.append(exc)
@@ -75,7 +78,9 @@ def test_eight_threads_loading_tied_model_leave_no_meta_and_tie_weights_working(
     assert all(names == [] for names in meta_found)
     assert not any(untied), "every load must come back with its output layer tied"
     assert PreTrainedModel.tie_weights is loading._REAL_TIE_WEIGHTS
-    fresh = AutoModelForMaskedLM.from_config(AutoModelForMaskedLM.from_pretrained(tiny_roberta_mlm).config)
+    fresh = AutoModelForMaskedLM.from_config(
+        AutoModelForMaskedLM.from_pretrained(tiny_roberta_mlm).config
+    )
     assert fresh.lm_head.decoder.weight is fresh.roberta.embeddings.word_embeddings.weight
 
 
@@ -92,7 +97,9 @@ def test_construction_lock_restores_leaked_global_state():
         torch.set_default_dtype(torch.float32)
 
 
-def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(tiny_roberta_mlm, tmp_path, capfd):
+def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(
+    tiny_roberta_mlm, tmp_path, capfd
+):
     """An MLM checkpoint loaded as an encoder has UNEXPECTED lm_head keys: transformers prints a
     ~12-line report; a trial keeps it in its train.log and the terminal stays quiet."""
     import logging
@@ -102,7 +109,9 @@ def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(tiny_ro
     outputs = TrialOutputs(tmp_path, "s", "uid12345", keep_top_k=0, direction="maximize")
     library = logging.getLogger("transformers")
     level = library.level
-    library.setLevel(logging.WARNING)  # as a worker sets it (`hpo` itself starts transformers at ERROR)
+    library.setLevel(
+        logging.WARNING
+    )  # as a worker sets it (`hpo` itself starts transformers at ERROR)
     try:
         with outputs.trial_log(0) as path:
             load_pretrained(tiny_roberta_mlm)

@@ -21,10 +21,20 @@ pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalW
 @pytest.fixture
 def spec(tmp_path, sqlite_url, study_name, tiny_roberta) -> StudySpec:
     data = write_sample(tmp_path / "data", posts=30, seed=0)
-    return load_spec(SMOKE, [f"name={study_name}", f"data_dir={data}", f"output_dir={tmp_path / 'out'}",
-                             "train.epochs=1", "search_space.encoder.choices=[tiny-roberta]",
-                             f"model_paths.tiny-roberta={tiny_roberta}", f"train.cache_dir={tmp_path / 'cache'}"],
-                     sqlite_url, env={})
+    return load_spec(
+        SMOKE,
+        [
+            f"name={study_name}",
+            f"data_dir={data}",
+            f"output_dir={tmp_path / 'out'}",
+            "train.epochs=1",
+            "search_space.encoder.choices=[tiny-roberta]",
+            f"model_paths.tiny-roberta={tiny_roberta}",
+            f"train.cache_dir={tmp_path / 'cache'}",
+        ],
+        sqlite_url,
+        env={},
+    )
 
 
 def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
@@ -34,7 +44,9 @@ def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
     uid = study_uid(study)
     recorded = json.loads((spec.study_dir(uid) / "trial_0" / "metrics.json").read_text())
     assert (recorded["study_uid"], recorded["trial"]) == (uid, 0)
-    assert study.trials[0].user_attrs["seed"] == recorded["seed"] == 7  # each trial records the seed it ran with
+    assert (
+        study.trials[0].user_attrs["seed"] == recorded["seed"] == 7
+    )  # each trial records the seed it ran with
 
 
 def test_a_trial_records_where_it_stands_and_says_it_in_its_log(spec, caplog):
@@ -44,10 +56,19 @@ def test_a_trial_records_where_it_stands_and_says_it_in_its_log(spec, caplog):
     study = open_study(spec)
     study.optimize(Objective(spec), n_trials=1)
     progress = study.trials[0].user_attrs["progress"]
-    assert progress["epoch"] == progress["epochs"] == 1 and progress["step"] == progress["steps"] > 0
-    assert progress["eta_seconds"] == 0 and progress["examples_per_second"] > 0 and progress["loss"] > 0
+    assert (
+        progress["epoch"] == progress["epochs"] == 1 and progress["step"] == progress["steps"] > 0
+    )
+    assert (
+        progress["eta_seconds"] == 0
+        and progress["examples_per_second"] > 0
+        and progress["loss"] > 0
+    )
     log = (spec.study_dir(study_uid(study)) / "trial_0" / "train.log").read_text()
-    assert f"epoch 1/1 done at step {progress['steps']}/{progress['steps']}, loss" in log and "ETA 0m00s" in log
+    assert (
+        f"epoch 1/1 done at step {progress['steps']}/{progress['steps']}, loss" in log
+        and "ETA 0m00s" in log
+    )
 
 
 def test_the_pruner_reads_the_prune_on_metric_while_the_objective_stays_the_study_metric(spec):
@@ -57,11 +78,16 @@ def test_the_pruner_reads_the_prune_on_metric_while_the_objective_stays_the_stud
     trial = study.trials[0]
     metrics = trial.user_attrs["metrics"]
     assert trial.intermediate_values[1] == pytest.approx(metrics["auroc"], abs=1e-6)
-    assert trial.value == pytest.approx(metrics[spec.metric], abs=1e-6) and metrics["auroc"] != metrics[spec.metric]
+    assert (
+        trial.value == pytest.approx(metrics[spec.metric], abs=1e-6)
+        and metrics["auroc"] != metrics[spec.metric]
+    )
 
 
 def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):
-    study = optuna.create_study(study_name=spec.name, storage=get_storage(spec.storage), direction="maximize")
+    study = optuna.create_study(
+        study_name=spec.name, storage=get_storage(spec.storage), direction="maximize"
+    )
     with pytest.raises(UsageError, match="has no uid to name its folder"):
         study.optimize(Objective(spec), n_trials=1)
     assert [p.name for p in Path(spec.output_dir).iterdir()] == ["artifacts"]
@@ -75,7 +101,9 @@ def small_disk(tmp_path):
 
     mount = tmp_path / "small-disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mount)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mount)], capture_output=True
+    )
     if done.returncode != 0:
         if os.environ.get("CI"):
             pytest.fail(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
@@ -96,8 +124,13 @@ def test_a_full_disk_fails_trials_with_the_reason_and_frees_what_they_wrote(spec
     failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert len(failed) == worker_module.MAX_CONSECUTIVE_FAILURES
     assert all("No space left on device" in t.user_attrs["fail_reason"] for t in failed)
-    leftovers = [p for p in small_disk.rglob("*") if p.name in ("checkpoint", "checkpoint.tar")
-                 or p.suffix == ".safetensors"]
+    leftovers = [
+        p
+        for p in small_disk.rglob("*")
+        if p.name in ("checkpoint", "checkpoint.tar") or p.suffix == ".safetensors"
+    ]
     assert not leftovers, leftovers
     free = os.statvfs(small_disk)
-    assert free.f_bavail * free.f_frsize > 300_000, "the partial checkpoints were removed: the disk is not full"
+    assert free.f_bavail * free.f_frsize > 300_000, (
+        "the partial checkpoints were removed: the disk is not full"
+    )

@@ -36,7 +36,9 @@ def test_layer_depths_find_every_encoder_layer(tiny_encoder):
 
 def test_layerwise_decay_lowers_the_rate_with_depth_and_leaves_the_head(tiny_encoder):
     model = build_classifier("criteria", tiny_encoder)
-    config = _config(tiny_encoder, learning_rate=1e-3, head_learning_rate=5e-3, layerwise_lr_decay=0.5)
+    config = _config(
+        tiny_encoder, learning_rate=1e-3, head_learning_rate=5e-3, layerwise_lr_decay=0.5
+    )
     lrs = _lr_of(model, param_groups(model, config))
     assert {lr for n, lr in lrs.items() if ".layer.1." in n} == {1e-3}  # the top layer: lr
     assert {lr for n, lr in lrs.items() if ".layer.0." in n} == {5e-4}  # halving is exact in binary
@@ -91,8 +93,15 @@ def test_attention_dropout_reaches_the_encoder_config(tiny_encoder):
     assert model.config.attention_probs_dropout_prob == 0.05
 
 
-@pytest.mark.parametrize("bad", [dict(layerwise_lr_decay=0.0), dict(layerwise_lr_decay=1.5),
-                                 dict(freeze_layers=-1), dict(attention_dropout=1.0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(layerwise_lr_decay=0.0),
+        dict(layerwise_lr_decay=1.5),
+        dict(freeze_layers=-1),
+        dict(attention_dropout=1.0),
+    ],
+)
 def test_train_config_rejects_bad_breadth_settings(bad):
     with pytest.raises(ValueError):
         TrainConfig(task="criteria", encoder="x", data_dir="unused", **bad)

@@ -36,14 +36,20 @@ def heartbeat_storage(url: str):
 def test_the_tables_hpo_writes_have_the_columns_and_unique_keys_it_uses():
     """_heartbeat.py upserts ON CONFLICT (trial_id) and (trial_id, key); _census.py groups by
     state and number; _heartbeat.py fails a trial by state and datetime_complete."""
+
     def columns(model) -> set[str]:
         return set(model.__table__.columns.keys())
 
     def unique_keys(model) -> set[tuple[str, ...]]:
-        return {tuple(c.name for c in constraint.columns) for constraint in model.__table__.constraints
-                if isinstance(constraint, sa.UniqueConstraint)}
+        return {
+            tuple(c.name for c in constraint.columns)
+            for constraint in model.__table__.constraints
+            if isinstance(constraint, sa.UniqueConstraint)
+        }
 
-    assert {"trial_id", "study_id", "number", "state", "datetime_complete"} <= columns(private.TrialModel)
+    assert {"trial_id", "study_id", "number", "state", "datetime_complete"} <= columns(
+        private.TrialModel
+    )
     assert {"trial_id", "heartbeat"} <= columns(private.TrialHeartbeatModel)
     assert ("trial_id",) in unique_keys(private.TrialHeartbeatModel)
     assert {"trial_id", "key", "value_json"} <= columns(private.TrialUserAttributeModel)
@@ -58,8 +64,11 @@ def test_the_ids_and_the_storage_agree_with_optunas_public_lookups(storage_url, 
     assert storage is trial.storage, "the storage Optuna hands each trial publicly"
     assert private.study_id(study) == storage.get_study_id_from_name(study_name)
     frozen = study.trials[0]
-    assert private.trial_id(trial) == private.trial_id(frozen) == \
-        storage.get_trial_id_from_study_id_trial_number(private.study_id(study), trial.number)
+    assert (
+        private.trial_id(trial)
+        == private.trial_id(frozen)
+        == storage.get_trial_id_from_study_id_trial_number(private.study_id(study), trial.number)
+    )
 
 
 def test_the_rdb_storage_is_found_under_optunas_cache_wrapper(sqlite_url, study_name):
@@ -73,9 +82,17 @@ def test_the_rdb_storage_is_found_under_optunas_cache_wrapper(sqlite_url, study_
     assert isinstance(private.uncached(private.study_storage(study)), RDBStorage)
 
 
-def test_several_attributes_are_written_in_one_session_and_a_finished_trial_refuses_them(storage_url, study_name):
-    assert list(inspect.signature(RDBStorage._set_trial_attr_without_commit).parameters) == \
-        ["self", "session", "model_cls", "trial_id", "key", "value"]
+def test_several_attributes_are_written_in_one_session_and_a_finished_trial_refuses_them(
+    storage_url, study_name
+):
+    assert list(inspect.signature(RDBStorage._set_trial_attr_without_commit).parameters) == [
+        "self",
+        "session",
+        "model_cls",
+        "trial_id",
+        "key",
+        "value",
+    ]
     study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url))
     trial = study.ask()
     backend = private.uncached(private.study_storage(study))
@@ -95,14 +112,18 @@ def test_several_attributes_are_written_in_one_session_and_a_finished_trial_refu
         private.set_user_attr_in(session, backend, private.trial_id(trial), "late", 1)
 
 
-def test_the_attribute_session_ignores_a_lost_insert_race_and_rolls_back_other_errors(sqlite_url, study_name):
+def test_the_attribute_session_ignores_a_lost_insert_race_and_rolls_back_other_errors(
+    sqlite_url, study_name
+):
     study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
     trial_id = private.trial_id(study.ask())
     backend = private.uncached(private.study_storage(study))
     attrs = private.TrialUserAttributeModel
     with private.attrs_session(backend) as session:
         session.execute(sa.insert(attrs).values(trial_id=trial_id, key="k", value_json='"a"'))
-    with private.attrs_session(backend) as session:  # the same (trial_id, key) again: another writer won
+    with private.attrs_session(
+        backend
+    ) as session:  # the same (trial_id, key) again: another writer won
         session.execute(sa.insert(attrs).values(trial_id=trial_id, key="k", value_json='"b"'))
     assert study.trials[0].user_attrs == {"k": "a"}
     with pytest.raises(RuntimeError), private.attrs_session(backend) as session:
@@ -111,13 +132,18 @@ def test_the_attribute_session_ignores_a_lost_insert_race_and_rolls_back_other_e
     assert study.trials[0].user_attrs == {"k": "a"}, "rolled back"
 
 
-def test_optunas_own_stale_trial_question_is_answered_by_hpos_query(storage_url, study_name, monkeypatch):
+def test_optunas_own_stale_trial_question_is_answered_by_hpos_query(
+    storage_url, study_name, monkeypatch
+):
     """fail_stale_trials (and study.optimize, a dashboard) ask the private abstract
     BaseHeartbeat._get_stale_trial_ids; hpo's storage answers it with stale_trial_ids."""
     from optuna.storages._heartbeat import BaseHeartbeat
 
     assert "_get_stale_trial_ids" in BaseHeartbeat.__abstractmethods__
-    assert list(inspect.signature(BaseHeartbeat._get_stale_trial_ids).parameters) == ["self", "study_id"]
+    assert list(inspect.signature(BaseHeartbeat._get_stale_trial_ids).parameters) == [
+        "self",
+        "study_id",
+    ]
     storage = heartbeat_storage(storage_url)
     asked = []
     answer = type(storage).stale_trial_ids
@@ -142,12 +168,16 @@ def test_the_heartbeat_storage_attributes_hpo_reads_are_there(sqlite_url):
     assert isinstance(storage.engine, sa.Engine) and callable(storage.scoped_session)
 
 
-def test_the_heartbeat_reminder_is_the_text_optuna_warns_with_and_only_it_is_quieted(sqlite_url, study_name):
+def test_the_heartbeat_reminder_is_the_text_optuna_warns_with_and_only_it_is_quieted(
+    sqlite_url, study_name
+):
     study = optuna.create_study(study_name=study_name, storage=heartbeat_storage(sqlite_url))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         study.ask()
-    assert [w for w in seen if private.HEARTBEAT_REMINDER in str(w.message)], "Optuna changed its reminder"
+    assert [w for w in seen if private.HEARTBEAT_REMINDER in str(w.message)], (
+        "Optuna changed its reminder"
+    )
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         private.quiet_heartbeat_reminder()
@@ -156,14 +186,21 @@ def test_the_heartbeat_reminder_is_the_text_optuna_warns_with_and_only_it_is_qui
     assert [str(w.message) for w in seen] == ["another warning"]
 
 
-PRIVATE_USE = re.compile(r"optuna(\.\w+)*\._\w+|(?<!hpo\.study)\._(storage|study_id|trial_id|backend)\b|"
-                         r"_get_stale_trial_ids|_create_scoped_session|_set_trial_attr_without_commit|"
-                         r"storages\.get_storage\b|Heartbeat of storage")
+PRIVATE_USE = re.compile(
+    r"optuna(\.\w+)*\._\w+|(?<!hpo\.study)\._(storage|study_id|trial_id|backend)\b|"
+    r"_get_stale_trial_ids|_create_scoped_session|_set_trial_attr_without_commit|"
+    r"storages\.get_storage\b|Heartbeat of storage"
+)
 
 
 def test_nothing_else_in_hpo_touches_optunas_private_surface():
-    offenders = [f"{path.relative_to(HPO.parent)}:{number}: {line.strip()}"
-                 for path in sorted(HPO.rglob("*.py")) if path.name != "_optuna_private.py"
-                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-                 if PRIVATE_USE.search(line)]
-    assert offenders == [], "use hpo.study._optuna_private (and say why there):\n" + "\n".join(offenders)
+    offenders = [
+        f"{path.relative_to(HPO.parent)}:{number}: {line.strip()}"
+        for path in sorted(HPO.rglob("*.py"))
+        if path.name != "_optuna_private.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if PRIVATE_USE.search(line)
+    ]
+    assert offenders == [], "use hpo.study._optuna_private (and say why there):\n" + "\n".join(
+        offenders
+    )

@@ -47,7 +47,9 @@ def test_a_name_that_leads_out_of_output_dir_is_refused_and_deletes_nothing(tmp_
 
 def test_a_study_folder_symlinked_out_of_output_dir_is_refused(tmp_path):
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / f"study-{UID[:8]}").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (tmp_path / "out" / f"study-{UID[:8]}").symlink_to(
+        tmp_path / "outside", target_is_directory=True
+    )
     with pytest.raises(OutsideOutputDir):
         outputs(tmp_path / "out")
 
@@ -71,7 +73,9 @@ def test_trial_and_checkpoint_folders_lie_inside_the_study_folder(tmp_path):
 
 
 def test_metrics_name_the_study_and_trial_they_belong_to(tmp_path):
-    path = outputs(tmp_path / "out").write_metrics(3, {"value": 0.5, "trial": 7})  # the owner is not the caller's to set
+    path = outputs(tmp_path / "out").write_metrics(
+        3, {"value": 0.5, "trial": 7}
+    )  # the owner is not the caller's to set
     assert json.loads(path.read_text()) == {"value": 0.5, "study_uid": UID, "trial": 3}
 
 
@@ -83,13 +87,19 @@ def test_atomic_text_appears_whole_or_not_at_all(tmp_path):
     with pytest.raises(KeyboardInterrupt), atomic_text(target) as stream:
         stream.write("half")
         raise KeyboardInterrupt
-    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["predictions.csv"]
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == [
+        "predictions.csv"
+    ]
     with atomic_text(target) as stream:
         stream.write("new\n")
-    assert target.read_text() == "new\n" and [p.name for p in tmp_path.iterdir()] == ["predictions.csv"]
+    assert target.read_text() == "new\n" and [p.name for p in tmp_path.iterdir()] == [
+        "predictions.csv"
+    ]
     umask = os.umask(0)
     os.umask(umask)
-    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not mkstemp's private 0600
+    assert (
+        target.stat().st_mode & 0o777 == 0o666 & ~umask
+    )  # as any new file, not mkstemp's private 0600
 
 
 def sqlite_database(path: Path) -> Path:
@@ -146,12 +156,17 @@ def test_atomic_text_never_replaces_a_database_or_a_folder(tmp_path, kind):
     journal = tmp_path / "hpo.db-wal"
     journal.write_bytes(b"wal frames")
     (tmp_path / "folder").mkdir()
-    out, message = {"database": (database, "SQLite database"), "its journal": (journal, "SQLite database"),
-                    "a folder": (tmp_path / "folder", "is a folder")}[kind]
+    out, message = {
+        "database": (database, "SQLite database"),
+        "its journal": (journal, "SQLite database"),
+        "a folder": (tmp_path / "folder", "is a folder"),
+    }[kind]
     with pytest.raises(OutputRefused, match=message), atomic_text(out) as stream:
         stream.write("number,value\n")
     assert still_holds_its_rows(database) and journal.read_bytes() == b"wal frames"
-    assert (tmp_path / "folder").is_dir() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert (tmp_path / "folder").is_dir() and not [
+        p for p in tmp_path.iterdir() if p.name.startswith(".")
+    ]
 
 
 def test_a_protected_path_is_refused_however_it_is_reached(tmp_path):
@@ -162,9 +177,12 @@ def test_a_protected_path_is_refused_however_it_is_reached(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     rules = {"protected": {posts: "the --input file", model: "the model folder"}}
-    for out, message in ((posts, "is the --input file"), (tmp_path / "link.csv", "is the --input file"),
-                         (tmp_path / "hard.csv", "is the --input file"),
-                         (model / "predictions.csv", "lies inside the model folder")):
+    for out, message in (
+        (posts, "is the --input file"),
+        (tmp_path / "link.csv", "is the --input file"),
+        (tmp_path / "hard.csv", "is the --input file"),
+        (model / "predictions.csv", "lies inside the model folder"),
+    ):
         with pytest.raises(OutputRefused, match=message):
             refuse_unsafe_output(out, **rules, force=True)  # --force never reaches an input
     assert posts.read_text() == "post_id,text\n1,hello\n"

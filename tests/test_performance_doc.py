@@ -13,8 +13,10 @@ from bench.results import load_all, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 # A figure: a number with a unit of time, size, rate or ratio ("0.22×", "4,099 MB", "7.5 s").
-FIGURE = re.compile(r"(?<![\w.,])(\d[\d,]*(?:\.\d+)?)\s*(×|x\b|%|ms\b|s\b|seconds\b|minutes\b|MiB|MB|GiB|GB|"
-                    r"trials/hour)")
+FIGURE = re.compile(
+    r"(?<![\w.,])(\d[\d,]*(?:\.\d+)?)\s*(×|x\b|%|ms\b|s\b|seconds\b|minutes\b|MiB|MB|GiB|GB|"
+    r"trials/hour)"
+)
 
 
 def numbers_held(value) -> list[float]:
@@ -54,7 +56,9 @@ def readme_performance() -> str:
 
 def test_the_published_table_is_the_one_the_results_files_generate():
     published = report.generated_block((REPO / "docs" / "performance.md").read_text())
-    assert published == report.render(load_all()), "docs/performance.md is stale: run python -m bench.report"
+    assert published == report.render(load_all()), (
+        "docs/performance.md is stale: run python -m bench.report"
+    )
 
 
 def test_a_changed_results_file_makes_the_published_table_stale():
@@ -64,7 +68,9 @@ def test_a_changed_results_file_makes_the_published_table_stale():
     target = changed[measure].get("target")
     key = target["key"] if target else next(iter(changed[measure]["summary"]))
     changed[measure]["summary"][key]["median"] = 123456.0
-    assert report.render(changed) != report.generated_block((REPO / "docs" / "performance.md").read_text())
+    assert report.render(changed) != report.generated_block(
+        (REPO / "docs" / "performance.md").read_text()
+    )
 
 
 def test_neither_the_performance_page_nor_the_readme_states_a_figure_no_results_file_holds():
@@ -74,7 +80,9 @@ def test_neither_the_performance_page_nor_the_readme_states_a_figure_no_results_
 
 
 def test_a_figure_without_a_results_file_behind_it_is_caught():
-    assert unheld_figures("P1 on the same work is 0.22× and start-up 7.5 s", [0.5412, 7.46]) == ["0.22×"]
+    assert unheld_figures("P1 on the same work is 0.22× and start-up 7.5 s", [0.5412, 7.46]) == [
+        "0.22×"
+    ]
     assert unheld_figures("peak 4,099 MB, 61% of it", [4099.2, 0.61]) == []
 
 
@@ -95,6 +103,8 @@ def test_every_headline_is_the_median_of_at_least_five_runs_and_its_verdict_foll
         key = target["key"] if target else next(iter(result["summary"]))
         runs = result["summary"][key]["runs"]
         if target:
-            assert target["verdict"] == verdict(result["summary"][key].get("median"), target, runs), measure
+            assert target["verdict"] == verdict(
+                result["summary"][key].get("median"), target, runs
+            ), measure
         if not target or target["verdict"] != "not measured":
             assert runs >= 5, f"{measure}: {key} has fewer than 5 runs"

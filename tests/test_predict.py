@@ -42,8 +42,14 @@ from hpo.train.prepare import prepare_data
 
 CPU = torch.device("cpu")
 FORMULATIONS = {  # tiny settings where some sample posts need several chunks
-    "multilabel": dict(task="criteria", criteria_formulation="multilabel", long_text="chunks", max_length=40,
-                       threshold="tuned", objective_metric="post_macro_f1"),
+    "multilabel": dict(
+        task="criteria",
+        criteria_formulation="multilabel",
+        long_text="chunks",
+        max_length=40,
+        threshold="tuned",
+        objective_metric="post_macro_f1",
+    ),
     "pairs": dict(task="criteria", criteria_formulation="pairs", long_text="chunks", max_length=96),
     "evidence": dict(task="evidence", max_length=64, evidence_scope="positive_criteria"),
 }
@@ -62,9 +68,19 @@ def trained(tiny_roberta, sample_dir, tmp_path_factory):
     def get(formulation: str) -> tuple[TrainConfig, Path]:
         if formulation not in cache:
             folder = tmp_path_factory.mktemp(formulation) / "checkpoint"
-            config = TrainConfig(encoder=str(tiny_roberta), data_dir=str(sample_dir), epochs=1, learning_rate=3e-3,
-                                 batch_size=16, seed=0, pooling="mean", mixed_precision="no", device="cpu",
-                                 checkpoint_dir=str(folder), **FORMULATIONS[formulation])
+            config = TrainConfig(
+                encoder=str(tiny_roberta),
+                data_dir=str(sample_dir),
+                epochs=1,
+                learning_rate=3e-3,
+                batch_size=16,
+                seed=0,
+                pooling="mean",
+                mixed_precision="no",
+                device="cpu",
+                checkpoint_dir=str(folder),
+                **FORMULATIONS[formulation],
+            )
             train(config)
             cache[formulation] = config, folder
         return cache[formulation]
@@ -72,7 +88,9 @@ def trained(tiny_roberta, sample_dir, tmp_path_factory):
     return get
 
 
-def validation_posts(config: TrainConfig, sample_dir: Path, folder: Path) -> tuple[Path, list[str], list[str]]:
+def validation_posts(
+    config: TrainConfig, sample_dir: Path, folder: Path
+) -> tuple[Path, list[str], list[str]]:
     """The validation split's posts as a predict input file, their ids and texts."""
     posts = load_redsm5(sample_dir).posts
     ids = list(dict.fromkeys(prepare_data(config).validation.post_ids))
@@ -85,7 +103,21 @@ def validation_posts(config: TrainConfig, sample_dir: Path, folder: Path) -> tup
 
 
 def run_cli(model: Path, input_path: Path, out: Path, *extra: str) -> list[dict[str, str]]:
-    assert main(["predict", str(model), "--input", str(input_path), "--out", str(out), "--no-progress", *extra]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(model),
+                "--input",
+                str(input_path),
+                "--out",
+                str(out),
+                "--no-progress",
+                *extra,
+            ]
+        )
+        == 0
+    )
     with out.open(newline="", encoding="utf-8") as stream:
         return list(csv.DictReader(stream))
 
@@ -100,11 +132,15 @@ def training_scores(config: TrainConfig, model_dir: Path) -> tuple[object, np.nd
 
 def cli_matrix(rows: list[dict[str, str]], ids: list[str]) -> np.ndarray:
     by_id = {row["post_id"]: row for row in rows}
-    return np.array([[float(by_id[post_id][f"{symptom}_prob"]) for symptom in SYMPTOMS] for post_id in ids])
+    return np.array(
+        [[float(by_id[post_id][f"{symptom}_prob"]) for symptom in SYMPTOMS] for post_id in ids]
+    )
 
 
 @pytest.mark.parametrize("formulation", ["multilabel", "pairs"])
-def test_criteria_cli_equals_the_api_and_the_training_code(trained, sample_dir, tmp_path, monkeypatch, formulation):
+def test_criteria_cli_equals_the_api_and_the_training_code(
+    trained, sample_dir, tmp_path, monkeypatch, formulation
+):
     config, model_dir = trained(formulation)
     input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
     rows = run_cli(model_dir, input_path, tmp_path / "predictions.csv")
@@ -113,8 +149,12 @@ def test_criteria_cli_equals_the_api_and_the_training_code(trained, sample_dir, 
 
     steps = []
     monkeypatch.setattr("hpo.predict.BLOCK_BATCHES", 1)
-    api = load_classifier(model_dir, device="cpu").predict(texts, batch_size=3, progress=steps.append)
-    assert len(steps) > 1 and sum(steps) == len(texts)  # several blocks of other batches, same numbers
+    api = load_classifier(model_dir, device="cpu").predict(
+        texts, batch_size=3, progress=steps.append
+    )
+    assert len(steps) > 1 and sum(steps) == len(
+        texts
+    )  # several blocks of other batches, same numbers
     np.testing.assert_allclose(api.probabilities, from_cli, rtol=1e-5, atol=1e-6)
     decided = np.array([[int(row[symptom]) for symptom in SYMPTOMS] for row in rows], dtype=bool)
     assert (api.decisions == decided).all()
@@ -123,7 +163,9 @@ def test_criteria_cli_equals_the_api_and_the_training_code(trained, sample_dir, 
 
     split, probs = training_scores(config, model_dir)
     if formulation == "multilabel":
-        assert (np.diff(split.tokens.offsets) > 1).any(), "some validation posts are read in several chunks"
+        assert (np.diff(split.tokens.offsets) > 1).any(), (
+            "some validation posts are read in several chunks"
+        )
     np.testing.assert_allclose(from_cli, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
 
 
@@ -132,10 +174,18 @@ def test_evidence_cli_equals_the_api_and_the_training_code(trained, sample_dir, 
     input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
     rows = run_cli(model_dir, input_path, tmp_path / "top.csv", "--top-k", "2")
     api = load_classifier(model_dir, device="cpu").predict_evidence(texts, top_k=2, batch_size=4)
-    expected = [(post_id, symptom, s.rank, s.text, s.score) for post_id, top in zip(ids, api, strict=True)
-                for symptom, sentences in top.items() for s in sentences]
-    assert [(r["post_id"], r["symptom"], int(r["rank"]), r["sentence"]) for r in rows] == [e[:4] for e in expected]
-    np.testing.assert_allclose([float(r["score"]) for r in rows], [e[4] for e in expected], rtol=1e-5, atol=1e-6)
+    expected = [
+        (post_id, symptom, s.rank, s.text, s.score)
+        for post_id, top in zip(ids, api, strict=True)
+        for symptom, sentences in top.items()
+        for s in sentences
+    ]
+    assert [(r["post_id"], r["symptom"], int(r["rank"]), r["sentence"]) for r in rows] == [
+        e[:4] for e in expected
+    ]
+    np.testing.assert_allclose(
+        [float(r["score"]) for r in rows], [e[4] for e in expected], rtol=1e-5, atol=1e-6
+    )
     assert all(len(top[symptom]) <= 2 for top in api for symptom in SYMPTOMS)
 
     every = run_cli(model_dir, input_path, tmp_path / "all.csv", "--top-k", "0")
@@ -147,7 +197,10 @@ def test_evidence_cli_equals_the_api_and_the_training_code(trained, sample_dir, 
     for example, prob in zip(_evidence_examples(config), probs[:, 0], strict=True):
         trained_scores[example.post_id, example.criterion].append((example.text_b, float(prob)))
     assert trained_scores, "the validation split has evidence examples"
-    for key, expected_scores in trained_scores.items():  # training paired each post with its shown criteria only
+    for (
+        key,
+        expected_scores,
+    ) in trained_scores.items():  # training paired each post with its shown criteria only
         got = sorted(scored[key])
         want = sorted(expected_scores)
         assert [text for text, _ in got] == [text for text, _ in want], key
@@ -157,7 +210,9 @@ def test_evidence_cli_equals_the_api_and_the_training_code(trained, sample_dir, 
 def _evidence_examples(config: TrainConfig):
     """The validation split's evidence examples, in the order prepare_data tokenizes them."""
     corpus = load_redsm5(config.data_dir)
-    examples = build_examples(corpus, "evidence", load_descriptions(), evidence_scope=config.evidence_scope)
+    examples = build_examples(
+        corpus, "evidence", load_descriptions(), evidence_scope=config.evidence_scope
+    )
     posts = split_posts(symptom_profiles(corpus), config.split_fractions, seed=config.split_seed)
     return partition(examples, posts).validation
 
@@ -165,14 +220,26 @@ def _evidence_examples(config: TrainConfig):
 def test_a_long_post_is_read_in_chunks_and_max_pooled_as_in_training(trained):
     config, model_dir = trained("multilabel")
     predictor = load_classifier(model_dir, device="cpu")
-    long_post = " ".join(["I used to love painting but now nothing interests me at all."] * 6
-                         + ["I cannot sleep more than three hours a night."])
-    tokens = tokenize_pairs(predictor.tokenizer, [(None, long_post)], [0], config.max_length, cache_key=None,
-                            long_text="chunks")
+    long_post = " ".join(
+        ["I used to love painting but now nothing interests me at all."] * 6
+        + ["I cannot sleep more than three hours a night."]
+    )
+    tokens = tokenize_pairs(
+        predictor.tokenizer,
+        [(None, long_post)],
+        [0],
+        config.max_length,
+        cache_key=None,
+        long_text="chunks",
+    )
     assert len(tokens.input_ids) > 2 and tokens.coverage == 1.0  # several windows, every token seen
     with torch.inference_mode():
-        per_chunk = torch.stack([torch.sigmoid(predictor.model(torch.as_tensor(ids[None], dtype=torch.long)))[0]
-                                 for ids in tokens.input_ids])
+        per_chunk = torch.stack(
+            [
+                torch.sigmoid(predictor.model(torch.as_tensor(ids[None], dtype=torch.long)))[0]
+                for ids in tokens.input_ids
+            ]
+        )
     got = predictor.predict([long_post, "short"]).probabilities[0]
     np.testing.assert_allclose(got, per_chunk.amax(0).numpy(), rtol=1e-5, atol=1e-6)
 
@@ -180,18 +247,46 @@ def test_a_long_post_is_read_in_chunks_and_max_pooled_as_in_training(trained):
 def test_the_real_command_line_prints_a_throughput_line(trained, sample_dir, tmp_path):
     config, model_dir = trained("multilabel")
     input_path = tmp_path / "posts.jsonl"
-    input_path.write_text('{"post_id": 1, "text": "I feel empty every day."}\n\n'
-                          '{"post_id": "b", "text": "Slept well, went for a run."}\n', encoding="utf-8")
+    input_path.write_text(
+        '{"post_id": 1, "text": "I feel empty every day."}\n\n'
+        '{"post_id": "b", "text": "Slept well, went for a run."}\n',
+        encoding="utf-8",
+    )
     out = tmp_path / "predictions.csv"
-    result = subprocess.run([sys.executable, "-m", "hpo", "predict", str(model_dir), "--input", str(input_path),
-                             "--out", str(out)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpo",
+            "predict",
+            str(model_dir),
+            "--input",
+            str(input_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "posts/s" in result.stderr.strip().splitlines()[-1]
     with out.open(newline="") as stream:
         rows = list(csv.DictReader(stream))
     assert [row["post_id"] for row in rows] == ["1", "b"]
-    expected = load_classifier(model_dir, device="cpu").predict([row["text"] for row in (
-        {"text": "I feel empty every day."}, {"text": "Slept well, went for a run."})]).probabilities
+    expected = (
+        load_classifier(model_dir, device="cpu")
+        .predict(
+            [
+                row["text"]
+                for row in (
+                    {"text": "I feel empty every day."},
+                    {"text": "Slept well, went for a run."},
+                )
+            ]
+        )
+        .probabilities
+    )
     np.testing.assert_allclose(cli_matrix(rows, ["1", "b"]), expected, rtol=1e-5, atol=1e-6)
 
 
@@ -200,14 +295,33 @@ BAD_INPUTS = {
     "empty csv": ("posts.csv", b"", "file is empty"),
     "header only": ("posts.csv", b"post_id,text\n", "no data rows"),
     "empty jsonl": ("posts.jsonl", b"\n\n", "file is empty"),
-    "not utf-8": ("posts.csv", "post_id,text\n1,caf\u00e9 tr\u00e8s triste\n".encode("latin-1"), "not valid UTF-8"),
-    "bad json": ("posts.jsonl", b'{"post_id": 1, "text": "ok"}\n{"post_id": 2,\n', "line 2: not valid JSON"),
-    "jsonl missing field": ("posts.jsonl", b'{"id": 1, "text": "ok"}\n', "missing field(s) post_id"),
+    "not utf-8": (
+        "posts.csv",
+        "post_id,text\n1,caf\u00e9 tr\u00e8s triste\n".encode("latin-1"),
+        "not valid UTF-8",
+    ),
+    "bad json": (
+        "posts.jsonl",
+        b'{"post_id": 1, "text": "ok"}\n{"post_id": 2,\n',
+        "line 2: not valid JSON",
+    ),
+    "jsonl missing field": (
+        "posts.jsonl",
+        b'{"id": 1, "text": "ok"}\n',
+        "missing field(s) post_id",
+    ),
     "duplicate id": ("posts.csv", b"post_id,text\n1,a\n1,b\n", "duplicate post_id"),
     "unknown extension": ("posts.txt", b"post_id,text\n1,a\n", "unknown input format '.txt'"),
-    "lone surrogate text": ("posts.jsonl", b'{"post_id": 1, "text": "ok"}\n{"post_id": 2, "text": "\\ud800"}\n',
-                            "line 2: text holds '\\ud800'"),
-    "lone surrogate id": ("posts.jsonl", b'{"post_id": "\\udfff", "text": "ok"}\n', "line 1: post_id holds '\\udfff'"),
+    "lone surrogate text": (
+        "posts.jsonl",
+        b'{"post_id": 1, "text": "ok"}\n{"post_id": 2, "text": "\\ud800"}\n',
+        "line 2: text holds '\\ud800'",
+    ),
+    "lone surrogate id": (
+        "posts.jsonl",
+        b'{"post_id": "\\udfff", "text": "ok"}\n',
+        "line 1: post_id holds '\\udfff'",
+    ),
 }
 
 
@@ -218,7 +332,9 @@ def assert_refused(capsys, argv: list[str], out: Path, *expected: str) -> None:
     for text in expected:
         assert text in err, err
     assert not out.exists()
-    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")], "no staging file left"
+    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")], (
+        "no staging file left"
+    )
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS)
@@ -228,7 +344,12 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(trained, tmp_path, caps
     input_path = tmp_path / name
     input_path.write_bytes(content)
     out = tmp_path / "predictions.csv"
-    assert_refused(capsys, ["predict", str(model_dir), "--input", str(input_path), "--out", str(out)], out, message)
+    assert_refused(
+        capsys,
+        ["predict", str(model_dir), "--input", str(input_path), "--out", str(out)],
+        out,
+        message,
+    )
 
 
 def broken_models(model_dir: Path, tmp_path: Path) -> dict[str, tuple[Path, str]]:
@@ -246,12 +367,14 @@ def broken_models(model_dir: Path, tmp_path: Path) -> dict[str, tuple[Path, str]
     (garbled / "classifier.json").write_text("{not json")
     bad_head = copy("bad-head")
     (bad_head / "head.safetensors").write_bytes(b"\x00" * 16)
-    return {"missing folder": (tmp_path / "nowhere", "no such folder"),
-            "no classifier.json": (no_meta, "no classifier.json"),
-            "no head": (no_head, "missing head.safetensors"),
-            "no inference settings": (old, "not a valid classifier.json: inference.formulation"),
-            "garbled classifier.json": (garbled, "cannot read classifier.json"),
-            "garbled weights": (bad_head, "cannot load the saved model")}
+    return {
+        "missing folder": (tmp_path / "nowhere", "no such folder"),
+        "no classifier.json": (no_meta, "no classifier.json"),
+        "no head": (no_head, "missing head.safetensors"),
+        "no inference settings": (old, "not a valid classifier.json: inference.formulation"),
+        "garbled classifier.json": (garbled, "cannot read classifier.json"),
+        "garbled weights": (bad_head, "cannot load the saved model"),
+    }
 
 
 def test_a_folder_that_is_not_a_model_is_one_line_exit_2(trained, tmp_path, capsys):
@@ -260,7 +383,9 @@ def test_a_folder_that_is_not_a_model_is_one_line_exit_2(trained, tmp_path, caps
     input_path.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
     out = tmp_path / "predictions.csv"
     for case, (folder, message) in broken_models(model_dir, tmp_path / "models").items():
-        assert main(["predict", str(folder), "--input", str(input_path), "--out", str(out)]) == 2, case
+        assert main(["predict", str(folder), "--input", str(input_path), "--out", str(out)]) == 2, (
+            case
+        )
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, (case, err)
         assert not out.exists(), case
@@ -271,12 +396,38 @@ def test_an_unwritable_out_or_a_missing_gpu_is_one_line_exit_2(trained, tmp_path
     input_path = tmp_path / "posts.csv"
     input_path.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
     out = tmp_path / "missing-folder" / "predictions.csv"
-    assert main(["predict", str(model_dir), "--input", str(input_path), "--out", str(out), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                str(model_dir),
+                "--input",
+                str(input_path),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not out.exists()
     if not torch.cuda.is_available():
         out = tmp_path / "predictions.csv"
-        assert_refused(capsys, ["predict", str(model_dir), "--input", str(input_path), "--out", str(out),
-                                "--device", "cuda"], out, "no usable GPU")
+        assert_refused(
+            capsys,
+            [
+                "predict",
+                str(model_dir),
+                "--input",
+                str(input_path),
+                "--out",
+                str(out),
+                "--device",
+                "cuda",
+            ],
+            out,
+            "no usable GPU",
+        )
 
 
 def test_a_criteria_model_refuses_evidence_calls(trained):
@@ -288,15 +439,30 @@ def test_a_criteria_model_refuses_evidence_calls(trained):
 def test_a_lora_model_predicts_what_training_scores(tiny_roberta, sample_dir, tmp_path):
     """The folder holds only adapters; the base encoder is loaded from where classifier.json names it."""
     pytest.importorskip("peft")
-    config = TrainConfig(task="criteria", criteria_formulation="multilabel", encoder=str(tiny_roberta),
-                         data_dir=str(sample_dir), epochs=1, max_length=64, learning_rate=5e-3, adapter="lora",
-                         lora_r=4, mixed_precision="no", device="cpu", checkpoint_dir=str(tmp_path / "checkpoint"))
+    config = TrainConfig(
+        task="criteria",
+        criteria_formulation="multilabel",
+        encoder=str(tiny_roberta),
+        data_dir=str(sample_dir),
+        epochs=1,
+        max_length=64,
+        learning_rate=5e-3,
+        adapter="lora",
+        lora_r=4,
+        mixed_precision="no",
+        device="cpu",
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+    )
     train(config)
-    assert (tmp_path / "checkpoint" / "adapter").is_dir() and not (tmp_path / "checkpoint" / "encoder").exists()
+    assert (tmp_path / "checkpoint" / "adapter").is_dir() and not (
+        tmp_path / "checkpoint" / "encoder"
+    ).exists()
     input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
     split, probs = training_scores(config, tmp_path / "checkpoint")
     api = load_classifier(tmp_path / "checkpoint", device="cpu").predict(texts)
-    np.testing.assert_allclose(api.probabilities, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        api.probabilities, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6
+    )
 
 
 def write_posts(path: Path) -> Path:
@@ -311,13 +477,28 @@ def test_predict_never_overwrites_its_input_or_its_model(trained, tmp_path, caps
     (tmp_path / "link.csv").symlink_to(posts)
     for out in (posts, tmp_path / "link.csv"):
         for force in ((), ("--force",)):  # --force never reaches the input
-            assert main(["predict", str(model_dir), "--input", str(posts), "--out", str(out), *force]) == 2
+            assert (
+                main(["predict", str(model_dir), "--input", str(posts), "--out", str(out), *force])
+                == 2
+            )
             err = capsys.readouterr().err.strip()
             assert len(err.splitlines()) == 1 and "is the --input file" in err, err
     assert posts.read_bytes() == before
     head = (model_dir / "head.safetensors").read_bytes()
-    assert main(["predict", str(model_dir), "--input", str(posts), "--out", str(model_dir / "head.safetensors"),
-                 "--force"]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                str(model_dir),
+                "--input",
+                str(posts),
+                "--out",
+                str(model_dir / "head.safetensors"),
+                "--force",
+            ]
+        )
+        == 2
+    )
     assert "lies inside the model folder" in capsys.readouterr().err
     assert (model_dir / "head.safetensors").read_bytes() == head
 
@@ -334,7 +515,10 @@ def test_predict_replaces_only_its_own_earlier_output_without_force(trained, tmp
     assert notes.read_text() == "my,own\nfile,here\n"
     rows = run_cli(model_dir, posts, notes, "--force")
     assert [row["post_id"] for row in rows] == ["1", "2"]
-    assert [row["post_id"] for row in run_cli(model_dir, posts, notes)] == ["1", "2"]  # a rerun replaces its output
+    assert [row["post_id"] for row in run_cli(model_dir, posts, notes)] == [
+        "1",
+        "2",
+    ]  # a rerun replaces its output
 
 
 def test_predict_writes_into_a_device_or_fifo_and_leaves_it_one(trained, tmp_path):
@@ -352,7 +536,9 @@ def test_predict_writes_into_a_device_or_fifo_and_leaves_it_one(trained, tmp_pat
     assert read and read[0].startswith("post_id,") and stat.S_ISFIFO(fifo.stat().st_mode)
     null = tmp_path / "null"
     try:
-        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's own device, in a temp folder
+        os.mknod(
+            null, stat.S_IFCHR | 0o666, os.makedev(1, 3)
+        )  # /dev/null's own device, in a temp folder
         null.open("w").close()
     except OSError:
         pytest.skip("making and opening a device node needs root with CAP_MKNOD")
@@ -379,27 +565,57 @@ def cut_labels(meta: dict, keep: int = 3, heads_too: bool = False) -> None:
 
 
 EDITS = {  # (model, edit, what the one line names)
-    "negative max_length": ("multilabel", lambda m: m["inference"].update(max_length=-5),
-                            "not a valid classifier.json: inference.max_length"),
-    "max_length as text": ("multilabel", lambda m: m["inference"].update(max_length="128"),
-                           "not a valid classifier.json: inference.max_length"),
-    "max_length past the encoder": ("multilabel", lambda m: m["inference"].update(max_length=100000),
-                                    "inference.max_length 100000 is more than the encoder reads (512"),
-    "evidence relabelled criteria": ("evidence", lambda m: m.update(task="criteria"),
-                                     "not a valid classifier.json: task"),
-    "num_labels 3": ("multilabel", lambda m: m["head"].update(num_labels=3),
-                     "not a valid classifier.json: head.num_labels"),
+    "negative max_length": (
+        "multilabel",
+        lambda m: m["inference"].update(max_length=-5),
+        "not a valid classifier.json: inference.max_length",
+    ),
+    "max_length as text": (
+        "multilabel",
+        lambda m: m["inference"].update(max_length="128"),
+        "not a valid classifier.json: inference.max_length",
+    ),
+    "max_length past the encoder": (
+        "multilabel",
+        lambda m: m["inference"].update(max_length=100000),
+        "inference.max_length 100000 is more than the encoder reads (512",
+    ),
+    "evidence relabelled criteria": (
+        "evidence",
+        lambda m: m.update(task="criteria"),
+        "not a valid classifier.json: task",
+    ),
+    "num_labels 3": (
+        "multilabel",
+        lambda m: m["head"].update(num_labels=3),
+        "not a valid classifier.json: head.num_labels",
+    ),
     "labels cut to 3": ("multilabel", cut_labels, "not a valid classifier.json: head.num_labels"),
-    "labels and head cut to 3": ("multilabel", lambda m: cut_labels(m, heads_too=True),
-                                 "head.safetensors does not fit"),
-    "a threshold missing": ("multilabel", lambda m: m["inference"]["thresholds"].pop("ANHEDONIA"),
-                            "not a valid classifier.json: inference.thresholds"),
-    "a threshold above 1": ("pairs", lambda m: m["inference"]["thresholds"].update(ANHEDONIA=7),
-                            "not a valid classifier.json: inference.thresholds.ANHEDONIA"),
-    "an unknown key": ("pairs", lambda m: m["inference"].update(max_lenght=64),
-                       "not a valid classifier.json: inference.max_lenght"),
-    "unknown long_text": ("pairs", lambda m: m["inference"].update(long_text="squash"),
-                          "not a valid classifier.json: inference.long_text"),
+    "labels and head cut to 3": (
+        "multilabel",
+        lambda m: cut_labels(m, heads_too=True),
+        "head.safetensors does not fit",
+    ),
+    "a threshold missing": (
+        "multilabel",
+        lambda m: m["inference"]["thresholds"].pop("ANHEDONIA"),
+        "not a valid classifier.json: inference.thresholds",
+    ),
+    "a threshold above 1": (
+        "pairs",
+        lambda m: m["inference"]["thresholds"].update(ANHEDONIA=7),
+        "not a valid classifier.json: inference.thresholds.ANHEDONIA",
+    ),
+    "an unknown key": (
+        "pairs",
+        lambda m: m["inference"].update(max_lenght=64),
+        "not a valid classifier.json: inference.max_lenght",
+    ),
+    "unknown long_text": (
+        "pairs",
+        lambda m: m["inference"].update(long_text="squash"),
+        "not a valid classifier.json: inference.long_text",
+    ),
 }
 
 
@@ -409,8 +625,19 @@ def test_an_edited_classifier_json_is_one_line_exit_2(trained, tmp_path, capsys,
     _, model_dir = trained(formulation)
     model = edited(model_dir, tmp_path / "model", edit)
     out = tmp_path / "predictions.csv"
-    assert_refused(capsys, ["predict", str(model), "--input", str(write_posts(tmp_path / "posts.csv")),
-                            "--out", str(out)], out, message)
+    assert_refused(
+        capsys,
+        [
+            "predict",
+            str(model),
+            "--input",
+            str(write_posts(tmp_path / "posts.csv")),
+            "--out",
+            str(out),
+        ],
+        out,
+        message,
+    )
 
 
 def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd):
@@ -426,7 +653,9 @@ def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd
     hf_logging.enable_progress_bar()
     try:
         capfd.readouterr()
-        model_on_file(str(model_dir), str(posts), str(tmp_path / "out.csv"), 8, "cpu", 3, progress=False)
+        model_on_file(
+            str(model_dir), str(posts), str(tmp_path / "out.csv"), 8, "cpu", 3, progress=False
+        )
         err = capfd.readouterr().err
     finally:
         (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()

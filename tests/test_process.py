@@ -15,9 +15,14 @@ import pytest
 
 from hpo.process import interruptible
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, PR_SET_PDEATHSIG and ptys")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="POSIX signals, PR_SET_PDEATHSIG and ptys"
+)
 REPO = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+}
 
 # A child that records how it ended: the SIGTERM its parent's death sends, or outliving it.
 CHILD = textwrap.dedent("""
@@ -38,26 +43,52 @@ CHILD = textwrap.dedent("""
     record.write_text("outlived its parent")
 """)
 # The parent: starts the child, says its PID, lives a while, exits without waiting for it.
-PARENT = ("import os, subprocess, sys, time\n"
-          "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], *sys.argv[2:5], str(os.getpid())],\n"
-          "                         stdout=subprocess.DEVNULL)\n"
-          "print(child.pid, flush=True)\n"
-          "time.sleep(float(sys.argv[5]))\n")
+PARENT = (
+    "import os, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], *sys.argv[2:5], str(os.getpid())],\n"
+    "                         stdout=subprocess.DEVNULL)\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(float(sys.argv[5]))\n"
+)
 
 
-@pytest.mark.parametrize(("how", "child_delay", "parent_lives"), [
-    ("prctl", 0, 1.5),  # Linux: the kernel sends SIGTERM when the parent dies
-    ("poll", 0, 1.5),  # elsewhere: a thread notices the parent PID changed
-    ("prctl", 1.0, 0),  # the parent died before the child armed the signal: the child notices at once
-], ids=["prctl", "poll", "parent-already-gone"])
+@pytest.mark.parametrize(
+    ("how", "child_delay", "parent_lives"),
+    [
+        ("prctl", 0, 1.5),  # Linux: the kernel sends SIGTERM when the parent dies
+        ("poll", 0, 1.5),  # elsewhere: a thread notices the parent PID changed
+        (
+            "prctl",
+            1.0,
+            0,
+        ),  # the parent died before the child armed the signal: the child notices at once
+    ],
+    ids=["prctl", "poll", "parent-already-gone"],
+)
 def test_a_child_is_sent_sigterm_when_its_parent_dies(tmp_path, how, child_delay, parent_lives):
     record = tmp_path / "record"
-    parent = subprocess.run([sys.executable, "-c", PARENT, CHILD, str(record), how, str(child_delay),
-                             str(parent_lives)], env=ENV, stdout=subprocess.PIPE, text=True, timeout=30)
+    parent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PARENT,
+            CHILD,
+            str(record),
+            how,
+            str(child_delay),
+            str(parent_lives),
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=30,
+    )
     child = int(parent.stdout.split()[0])
     try:
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (not record.exists() or record.read_text() == "armed"):
+        while time.monotonic() < deadline and (
+            not record.exists() or record.read_text() == "armed"
+        ):
             time.sleep(0.05)
         assert record.read_text() == "SIGTERM"
     finally:
@@ -101,19 +132,28 @@ def test_output_to_a_closed_terminal_is_dropped_without_an_error(tmp_path):
         sys.exit(7)
     """)
     terminal, side = os.openpty()
-    child = subprocess.Popen([sys.executable, "-c", code], env=ENV, stdin=subprocess.DEVNULL, stdout=side,
-                             stderr=side)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], env=ENV, stdin=subprocess.DEVNULL, stdout=side, stderr=side
+    )
     os.close(side)
     os.close(terminal)  # closed before the child writes anything
     go.touch()
-    assert child.wait(timeout=30) == 7  # not 1 (an OSError) nor 120 (stdout failed to flush at exit)
+    assert (
+        child.wait(timeout=30) == 7
+    )  # not 1 (an OSError) nor 120 (stdout failed to flush at exit)
     assert go.read_text() == "done"
 
 
 @pytest.mark.parametrize(("stdin", "goes"), [("go\n", True), ("", False), ("stop\n", False)])
 def test_a_waiting_worker_goes_only_on_the_launchers_go(stdin, goes):
     code = "from hpo.process import await_go; print(await_go())"
-    run = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[1])
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(goes)

@@ -28,7 +28,9 @@ from hpo.study import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # the gRPC proxy
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::optuna.exceptions.ExperimentalWarning"
+)  # the gRPC proxy
 
 if not os.environ.get("CI"):  # CI installs hpo[proxy] (the Makefile's EXTRAS) and must never skip
     pytest.importorskip("grpc", reason="needs grpcio: pip install 'hpo[proxy]'")
@@ -41,7 +43,9 @@ def _free_port() -> int:
 
 
 def _hpo(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hpo", *args], capture_output=True, text=True, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", *args], capture_output=True, text=True, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +54,31 @@ def proxy(postgres_url, tmp_path_factory):
     port = _free_port()
     log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
     with open(log_path, "w") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "hpo", "storage-proxy", "--storage", postgres_url,
-                                 "--port", str(port), "--sweep-seconds", "2"],
-                                stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hpo",
+                "storage-proxy",
+                "--storage",
+                postgres_url,
+                "--port",
+                str(port),
+                "--sweep-seconds",
+                "2",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
     try:
         from optuna.storages import GrpcStorageProxy
 
         try:
             GrpcStorageProxy(host="127.0.0.1", port=port).wait_server_ready(timeout=60)
         except ConnectionError:
-            pytest.fail(f"the proxy did not start (exit {proc.poll()}): {log_path.read_text()[-2000:]}")
+            pytest.fail(
+                f"the proxy did not start (exit {proc.poll()}): {log_path.read_text()[-2000:]}"
+            )
         yield {"url": f"grpc://127.0.0.1:{port}", "log": log_path, "proc": proc}
     finally:
         proc.send_signal(signal.SIGINT)
@@ -73,40 +92,75 @@ def proxy(postgres_url, tmp_path_factory):
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     root = tmp_path_factory.mktemp("proxy-tune")
-    return {"data": write_sample(root / "data", posts=40, seed=3), "root": root,
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "data": write_sample(root / "data", posts=40, seed=3),
+        "root": root,
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_three_workers_through_the_proxy_finish_exactly_n_trials(proxy, postgres_url, study_name, assets):
+def test_three_workers_through_the_proxy_finish_exactly_n_trials(
+    proxy, postgres_url, study_name, assets
+):
     out = assets["root"] / study_name
-    run = _hpo("tune", str(REPO / "studies" / "evidence-smoke.yaml"), "--workers", "3", "--no-progress",
-               "--storage", proxy["url"], "--set", "n_trials=5", "--set", "train.epochs=1",
-               "--set", f"name={study_name}", "--set", f"data_dir={assets['data']}", "--set", f"output_dir={out}",
-               "--set", f"train.cache_dir={assets['root'] / 'cache'}",
-               "--set", f"model_paths.tiny-roberta={assets['roberta']}",
-               "--set", f"model_paths.tiny-deberta={assets['deberta']}",
-               timeout=300, cwd=assets["root"])
+    run = _hpo(
+        "tune",
+        str(REPO / "studies" / "evidence-smoke.yaml"),
+        "--workers",
+        "3",
+        "--no-progress",
+        "--storage",
+        proxy["url"],
+        "--set",
+        "n_trials=5",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        f"name={study_name}",
+        "--set",
+        f"data_dir={assets['data']}",
+        "--set",
+        f"output_dir={out}",
+        "--set",
+        f"train.cache_dir={assets['root'] / 'cache'}",
+        "--set",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        "--set",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        timeout=300,
+        cwd=assets["root"],
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "grpc://127.0.0.1" in run.stdout and "best trial" in run.stdout
 
-    study = optuna.load_study(study_name=study_name, storage=postgres_url)  # straight from PostgreSQL
+    study = optuna.load_study(
+        study_name=study_name, storage=postgres_url
+    )  # straight from PostgreSQL
     finished = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
     assert len(finished) == 5, [(t.number, t.state.name) for t in study.trials]
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
     # Live workers beat through the proxy, so its sweep (every 2 s here) failed nothing.
-    assert not [t for t in study.trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs]
+    assert not [
+        t for t in study.trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs
+    ]
     assert all(HEARTBEAT_ATTR in t.system_attrs for t in finished)
-    ran = {line.split()[line.split().index("worker") + 1] for line in run.stdout.splitlines()
-           if " trial " in line and ("COMPLETE" in line or "PRUNED" in line)}
+    ran = {
+        line.split()[line.split().index("worker") + 1]
+        for line in run.stdout.splitlines()
+        if " trial " in line and ("COMPLETE" in line or "PRUNED" in line)
+    }
     workers = {t.user_attrs["worker"] for t in finished}
     assert workers == ran and len(workers) >= 2, (workers, run.stdout[-3000:])
     assert study.user_attrs["n_trials"] == 5  # open_study's attributes went through the proxy too
     complete = [t for t in finished if t.state == TrialState.COMPLETE]
     assert complete
     for trial in complete:
-        assert "metrics.json" in {m.filename for m in get_all_artifact_meta(trial, storage=study._storage)}
+        assert "metrics.json" in {
+            m.filename for m in get_all_artifact_meta(trial, storage=study._storage)
+        }
     assert "failed as stale" not in proxy["log"].read_text()
 
 
@@ -120,7 +174,9 @@ def _ask(storage, name: str) -> tuple[optuna.Study, optuna.Trial]:
 
 # The sweep passes over every study on its storage: a private SQLite file keeps it off the
 # shared test database, where other tests' trials are running.
-def test_sweep_fails_and_requeues_a_trial_without_heartbeat_past_the_max_age(sqlite_url, study_name):
+def test_sweep_fails_and_requeues_a_trial_without_heartbeat_past_the_max_age(
+    sqlite_url, study_name
+):
     storage = get_storage(sqlite_url)
     study, trial = _ask(storage, study_name)
     assert sweep_stale_trials(storage, max_trial_seconds=60) == []  # young: left alone
@@ -128,7 +184,9 @@ def test_sweep_fails_and_requeues_a_trial_without_heartbeat_past_the_max_age(sql
     assert sweep_stale_trials(storage, max_trial_seconds=0.2) == [trial._trial_id]
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
-    assert trials[1].params == trials[0].params and trials[1].distributions == trials[0].distributions
+    assert (
+        trials[1].params == trials[0].params and trials[1].distributions == trials[0].distributions
+    )
     assert trials[1].system_attrs["failed_trial"] == trial.number
     assert sweep_stale_trials(storage, max_trial_seconds=0.2) == []  # WAITING is not RUNNING
 
@@ -139,16 +197,22 @@ def test_sweep_fails_a_trial_whose_beat_stopped_and_spares_one_that_beats(sqlite
     beating = study.ask()
     beating.suggest_float("learning_rate", 1e-4, 1e-2, log=True)
     for trial in (stopped, beating):
-        storage.set_trial_system_attr(trial._trial_id, HEARTBEAT_ATTR,
-                                      {"at": 1.0, "grace_period": 0.3, "max_retry": 0})
+        storage.set_trial_system_attr(
+            trial._trial_id, HEARTBEAT_ATTR, {"at": 1.0, "grace_period": 0.3, "max_retry": 0}
+        )
     beats: dict = {}
     # A beat is judged only once seen unchanged for its grace period, never by age alone.
     assert sweep_stale_trials(storage, max_trial_seconds=0.01, beats=beats) == []
     time.sleep(0.5)
-    storage.set_trial_system_attr(beating._trial_id, HEARTBEAT_ATTR, {"at": 2.0, "grace_period": 0.3, "max_retry": 0})
+    storage.set_trial_system_attr(
+        beating._trial_id, HEARTBEAT_ATTR, {"at": 2.0, "grace_period": 0.3, "max_retry": 0}
+    )
     assert sweep_stale_trials(storage, max_trial_seconds=0.01, beats=beats) == [stopped._trial_id]
     states = {t.number: t.state for t in study.get_trials()}
-    assert states == {stopped.number: TrialState.FAIL, beating.number: TrialState.RUNNING}  # max_retry 0: no copy
+    assert states == {
+        stopped.number: TrialState.FAIL,
+        beating.number: TrialState.RUNNING,
+    }  # max_retry 0: no copy
     assert set(beats) == {beating._trial_id}
 
 
@@ -170,7 +234,9 @@ def test_database_outage_behind_the_proxy_counts_as_a_database_outage():
 
     class DatabaseGone(InMemoryStorage):
         def get_all_studies(self):
-            raise sa.exc.OperationalError("SELECT 1", {}, psycopg2.OperationalError("server closed the connection"))
+            raise sa.exc.OperationalError(
+                "SELECT 1", {}, psycopg2.OperationalError("server closed the connection")
+            )
 
     port = _free_port()
     server = make_server(DatabaseGone(), "127.0.0.1", port)
@@ -186,7 +252,9 @@ def test_database_outage_behind_the_proxy_counts_as_a_database_outage():
 
 def test_worker_storage_without_a_proxy_is_a_one_line_error(monkeypatch):
     monkeypatch.setattr("hpo.study._storage.PROXY_CONNECT_SECONDS", 1)
-    with pytest.raises(UsageError, match="no storage proxy answers at grpc://127.0.0.1:.*hpo storage-proxy"):
+    with pytest.raises(
+        UsageError, match="no storage proxy answers at grpc://127.0.0.1:.*hpo storage-proxy"
+    ):
         get_storage(f"grpc://127.0.0.1:{_free_port()}")
 
 
@@ -204,8 +272,18 @@ def test_proxy_refuses_a_port_in_use_although_grpc_would_share_it(sqlite_url):
 
 
 def test_proxy_refuses_an_unreachable_database_in_one_line_without_the_password():
-    run = _hpo("storage-proxy", "--storage", "postgresql://postgres:s3cret@127.0.0.1:1/x",
-               "--port", str(_free_port()), timeout=60)
+    run = _hpo(
+        "storage-proxy",
+        "--storage",
+        "postgresql://postgres:s3cret@127.0.0.1:1/x",
+        "--port",
+        str(_free_port()),
+        timeout=60,
+    )
     assert run.returncode == 2, run.stderr
-    assert "cannot use the database at" in run.stderr and "postgres:***@127.0.0.1:1" in run.stderr, run.stderr
-    assert "s3cret" not in run.stdout + run.stderr and "Traceback" not in run.stderr, run.stdout + run.stderr
+    assert (
+        "cannot use the database at" in run.stderr and "postgres:***@127.0.0.1:1" in run.stderr
+    ), run.stderr
+    assert "s3cret" not in run.stdout + run.stderr and "Traceback" not in run.stderr, (
+        run.stdout + run.stderr
+    )

@@ -38,24 +38,52 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     root = tmp_path_factory.mktemp("reliability")
-    return {"data": write_sample(root / "data", posts=60, seed=2), "root": root,
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "data": write_sample(root / "data", posts=60, seed=2),
+        "root": root,
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
 def _overrides(name: str, assets, *extra: str) -> list[str]:
-    sets = [f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
-            f"train.cache_dir={assets['root'] / 'cache'}", f"model_paths.tiny-roberta={assets['roberta']}",
-            f"model_paths.tiny-deberta={assets['deberta']}", "keep_top_k=0", "heartbeat.interval=1",
-            "heartbeat.grace_period=4", *extra]
+    sets = [
+        f"name={name}",
+        f"data_dir={assets['data']}",
+        f"output_dir={assets['root'] / name}",
+        f"train.cache_dir={assets['root'] / 'cache'}",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        "keep_top_k=0",
+        "heartbeat.interval=1",
+        "heartbeat.grace_period=4",
+        *extra,
+    ]
     return sets
 
 
 def _start_worker(spec: str, name: str, storage: str, overrides: list[str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "hpo", "worker", str(REPO / "studies" / spec), "--name", name, "--threads", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "worker",
+        str(REPO / "studies" / spec),
+        "--name",
+        name,
+        "--threads",
+        "1",
+    ]
     for item in overrides:
         cmd += ["--set", item]
-    return subprocess.Popen(cmd, env={**os.environ, "HPO_STORAGE": storage}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        env={**os.environ, "HPO_STORAGE": storage},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_all(procs, timeout: float) -> dict[str, str]:
@@ -87,7 +115,10 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
     time: the killed trials are failed by the heartbeat, re-queued with the same
     parameters, and the study ends at exactly n_trials."""
     overrides = _overrides(study_name, assets, "n_trials=10", "train.epochs=2")
-    procs = {f"w{i}": _start_worker("evidence-smoke.yaml", f"w{i}", postgres_url, overrides) for i in range(4)}
+    procs = {
+        f"w{i}": _start_worker("evidence-smoke.yaml", f"w{i}", postgres_url, overrides)
+        for i in range(4)
+    }
     killed_trials: list[int] = []
     deadline = time.monotonic() + 240
     try:
@@ -97,8 +128,13 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
                 running = _study(study_name, postgres_url).get_trials(states=(TrialState.RUNNING,))
             except KeyError:  # the first worker has not created the study yet
                 continue
-            victims = [t for t in running if t.user_attrs.get("worker") in procs
-                       and t.number not in killed_trials and procs[t.user_attrs["worker"]].poll() is None]
+            victims = [
+                t
+                for t in running
+                if t.user_attrs.get("worker") in procs
+                and t.number not in killed_trials
+                and procs[t.user_attrs["worker"]].poll() is None
+            ]
             if not victims:
                 continue
             trial = victims[0]
@@ -107,7 +143,9 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
             procs[name].wait()
             killed_trials.append(trial.number)
             replacement = f"{name}r"
-            procs[replacement] = _start_worker("evidence-smoke.yaml", replacement, postgres_url, overrides)
+            procs[replacement] = _start_worker(
+                "evidence-smoke.yaml", replacement, postgres_url, overrides
+            )
             del procs[name]
         assert len(killed_trials) == 3, "could not catch three workers mid-trial"
         _wait_clean_exit(procs)
@@ -123,14 +161,19 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
         assert killed.state == TrialState.FAIL, "the heartbeat fails a dead worker's trial"
         retries = [t for t in trials if t.system_attrs.get("retry_history", [])[-1:] == [number]]
         # Same parameters: every one the killed trial had chosen (a kill mid-suggest leaves the rest to the retry).
-        assert len(retries) == 1 and killed.params.items() <= retries[0].params.items(), "re-queued, same parameters"
+        assert len(retries) == 1 and killed.params.items() <= retries[0].params.items(), (
+            "re-queued, same parameters"
+        )
         chain = [t for t in trials if number in t.system_attrs.get("retry_history", [])]
         assert any(t.state in FINISHED for t in chain), "the re-queued trial ran to the end"
 
 
 def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, assets):
     overrides = _overrides(study_name, assets, "n_trials=6", "train.epochs=2")
-    procs = {f"w{i}": _start_worker("evidence-smoke.yaml", f"w{i}", postgres_url, overrides) for i in range(2)}
+    procs = {
+        f"w{i}": _start_worker("evidence-smoke.yaml", f"w{i}", postgres_url, overrides)
+        for i in range(2)
+    }
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -141,8 +184,11 @@ def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, asse
             except KeyError:
                 continue
         version = os.listdir("/etc/postgresql")[0]
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True,
-                       timeout=60)
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
+            check=True,
+            timeout=60,
+        )
         _wait_clean_exit(procs)
     finally:
         _kill_leftovers(procs)
@@ -210,16 +256,32 @@ OUTAGE_WORKER = textwrap.dedent("""
 """)
 
 
-def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(postgres_url, study_name, assets):
+def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(
+    postgres_url, study_name, assets
+):
     """The network to the database drops mid-trial: once it is back, the worker fails that
     trial recording why, says so in its log, queues it again, and finishes the study."""
     db = sa.make_url(postgres_url)
     link = _CuttableLink((db.host, db.port or 5432))
     via_link = db.set(port=link.port).render_as_string(hide_password=False)
-    overrides = _overrides(study_name, assets, "n_trials=3", "sampler.name=random", "sampler.options={}")
-    proc = subprocess.Popen([sys.executable, "-c", OUTAGE_WORKER, str(REPO / "studies" / "evidence-smoke.yaml"),
-                             "w", *overrides], env={**os.environ, "HPO_STORAGE": via_link},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    overrides = _overrides(
+        study_name, assets, "n_trials=3", "sampler.name=random", "sampler.options={}"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            OUTAGE_WORKER,
+            str(REPO / "studies" / "evidence-smoke.yaml"),
+            "w",
+            *overrides,
+        ],
+        env={**os.environ, "HPO_STORAGE": via_link},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline, lost = time.monotonic() + 60, None
         while lost is None and time.monotonic() < deadline:
@@ -238,10 +300,18 @@ def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(postgres_ur
     trials = _study(study_name, postgres_url).get_trials()
     failed = trials[lost.number]
     assert failed.state == TrialState.FAIL
-    assert failed.user_attrs.get("fail_reason", "").startswith("database unreachable during the trial"), failed.user_attrs
-    assert f"trial {lost.number} FAIL reason='database unreachable during the trial" in output, output[-3000:]
+    assert failed.user_attrs.get("fail_reason", "").startswith(
+        "database unreachable during the trial"
+    ), failed.user_attrs
+    assert f"trial {lost.number} FAIL reason='database unreachable during the trial" in output, (
+        output[-3000:]
+    )
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == lost.number]
-    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == failed.params
+    assert (
+        len(retry) == 1
+        and retry[0].state == TrialState.COMPLETE
+        and retry[0].params == failed.params
+    )
     assert len([t for t in trials if t.state in FINISHED]) == 3
 
 
@@ -259,16 +329,30 @@ FAST_WORKER = textwrap.dedent("""
 
 
 def test_eight_workers_four_hundred_trials_exact_count(postgres_url, study_name, assets):
-    overrides = _overrides(study_name, assets, "n_trials=400", "sampler.name=random", "sampler.options={}")
+    overrides = _overrides(
+        study_name, assets, "n_trials=400", "sampler.name=random", "sampler.options={}"
+    )
     spec = str(REPO / "studies" / "evidence-smoke.yaml")
-    procs = {f"w{i}": subprocess.Popen([sys.executable, "-c", FAST_WORKER, spec, f"w{i}", *overrides],
-                                       env={**os.environ, "HPO_STORAGE": postgres_url}, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True) for i in range(8)}
+    procs = {
+        f"w{i}": subprocess.Popen(
+            [sys.executable, "-c", FAST_WORKER, spec, f"w{i}", *overrides],
+            env={**os.environ, "HPO_STORAGE": postgres_url},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(8)
+    }
     outputs = _wait_all(procs, timeout=400)
     for name, proc in procs.items():
         assert proc.returncode == 0, outputs[name][-3000:]
-        bad = [line for line in outputs[name].splitlines()
-               if any(word in line for word in ("already finished", "Error", "Traceback", "SurplusTrial"))]
+        bad = [
+            line
+            for line in outputs[name].splitlines()
+            if any(
+                word in line for word in ("already finished", "Error", "Traceback", "SurplusTrial")
+            )
+        ]
         assert not bad, bad[:5]
     study = _study(study_name, postgres_url)
     trials = study.get_trials()
@@ -281,17 +365,24 @@ def test_eight_workers_four_hundred_trials_exact_count(postgres_url, study_name,
 
 
 def _in_process_spec(name, storage, assets, *extra):
-    return load_spec(REPO / "studies" / "evidence-smoke.yaml",
-                     _overrides(name, assets, "train.epochs=1", "keep_top_k=1", *extra), storage=storage)
+    return load_spec(
+        REPO / "studies" / "evidence-smoke.yaml",
+        _overrides(name, assets, "train.epochs=1", "keep_top_k=1", *extra),
+        storage=storage,
+    )
 
 
-def test_out_of_memory_trial_does_not_kill_the_worker(postgres_url, study_name, assets, monkeypatch):
+def test_out_of_memory_trial_does_not_kill_the_worker(
+    postgres_url, study_name, assets, monkeypatch
+):
     """Trial 0 fits at micro-batch 4 and completes; trial 1 cannot fit even one example
     and fails with the reason recorded; the worker goes on to finish the study."""
     real_forward, real_train = EncoderClassifier.forward, objective_module.train
     limits, started = {0: 4, 1: 0}, []
 
-    def train(config, report=None, progress=None):  # the worker runs its trials one after another: call k is trial k
+    def train(
+        config, report=None, progress=None
+    ):  # the worker runs its trials one after another: call k is trial k
         started.append(config)
         return real_train(config, report, progress)
 
@@ -312,7 +403,9 @@ def test_out_of_memory_trial_does_not_kill_the_worker(postgres_url, study_name, 
     assert len([t for t in trials if t.state in FINISHED]) == 3
 
 
-def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, study_name, assets, monkeypatch):
+def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(
+    postgres_url, study_name, assets, monkeypatch
+):
     """Trial 0 gets an encoder on meta: restored exactly from its checkpoint, it completes.
     Trial 1 gets a meta tensor no checkpoint holds: it fails with a MetaTensorError naming
     it, never trains on re-initialised weights, and the worker finishes the study."""
@@ -325,7 +418,8 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, stu
         built.append(model)
         if number == 0:
             model.encoder.embeddings.word_embeddings.weight = torch.nn.Parameter(
-                torch.empty_like(model.encoder.embeddings.word_embeddings.weight, device="meta"))
+                torch.empty_like(model.encoder.embeddings.word_embeddings.weight, device="meta")
+            )
         elif number == 1:
             model.register_buffer("stray_scale", torch.empty(3, device="meta"))
         return model
@@ -340,14 +434,21 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(postgres_url, stu
 
     monkeypatch.setattr(loop_module, "build_classifier", build)
     monkeypatch.setattr(loop_module, "safe_to_device", transfer)
-    spec = _in_process_spec(study_name, postgres_url, assets, "n_trials=3",
-                            "search_space.encoder.choices=[tiny-roberta]")
+    spec = _in_process_spec(
+        study_name,
+        postgres_url,
+        assets,
+        "n_trials=3",
+        "search_space.encoder.choices=[tiny-roberta]",
+    )
     study = optuna.create_study(study_name=study_name, storage=postgres_url, direction="maximize")
     run_worker(spec, worker="meta", poll_seconds=0.2)
     trials = study.get_trials()
     assert trials[0].state == TrialState.COMPLETE
     saved = load_file(Path(assets["roberta"]) / "model.safetensors")
-    assert torch.equal(restored[0], saved["embeddings.word_embeddings.weight"]), "restored bit-exact before training"
+    assert torch.equal(restored[0], saved["embeddings.word_embeddings.weight"]), (
+        "restored bit-exact before training"
+    )
     assert len(restored) == len(trials) - 1, "trial 1 never got past the transfer"
     assert trials[1].state == TrialState.FAIL
     assert "MetaTensorError" in trials[1].user_attrs["fail_reason"]
@@ -360,8 +461,12 @@ def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
     from hpo.study import SURPLUS
 
     trial_log = _TrialLog("w")
-    surplus = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": f"{SURPLUS} 6 trials"})
-    failed = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": "ValueError: x"})
+    surplus = optuna.trial.create_trial(
+        state=TrialState.FAIL, user_attrs={"fail_reason": f"{SURPLUS} 6 trials"}
+    )
+    failed = optuna.trial.create_trial(
+        state=TrialState.FAIL, user_attrs={"fail_reason": "ValueError: x"}
+    )
     with caplog.at_level(logging.INFO):
         trial_log(surplus)
         assert not caplog.records and not trial_log.last_failed

@@ -13,15 +13,23 @@ from optuna.trial import TrialState
 from hpo.cli import main
 from hpo.study import get_storage
 
-PLOTS = ("optimization_history.png", "param_importances.png", "intermediate_values.png",
-         "parallel_coordinate.png")
+PLOTS = (
+    "optimization_history.png",
+    "param_importances.png",
+    "intermediate_values.png",
+    "parallel_coordinate.png",
+)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _make_study(url: str, name: str, n_complete: int = 6) -> optuna.Study:
     """``n_complete`` completed trials reporting 3 epochs, 3 pruned after 1 epoch, 1 failed."""
-    study = optuna.create_study(study_name=name, storage=get_storage(url), direction="maximize",
-                                sampler=optuna.samplers.RandomSampler(seed=0))
+    study = optuna.create_study(
+        study_name=name,
+        storage=get_storage(url),
+        direction="maximize",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
     study.set_user_attr("metric", "macro_f1")
     study.set_user_attr("task", "criteria")
     for index in range(n_complete + 4):
@@ -29,7 +37,12 @@ def _make_study(url: str, name: str, n_complete: int = 6) -> optuna.Study:
         lr = trial.suggest_float("learning_rate", 1e-5, 1e-3, log=True)
         layers = trial.suggest_int("head_layers", 0, 2)
         pooling = trial.suggest_categorical("pooling", ["cls", "mean"])
-        value = 0.5 + 0.05 * layers + (0.03 if pooling == "mean" else 0.0) - 0.02 * abs(math.log10(lr) + 4)
+        value = (
+            0.5
+            + 0.05 * layers
+            + (0.03 if pooling == "mean" else 0.0)
+            - 0.02 * abs(math.log10(lr) + 4)
+        )
         if index == n_complete + 3:
             study.tell(trial, state=TrialState.FAIL)
             continue
@@ -64,7 +77,11 @@ def test_report_writes_plots_and_summary(storage_url, study_name, tmp_path, caps
     best = study.best_trial
     assert f"trial {best.number}, macro_f1 = {best.value:.4g}" in summary
     assert "complete 6, pruned 3, failed 1" in summary
-    rows = [line for line in summary.splitlines() if line.startswith("| ") and not line.startswith("| trial |")]
+    rows = [
+        line
+        for line in summary.splitlines()
+        if line.startswith("| ") and not line.startswith("| trial |")
+    ]
     assert len(rows) == 5
     assert rows[0].startswith(f"| {best.number} | {best.value:.4g} |")
     for name in PLOTS:
@@ -76,9 +93,11 @@ def test_report_accepts_a_spec_file(sqlite_url, tmp_path, monkeypatch):
     _make_study(sqlite_url, "criteria-smoke")
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "smoke.yaml"
-    spec.write_text("name: criteria-smoke\ntask: criteria\ndata_dir: data\nn_trials: 10\n"
-                    "train: {encoder: tiny}\nsearch_space:\n"
-                    "  learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}\n")
+    spec.write_text(
+        "name: criteria-smoke\ntask: criteria\ndata_dir: data\nn_trials: 10\n"
+        "train: {encoder: tiny}\nsearch_space:\n"
+        "  learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}\n"
+    )
 
     assert main(["report", str(spec), "--storage", sqlite_url, "--out", "out"]) == 0
     assert (tmp_path / "out" / "summary.md").read_text().startswith("# Study criteria-smoke\n")
@@ -93,7 +112,9 @@ def test_report_with_one_completed_trial_skips_importances(sqlite_url, study_nam
     assert "parameter importances skipped" in (tmp_path / "summary.md").read_text()
 
 
-def test_report_without_completed_trials_is_a_usage_error(storage_url, study_name, tmp_path, capsys):
+def test_report_without_completed_trials_is_a_usage_error(
+    storage_url, study_name, tmp_path, capsys
+):
     study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url))
     study.tell(study.ask(), state=TrialState.FAIL)
     pruned = study.ask()

@@ -152,9 +152,16 @@ REAL_SHAPE = {
 }
 SCALED = ("sentences", "annotation rows", "posts without annotation")
 REAL_ROWS = {
-    "DEPRESSED_MOOD": 491, "WORTHLESSNESS": 459, "ANHEDONIA": 209, "SUICIDAL_THOUGHTS": 206,
-    "FATIGUE": 194, "SLEEP_ISSUES": 165, "COGNITIVE_ISSUES": 119, "SPECIAL_CASE": 92,
-    "APPETITE_CHANGE": 70, "PSYCHOMOTOR": 52,
+    "DEPRESSED_MOOD": 491,
+    "WORTHLESSNESS": 459,
+    "ANHEDONIA": 209,
+    "SUICIDAL_THOUGHTS": 206,
+    "FATIGUE": 194,
+    "SLEEP_ISSUES": 165,
+    "COGNITIVE_ISSUES": 119,
+    "SPECIAL_CASE": 92,
+    "APPETITE_CHANGE": 70,
+    "PSYCHOMOTOR": 52,
 }
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -202,7 +209,9 @@ def assert_shape_like_real(measured: dict[str, float], posts: int, keys) -> None
 
 @pytest.fixture(scope="module")
 def realistic_dir(tmp_path_factory):
-    return write_sample(tmp_path_factory.mktemp("realistic"), posts=1500, seed=0, profile="realistic")
+    return write_sample(
+        tmp_path_factory.mktemp("realistic"), posts=1500, seed=0, profile="realistic"
+    )
 
 
 def test_realistic_profile_is_deterministic_per_seed(realistic_dir, tmp_path):
@@ -248,7 +257,11 @@ def test_realistic_rows_per_symptom_follow_the_real_shares(realistic_dir):
     assert set(counts) == set(REAL_ROWS)
     for label, real in REAL_ROWS.items():
         expected = real * len(annotations) / sum(REAL_ROWS.values())
-        assert abs(counts[label] - expected) <= max(0.2 * expected, 1), (label, counts[label], expected)
+        assert abs(counts[label] - expected) <= max(0.2 * expected, 1), (
+            label,
+            counts[label],
+            expected,
+        )
 
 
 def test_realistic_sentence_ids_index_the_sentence_verbatim(realistic_dir):
@@ -297,8 +310,10 @@ def test_filler_carries_no_symptom_vocabulary():
     def filled(templates, slots) -> list[str]:
         width = max(len(values) for values in slots.values())
         return [
-            template.format(**{name: values[i % len(values)] for name, values in slots.items()},
-                            **{name.capitalize(): values[i % len(values)] for name, values in slots.items()})
+            template.format(
+                **{name: values[i % len(values)] for name, values in slots.items()},
+                **{name.capitalize(): values[i % len(values)] for name, values in slots.items()},
+            )
             for template in templates
             for i in range(width)
         ]
@@ -310,11 +325,52 @@ def test_filler_carries_no_symptom_vocabulary():
     for symptom in SYMPTOMS:
         for word in words(filled(PRESENT[symptom] + ABSENT[symptom], FILLS)):
             owners[word].add(symptom)
-    everyday = {"be", "before", "else", "goes", "makes", "more", "one", "only", "or", "these", "would"}
-    clinical = {"sad", "cry", "hopeless", "depressed", "depression", "anxiety", "therapy", "meds",
-                "eat", "appetite", "hungry", "weight", "sleep", "tired", "exhausted", "energy",
-                "restless", "worthless", "guilty", "failure", "focus", "concentrate", "forget",
-                "suicide", "dead", "die", "kill", "alive", "hurt", "lonely", "alone"}
+    everyday = {
+        "be",
+        "before",
+        "else",
+        "goes",
+        "makes",
+        "more",
+        "one",
+        "only",
+        "or",
+        "these",
+        "would",
+    }
+    clinical = {
+        "sad",
+        "cry",
+        "hopeless",
+        "depressed",
+        "depression",
+        "anxiety",
+        "therapy",
+        "meds",
+        "eat",
+        "appetite",
+        "hungry",
+        "weight",
+        "sleep",
+        "tired",
+        "exhausted",
+        "energy",
+        "restless",
+        "worthless",
+        "guilty",
+        "failure",
+        "focus",
+        "concentrate",
+        "forget",
+        "suicide",
+        "dead",
+        "die",
+        "kill",
+        "alive",
+        "hurt",
+        "lonely",
+        "alone",
+    }
     symptom_words = {w for w, o in owners.items() if len(o) == 1} - neutral - everyday | clinical
     bank = words(filled(FILLER, SLOTS)) | words(OPENERS) | words(CLOSERS)
     assert not bank & symptom_words, sorted(bank & symptom_words)
@@ -332,8 +388,22 @@ def test_unknown_profile_is_refused(tmp_path):
 
 
 def test_cli_writes_the_chosen_profile(tmp_path, capsys):
-    assert main(["data", "sample", str(tmp_path / "r"), "--posts", "30", "--seed", "4",
-                 "--profile", "realistic"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "sample",
+                str(tmp_path / "r"),
+                "--posts",
+                "30",
+                "--seed",
+                "4",
+                "--profile",
+                "realistic",
+            ]
+        )
+        == 0
+    )
     assert "wrote 30 realistic sample posts" in capsys.readouterr().out
     expected = write_sample(tmp_path / "api", posts=30, seed=4, profile="realistic")
     for name in FILES:
@@ -352,7 +422,9 @@ def test_sample_never_replaces_a_dataset_without_force(tmp_path, capsys, present
     assert main(["data", "sample", str(data), "--posts", "5"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and present in err and "--force" in err, err
-    assert [p.name for p in data.iterdir()] == [present] and (data / present).read_text() == "the real thing\n"
+    assert [p.name for p in data.iterdir()] == [present] and (
+        data / present
+    ).read_text() == "the real thing\n"
     with pytest.raises(UsageError, match="already holds"):
         write_sample(data, posts=5)
     assert main(["data", "sample", str(data), "--posts", "5", "--force"]) == 0

@@ -32,8 +32,12 @@ def _rates(make, steps: int) -> list[float]:
 @pytest.mark.parametrize(("warmup", "total"), [(0, 10), (3, 10), (10, 10), (7, 40)])
 def test_each_schedule_matches_transformers_at_every_step(kind, warmup, total):
     ours = _rates(lambda opt: warmup_schedule(opt, kind, warmup, total), total + 2)
-    theirs = _rates(lambda opt: get_scheduler(TRANSFORMERS_NAME[kind], opt, num_warmup_steps=warmup,
-                                              num_training_steps=total), total + 2)
+    theirs = _rates(
+        lambda opt: get_scheduler(
+            TRANSFORMERS_NAME[kind], opt, num_warmup_steps=warmup, num_training_steps=total
+        ),
+        total + 2,
+    )
     assert ours == pytest.approx(theirs, abs=1e-12)
 
 
@@ -50,5 +54,7 @@ def test_seeding_draws_what_transformers_set_seed_draws():
 def test_a_worker_start_does_not_import_peft():
     """peft costs ~2 s per process; the loop needs it only for adapter: lora."""
     code = "import sys, hpo.train.loop; print('peft' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "False"

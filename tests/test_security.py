@@ -84,12 +84,31 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
     name = f"test-{uuid.uuid4().hex[:12]}"
     url = _secret_url(postgres_url)
     data = write_sample(root / "data", posts=30, seed=0)
-    cmd = _hpo("tune", str(REPO / "studies" / "evidence-smoke.yaml"), "--workers", "2", "--no-progress",
-               "--storage", url,
-               "--set", f"name={name}", "--set", f"data_dir={data}", "--set", f"output_dir={root / 'out'}",
-               "--set", f"train.cache_dir={root / 'cache'}", "--set", f"model_paths.tiny-roberta={tiny_roberta}",
-               "--set", f"model_paths.tiny-deberta={tiny_deberta}", "--set", "n_trials=2",
-               "--set", "train.epochs=1")
+    cmd = _hpo(
+        "tune",
+        str(REPO / "studies" / "evidence-smoke.yaml"),
+        "--workers",
+        "2",
+        "--no-progress",
+        "--storage",
+        url,
+        "--set",
+        f"name={name}",
+        "--set",
+        f"data_dir={data}",
+        "--set",
+        f"output_dir={root / 'out'}",
+        "--set",
+        f"train.cache_dir={root / 'cache'}",
+        "--set",
+        f"model_paths.tiny-roberta={tiny_roberta}",
+        "--set",
+        f"model_paths.tiny-deberta={tiny_deberta}",
+        "--set",
+        "n_trials=2",
+        "--set",
+        "train.epochs=1",
+    )
     cmdlines: dict[int, set[bytes]] = {}  # every command line each process had (fork, then exec)
     environs: dict[int, bytes] = {}  # of the worker processes, after their exec
     with open(root / "tune.out", "wb") as out, open(root / "tune.err", "wb") as err:
@@ -98,7 +117,9 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
         parent_line = b"\0".join(part.encode() for part in cmd) + b"\0"
         deadline = time.monotonic() + 300
         while proc.poll() is None:
-            for pid in _descendants(proc.pid)[1:]:  # the workers (and anything they start), not `hpo tune`
+            for pid in _descendants(proc.pid)[
+                1:
+            ]:  # the workers (and anything they start), not `hpo tune`
                 line = _proc_bytes(pid, "cmdline")
                 if line and line != parent_line and line not in cmdlines.setdefault(pid, set()):
                     cmdlines[pid].add(line)
@@ -109,24 +130,46 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
                 break
             time.sleep(0.1)
         proc.wait()
-    tune = {"returncode": proc.returncode, "stdout": (root / "tune.out").read_text(),
-            "stderr": (root / "tune.err").read_text()}
+    tune = {
+        "returncode": proc.returncode,
+        "stdout": (root / "tune.out").read_text(),
+        "stderr": (root / "tune.err").read_text(),
+    }
     assert tune["returncode"] == 0, tune["stdout"][-3000:] + tune["stderr"][-3000:]
 
-    commands = (("status", name), ("best", name),
-                ("export", name, "--format", "json", "--out", str(root / "trials.json")),
-                ("export", name, "--format", "csv", "--out", str(root / "trials.csv")))
-    procs = {" ".join(c[:1] + c[2:4]): subprocess.Popen(  # "status", "export --format json", …
-        _hpo(*c, "--storage", url), cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True) for c in commands}
+    commands = (
+        ("status", name),
+        ("best", name),
+        ("export", name, "--format", "json", "--out", str(root / "trials.json")),
+        ("export", name, "--format", "csv", "--out", str(root / "trials.csv")),
+    )
+    procs = {
+        " ".join(c[:1] + c[2:4]): subprocess.Popen(  # "status", "export --format json", …
+            _hpo(*c, "--storage", url),
+            cwd=root,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c in commands
+    }
     reads = {}
     for key, read in procs.items():
         stdout, stderr = read.communicate(timeout=120)
         assert read.returncode == 0, f"{key}: {stderr}"
         reads[key] = subprocess.CompletedProcess(read.args, read.returncode, stdout, stderr)
     uid = optuna.load_study(study_name=name, storage=postgres_url).user_attrs["uid"]
-    return {"name": name, "url": url, "root": root, "tune": tune, "cmdlines": cmdlines, "environs": environs,
-            "reads": reads, "study_dir": outputs.study_dir(root / "out", name, uid)}
+    return {
+        "name": name,
+        "url": url,
+        "root": root,
+        "tune": tune,
+        "cmdlines": cmdlines,
+        "environs": environs,
+        "reads": reads,
+        "study_dir": outputs.study_dir(root / "out", name, uid),
+    }
 
 
 @pytest.mark.slow
@@ -146,11 +189,19 @@ def test_password_is_on_no_command_line_it_travels_in_the_environment(secret_stu
 def test_password_is_in_no_output_file_or_log(secret_study):
     tune = secret_study["tune"]
     assert SECRET not in tune["stdout"] and SECRET not in tune["stderr"]
-    assert f"study {secret_study['name']!r} on postgresql+psycopg2://postgres:***@" in tune["stdout"]
+    assert (
+        f"study {secret_study['name']!r} on postgresql+psycopg2://postgres:***@" in tune["stdout"]
+    )
     files = [p for p in secret_study["root"].rglob("*") if p.is_file()]
     names = {p.name for p in files}
-    assert {"train.log", "metrics.json", "checkpoint.tar", "head.safetensors", "trials.json",
-            "trials.csv"} <= names, names
+    assert {
+        "train.log",
+        "metrics.json",
+        "checkpoint.tar",
+        "head.safetensors",
+        "trials.json",
+        "trials.csv",
+    } <= names, names
     for path in files:
         assert SECRET.encode() not in path.read_bytes(), f"password in {path}"
 
@@ -170,9 +221,17 @@ def test_password_is_not_in_status_best_or_export(secret_study):
 def test_password_is_not_in_study_or_trial_attributes(secret_study, postgres_url):
     study = optuna.load_study(study_name=secret_study["name"], storage=postgres_url)
     assert len(study.trials) >= 2
-    study_system_attrs = study._storage.get_study_system_attrs(study._study_id)  # no public getter in Optuna 5
-    recorded = json.dumps([study.user_attrs, study_system_attrs,
-                           [(t.user_attrs, t.system_attrs, t.params) for t in study.trials]], default=str)
+    study_system_attrs = study._storage.get_study_system_attrs(
+        study._study_id
+    )  # no public getter in Optuna 5
+    recorded = json.dumps(
+        [
+            study.user_attrs,
+            study_system_attrs,
+            [(t.user_attrs, t.system_attrs, t.params) for t in study.trials],
+        ],
+        default=str,
+    )
     assert "metrics" in recorded and "spec_file" in recorded
     assert SECRET not in recorded
     assert "://" not in recorded and "postgresql" not in recorded, "no storage URL in attributes"
@@ -231,13 +290,22 @@ def _dashboard(tmp_path: Path, *args: str):
     port = _free_port()
     log = tmp_path / f"dashboard-{port}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(_hpo("dashboard", *args, "--port", str(port)), cwd=tmp_path, env=_env(),
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            _hpo("dashboard", *args, "--port", str(port)),
+            cwd=tmp_path,
+            env=_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while not _accepts("127.0.0.1", port):
-            assert proc.poll() is None, f"dashboard exited {proc.returncode}: {log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, f"dashboard never listened: {log.read_text()[-2000:]}"
+            assert proc.poll() is None, (
+                f"dashboard exited {proc.returncode}: {log.read_text()[-2000:]}"
+            )
+            assert time.monotonic() < deadline, (
+                f"dashboard never listened: {log.read_text()[-2000:]}"
+            )
             time.sleep(0.2)
         yield port, lambda: log.read_text()
     finally:
@@ -253,7 +321,9 @@ def test_dashboard_binds_loopback_only_by_default(tmp_path):
         assert f"sqlite:///{tmp_path / 'x.db'}" in banner and f"http://127.0.0.1:{port}/" in banner
         if address is None:
             pytest.skip("this machine has no non-loopback IPv4 address to try the dashboard on")
-        assert not _accepts(address, port), f"the dashboard answers on {address}: it must bind 127.0.0.1 only"
+        assert not _accepts(address, port), (
+            f"the dashboard answers on {address}: it must bind 127.0.0.1 only"
+        )
 
 
 @pytest.mark.slow
@@ -264,7 +334,9 @@ def test_dashboard_is_exposed_only_when_asked_and_masks_the_password(tmp_path, p
     with _dashboard(tmp_path, "--storage", url, "--host", "0.0.0.0") as (port, output):
         banner = output()
         assert SECRET not in banner
-        assert "postgresql+psycopg2://postgres:***@" in banner and f"http://0.0.0.0:{port}/" in banner
+        assert (
+            "postgresql+psycopg2://postgres:***@" in banner and f"http://0.0.0.0:{port}/" in banner
+        )
         if address is None:
             pytest.skip("this machine has no non-loopback IPv4 address to try the dashboard on")
         assert _accepts(address, port), f"--host 0.0.0.0 must answer on {address}"
@@ -284,8 +356,10 @@ def _dotted(node: ast.AST) -> str:
 
 
 def _is_true(call: ast.Call, keyword: str) -> bool:
-    return any(k.arg == keyword and isinstance(k.value, ast.Constant) and k.value.value is True
-               for k in call.keywords)
+    return any(
+        k.arg == keyword and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords
+    )
 
 
 def unsafe_calls(source: str) -> list[str]:
@@ -293,18 +367,35 @@ def unsafe_calls(source: str) -> list[str]:
     problems = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
             for module in modules:
                 if module.split(".")[0] in _PICKLE_MODULES:
                     problems.append(f"line {node.lineno}: imports {module}")
             if isinstance(node, ast.ImportFrom) and node.module == "yaml":
-                if unsafe := {a.name for a in node.names} & {"load", "unsafe_load", "full_load", "Loader"}:
-                    problems.append(f"line {node.lineno}: from yaml import {', '.join(sorted(unsafe))}")
+                if unsafe := {a.name for a in node.names} & {
+                    "load",
+                    "unsafe_load",
+                    "full_load",
+                    "Loader",
+                }:
+                    problems.append(
+                        f"line {node.lineno}: from yaml import {', '.join(sorted(unsafe))}"
+                    )
         if not isinstance(node, ast.Call):
             continue
         name = _dotted(node.func)
         last = name.rsplit(".", 1)[-1]
-        if name in ("yaml.load", "yaml.unsafe_load", "yaml.full_load", "yaml.load_all", "yaml.unsafe_load_all"):
+        if name in (
+            "yaml.load",
+            "yaml.unsafe_load",
+            "yaml.full_load",
+            "yaml.load_all",
+            "yaml.unsafe_load_all",
+        ):
             problems.append(f"line {node.lineno}: {name}(); use yaml.safe_load")
         elif name == "torch.load" and not _is_true(node, "weights_only"):
             problems.append(f"line {node.lineno}: torch.load() without weights_only=True")
@@ -344,8 +435,11 @@ np.load(path)
 def test_package_source_has_no_unsafe_loading_or_code_execution():
     files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) > 10
-    problems = [f"{path.relative_to(REPO)}: {problem}" for path in files
-                for problem in unsafe_calls(path.read_text(encoding="utf-8"))]
+    problems = [
+        f"{path.relative_to(REPO)}: {problem}"
+        for path in files
+        for problem in unsafe_calls(path.read_text(encoding="utf-8"))
+    ]
     assert problems == []
 
 
@@ -357,15 +451,28 @@ _PICKLE_OR_TORCH_SAVE = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"P
 @pytest.mark.slow
 def test_checkpoints_are_safetensors_and_load_back(tiny_encoder, tmp_path):
     data = write_sample(tmp_path / "data", posts=30, seed=0)
-    config = TrainConfig(task="evidence", encoder=str(tiny_encoder), data_dir=str(data), epochs=1, batch_size=16,
-                         max_length=64, checkpoint_dir=str(tmp_path / "trial" / "checkpoint"))
+    config = TrainConfig(
+        task="evidence",
+        encoder=str(tiny_encoder),
+        data_dir=str(data),
+        epochs=1,
+        batch_size=16,
+        max_length=64,
+        checkpoint_dir=str(tmp_path / "trial" / "checkpoint"),
+    )
     checkpoint = Path(train(config).checkpoint)
     files = [p for p in checkpoint.rglob("*") if p.is_file()]
-    tensors = sorted(p.relative_to(checkpoint).as_posix() for p in files if p.suffix == ".safetensors")
+    tensors = sorted(
+        p.relative_to(checkpoint).as_posix() for p in files if p.suffix == ".safetensors"
+    )
     assert tensors == ["encoder/model.safetensors", "head.safetensors"]
     for path in files:
-        assert path.suffix in {".safetensors", ".json", ".txt", ".model"}, f"unexpected file {path.name}"
-        assert not path.read_bytes().startswith(_PICKLE_OR_TORCH_SAVE), f"{path.name} is a pickle or torch.save file"
+        assert path.suffix in {".safetensors", ".json", ".txt", ".model"}, (
+            f"unexpected file {path.name}"
+        )
+        assert not path.read_bytes().startswith(_PICKLE_OR_TORCH_SAVE), (
+            f"{path.name} is a pickle or torch.save file"
+        )
     for name in tensors:
         with safe_open(checkpoint / name, framework="pt") as f:
             assert list(f.keys())
@@ -389,13 +496,27 @@ def test_checkpoints_are_safetensors_and_load_back(tiny_encoder, tmp_path):
 # ---- every printed URL is masked, however the password is written ------------------------------
 
 
-@pytest.mark.parametrize(("url", "secret", "shown"), [
-    ("postgresql://hpo@db/hpo?password=qsecret9&sslmode=require", "qsecret9",
-     "postgresql://hpo@db/hpo?password=***&sslmode=require"),
-    ("postgresql://hpo:at@secret9@db:5432/hpo", "at@secret9", "postgresql://hpo:***@db:5432/hpo"),
-    ("postgresql://hpo:s3cret@db/hpo?sslpassword=key9", "key9", "postgresql://hpo:***@db/hpo?sslpassword=***"),
-    ("not a url with s3cret", "s3cret", "<storage URL hidden>"),
-])
+@pytest.mark.parametrize(
+    ("url", "secret", "shown"),
+    [
+        (
+            "postgresql://hpo@db/hpo?password=qsecret9&sslmode=require",
+            "qsecret9",
+            "postgresql://hpo@db/hpo?password=***&sslmode=require",
+        ),
+        (
+            "postgresql://hpo:at@secret9@db:5432/hpo",
+            "at@secret9",
+            "postgresql://hpo:***@db:5432/hpo",
+        ),
+        (
+            "postgresql://hpo:s3cret@db/hpo?sslpassword=key9",
+            "key9",
+            "postgresql://hpo:***@db/hpo?sslpassword=***",
+        ),
+        ("not a url with s3cret", "s3cret", "<storage URL hidden>"),
+    ],
+)
 def test_redact_masks_query_passwords_unescaped_at_signs_and_unparseable_urls(url, secret, shown):
     from hpo.storage_url import redact
 
@@ -409,10 +530,21 @@ def test_redact_masks_query_passwords_unescaped_at_signs_and_unparseable_urls(ur
 def test_query_and_at_sign_passwords_are_never_printed(postgres_url, command, password):
     base = sa.make_url(postgres_url)
     host = f"{base.host}:{base.port or 5432}/{base.database}"
-    url = (f"postgresql://{base.username}@{host}{password}" if password.startswith("?")
-           else f"postgresql://{base.username}:at@secret9@{host}")
-    result = subprocess.run(_hpo(command, "no-such-study", "--storage", url), capture_output=True, text=True,
-                            env=_env(), timeout=60)
+    url = (
+        f"postgresql://{base.username}@{host}{password}"
+        if password.startswith("?")
+        else f"postgresql://{base.username}:at@secret9@{host}"
+    )
+    result = subprocess.run(
+        _hpo(command, "no-such-study", "--storage", url),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
-    assert "qsecret9" not in result.stdout + result.stderr and "secret9" not in result.stdout + result.stderr
+    assert (
+        "qsecret9" not in result.stdout + result.stderr
+        and "secret9" not in result.stdout + result.stderr
+    )
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

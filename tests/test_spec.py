@@ -94,10 +94,16 @@ def test_the_supermax_studies_search_in_parallel_aware_conditional_warm_started_
         assert spec.sampler.options == {"multivariate": True, "group": True, "constant_liar": True}
         assert spec.search_space["lora_r"].when == {"adapter": ("lora",)}
         assert spec.search_space["head_hidden_size"].when == {"head_layers": (1, 2)}
-        assert {point["encoder"] for point in spec.warm_start} == set(spec.search_space["encoder"].choices)
+        assert {point["encoder"] for point in spec.warm_start} == set(
+            spec.search_space["encoder"].choices
+        )
         for point in spec.warm_start:
             config = spec.train_config(first_values(spec, given=spec.typed_point(point)), None)
-            assert config.learning_rate in (2e-5, 3e-5) and config.epochs == 3 and config.weight_decay == 0.01
+            assert (
+                config.learning_rate in (2e-5, 3e-5)
+                and config.epochs == 3
+                and config.weight_decay == 0.01
+            )
 
 
 def test_hyperband_resource_covers_every_searched_epoch_count():
@@ -109,91 +115,237 @@ def test_hyperband_resource_covers_every_searched_epoch_count():
 
 BROKEN = {
     "unknown top-level key": (changed(("epochz", 3)), "epochz", "not allowed"),
-    "unknown distribution key": (changed(("search_space.learning_rate.scale", 2)),
-                                 "search_space.learning_rate.scale", "not allowed"),
-    "low above high": (changed(("search_space.learning_rate.low", 1.0e-2)),
-                       "search_space.learning_rate.low", "less than high"),
-    "low equals high": (changed(("search_space.head_layers.high", 0)),
-                        "search_space.head_layers.low", "use a fixed train setting"),
-    "log from zero": (changed(("search_space.learning_rate.low", 0.0)), "search_space.learning_rate.low", "log"),
-    "step with log": (changed(("search_space.learning_rate.step", 1.0e-4)), "search_space.learning_rate.step", "log"),
-    "fractional int": (changed(("search_space.head_layers.low", 0.5)), "search_space.head_layers.low", "integer"),
-    "missing type": (changed(("search_space.learning_rate.type", DELETE)), "search_space.learning_rate", "type"),
-    "empty choices": (changed(("search_space.pooling.choices", [])), "search_space.pooling.choices", "at least one"),
-    "duplicate choices": (changed(("search_space.pooling.choices", ["cls", "cls"])),
-                          "search_space.pooling.choices", "duplicate"),
-    "non-scalar choice": (changed(("search_space.pooling.choices", [["cls"]])),
-                          "search_space.pooling.choices.0", "string, number"),
-    "unknown parameter": (changed(("search_space.lerning_rate", BASE["search_space"]["learning_rate"]),
-                                  ("search_space.learning_rate", DELETE)),
-                          "search_space.lerning_rate", "did you mean 'learning_rate'"),
-    "fixed and searched": (changed(("train.head_layers", 1)), "search_space.head_layers", "also fixed"),
-    "float on an integer setting": (changed(("search_space.batch_size", {"type": "float", "low": 8, "high": 32})),
-                                    "search_space.batch_size.type", "int"),
-    "searched value out of range": (changed(("search_space.head_layers.high", 5)),
-                                    "search_space.head_layers", "head_layers=5 is invalid"),
-    "top-level field in train": (changed(("train.objective_metric", "f1")), "train.objective_metric", "'metric'"),
+    "unknown distribution key": (
+        changed(("search_space.learning_rate.scale", 2)),
+        "search_space.learning_rate.scale",
+        "not allowed",
+    ),
+    "low above high": (
+        changed(("search_space.learning_rate.low", 1.0e-2)),
+        "search_space.learning_rate.low",
+        "less than high",
+    ),
+    "low equals high": (
+        changed(("search_space.head_layers.high", 0)),
+        "search_space.head_layers.low",
+        "use a fixed train setting",
+    ),
+    "log from zero": (
+        changed(("search_space.learning_rate.low", 0.0)),
+        "search_space.learning_rate.low",
+        "log",
+    ),
+    "step with log": (
+        changed(("search_space.learning_rate.step", 1.0e-4)),
+        "search_space.learning_rate.step",
+        "log",
+    ),
+    "fractional int": (
+        changed(("search_space.head_layers.low", 0.5)),
+        "search_space.head_layers.low",
+        "integer",
+    ),
+    "missing type": (
+        changed(("search_space.learning_rate.type", DELETE)),
+        "search_space.learning_rate",
+        "type",
+    ),
+    "empty choices": (
+        changed(("search_space.pooling.choices", [])),
+        "search_space.pooling.choices",
+        "at least one",
+    ),
+    "duplicate choices": (
+        changed(("search_space.pooling.choices", ["cls", "cls"])),
+        "search_space.pooling.choices",
+        "duplicate",
+    ),
+    "non-scalar choice": (
+        changed(("search_space.pooling.choices", [["cls"]])),
+        "search_space.pooling.choices.0",
+        "string, number",
+    ),
+    "unknown parameter": (
+        changed(
+            ("search_space.lerning_rate", BASE["search_space"]["learning_rate"]),
+            ("search_space.learning_rate", DELETE),
+        ),
+        "search_space.lerning_rate",
+        "did you mean 'learning_rate'",
+    ),
+    "fixed and searched": (
+        changed(("train.head_layers", 1)),
+        "search_space.head_layers",
+        "also fixed",
+    ),
+    "float on an integer setting": (
+        changed(("search_space.batch_size", {"type": "float", "low": 8, "high": 32})),
+        "search_space.batch_size.type",
+        "int",
+    ),
+    "searched value out of range": (
+        changed(("search_space.head_layers.high", 5)),
+        "search_space.head_layers",
+        "head_layers=5 is invalid",
+    ),
+    "top-level field in train": (
+        changed(("train.objective_metric", "f1")),
+        "train.objective_metric",
+        "'metric'",
+    ),
     "unknown train key": (changed(("train.epoch", 2)), "train.epoch", "did you mean 'epochs'"),
-    "refit setting in a search": (changed(("train.train_on", "train+validation")), "train.train_on",
-                                  "hpo finalize --refit train+val"),
+    "refit setting in a search": (
+        changed(("train.train_on", "train+validation")),
+        "train.train_on",
+        "hpo finalize --refit train+val",
+    ),
     "train wrong type": (changed(("train.epochs", "two")), "train.epochs", "integer"),
     "train bad value": (changed(("train.epochs", 0)), "train", "epochs must be >= 1"),
     "unknown task": (changed(("task", "sentiment")), "task", "'criteria' or 'evidence'"),
     "unknown sampler": (changed(("sampler.name", "bayes")), "sampler.name", "'tpe'"),
     "unknown pruner": (changed(("pruner.name", "asha")), "pruner.name", "'median'"),
-    "patient without patience": (changed(("pruner", {"name": "patient", "options": {}})),
-                                 "pruner.options.patience", "required"),
-    "patient wrapping a typo": (changed(("pruner", {"name": "patient", "options": {"patience": 1,
-                                                                                   "wrapped": {"nme": "median"}}})),
-                                "pruner.options.wrapped.nme", "not allowed"),
+    "patient without patience": (
+        changed(("pruner", {"name": "patient", "options": {}})),
+        "pruner.options.patience",
+        "required",
+    ),
+    "patient wrapping a typo": (
+        changed(
+            (
+                "pruner",
+                {"name": "patient", "options": {"patience": 1, "wrapped": {"nme": "median"}}},
+            )
+        ),
+        "pruner.options.wrapped.nme",
+        "not allowed",
+    ),
     "bad name": (changed(("name", "my study!")), "name", "pattern"),
     "name of two dots": (changed(("name", "..")), "name", "must start with a letter or digit"),
     "name of one dot": (changed(("name", ".")), "name", "must start with a letter or digit"),
-    "name starting with a dot": (changed(("name", ".hidden")), "name", "must start with a letter or digit"),
+    "name starting with a dot": (
+        changed(("name", ".hidden")),
+        "name",
+        "must start with a letter or digit",
+    ),
     "no trials": (changed(("n_trials", 0)), "n_trials", "greater than or equal to 1"),
-    "negative keep_top_k": (changed(("keep_top_k", -1)), "keep_top_k", "greater than or equal to 0"),
+    "negative keep_top_k": (
+        changed(("keep_top_k", -1)),
+        "keep_top_k",
+        "greater than or equal to 0",
+    ),
     "zero timeout": (changed(("timeout_per_trial", 0)), "timeout_per_trial", "greater than 0"),
-    "post metric on evidence": (changed(("task", "evidence"), ("metric", "post_micro_f1")),
-                                "metric", "only for task criteria"),
-    "prune_on a post metric on evidence": (changed(("task", "evidence"), ("metric", "macro_f1"),
-                                                   ("prune_on", "post_macro_f1")), "prune_on", "only for task criteria"),
-    "prune_on a ranking metric on criteria": (changed(("prune_on", "recall_at_3")), "prune_on", "only for task evidence"),
-    "prune_on when minimizing": (changed(("direction", "minimize"), ("prune_on", "auroc")), "prune_on",
-                                 "needs direction: maximize"),
+    "post metric on evidence": (
+        changed(("task", "evidence"), ("metric", "post_micro_f1")),
+        "metric",
+        "only for task criteria",
+    ),
+    "prune_on a post metric on evidence": (
+        changed(("task", "evidence"), ("metric", "macro_f1"), ("prune_on", "post_macro_f1")),
+        "prune_on",
+        "only for task criteria",
+    ),
+    "prune_on a ranking metric on criteria": (
+        changed(("prune_on", "recall_at_3")),
+        "prune_on",
+        "only for task evidence",
+    ),
+    "prune_on when minimizing": (
+        changed(("direction", "minimize"), ("prune_on", "auroc")),
+        "prune_on",
+        "needs direction: maximize",
+    ),
     "prune_on an unknown metric": (changed(("prune_on", "loss")), "prune_on", "average_precision"),
     "no encoder": (changed(("search_space.encoder", DELETE)), "train.encoder", "required"),
-    "nothing searched": (changed(("search_space", {}), ("train.encoder", "x")), "search_space", "at least 1"),
-    "condition on an unknown parameter": (changed(("search_space.pooling.when", {"head_layer": 1})),
-                                          "search_space.pooling.when.head_layer", "did you mean 'head_layers'"),
-    "condition on a fixed setting": (changed(("search_space.pooling.when", {"epochs": 3})),
-                                     "search_space.pooling.when.epochs", "fixed in train"),
-    "condition on a later parameter": (changed(("search_space.learning_rate.when", {"pooling": "cls"})),
-                                       "search_space.learning_rate.when.pooling", "list pooling first"),
-    "condition on a float": (changed(("search_space.pooling.when", {"learning_rate": 1.0e-3})),
-                             "search_space.pooling.when.learning_rate", "categorical or int"),
-    "condition value not a choice": (changed(("search_space.head_layers.when", {"encoder": "roberta"})),
-                                     "search_space.head_layers.when.encoder", "not one of encoder's choices"),
-    "condition value out of range": (changed(("search_space.pooling.when", {"head_layers": [1, 3]})),
-                                     "search_space.pooling.when.head_layers", "outside its range"),
-    "condition cycle": (changed(("search_space.head_layers.when", {"pooling": "cls"}),
-                                ("search_space.pooling.when", {"head_layers": 1})),
-                        "search_space.head_layers.when.pooling", "cycle head_layers -> pooling -> head_layers"),
-    "condition on itself": (changed(("search_space.pooling.when", {"pooling": "cls"})),
-                            "search_space.pooling.when.pooling", "cycle pooling -> pooling"),
-    "empty condition": (changed(("search_space.pooling.when", {})), "search_space.pooling.when", "at least one"),
-    "empty list of condition values": (changed(("search_space.pooling.when", {"head_layers": []})),
-                                       "search_space.pooling.when.head_layers", "non-empty list"),
-    "warm start of an unknown name": (changed(("warm_start", [{"lerning_rate": 1.0e-3}])),
-                                      "warm_start.0.lerning_rate", "did you mean 'learning_rate'"),
-    "warm start out of range": (changed(("warm_start", [{"pooling": "cls"}, {"learning_rate": 1.0}])),
-                                "warm_start.1.learning_rate", "outside its range"),
-    "warm start not a choice": (changed(("warm_start", [{"pooling": "max"}])), "warm_start.0.pooling", "not one of"),
-    "warm start fractional int": (changed(("warm_start", [{"head_layers": 0.5}])), "warm_start.0.head_layers",
-                                  "not an integer"),
-    "warm start child without its parent": (changed(("search_space.pooling.when", {"head_layers": 1}),
-                                                    ("warm_start", [{"pooling": "mean"}])),
-                                            "warm_start.0.pooling", "applies only when head_layers is 1"),
-    "warm start that is not a mapping": (changed(("warm_start", [3])), "warm_start.0", "dictionary"),
+    "nothing searched": (
+        changed(("search_space", {}), ("train.encoder", "x")),
+        "search_space",
+        "at least 1",
+    ),
+    "condition on an unknown parameter": (
+        changed(("search_space.pooling.when", {"head_layer": 1})),
+        "search_space.pooling.when.head_layer",
+        "did you mean 'head_layers'",
+    ),
+    "condition on a fixed setting": (
+        changed(("search_space.pooling.when", {"epochs": 3})),
+        "search_space.pooling.when.epochs",
+        "fixed in train",
+    ),
+    "condition on a later parameter": (
+        changed(("search_space.learning_rate.when", {"pooling": "cls"})),
+        "search_space.learning_rate.when.pooling",
+        "list pooling first",
+    ),
+    "condition on a float": (
+        changed(("search_space.pooling.when", {"learning_rate": 1.0e-3})),
+        "search_space.pooling.when.learning_rate",
+        "categorical or int",
+    ),
+    "condition value not a choice": (
+        changed(("search_space.head_layers.when", {"encoder": "roberta"})),
+        "search_space.head_layers.when.encoder",
+        "not one of encoder's choices",
+    ),
+    "condition value out of range": (
+        changed(("search_space.pooling.when", {"head_layers": [1, 3]})),
+        "search_space.pooling.when.head_layers",
+        "outside its range",
+    ),
+    "condition cycle": (
+        changed(
+            ("search_space.head_layers.when", {"pooling": "cls"}),
+            ("search_space.pooling.when", {"head_layers": 1}),
+        ),
+        "search_space.head_layers.when.pooling",
+        "cycle head_layers -> pooling -> head_layers",
+    ),
+    "condition on itself": (
+        changed(("search_space.pooling.when", {"pooling": "cls"})),
+        "search_space.pooling.when.pooling",
+        "cycle pooling -> pooling",
+    ),
+    "empty condition": (
+        changed(("search_space.pooling.when", {})),
+        "search_space.pooling.when",
+        "at least one",
+    ),
+    "empty list of condition values": (
+        changed(("search_space.pooling.when", {"head_layers": []})),
+        "search_space.pooling.when.head_layers",
+        "non-empty list",
+    ),
+    "warm start of an unknown name": (
+        changed(("warm_start", [{"lerning_rate": 1.0e-3}])),
+        "warm_start.0.lerning_rate",
+        "did you mean 'learning_rate'",
+    ),
+    "warm start out of range": (
+        changed(("warm_start", [{"pooling": "cls"}, {"learning_rate": 1.0}])),
+        "warm_start.1.learning_rate",
+        "outside its range",
+    ),
+    "warm start not a choice": (
+        changed(("warm_start", [{"pooling": "max"}])),
+        "warm_start.0.pooling",
+        "not one of",
+    ),
+    "warm start fractional int": (
+        changed(("warm_start", [{"head_layers": 0.5}])),
+        "warm_start.0.head_layers",
+        "not an integer",
+    ),
+    "warm start child without its parent": (
+        changed(
+            ("search_space.pooling.when", {"head_layers": 1}), ("warm_start", [{"pooling": "mean"}])
+        ),
+        "warm_start.0.pooling",
+        "applies only when head_layers is 1",
+    ),
+    "warm start that is not a mapping": (
+        changed(("warm_start", [3])),
+        "warm_start.0",
+        "dictionary",
+    ),
 }
 
 
@@ -208,11 +360,15 @@ def test_a_broken_spec_fails_on_one_line_naming_the_key(tmp_path, document, path
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("name: x\ntask: criteria\nsearch_space: {lr: [1,\n", "line 4"),
-    ("- name: x\n- task: criteria\n", "not a list"),
-    ("", "not an empty file"),
-], ids=["malformed YAML", "top-level list", "empty file"])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("name: x\ntask: criteria\nsearch_space: {lr: [1,\n", "line 4"),
+        ("- name: x\n- task: criteria\n", "not a list"),
+        ("", "not an empty file"),
+    ],
+    ids=["malformed YAML", "top-level list", "empty file"],
+)
 def test_an_unreadable_document_fails_naming_where(tmp_path, text, problem):
     study = tmp_path / "study.yaml"
     study.write_text(text)
@@ -227,8 +383,18 @@ def test_a_missing_file_is_named(tmp_path):
 
 def test_overrides_are_applied_and_validated(tmp_path):
     study = write(tmp_path, BASE)
-    spec = load_spec(study, ["n_trials=3", "train.epochs=1", "model_paths.tiny-roberta=/x", "sampler.seed=7",
-                             "search_space.learning_rate.high=1e-2", "keep_top_k=0"], env={})
+    spec = load_spec(
+        study,
+        [
+            "n_trials=3",
+            "train.epochs=1",
+            "model_paths.tiny-roberta=/x",
+            "sampler.seed=7",
+            "search_space.learning_rate.high=1e-2",
+            "keep_top_k=0",
+        ],
+        env={},
+    )
     assert (spec.n_trials, spec.train["epochs"], spec.sampler.seed, spec.keep_top_k) == (3, 1, 7, 0)
     assert spec.model_paths["tiny-roberta"] == "/x"
     assert spec.search_space["learning_rate"].high == 1.0e-2
@@ -239,14 +405,17 @@ def test_overrides_create_missing_mappings(tmp_path):
     assert load_spec(study, ["train.epochs=2"], env={}).train == {"epochs": 2}
 
 
-@pytest.mark.parametrize("override, problem", [
-    ("n_trials=0", "n_trials: Input should be greater than or equal to 1"),
-    ("nonsense", "expected the form key=value"),
-    ("=3", "expected the form key=value"),
-    ("train..epochs=3", "expected the form key=value"),
-    ("n_trials.max=3", "n_trials: is not a mapping"),
-    ("train.epochs=[1,", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "override, problem",
+    [
+        ("n_trials=0", "n_trials: Input should be greater than or equal to 1"),
+        ("nonsense", "expected the form key=value"),
+        ("=3", "expected the form key=value"),
+        ("train..epochs=3", "expected the form key=value"),
+        ("n_trials.max=3", "n_trials: is not a mapping"),
+        ("train.epochs=[1,", "not valid YAML"),
+    ],
+)
 def test_a_bad_override_fails(tmp_path, override, problem):
     with pytest.raises(SpecError, match=problem):
         load_spec(write(tmp_path, BASE), [override], env={})
@@ -254,22 +423,34 @@ def test_a_bad_override_fails(tmp_path, override, problem):
 
 def test_parse_override_reads_values_as_yaml():
     assert parse_override("train.epochs=2") == (["train", "epochs"], 2)
-    assert parse_override("storage=postgresql://u@h/db?x=1") == (["storage"], "postgresql://u@h/db?x=1")
-    assert parse_override("search_space.learning_rate.low=1e-5") == (["search_space", "learning_rate", "low"], 1e-5)
+    assert parse_override("storage=postgresql://u@h/db?x=1") == (
+        ["storage"],
+        "postgresql://u@h/db?x=1",
+    )
+    assert parse_override("search_space.learning_rate.low=1e-5") == (
+        ["search_space", "learning_rate", "low"],
+        1e-5,
+    )
     assert parse_override("sampler.seed=") == (["sampler", "seed"], None)
 
 
-@pytest.mark.parametrize("argument, env, expected", [
-    ("sqlite:///argument.db", {"HPO_STORAGE": "sqlite:///env.db"}, "sqlite:///argument.db"),
-    (None, {"HPO_STORAGE": "sqlite:///env.db"}, "sqlite:///env.db"),
-    (None, {}, "sqlite:///from-file.db"),
-])
+@pytest.mark.parametrize(
+    "argument, env, expected",
+    [
+        ("sqlite:///argument.db", {"HPO_STORAGE": "sqlite:///env.db"}, "sqlite:///argument.db"),
+        (None, {"HPO_STORAGE": "sqlite:///env.db"}, "sqlite:///env.db"),
+        (None, {}, "sqlite:///from-file.db"),
+    ],
+)
 def test_storage_precedence(tmp_path, argument, env, expected):
     assert load_spec(write(tmp_path, BASE), storage=argument, env=env).storage.text == expected
 
 
 def test_storage_defaults_when_nothing_names_one(tmp_path):
-    assert load_spec(write(tmp_path, changed(("storage", None))), env={}).storage.text == DEFAULT_STORAGE
+    assert (
+        load_spec(write(tmp_path, changed(("storage", None))), env={}).storage.text
+        == DEFAULT_STORAGE
+    )
 
 
 def test_the_storage_is_one_value_that_never_prints_its_password(tmp_path):
@@ -287,17 +468,27 @@ def test_train_config_maps_encoder_names_to_local_paths(tmp_path):
     config = spec.train_config(params, "trial_0")
     assert (config.encoder, config.epochs, config.max_length) == ("/models/tiny-roberta", 3, 128)
     assert (config.task, config.data_dir, config.objective_metric, config.checkpoint_dir) == (
-        "criteria", "_runs/sample-data", "macro_f1", "trial_0")
-    assert spec.train_config({**params, "encoder": "org/hub-model"}, None).encoder == "org/hub-model"
+        "criteria",
+        "_runs/sample-data",
+        "macro_f1",
+        "trial_0",
+    )
+    assert (
+        spec.train_config({**params, "encoder": "org/hub-model"}, None).encoder == "org/hub-model"
+    )
     with pytest.raises(ValueError, match="do not match the search space"):
         spec.train_config({"learning_rate": 1e-3}, None)
 
 
 def test_exponent_numbers_yaml_reads_as_strings_are_floats(tmp_path):
     study = tmp_path / "study.yaml"
-    study.write_text(yaml.safe_dump(changed(("search_space.weight_decay",
-                                             {"type": "categorical", "choices": [0.0, 0.01]})))
-                     .replace("0.0001", "1e-4").replace("0.01", "1e-2"))
+    study.write_text(
+        yaml.safe_dump(
+            changed(("search_space.weight_decay", {"type": "categorical", "choices": [0.0, 0.01]}))
+        )
+        .replace("0.0001", "1e-4")
+        .replace("0.01", "1e-2")
+    )
     assert "low: 1e-4" in study.read_text()  # the string PyYAML does not read as a number
     spec = load_spec(study, env={})
     assert spec.search_space["learning_rate"].low == 1e-4
@@ -305,11 +496,28 @@ def test_exponent_numbers_yaml_reads_as_strings_are_floats(tmp_path):
 
 
 def test_a_patient_pruner_wraps_another(tmp_path):
-    study = write(tmp_path, changed(("pruner", {"name": "patient", "options": {
-        "patience": 2, "wrapped": {"name": "hyperband", "options": {"reduction_factor": 3}}}})))
+    study = write(
+        tmp_path,
+        changed(
+            (
+                "pruner",
+                {
+                    "name": "patient",
+                    "options": {
+                        "patience": 2,
+                        "wrapped": {"name": "hyperband", "options": {"reduction_factor": 3}},
+                    },
+                },
+            )
+        ),
+    )
     options = load_spec(study, env={}).pruner.patient_options()
     assert isinstance(options, PatientOptions)
-    assert (options.patience, options.wrapped.name, options.wrapped.options) == (2, "hyperband", {"reduction_factor": 3})
+    assert (options.patience, options.wrapped.name, options.wrapped.options) == (
+        2,
+        "hyperband",
+        {"reduction_factor": 3},
+    )
 
 
 def test_a_loaded_spec_is_frozen_and_knows_its_file(tmp_path):
@@ -323,7 +531,10 @@ def test_a_loaded_spec_is_frozen_and_knows_its_file(tmp_path):
 
 def test_a_key_written_twice_is_an_error_naming_it_and_its_line(tmp_path):
     path = tmp_path / "twice.yaml"
-    path.write_text((Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml").read_text() + "n_trials: 99\n")
+    path.write_text(
+        (Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml").read_text()
+        + "n_trials: 99\n"
+    )
     with pytest.raises(SpecError) as caught:
         load_spec(path)
     message = str(caught.value)
@@ -339,19 +550,35 @@ def test_a_study_file_that_is_not_utf8_is_a_one_line_error(tmp_path):
 
 def conditional_spec(tmp_path: Path) -> StudySpec:
     path = tmp_path / "study.yaml"  # in this key order: a condition names an earlier parameter
-    path.write_text(yaml.safe_dump(changed(
-        ("search_space.adapter", {"type": "categorical", "choices": ["full", "lora"]}),
-        ("search_space.lora_r", {"type": "int", "low": 4, "high": 16, "when": {"adapter": "lora"}}),
-        ("search_space.head_hidden_size", {"type": "categorical", "choices": [32, 64], "when": {"head_layers": [1]}}),
-        ("warm_start", [{"adapter": "full", "learning_rate": "2e-4", "head_layers": 0}])), sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            changed(
+                ("search_space.adapter", {"type": "categorical", "choices": ["full", "lora"]}),
+                (
+                    "search_space.lora_r",
+                    {"type": "int", "low": 4, "high": 16, "when": {"adapter": "lora"}},
+                ),
+                (
+                    "search_space.head_hidden_size",
+                    {"type": "categorical", "choices": [32, 64], "when": {"head_layers": [1]}},
+                ),
+                ("warm_start", [{"adapter": "full", "learning_rate": "2e-4", "head_layers": 0}]),
+            ),
+            sort_keys=False,
+        )
+    )
     return load_spec(path, env={})
 
 
 def test_a_condition_decides_which_parameters_apply(tmp_path):
     spec = conditional_spec(tmp_path)
     assert spec.search_space["lora_r"].when == {"adapter": ("lora",)}
-    assert spec.applies("lora_r", {"adapter": "lora"}) and not spec.applies("lora_r", {"adapter": "full"})
-    assert not spec.applies("lora_r", {})  # a parent that was not sampled fails its children's conditions
+    assert spec.applies("lora_r", {"adapter": "lora"}) and not spec.applies(
+        "lora_r", {"adapter": "full"}
+    )
+    assert not spec.applies(
+        "lora_r", {}
+    )  # a parent that was not sampled fails its children's conditions
     assert spec.search_space["head_hidden_size"].condition_text() == "head_layers is 1"
 
 
@@ -359,11 +586,17 @@ def test_an_unsampled_conditional_parameter_keeps_the_train_config_default(tmp_p
     spec = conditional_spec(tmp_path)
     base = {"encoder": "tiny-roberta", "learning_rate": 1e-3, "pooling": "cls"}
     config = spec.train_config({**base, "head_layers": 0, "adapter": "full"}, None)
-    assert config.lora_r == TrainConfig.lora_r and config.head_hidden_size == TrainConfig.head_hidden_size
-    config = spec.train_config({**base, "head_layers": 1, "head_hidden_size": 32, "adapter": "lora", "lora_r": 8},
-                               None)
+    assert (
+        config.lora_r == TrainConfig.lora_r
+        and config.head_hidden_size == TrainConfig.head_hidden_size
+    )
+    config = spec.train_config(
+        {**base, "head_layers": 1, "head_hidden_size": 32, "adapter": "lora", "lora_r": 8}, None
+    )
     assert (config.lora_r, config.head_hidden_size) == (8, 32)
-    with pytest.raises(ValueError, match="applicable"):  # a child given although its condition fails
+    with pytest.raises(
+        ValueError, match="applicable"
+    ):  # a child given although its condition fails
         spec.train_config({**base, "head_layers": 0, "adapter": "full", "lora_r": 8}, None)
 
 

@@ -39,8 +39,14 @@ def long_posts(tiny_roberta):
     rng = np.random.default_rng(0)
     texts = [" ".join(rng.choice(sentences, size=n)) for n in (1, 3, 60, 2, 140, 5)]
     labels = rng.integers(0, 2, size=(len(texts), LABELS))
-    tokens = tokenize_pairs(tokenizer, [(None, t) for t in texts], labels, MAX_LENGTH, cache_key=None,
-                            long_text="chunks")
+    tokens = tokenize_pairs(
+        tokenizer,
+        [(None, t) for t in texts],
+        labels,
+        MAX_LENGTH,
+        cache_key=None,
+        long_text="chunks",
+    )
     chunks = np.diff(tokens.offsets)
     assert chunks.max() >= 40 and chunks.min() == 1, chunks
     return tokenizer, tokens
@@ -48,8 +54,12 @@ def long_posts(tiny_roberta):
 
 def _model(encoder):
     torch.manual_seed(0)
-    model = build_classifier("criteria", encoder, HeadConfig(pooling="mean", dropout=0.0, num_labels=LABELS),
-                             encoder_dropout=0.0)
+    model = build_classifier(
+        "criteria",
+        encoder,
+        HeadConfig(pooling="mean", dropout=0.0, num_labels=LABELS),
+        encoder_dropout=0.0,
+    )
     return model.train()
 
 
@@ -62,7 +72,9 @@ class _Forwards:
 
     def _seen(self, module, args, output):
         if isinstance(module, EncoderClassifier):
-            (self.with_graph if output.requires_grad else self.without_graph).append(output.shape[0])
+            (self.with_graph if output.requires_grad else self.without_graph).append(
+                output.shape[0]
+            )
 
 
 def _full_max_pool_gradient(model, tokens, batch, collate, loss_fn):
@@ -76,7 +88,9 @@ def _full_max_pool_gradient(model, tokens, batch, collate, loss_fn):
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(tiny_roberta, long_posts):
+def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(
+    tiny_roberta, long_posts
+):
     tokenizer, tokens = long_posts
     model = _model(tiny_roberta)
     collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
@@ -88,18 +102,35 @@ def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(tiny_
     model.zero_grad()
     forwards = _Forwards()
     try:
-        units = plan_units(tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
-        micro, loss = accumulate_gradients(model, tokens, units, len(batch), 4, collate, loss_fn, nullcontext, None,
-                                           torch.optim.SGD(model.parameters()), CPU)
+        units = plan_units(
+            tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU)
+        )
+        micro, loss = accumulate_gradients(
+            model,
+            tokens,
+            units,
+            len(batch),
+            4,
+            collate,
+            loss_fn,
+            nullcontext,
+            None,
+            torch.optim.SGD(model.parameters()),
+            CPU,
+        )
     finally:
         forwards.handle.remove()
     got = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
     assert micro == 4 and loss.item() > 0
-    assert max(forwards.with_graph) <= 4, "a backward pass holds the micro-batch's sequences at most"
+    assert max(forwards.with_graph) <= 4, (
+        "a backward pass holds the micro-batch's sequences at most"
+    )
     assert max(forwards.without_graph) <= 8, "chunks are scored in bounded batches"
     assert sum(forwards.with_graph) == len(units) <= len(batch) * LABELS < n_sequences
-    assert units.masks.sum() == len(batch) * LABELS, "every post's every label is trained exactly once"
+    assert units.masks.sum() == len(batch) * LABELS, (
+        "every post's every label is trained exactly once"
+    )
     assert got.keys() == want.keys()
     for name in want:
         torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-6, msg=name)
@@ -126,18 +157,31 @@ def test_crossing_the_host_memory_ceiling_backs_off_then_fails_the_step(tiny_rob
     tokenizer, tokens = long_posts
     model = _model(tiny_roberta)
     collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
-    units = plan_units(tokens, [0, 1, 3, 5], LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
+    units = plan_units(
+        tokens,
+        [0, 1, 3, 5],
+        LABELS,
+        lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU),
+    )
     optimizer = torch.optim.SGD(model.parameters())
     resident = memory.resident_mb()
     assert resident is not None, "Linux: /proc/self/statm is readable"
     memory.set_memory_ceiling(resident / 4)  # already past it: every pass must fail
     try:
-        with pytest.raises(OutOfMemoryError, match=r"even at micro-batch 1 .*host-memory ceiling.*--memory-per-worker"):
-            accumulate_gradients(model, tokens, units, 4, 4, collate, bce_loss, nullcontext,
-                                 None, optimizer, CPU)
+        with pytest.raises(
+            OutOfMemoryError,
+            match=r"even at micro-batch 1 .*host-memory ceiling.*--memory-per-worker",
+        ):
+            accumulate_gradients(
+                model, tokens, units, 4, 4, collate, bce_loss, nullcontext, None, optimizer, CPU
+            )
         memory.set_memory_ceiling(resident * 4)  # far above: the same step runs
-        assert accumulate_gradients(model, tokens, units, 4, 4, collate, bce_loss,
-                                    nullcontext, None, optimizer, CPU)[0] == 4
+        assert (
+            accumulate_gradients(
+                model, tokens, units, 4, 4, collate, bce_loss, nullcontext, None, optimizer, CPU
+            )[0]
+            == 4
+        )
     finally:
         memory.set_memory_ceiling(None)
 
@@ -146,11 +190,16 @@ def test_the_watcher_interrupts_a_block_that_grows_past_the_ceiling():
     resident = memory.resident_mb()
     memory.set_memory_ceiling(resident + 200)
     try:
-        with pytest.raises(memory.HostMemoryExceeded, match="out of memory"), memory.guard_host_memory():
+        with (
+            pytest.raises(memory.HostMemoryExceeded, match="out of memory"),
+            memory.guard_host_memory(),
+        ):
             hoard = []
             for _ in range(150):  # up to 1.2 GiB, 8 MiB at a time, touched so it is resident
                 hoard.append(np.ones(2**20))
-                time.sleep(0.005)  # a step's pace: the watcher samples every 50 ms, even on a busy machine
+                time.sleep(
+                    0.005
+                )  # a step's pace: the watcher samples every 50 ms, even on a busy machine
             pytest.fail("the block grew past its ceiling without being stopped")
         assert len(hoard) < 150
     finally:
@@ -162,17 +211,33 @@ def test_a_token_budget_caps_every_forward_pass_and_keeps_the_gradient(tiny_robe
     model = _model(tiny_roberta)
     collate = Collator(tokenizer.pad_token_id, keep_keys=forward_keys(model))
     batch = list(range(len(tokens)))
-    units = plan_units(tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU))
+    units = plan_units(
+        tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU)
+    )
     gradients = []
     for max_tokens in (None, 2 * MAX_LENGTH):
         model.zero_grad()
         forwards = _Forwards()
         try:
-            accumulate_gradients(model, tokens, units, len(batch), 16, collate, bce_loss, nullcontext, None,
-                                 torch.optim.SGD(model.parameters()), CPU, max_tokens=max_tokens)
+            accumulate_gradients(
+                model,
+                tokens,
+                units,
+                len(batch),
+                16,
+                collate,
+                bce_loss,
+                nullcontext,
+                None,
+                torch.optim.SGD(model.parameters()),
+                CPU,
+                max_tokens=max_tokens,
+            )
         finally:
             forwards.handle.remove()
-        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+        gradients.append(
+            {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        )
         assert max(forwards.with_graph) == (16 if max_tokens is None else 2)
     for name, want in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], want, rtol=1e-4, atol=1e-6, msg=name)
@@ -183,6 +248,11 @@ def test_micro_batch_tokens_is_1024_on_cpu_and_unbounded_on_gpus_by_default():
 
     config = TrainConfig(task="criteria", encoder="e", data_dir="d")
     assert config.token_budget("cpu") == 1024 and config.token_budget("cuda") is None
-    assert TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=None).token_budget("cpu") is None
+    assert (
+        TrainConfig(
+            task="criteria", encoder="e", data_dir="d", micro_batch_tokens=None
+        ).token_budget("cpu")
+        is None
+    )
     with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1"):
         TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=0)

@@ -40,12 +40,16 @@ from hpo.study import (
 SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
 pytestmark = [
     pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),
-    pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize"),
+    pytest.mark.filterwarnings(
+        "ignore:Heartbeat of storage is supposed to be used with Study.optimize"
+    ),
 ]
 X = {"x": FloatDistribution(0.0, 1.0)}
 
 
-def smoke_spec(*overrides: str, storage: str = "sqlite:///unused.db", name: str | None = None) -> StudySpec:
+def smoke_spec(
+    *overrides: str, storage: str = "sqlite:///unused.db", name: str | None = None
+) -> StudySpec:
     """The shipped smoke study with ``--set`` overrides, as the CLI would load it."""
     return load_spec(SMOKE, [*overrides, *([f"name={name}"] if name else [])], storage, env={})
 
@@ -72,7 +76,9 @@ def test_worker_storage_is_rdb_with_heartbeats_and_retry_on_both_backends(storag
     storage = get_storage(storage_url, HeartbeatSpec(interval=7, grace_period=21, max_retry=2))
     assert isinstance(storage, RDBStorage)
     assert storage.get_heartbeat_interval() == 7
-    assert isinstance(storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback)
+    assert isinstance(
+        storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback
+    )
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
     study.tell(study.ask(X), 0.5)
     assert study_name in study_names(storage_url)
@@ -80,7 +86,9 @@ def test_worker_storage_is_rdb_with_heartbeats_and_retry_on_both_backends(storag
 
 
 def test_set_user_attrs_records_them_all_in_one_commit(storage_url, study_name):
-    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(storage_url), direction="maximize"
+    )
     trial = study.ask(X)
     trial.set_user_attr("worker", "node/0")
     commits = []
@@ -90,7 +98,9 @@ def test_set_user_attrs_records_them_all_in_one_commit(storage_url, study_name):
 
     sa.event.listen(sa.engine.Engine, "commit", count)
     try:
-        set_user_attrs(trial, {"metrics": {"macro_f1": 0.5}, "epochs_run": 3, "worker": "node/1", "seed": 7})
+        set_user_attrs(
+            trial, {"metrics": {"macro_f1": 0.5}, "epochs_run": 3, "worker": "node/1", "seed": 7}
+        )
     finally:
         sa.event.remove(sa.engine.Engine, "commit", count)
     assert len(commits) == 1
@@ -100,7 +110,9 @@ def test_set_user_attrs_records_them_all_in_one_commit(storage_url, study_name):
 
 
 def test_set_user_attrs_refuses_a_finished_trial_and_writes_nothing(storage_url, study_name):
-    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(storage_url), direction="maximize"
+    )
     trial = study.ask(X)
     study.tell(trial, 0.5)
     with pytest.raises(RuntimeError, match="finished"):
@@ -109,10 +121,14 @@ def test_set_user_attrs_refuses_a_finished_trial_and_writes_nothing(storage_url,
 
 
 def test_claim_records_the_worker_and_counts_earlier_trials_in_one_commit(storage_url, study_name):
-    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(storage_url), direction="maximize"
+    )
     study.tell(study.ask(X), 0.1)
     running_before = study.ask(X)
-    study.enqueue_trial({"x": 0.5}, user_attrs={"worker": "node/1"})  # a re-queued retry keeps its attributes
+    study.enqueue_trial(
+        {"x": 0.5}, user_attrs={"worker": "node/1"}
+    )  # a re-queued retry keeps its attributes
     trial = study.ask(X)  # takes the queued one: nothing is waiting now
     study.ask(X)  # started after it: not "before"
     commits = []
@@ -126,7 +142,12 @@ def test_claim_records_the_worker_and_counts_earlier_trials_in_one_commit(storag
     finally:
         sa.event.remove(sa.engine.Engine, "commit", count)
     assert len(commits) == 1
-    assert (census["complete"], census["running"], census["running_before"], census["waiting"]) == (1, 3, 1, 0)
+    assert (census["complete"], census["running"], census["running_before"], census["waiting"]) == (
+        1,
+        3,
+        1,
+        0,
+    )
     assert census == trial_census(study, before=trial.number)
     assert running_before.number < trial.number
     assert study.trials[trial.number].user_attrs == {"worker": "node/3"}
@@ -134,11 +155,14 @@ def test_claim_records_the_worker_and_counts_earlier_trials_in_one_commit(storag
 
 def beat_of(storage: RDBStorage, trial_id: int):
     with storage.engine.connect() as connection:
-        return connection.execute(sa.text("SELECT heartbeat FROM trial_heartbeats WHERE trial_id = :t"),
-                                  {"t": trial_id}).scalar()
+        return connection.execute(
+            sa.text("SELECT heartbeat FROM trial_heartbeats WHERE trial_id = :t"), {"t": trial_id}
+        ).scalar()
 
 
-def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_them(storage_url, study_name):
+def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_them(
+    storage_url, study_name
+):
     storage = get_storage(storage_url, HeartbeatSpec(interval=1, grace_period=2, max_retry=0))
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
     alive, dead, silent = study.ask(X), study.ask(X), study.ask(X)
@@ -150,12 +174,18 @@ def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_t
     storage.record_heartbeat(alive._trial_id)
     assert beat_of(storage, alive._trial_id) > first
     stale = storage._get_stale_trial_ids(study._study_id)
-    assert stale == [dead._trial_id], "only the trial whose beat stopped; one never beaten is not judged"
-    assert stale == RDBStorage._get_stale_trial_ids(storage, study._study_id), "Optuna's own check agrees"
+    assert stale == [dead._trial_id], (
+        "only the trial whose beat stopped; one never beaten is not judged"
+    )
+    assert stale == RDBStorage._get_stale_trial_ids(storage, study._study_id), (
+        "Optuna's own check agrees"
+    )
 
 
 @pytest.mark.postgres
-def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_when_dead(postgres_url):
+def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_when_dead(
+    postgres_url,
+):
     storage = get_storage(postgres_url)
     pings = []
     real_ping = type(storage.engine.dialect).do_ping
@@ -165,9 +195,13 @@ def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_whe
         return real_ping(dialect, connection)
 
     storage.engine.dialect.do_ping = counting_ping.__get__(storage.engine.dialect)
-    for _ in range(20):  # a trial's burst of storage calls: the pool hands back live connections unchecked
+    for _ in range(
+        20
+    ):  # a trial's burst of storage calls: the pool hands back live connections unchecked
         storage.get_all_studies()
-    assert len(pings) == len({id(connection) for connection in pings}) <= 2, "at most once each, when first used"
+    assert len(pings) == len({id(connection) for connection in pings}) <= 2, (
+        "at most once each, when first used"
+    )
     with storage.engine.connect() as connection:
         backend_pid = connection.execute(sa.text("SELECT pg_backend_pid()")).scalar()
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
@@ -187,12 +221,16 @@ def test_read_only_storage_has_no_heartbeat(storage_url):
 
 
 def test_open_study_uses_the_specs_heartbeat(storage_url, study_name):
-    spec = smoke_spec("heartbeat={interval: 5, grace_period: 20}", storage=storage_url, name=study_name)
+    spec = smoke_spec(
+        "heartbeat={interval: 5, grace_period: 20}", storage=storage_url, name=study_name
+    )
     assert open_study(spec)._storage.get_heartbeat_interval() == 5
 
 
 def test_bare_postgresql_url_works_with_the_shipped_driver(postgres_url, study_name):
-    bare = sa.make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    bare = (
+        sa.make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    )
     optuna.create_study(study_name=study_name, storage=get_storage(bare))
     assert study_name in study_names(postgres_url)
 
@@ -209,26 +247,32 @@ def test_sqlite_path_that_cannot_be_created_is_a_usage_error(tmp_path: Path):
     assert "cannot create" in message and str(tmp_path / "file" / "sub") in message
 
 
-@pytest.mark.parametrize(("url", "masked"), [
-    ("postgresql://hpo:s3cret@db:5432/hpo", "postgresql://hpo:***@db:5432/hpo"),
-    ("postgresql+psycopg2://hpo:s3cret@db/hpo", "postgresql+psycopg2://hpo:***@db/hpo"),
-    ("grpc://hpo:s3cret@proxy:13000", "grpc://hpo:***@proxy:13000"),
-    ("postgresql://hpo:s3cret@db:notaport/hpo", "postgresql://hpo:***@db:notaport/hpo"),
-    ("postgresql://hpo@db:5432/hpo", "postgresql://hpo@db:5432/hpo"),
-    ("sqlite:///_runs/hpo.db", "sqlite:///_runs/hpo.db"),
-    ("grpc://proxy:13000", "grpc://proxy:13000"),
-])
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("postgresql://hpo:s3cret@db:5432/hpo", "postgresql://hpo:***@db:5432/hpo"),
+        ("postgresql+psycopg2://hpo:s3cret@db/hpo", "postgresql+psycopg2://hpo:***@db/hpo"),
+        ("grpc://hpo:s3cret@proxy:13000", "grpc://hpo:***@proxy:13000"),
+        ("postgresql://hpo:s3cret@db:notaport/hpo", "postgresql://hpo:***@db:notaport/hpo"),
+        ("postgresql://hpo@db:5432/hpo", "postgresql://hpo@db:5432/hpo"),
+        ("sqlite:///_runs/hpo.db", "sqlite:///_runs/hpo.db"),
+        ("grpc://proxy:13000", "grpc://proxy:13000"),
+    ],
+)
 def test_redact_hides_only_the_password(url, masked):
     assert redact(url) == masked
 
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("nonsense", "is not valid"),
-    ("mysql://hpo:s3cret@127.0.0.1/hpo", "only sqlite, postgresql and grpc"),
-    ("redis://hpo:s3cret@127.0.0.1:6379/0", "only sqlite, postgresql and grpc"),
-    ("postgresql://hpo:s3cret@127.0.0.1:notaport/hpo", "is not valid"),
-    ("grpc://hpo:s3cret@proxy", "grpc://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("nonsense", "is not valid"),
+        ("mysql://hpo:s3cret@127.0.0.1/hpo", "only sqlite, postgresql and grpc"),
+        ("redis://hpo:s3cret@127.0.0.1:6379/0", "only sqlite, postgresql and grpc"),
+        ("postgresql://hpo:s3cret@127.0.0.1:notaport/hpo", "is not valid"),
+        ("grpc://hpo:s3cret@proxy", "grpc://HOST:PORT"),
+    ],
+)
 def test_bad_storage_urls_are_one_line_usage_errors_without_the_password(url, expected):
     assert expected in one_line_usage_error(url, secret="s3cret")
 
@@ -243,11 +287,16 @@ def test_unreachable_database_fails_fast_without_the_password():
 
 # The local server trusts 127.0.0.1 (pg_hba "trust"), so a wrong password is accepted and
 # cannot be tested here; a missing database or role is refused by any server.
-@pytest.mark.parametrize(("user", "database", "expected"), [
-    ("postgres", "no_such_db_xyz", 'database "no_such_db_xyz" does not exist'),
-    ("no_such_role_xyz", "postgres", 'role "no_such_role_xyz" does not exist'),
-])
-def test_refused_connection_names_the_problem_without_the_password(postgres_url, user, database, expected):
+@pytest.mark.parametrize(
+    ("user", "database", "expected"),
+    [
+        ("postgres", "no_such_db_xyz", 'database "no_such_db_xyz" does not exist'),
+        ("no_such_role_xyz", "postgres", 'role "no_such_role_xyz" does not exist'),
+    ],
+)
+def test_refused_connection_names_the_problem_without_the_password(
+    postgres_url, user, database, expected
+):
     url = sa.make_url(postgres_url).set(username=user, password="s3cret-pw", database=database)
     message = one_line_usage_error(url.render_as_string(hide_password=False), secret="s3cret-pw")
     assert expected in message
@@ -261,7 +310,10 @@ def role_without_privileges(postgres_url):
     with admin.connect() as connection:
         connection.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
     try:
-        yield sa.make_url(postgres_url).set(username=role).render_as_string(hide_password=False), role
+        yield (
+            sa.make_url(postgres_url).set(username=role).render_as_string(hide_password=False),
+            role,
+        )
     finally:
         with admin.connect() as connection:
             connection.execute(sa.text(f"DROP ROLE {role}"))
@@ -269,13 +321,21 @@ def role_without_privileges(postgres_url):
 
 
 @pytest.mark.postgres
-def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(postgres_url, role_without_privileges):
+def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(
+    postgres_url, role_without_privileges
+):
     url, role = role_without_privileges
     get_storage(postgres_url)  # the tables exist (the postgres role created them)
-    result = subprocess.run([sys.executable, "-m", "hpo", "status", "any-study", "--storage", url],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo", "status", "any-study", "--storage", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr[
+        -2000:
+    ]
     assert f"role {role!r} may not use the study tables" in result.stderr
     assert f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}" in result.stderr
 
@@ -283,14 +343,19 @@ def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(pos
 # ---- sampler and pruner ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "options", "expected"), [
-    ("tpe", "{n_startup_trials: 3}", optuna.samplers.TPESampler),
-    ("gp", "{n_startup_trials: 3}", optuna.samplers.GPSampler),
-    ("random", "{}", optuna.samplers.RandomSampler),
-    ("cmaes", "{n_startup_trials: 3}", optuna.samplers.CmaEsSampler),
-])
+@pytest.mark.parametrize(
+    ("name", "options", "expected"),
+    [
+        ("tpe", "{n_startup_trials: 3}", optuna.samplers.TPESampler),
+        ("gp", "{n_startup_trials: 3}", optuna.samplers.GPSampler),
+        ("random", "{}", optuna.samplers.RandomSampler),
+        ("cmaes", "{n_startup_trials: 3}", optuna.samplers.CmaEsSampler),
+    ],
+)
 def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
-    sampler = make_sampler(smoke_spec(f"sampler.name={name}", f"sampler.options={options}"), "host/0")
+    sampler = make_sampler(
+        smoke_spec(f"sampler.name={name}", f"sampler.options={options}"), "host/0"
+    )
     assert type(sampler) is expected
 
 
@@ -299,8 +364,12 @@ def test_every_sampler_runs_trials_past_its_startup(storage_url, study_name, nam
     """Building a sampler is not enough: CMA-ES needs the cmaes package once it starts sampling."""
     from hpo.run.objective import suggest
 
-    spec = smoke_spec(f"sampler.name={name}", "sampler.options={n_startup_trials: 2}" if name != "random"
-                      else "sampler.options={}", storage=storage_url, name=study_name)
+    spec = smoke_spec(
+        f"sampler.name={name}",
+        "sampler.options={n_startup_trials: 2}" if name != "random" else "sampler.options={}",
+        storage=storage_url,
+        name=study_name,
+    )
     study = open_study(spec)
     for number in range(5):
         trial = study.ask()
@@ -314,21 +383,34 @@ def test_cmaes_is_refused_behind_the_storage_proxy():
         make_sampler(spec, "host/0")
 
 
-@pytest.mark.parametrize(("name", "options", "expected"), [
-    ("median", "{n_startup_trials: 2, n_warmup_steps: 1}", optuna.pruners.MedianPruner),
-    ("hyperband", "{min_resource: 1, reduction_factor: 3}", optuna.pruners.HyperbandPruner),
-    ("successive_halving", "{reduction_factor: 2}", optuna.pruners.SuccessiveHalvingPruner),
-    ("patient", "{patience: 2, wrapped: {name: median, options: {n_startup_trials: 1}}}", optuna.pruners.PatientPruner),
-    ("none", "{}", optuna.pruners.NopPruner),
-])
+@pytest.mark.parametrize(
+    ("name", "options", "expected"),
+    [
+        ("median", "{n_startup_trials: 2, n_warmup_steps: 1}", optuna.pruners.MedianPruner),
+        ("hyperband", "{min_resource: 1, reduction_factor: 3}", optuna.pruners.HyperbandPruner),
+        ("successive_halving", "{reduction_factor: 2}", optuna.pruners.SuccessiveHalvingPruner),
+        (
+            "patient",
+            "{patience: 2, wrapped: {name: median, options: {n_startup_trials: 1}}}",
+            optuna.pruners.PatientPruner,
+        ),
+        ("none", "{}", optuna.pruners.NopPruner),
+    ],
+)
 def test_every_pruner_name_builds_its_optuna_class(name, options, expected):
-    assert type(make_pruner(smoke_spec(f"pruner.name={name}", f"pruner.options={options}"))) is expected
+    assert (
+        type(make_pruner(smoke_spec(f"pruner.name={name}", f"pruner.options={options}")))
+        is expected
+    )
 
 
-@pytest.mark.parametrize(("override", "key"), [
-    ("sampler.options.nonsense=1", "sampler.options"),
-    ("pruner.options.nonsense=1", "pruner.options"),
-])
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("sampler.options.nonsense=1", "sampler.options"),
+        ("pruner.options.nonsense=1", "pruner.options"),
+    ],
+)
 def test_bad_options_are_spec_errors_and_create_no_study(storage_url, study_name, override, key):
     spec = smoke_spec(override, storage=storage_url, name=study_name)
     with pytest.raises(SpecError, match=key) as caught:
@@ -337,17 +419,40 @@ def test_bad_options_are_spec_errors_and_create_no_study(storage_url, study_name
     assert study_name not in study_names(storage_url)
 
 
-@pytest.mark.parametrize(("override", "expected"), [
-    ("sampler.options.n_startup_trials=abc", "sampler.options.n_startup_trials: expected an integer, got 'abc'"),
-    ("sampler.options.multivariate=3", "sampler.options.multivariate: expected true or false, got 3"),
-    ("sampler.options.prior_weight=heavy", "sampler.options.prior_weight: expected a number, got 'heavy'"),
-    ("pruner.options.n_warmup_steps=abc", "pruner.options.n_warmup_steps: expected an integer, got 'abc'"),
-    ("pruner.options={patience: 1, wrapped: {name: median, options: {n_startup_trials: x}}}",
-     "pruner.options.wrapped.options.n_startup_trials: expected an integer, got 'x'"),
-])
-def test_an_option_of_the_wrong_type_names_the_option_and_the_type_wanted(storage_url, study_name, override, expected):
-    spec = smoke_spec(override, *(["pruner.name=patient"] if "patience" in override else []),
-                      storage=storage_url, name=study_name)
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "sampler.options.n_startup_trials=abc",
+            "sampler.options.n_startup_trials: expected an integer, got 'abc'",
+        ),
+        (
+            "sampler.options.multivariate=3",
+            "sampler.options.multivariate: expected true or false, got 3",
+        ),
+        (
+            "sampler.options.prior_weight=heavy",
+            "sampler.options.prior_weight: expected a number, got 'heavy'",
+        ),
+        (
+            "pruner.options.n_warmup_steps=abc",
+            "pruner.options.n_warmup_steps: expected an integer, got 'abc'",
+        ),
+        (
+            "pruner.options={patience: 1, wrapped: {name: median, options: {n_startup_trials: x}}}",
+            "pruner.options.wrapped.options.n_startup_trials: expected an integer, got 'x'",
+        ),
+    ],
+)
+def test_an_option_of_the_wrong_type_names_the_option_and_the_type_wanted(
+    storage_url, study_name, override, expected
+):
+    spec = smoke_spec(
+        override,
+        *(["pruner.name=patient"] if "patience" in override else []),
+        storage=storage_url,
+        name=study_name,
+    )
     with pytest.raises(SpecError) as caught:
         open_study(spec)
     assert expected in str(caught.value) and "\n" not in str(caught.value)
@@ -355,7 +460,10 @@ def test_an_option_of_the_wrong_type_names_the_option_and_the_type_wanted(storag
 
 
 def test_bad_wrapped_pruner_option_names_pruner_options():
-    spec = smoke_spec("pruner.name=patient", "pruner.options={patience: 1, wrapped: {name: median, options: {bogus: 1}}}")
+    spec = smoke_spec(
+        "pruner.name=patient",
+        "pruner.options={patience: 1, wrapped: {name: median, options: {bogus: 1}}}",
+    )
     with pytest.raises(SpecError, match="pruner.options"):
         make_pruner(spec)
 
@@ -373,8 +481,12 @@ def test_each_worker_gets_its_own_seed_and_keeps_it():
 
 
 def test_median_pruner_prunes_a_far_worse_trial_and_keeps_its_reports(storage_url, study_name):
-    spec = smoke_spec("pruner.name=median", "pruner.options={n_startup_trials: 1, n_warmup_steps: 0}",
-                      storage=storage_url, name=study_name)
+    spec = smoke_spec(
+        "pruner.name=median",
+        "pruner.options={n_startup_trials: 1, n_warmup_steps: 0}",
+        storage=storage_url,
+        name=study_name,
+    )
     study = open_study(spec)
     for final in (0.80, 0.85):
         trial = study.ask(X)
@@ -395,7 +507,9 @@ def test_median_pruner_prunes_a_far_worse_trial_and_keeps_its_reports(storage_ur
 
 
 def test_none_pruner_never_prunes(storage_url, study_name):
-    study = open_study(smoke_spec("pruner.name=none", "pruner.options={}", storage=storage_url, name=study_name))
+    study = open_study(
+        smoke_spec("pruner.name=none", "pruner.options={}", storage=storage_url, name=study_name)
+    )
     good = study.ask(X)
     good.report(0.9, 0)
     study.tell(good, 0.9)
@@ -410,8 +524,14 @@ def test_none_pruner_never_prunes(storage_url, study_name):
 def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     spec = smoke_spec("n_trials=12", storage=storage_url, name=study_name)
     study = open_study(spec)
-    expected = {"task": "criteria", "metric": "macro_f1", "n_trials": 12, "spec_file": str(SMOKE),
-                "uid": study_uid(study), "spec_fingerprint": spec_fingerprint(spec)}
+    expected = {
+        "task": "criteria",
+        "metric": "macro_f1",
+        "n_trials": 12,
+        "spec_file": str(SMOKE),
+        "uid": study_uid(study),
+        "spec_fingerprint": spec_fingerprint(spec),
+    }
     assert study.user_attrs == expected
     assert study.direction.name.lower() == "maximize"
     study.tell(study.ask(X), 0.7)
@@ -422,18 +542,27 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     assert len(again.trials) == 1
     assert study_names(storage_url).count(study_name) == 1
 
-    rerun = open_study(smoke_spec("n_trials=20", storage=storage_url, name=study_name), allow_spec_change=True)
-    assert rerun.user_attrs["n_trials"] == 20  # a rerun asking for more trials moves the target, when told to
+    rerun = open_study(
+        smoke_spec("n_trials=20", storage=storage_url, name=study_name), allow_spec_change=True
+    )
+    assert (
+        rerun.user_attrs["n_trials"] == 20
+    )  # a rerun asking for more trials moves the target, when told to
     assert rerun.user_attrs["spec_fingerprint"]["n_trials"] == 20
     assert len(rerun.trials) == 1
 
 
-@pytest.mark.parametrize(("override", "key"), [
-    ("n_trials=12", "n_trials"),
-    ("search_space.learning_rate.high=0.01", "search_space"),
-    ("metric=accuracy", "metric"),
-])
-def test_a_spec_that_differs_from_the_studys_is_refused_naming_the_keys(storage_url, study_name, override, key):
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("n_trials=12", "n_trials"),
+        ("search_space.learning_rate.high=0.01", "search_space"),
+        ("metric=accuracy", "metric"),
+    ],
+)
+def test_a_spec_that_differs_from_the_studys_is_refused_naming_the_keys(
+    storage_url, study_name, override, key
+):
     open_study(smoke_spec(storage=storage_url, name=study_name))
     with pytest.raises(UsageError) as caught:
         open_study(smoke_spec(override, storage=storage_url, name=study_name))
@@ -441,55 +570,95 @@ def test_a_spec_that_differs_from_the_studys_is_refused_naming_the_keys(storage_
     assert f"study {study_name!r} was created from another spec ({key}: " in message
     assert "--allow-spec-change" in message and "\n" not in message
     study = load_existing_study(study_name, storage_url)
-    assert study.user_attrs["spec_fingerprint"] == spec_fingerprint(smoke_spec(storage=storage_url, name=study_name))
+    assert study.user_attrs["spec_fingerprint"] == spec_fingerprint(
+        smoke_spec(storage=storage_url, name=study_name)
+    )
 
 
-def test_a_changed_search_space_is_refused_naming_each_parameter_that_differs(storage_url, study_name):
+def test_a_changed_search_space_is_refused_naming_each_parameter_that_differs(
+    storage_url, study_name
+):
     """Not two hashes: which parameters were added, removed, or searched differently."""
-    open_study(smoke_spec("search_space.weight_decay={type: float, low: 0.0, high: 0.1}",
-                          storage=storage_url, name=study_name))
-    resumed = smoke_spec("search_space.learning_rate.high=0.01", "search_space.encoder_dropout={type: float, low: 0, high: 0.2}",
-                         "search_space.pooling.choices=[cls]", storage=storage_url, name=study_name)
+    open_study(
+        smoke_spec(
+            "search_space.weight_decay={type: float, low: 0.0, high: 0.1}",
+            storage=storage_url,
+            name=study_name,
+        )
+    )
+    resumed = smoke_spec(
+        "search_space.learning_rate.high=0.01",
+        "search_space.encoder_dropout={type: float, low: 0, high: 0.2}",
+        "search_space.pooling.choices=[cls]",
+        storage=storage_url,
+        name=study_name,
+    )
     with pytest.raises(UsageError) as caught:
         open_study(resumed)
     message = str(caught.value)
-    assert ("(search_space: encoder_dropout added; weight_decay removed; "
-            "learning_rate's high 0.006 in the study, 0.01 here; "
-            "pooling's choices ['cls', 'mean'] in the study, ['cls'] here)") in message, message
+    assert (
+        "(search_space: encoder_dropout added; weight_decay removed; "
+        "learning_rate's high 0.006 in the study, 0.01 here; "
+        "pooling's choices ['cls', 'mean'] in the study, ['cls'] here)"
+    ) in message, message
     assert "--allow-spec-change" in message and "\n" not in message
 
 
 def test_the_data_is_part_of_the_fingerprint_by_content_not_path(tmp_path, storage_url, study_name):
     from hpo.fixtures import write_sample
 
-    here, there, other = (write_sample(tmp_path / d, posts=20, seed=s) for d, s in (("a", 0), ("b", 0), ("c", 1)))
+    here, there, other = (
+        write_sample(tmp_path / d, posts=20, seed=s) for d, s in (("a", 0), ("b", 0), ("c", 1))
+    )
     open_study(smoke_spec(f"data_dir={here}", storage=storage_url, name=study_name))
-    open_study(smoke_spec(f"data_dir={there}", storage=storage_url, name=study_name))  # same bytes elsewhere
+    open_study(
+        smoke_spec(f"data_dir={there}", storage=storage_url, name=study_name)
+    )  # same bytes elsewhere
     with pytest.raises(UsageError, match="data: "):
         open_study(smoke_spec(f"data_dir={other}", storage=storage_url, name=study_name))
 
 
-def test_a_created_study_gets_a_random_uid_that_every_opener_keeps(tmp_path, storage_url, study_name):
+def test_a_created_study_gets_a_random_uid_that_every_opener_keeps(
+    tmp_path, storage_url, study_name
+):
     uid = study_uid(open_study(smoke_spec(storage=storage_url, name=study_name)))
     assert len(uid) == 32 and int(uid, 16) >= 0
-    assert study_uid(open_study(smoke_spec(storage=storage_url, name=study_name), worker="host/1")) == uid
-    elsewhere = open_study(smoke_spec(storage=f"sqlite:///{tmp_path / 'other.db'}", name=study_name))
-    assert study_uid(elsewhere) not in (None, uid), "a same-named study on another storage is another study"
+    assert (
+        study_uid(open_study(smoke_spec(storage=storage_url, name=study_name), worker="host/1"))
+        == uid
+    )
+    elsewhere = open_study(
+        smoke_spec(storage=f"sqlite:///{tmp_path / 'other.db'}", name=study_name)
+    )
+    assert study_uid(elsewhere) not in (None, uid), (
+        "a same-named study on another storage is another study"
+    )
 
 
 def test_an_opener_waits_for_the_creator_to_record_the_uid(storage_url, study_name):
-    created = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
-    creator = threading.Timer(0.5, created.set_user_attr, ("uid", "c0ffee" * 5 + "00"))  # between create and set
+    created = optuna.create_study(
+        study_name=study_name, storage=get_storage(storage_url), direction="maximize"
+    )
+    creator = threading.Timer(
+        0.5, created.set_user_attr, ("uid", "c0ffee" * 5 + "00")
+    )  # between create and set
     creator.start()
     try:
-        assert study_uid(open_study(smoke_spec(storage=storage_url, name=study_name))) == "c0ffee" * 5 + "00"
+        assert (
+            study_uid(open_study(smoke_spec(storage=storage_url, name=study_name)))
+            == "c0ffee" * 5 + "00"
+        )
     finally:
         creator.join()
 
 
 def test_a_study_made_without_a_uid_gets_one_when_opened(monkeypatch, storage_url, study_name):
-    monkeypatch.setattr("hpo.study._open.UID_WAIT_SECONDS", 0.3)  # Optuna's CLI made it: nobody else will record one
-    optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    monkeypatch.setattr(
+        "hpo.study._open.UID_WAIT_SECONDS", 0.3
+    )  # Optuna's CLI made it: nobody else will record one
+    optuna.create_study(
+        study_name=study_name, storage=get_storage(storage_url), direction="maximize"
+    )
     uid = study_uid(open_study(smoke_spec(storage=storage_url, name=study_name)))
     assert uid and len(uid) == 32
     assert study_uid(open_study(smoke_spec(storage=storage_url, name=study_name))) == uid
@@ -508,7 +677,9 @@ def test_reading_a_study_needs_an_existing_one_and_creates_none(storage_url, stu
 
 
 def test_state_counts_counts_every_state_and_gives_the_best_value(storage_url, study_name):
-    study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url), direction="maximize")
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(storage_url), direction="maximize"
+    )
     assert state_counts(study)["best"] is None
     for value in (0.6, 0.9, 0.7):
         study.tell(study.ask(X), value)
@@ -520,8 +691,9 @@ def test_state_counts_counts_every_state_and_gives_the_best_value(storage_url, s
     study.enqueue_trial({"x": 0.5})  # waiting: after the asks, or the next ask would take it
 
     counts = state_counts(study)
-    assert {k: counts[k] for k in ("complete", "pruned", "failed", "running", "waiting", "finished")} == {
-        "complete": 3, "pruned": 2, "failed": 1, "running": 2, "waiting": 1, "finished": 5}
+    assert {
+        k: counts[k] for k in ("complete", "pruned", "failed", "running", "waiting", "finished")
+    } == {"complete": 3, "pruned": 2, "failed": 1, "running": 2, "waiting": 1, "finished": 5}
     assert counts["best"] == pytest.approx(0.9)
 
 
@@ -585,14 +757,19 @@ def test_children_are_sampled_only_when_their_condition_holds(tmp_path, storage_
     assert {t.params["head_layers"] > 0 for t in trials} == {True, False}
 
 
-def test_the_warm_start_runs_first_with_the_remaining_parameters_sampled(tmp_path, sqlite_url, study_name):
+def test_the_warm_start_runs_first_with_the_remaining_parameters_sampled(
+    tmp_path, sqlite_url, study_name
+):
     spec = load_spec(conditional_spec(tmp_path, sqlite_url, study_name), env={})
     study = open_study(spec)
     study.optimize(lambda trial: suggest(trial, spec)["learning_rate"], n_trials=3)
     first, second, _ = study.trials
     assert first.params == {"adapter": "full", "head_layers": 0, "learning_rate": 2e-5}
-    assert {k: second.params[k] for k in ("adapter", "lora_r", "learning_rate")} == \
-        {"adapter": "lora", "lora_r": 8, "learning_rate": 3e-4}
+    assert {k: second.params[k] for k in ("adapter", "lora_r", "learning_rate")} == {
+        "adapter": "lora",
+        "lora_r": 8,
+        "learning_rate": 3e-4,
+    }
     assert "head_layers" in second.params  # left out of the warm start: sampled
 
 
@@ -601,43 +778,67 @@ def _run_conditional_worker(spec_path: str, storage: str, worker: str, start) ->
 
     spec = load_spec(spec_path, (), storage, env={})
     start.wait()  # every worker opens the study at the same moment
-    run_worker(spec, worker=worker, poll_seconds=0.2,
-               objective=lambda trial: suggest(trial, spec)["learning_rate"])
+    run_worker(
+        spec,
+        worker=worker,
+        poll_seconds=0.2,
+        objective=lambda trial: suggest(trial, spec)["learning_rate"],
+    )
 
 
 @pytest.mark.postgres
-def test_the_warm_start_is_queued_once_however_many_workers_start_together(tmp_path, postgres_url, study_name):
+def test_the_warm_start_is_queued_once_however_many_workers_start_together(
+    tmp_path, postgres_url, study_name
+):
     import multiprocessing
 
     path = conditional_spec(tmp_path, postgres_url, study_name, n_trials=8)
     context = multiprocessing.get_context("spawn")  # fresh processes, as hpo tune starts them
     start = context.Barrier(4)
-    workers = [context.Process(target=_run_conditional_worker, args=(str(path), postgres_url, f"w{i}", start))
-               for i in range(4)]
+    workers = [
+        context.Process(
+            target=_run_conditional_worker, args=(str(path), postgres_url, f"w{i}", start)
+        )
+        for i in range(4)
+    ]
     for process in workers:
         process.start()
     for process in workers:
         process.join(timeout=300)
     assert [p.exitcode for p in workers] == [0] * 4
     study = load_existing_study(study_name, postgres_url)
-    fixed = [t.system_attrs["fixed_params"] for t in study.trials if "fixed_params" in t.system_attrs]
-    assert sorted(fixed, key=str) == sorted((load_spec(path, env={}).typed_point(p) for p in
-                                             load_spec(path, env={}).warm_start), key=str), fixed
+    fixed = [
+        t.system_attrs["fixed_params"] for t in study.trials if "fixed_params" in t.system_attrs
+    ]
+    assert sorted(fixed, key=str) == sorted(
+        (load_spec(path, env={}).typed_point(p) for p in load_spec(path, env={}).warm_start),
+        key=str,
+    ), fixed
     assert state_counts(study)["complete"] == 8
 
 
-def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(tmp_path, sqlite_url, study_name):
+def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(
+    tmp_path, sqlite_url, study_name
+):
     spec = load_spec(conditional_spec(tmp_path, sqlite_url, study_name), env={})
     study = open_study(spec)
     assert enqueue(study, spec, {"adapter": "lora", "lora_r": 12}) is True
     assert enqueue(study, spec, {"adapter": "lora", "lora_r": 12}) is False
     with pytest.raises(SpecError, match="lora_r: applies only when adapter is lora"):
         enqueue(study, spec, {"lora_r": 12})
-    assert len(study.get_trials(states=(TrialState.WAITING,))) == 3  # the warm start's two and this one
+    assert (
+        len(study.get_trials(states=(TrialState.WAITING,))) == 3
+    )  # the warm start's two and this one
 
 
-@pytest.mark.parametrize("name, option", [("median", "n_warmup_steps"), ("hyperband", "min_resource"),
-                                          ("successive_halving", "min_resource")])
+@pytest.mark.parametrize(
+    "name, option",
+    [
+        ("median", "n_warmup_steps"),
+        ("hyperband", "min_resource"),
+        ("successive_halving", "min_resource"),
+    ],
+)
 def test_no_trial_is_pruned_on_its_first_epoch_unless_the_spec_says_so(name, option, tmp_path):
     """Epoch 1 of a warm-up ranks configurations badly (4 of 5 pruned there on real posts): the
     first rung is epoch 2 by default, and a spec's own option still wins."""
@@ -645,7 +846,13 @@ def test_no_trial_is_pruned_on_its_first_epoch_unless_the_spec_says_so(name, opt
     from hpo.study import make_pruner
 
     smoke = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
-    default = make_pruner(load_spec(smoke, [f"pruner={{name: {name}, options: {{}}}}"], "sqlite://", env={}))
-    told = make_pruner(load_spec(smoke, [f"pruner={{name: {name}, options: {{{option}: 1}}}}"], "sqlite://", env={}))
+    default = make_pruner(
+        load_spec(smoke, [f"pruner={{name: {name}, options: {{}}}}"], "sqlite://", env={})
+    )
+    told = make_pruner(
+        load_spec(
+            smoke, [f"pruner={{name: {name}, options: {{{option}: 1}}}}"], "sqlite://", env={}
+        )
+    )
     attribute = {"n_warmup_steps": "_n_warmup_steps", "min_resource": "_min_resource"}[option]
     assert getattr(default, attribute) == 2 and getattr(told, attribute) == 1

@@ -27,10 +27,14 @@ def test_a_folder_that_holds_a_model_is_replaced_only_with_force(tmp_path, capsy
     roberta = make_tiny_encoder("roberta", tmp_path / "fresh")
     assert sorted(os.listdir(out)) == sorted(os.listdir(roberta)), "nothing of the DeBERTa is left"
     assert load_pretrained(out).config.model_type == "roberta" and len(load_tokenizer(out)) > 0
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], "no staging folder left"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], (
+        "no staging folder left"
+    )
 
 
-def test_an_empty_folder_is_filled_and_force_never_replaces_the_working_folder(tmp_path, monkeypatch, capsys):
+def test_an_empty_folder_is_filled_and_force_never_replaces_the_working_folder(
+    tmp_path, monkeypatch, capsys
+):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert make_tiny_encoder("roberta", empty) == empty and (empty / "config.json").is_file()

@@ -119,8 +119,12 @@ def test_no_cache_key_caches_nothing(tokenizers, data, tmp_path):
     pairs, labels = data
     cached = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key="train")
     before = cache_info()
-    first = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key=None, cache_dir=tmp_path)
-    second = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, cache_key=None, cache_dir=tmp_path)
+    first = tokenize_pairs(
+        tokenizers["roberta"], pairs, labels, 32, cache_key=None, cache_dir=tmp_path
+    )
+    second = tokenize_pairs(
+        tokenizers["roberta"], pairs, labels, 32, cache_key=None, cache_dir=tmp_path
+    )
 
     assert second is not first and cache_info().tokenizations == before.tokenizations + 2
     assert cache_info().memory_misses == before.memory_misses and not list(tmp_path.iterdir())
@@ -140,12 +144,18 @@ def test_other_max_length_or_tokenizer_tokenizes_again(tokenizers, data):
 
 
 @pytest.mark.parametrize("long_text", ["truncate", "chunks"])
-def test_disk_cache_serves_a_new_process_after_memory_is_cleared(tokenizers, data, tmp_path, long_text):
+def test_disk_cache_serves_a_new_process_after_memory_is_cleared(
+    tokenizers, data, tmp_path, long_text
+):
     pairs, labels = data
-    first = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path, long_text=long_text)
+    first = tokenize_pairs(
+        tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path, long_text=long_text
+    )
     clear_memory_cache()  # what a fresh worker process starts with
     before = cache_info().tokenizations
-    again = tokenize_pairs(tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path, long_text=long_text)
+    again = tokenize_pairs(
+        tokenizers["bert"], pairs, labels, 32, "train", cache_dir=tmp_path, long_text=long_text
+    )
 
     assert cache_info().tokenizations == before
     assert again is not first
@@ -168,7 +178,9 @@ def test_disk_cache_holds_plain_arrays_only(tokenizers, data, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "empty", "delete-offsets", "short-ids"])
-def test_a_damaged_disk_cache_is_rebuilt_once_with_a_warning(tokenizers, data, tmp_path, caplog, damage):
+def test_a_damaged_disk_cache_is_rebuilt_once_with_a_warning(
+    tokenizers, data, tmp_path, caplog, damage
+):
     pairs, labels = data
     first = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
     folder = next(p for p in tmp_path.iterdir() if p.is_dir())
@@ -180,13 +192,19 @@ def test_a_damaged_disk_cache_is_rebuilt_once_with_a_warning(tokenizers, data, t
     elif damage == "delete-offsets":
         (folder / "offsets.npy").unlink()
     else:  # a valid file with the wrong contents: fewer ids than the offsets promise
-        np.save(folder / "input_ids.npy", np.load(folder / "input_ids.npy")[:-3], allow_pickle=False)
+        np.save(
+            folder / "input_ids.npy", np.load(folder / "input_ids.npy")[:-3], allow_pickle=False
+        )
     clear_memory_cache()
     before = cache_info().tokenizations
     with caplog.at_level("WARNING", logger="hpo.data.tokenize"):
-        again = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
+        again = tokenize_pairs(
+            tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path
+        )
     assert cache_info().tokenizations == before + 1
-    assert [r.message for r in caplog.records if "damaged" in r.message and "rebuilding" in r.message]
+    assert [
+        r.message for r in caplog.records if "damaged" in r.message and "rebuilding" in r.message
+    ]
     assert all(np.array_equal(a, b) for a, b in zip(first.input_ids, again.input_ids, strict=True))
     clear_memory_cache()
     tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
@@ -269,18 +287,29 @@ def test_tokenizes_each_distinct_text_once_in_batched_calls(tokenizers, data, mo
 
 
 @pytest.mark.parametrize("name", ["roberta", "bert", "deberta_v2"])
-def test_assembly_equals_the_tokenizers_own_truncated_pairs_and_single_texts(tokenizers, data, name):
+def test_assembly_equals_the_tokenizers_own_truncated_pairs_and_single_texts(
+    tokenizers, data, name
+):
     tokenizer = tokenizers[name]
     pairs, labels = data
     split = tokenize_pairs(tokenizer, pairs, labels, 40, cache_key=f"same-{name}")
-    reference = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=40)
+    reference = tokenizer(
+        [a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=40
+    )
     assert [ids.tolist() for ids in split.input_ids] == reference["input_ids"]
     if split.token_type_ids is not None:
         assert [t.tolist() for t in split.token_type_ids] == reference["token_type_ids"]
     posts = sorted({post for _, post in pairs})
-    alone = tokenize_pairs(tokenizer, [(None, post) for post in posts], np.zeros((len(posts), 9)), 40,
-                           cache_key=f"alone-{name}")
-    assert [ids.tolist() for ids in alone.input_ids] == tokenizer(posts, truncation=True, max_length=40)["input_ids"]
+    alone = tokenize_pairs(
+        tokenizer,
+        [(None, post) for post in posts],
+        np.zeros((len(posts), 9)),
+        40,
+        cache_key=f"alone-{name}",
+    )
+    assert [ids.tolist() for ids in alone.input_ids] == tokenizer(
+        posts, truncation=True, max_length=40
+    )["input_ids"]
     assert alone.labels.shape == (len(posts), 9)
 
 
@@ -288,16 +317,26 @@ def test_assembly_equals_the_tokenizers_own_truncated_pairs_and_single_texts(tok
 def test_chunks_cover_every_token_of_a_long_text(tokenizers, name):
     tokenizer = tokenizers[name]
     post = " ".join(WORDS * 6)  # far longer than max_length
-    split = tokenize_pairs(tokenizer, [(CRITERIA[0], post), (CRITERIA[1], "i feel sad")], [1, 0], 32,
-                           cache_key=f"chunks-{name}", long_text="chunks")
+    split = tokenize_pairs(
+        tokenizer,
+        [(CRITERIA[0], post), (CRITERIA[1], "i feel sad")],
+        [1, 0],
+        32,
+        cache_key=f"chunks-{name}",
+        long_text="chunks",
+    )
     whole = tokenizer(post, add_special_tokens=False)["input_ids"]
     criterion = tokenizer(CRITERIA[0], add_special_tokens=False)["input_ids"]
     first, last = split.offsets[0], split.offsets[1]
-    assert last - first > 3 and split.offsets[2] - split.offsets[1] == 1  # the short post is one sequence
+    assert (
+        last - first > 3 and split.offsets[2] - split.offsets[1] == 1
+    )  # the short post is one sequence
     seen = []
     for ids in split.input_ids[first:last]:
-        assert len(ids) <= 32 and ids[1:1 + len(criterion)].tolist() == criterion  # every chunk is a full pair
-        body = [t for t in ids.tolist()[1 + len(criterion):] if t not in tokenizer.all_special_ids]
+        assert (
+            len(ids) <= 32 and ids[1 : 1 + len(criterion)].tolist() == criterion
+        )  # every chunk is a full pair
+        body = [t for t in ids.tolist()[1 + len(criterion) :] if t not in tokenizer.all_special_ids]
         seen.append(body)
     covered = seen[0]
     for body in seen[1:]:  # consecutive chunks overlap, and together they are the whole post
@@ -315,14 +354,20 @@ def test_head_tail_keeps_the_start_and_the_end_and_coverage_says_what_was_cut(to
     whole = tokenizer(post, add_special_tokens=False)["input_ids"]
     kept = {}
     for strategy in ("truncate", "head_tail"):
-        split = tokenize_pairs(tokenizer, [(None, post)], np.zeros((1, 9)), 40, cache_key=f"ht-{strategy}",
-                               long_text=strategy)
+        split = tokenize_pairs(
+            tokenizer,
+            [(None, post)],
+            np.zeros((1, 9)),
+            40,
+            cache_key=f"ht-{strategy}",
+            long_text=strategy,
+        )
         assert len(split.input_ids) == 1 and len(split.input_ids[0]) == 40
         kept[strategy] = split.input_ids[0].tolist()[1:-1]  # without [CLS] and [SEP]
         assert split.coverage == pytest.approx(38 / len(whole))
     assert kept["truncate"] == whole[:38]
     head = int(38 * 0.25)
-    assert kept["head_tail"] == whole[:head] + whole[-(38 - head):]
+    assert kept["head_tail"] == whole[:head] + whole[-(38 - head) :]
 
 
 def test_unknown_long_text_strategy_is_a_usage_error(tokenizers, data):

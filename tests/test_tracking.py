@@ -15,7 +15,9 @@ from hpo.spec import SpecError, load_spec
 from hpo.study import is_surplus
 from hpo.tracking import RUN_ID_ATTR, Tracker
 
-mlflow = pytest.importorskip("mlflow", reason="the tracking extra is not installed: pip install 'hpo[tracking]'")
+mlflow = pytest.importorskip(
+    "mlflow", reason="the tracking extra is not installed: pip install 'hpo[tracking]'"
+)
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,18 +68,47 @@ def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     from hpo.fixtures import write_sample
 
     root = tmp_path_factory.mktemp("tracking")
-    return {"data": write_sample(root / "data", posts=120, seed=1), "root": root,
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "data": write_sample(root / "data", posts=120, seed=1),
+        "root": root,
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
 def _tune(name: str, storage: str, assets, tracking_uri: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "hpo", "tune", str(SMOKE), "--workers", "2", "--storage", storage, "--no-progress",
-           "--set", f"name={name}", "--set", f"data_dir={assets['data']}",
-           "--set", f"output_dir={assets['root'] / name}", "--set", f"train.cache_dir={assets['root'] / 'cache'}",
-           "--set", f"model_paths.tiny-roberta={assets['roberta']}",
-           "--set", f"model_paths.tiny-deberta={assets['deberta']}",
-           "--set", "n_trials=4", "--set", "train.epochs=2", "--set", "keep_top_k=0",
-           "--set", f"tracking.mlflow={tracking_uri}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "tune",
+        str(SMOKE),
+        "--workers",
+        "2",
+        "--storage",
+        storage,
+        "--no-progress",
+        "--set",
+        f"name={name}",
+        "--set",
+        f"data_dir={assets['data']}",
+        "--set",
+        f"output_dir={assets['root'] / name}",
+        "--set",
+        f"train.cache_dir={assets['root'] / 'cache'}",
+        "--set",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        "--set",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        "--set",
+        "n_trials=4",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "keep_top_k=0",
+        "--set",
+        f"tracking.mlflow={tracking_uri}",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=assets["root"])
 
 
@@ -89,7 +120,9 @@ def _trials(name: str, storage: str) -> list:
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_every_trial_of_a_two_worker_study_is_an_mlflow_run(postgres_url, study_name, assets, tmp_path):
+def test_every_trial_of_a_two_worker_study_is_an_mlflow_run(
+    postgres_url, study_name, assets, tmp_path
+):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = _tune(study_name, postgres_url, assets, uri)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -105,8 +138,11 @@ def test_every_trial_of_a_two_worker_study_is_an_mlflow_run(postgres_url, study_
     for trial in trials:
         logged = runs[trial.user_attrs[RUN_ID_ATTR]]  # the finalize hook: the trial names its run
         tags, params = logged.data.tags, logged.data.params
-        assert (tags["hpo.study"], tags["hpo.trial"], tags["hpo.state"]) == (study_name, str(trial.number),
-                                                                            trial.state.name)
+        assert (tags["hpo.study"], tags["hpo.trial"], tags["hpo.state"]) == (
+            study_name,
+            str(trial.number),
+            trial.state.name,
+        )
         assert tags["hpo.worker"] == trial.user_attrs["worker"]
         assert logged.info.run_name == f"trial-{trial.number}"
         assert logged.info.status == "FINISHED"
@@ -123,17 +159,28 @@ def test_every_trial_of_a_two_worker_study_is_an_mlflow_run(postgres_url, study_
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_a_tracking_server_that_is_down_fails_no_trial_and_each_worker_warns_once(postgres_url, study_name, assets):
+def test_a_tracking_server_that_is_down_fails_no_trial_and_each_worker_warns_once(
+    postgres_url, study_name, assets
+):
     run = _tune(study_name, postgres_url, assets, _down_url())
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-3000:]
     trials = _trials(study_name, postgres_url)
     assert len([t for t in trials if t.state.name in FINISHED]) == 4
-    assert not [t for t in trials if t.state.name == "FAIL" and not is_surplus(t)], "tracking failed no trial"
-    assert all(t.user_attrs[RUN_ID_ATTR] is None for t in trials if t.state.name in FINISHED), "no stale run id"
+    assert not [t for t in trials if t.state.name == "FAIL" and not is_surplus(t)], (
+        "tracking failed no trial"
+    )
+    assert all(t.user_attrs[RUN_ID_ATTR] is None for t in trials if t.state.name in FINISHED), (
+        "no stale run id"
+    )
     warned = [line for line in output.splitlines() if "tracking is off for worker" in line]
-    assert len(warned) == 2 and len({line.split("tracking is off for worker ")[1] for line in warned}) == 2, output
-    assert "Traceback" not in output and "Retrying" not in output, output[-3000:]  # one line, not a retry storm
+    assert (
+        len(warned) == 2
+        and len({line.split("tracking is off for worker ")[1] for line in warned}) == 2
+    ), output
+    assert "Traceback" not in output and "Retrying" not in output, output[
+        -3000:
+    ]  # one line, not a retry storm
 
 
 def test_the_final_model_is_logged_as_its_own_run(tmp_path, monkeypatch):
@@ -144,10 +191,14 @@ def test_the_final_model_is_logged_as_its_own_run(tmp_path, monkeypatch):
     (tmp_path / "final" / "model_card.md").write_text("# card")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_id = Tracker(uri, "study-x").log_final_model(
-        {"learning_rate": 3e-5}, {"macro_f1": 0.61},
-        {"model": model, "model_card.md": tmp_path / "final" / "model_card.md"})
+        {"learning_rate": 3e-5},
+        {"macro_f1": 0.61},
+        {"model": model, "model_card.md": tmp_path / "final" / "model_card.md"},
+    )
     run = MlflowClient(tracking_uri=uri).get_run(run_id)
     assert run.info.run_name == "final" and run.info.status == "FINISHED"
-    assert run.data.metrics == {"test_macro_f1": 0.61} and run.data.params == {"learning_rate": "3e-05"}
+    assert run.data.metrics == {"test_macro_f1": 0.61} and run.data.params == {
+        "learning_rate": "3e-05"
+    }
     logged = {f.path for f in MlflowClient(tracking_uri=uri).list_artifacts(run_id)}
     assert {"model", "model_card.md"} <= logged

@@ -31,16 +31,29 @@ def sample_dir(tmp_path_factory):
 
 
 def _config(encoder, data_dir, **overrides) -> TrainConfig:
-    base = dict(task="evidence", encoder=str(encoder), data_dir=str(data_dir), epochs=3, learning_rate=3e-3,
-                batch_size=16, max_length=64, seed=0, pooling="mean", warmup_ratio=0.1,
-                class_weighting="balanced", mixed_precision="no")  # float32: exact comparisons below
+    base = dict(
+        task="evidence",
+        encoder=str(encoder),
+        data_dir=str(data_dir),
+        epochs=3,
+        learning_rate=3e-3,
+        batch_size=16,
+        max_length=64,
+        seed=0,
+        pooling="mean",
+        warmup_ratio=0.1,
+        class_weighting="balanced",
+        mixed_precision="no",
+    )  # float32: exact comparisons below
     return TrainConfig(**{**base, **overrides})
 
 
 def test_evidence_training_beats_chance(tiny_roberta, sample_dir):
     # Training draws 3 unannotated sentences per annotated one each epoch; validation keeps every sentence.
     result = train(_config(tiny_roberta, sample_dir, epochs=6, evidence_negative_ratio=3.0))
-    assert result.metrics["macro_f1"] > 0.65, result.history  # one-class answers score ~0.4, coin flips ~0.5
+    assert result.metrics["macro_f1"] > 0.65, (
+        result.history
+    )  # one-class answers score ~0.4, coin flips ~0.5
     assert result.epochs_run == 6 and len(result.history) == 6
 
 
@@ -48,14 +61,19 @@ def test_criteria_training_beats_chance_and_reports_post_level_f1(tiny_roberta, 
     config = _config(tiny_roberta, sample_dir, task="criteria", epochs=3, max_length=96)
     result = train(config)
     labels = prepare_data(config).validation.tokens.labels.ravel()
-    always_no = binary_metrics(labels, np.zeros(len(labels)))["macro_f1"]  # what a model that learned nothing scores
+    always_no = binary_metrics(labels, np.zeros(len(labels)))[
+        "macro_f1"
+    ]  # what a model that learned nothing scores
     assert result.metrics["macro_f1"] > always_no + 0.08, (always_no, result.history)
     assert {"post_micro_f1", "post_macro_f1", "auroc"} <= set(result.metrics)
 
 
 def test_returns_the_best_epoch_not_the_last(tiny_roberta, sample_dir):
     reported: list[tuple[int, float]] = []
-    result = train(_config(tiny_roberta, sample_dir, epochs=4, learning_rate=5e-3), report=lambda s, v, m: reported.append((s, v)))
+    result = train(
+        _config(tiny_roberta, sample_dir, epochs=4, learning_rate=5e-3),
+        report=lambda s, v, m: reported.append((s, v)),
+    )
     values = [h["macro_f1"] for h in result.history]
     assert reported == list(enumerate(values, start=1))
     assert result.metrics["macro_f1"] == max(values)
@@ -74,7 +92,9 @@ def test_raising_report_stops_training_at_once(tiny_roberta, sample_dir):
 
     forwards = []
     handle = torch.nn.modules.module.register_module_forward_hook(
-        lambda module, args, out: forwards.append(1) if isinstance(module, EncoderClassifier) else None
+        lambda module, args, out: (
+            forwards.append(1) if isinstance(module, EncoderClassifier) else None
+        )
     )
     try:
         with pytest.raises(Pruned):
@@ -107,8 +127,12 @@ class _OutOfMemoryAbove:
         monkeypatch.setattr(EncoderClassifier, "forward", forward)
 
 
-def test_out_of_memory_backs_off_keeps_effective_batch_and_skips_nothing(tiny_roberta, sample_dir, monkeypatch):
-    config = _config(tiny_roberta, sample_dir, epochs=2, batch_size=16, encoder_dropout=0.0, head_dropout=0.0)
+def test_out_of_memory_backs_off_keeps_effective_batch_and_skips_nothing(
+    tiny_roberta, sample_dir, monkeypatch
+):
+    config = _config(
+        tiny_roberta, sample_dir, epochs=2, batch_size=16, encoder_dropout=0.0, head_dropout=0.0
+    )
     reference = train(dataclasses.replace(config, micro_batch_size=4))
     oom = _OutOfMemoryAbove(monkeypatch, limit=5)
     result = train(config)
@@ -138,7 +162,9 @@ def test_second_run_does_not_tokenize_again(tiny_roberta, sample_dir):
 
 
 def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_dir, tmp_path):
-    config = _config(tiny_deberta, sample_dir, epochs=3, checkpoint_dir=str(tmp_path / "checkpoint"))
+    config = _config(
+        tiny_deberta, sample_dir, epochs=3, checkpoint_dir=str(tmp_path / "checkpoint")
+    )
     result = train(config)
     assert result.checkpoint and not any(name.startswith("test_") for name in result.metrics)
     model, tokenizer = load_classifier(result.checkpoint)
@@ -149,23 +175,44 @@ def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_di
 
 
 def test_optional_features_run(tiny_roberta, sample_dir):
-    result = train(_config(tiny_roberta, sample_dir, epochs=2, activation_checkpointing=True, scheduler="cosine",
-                           class_weighting="sqrt", head_layers=2, pooling="mean", micro_batch_size=8,
-                           early_stopping_patience=1, head_learning_rate=1e-2, mixed_precision="bf16",
-                           label_smoothing=0.1, focal_gamma=1.0))
+    result = train(
+        _config(
+            tiny_roberta,
+            sample_dir,
+            epochs=2,
+            activation_checkpointing=True,
+            scheduler="cosine",
+            class_weighting="sqrt",
+            head_layers=2,
+            pooling="mean",
+            micro_batch_size=8,
+            early_stopping_patience=1,
+            head_learning_rate=1e-2,
+            mixed_precision="bf16",
+            label_smoothing=0.1,
+            focal_gamma=1.0,
+        )
+    )
     assert 1 <= result.epochs_run <= 2 and result.micro_batch_size == 8
 
 
-def test_both_formulations_give_identical_metrics_for_the_same_predictions(tiny_roberta, sample_dir):
+def test_both_formulations_give_identical_metrics_for_the_same_predictions(
+    tiny_roberta, sample_dir
+):
     pairs = prepare_data(_config(tiny_roberta, sample_dir, task="criteria")).validation
-    multilabel = prepare_data(_config(tiny_roberta, sample_dir, task="criteria",
-                                      criteria_formulation="multilabel")).validation
+    multilabel = prepare_data(
+        _config(tiny_roberta, sample_dir, task="criteria", criteria_formulation="multilabel")
+    ).validation
     posts = list(dict.fromkeys(multilabel.post_ids))
     assert posts == list(dict.fromkeys(pairs.post_ids))  # one split for both
     matrix = np.random.default_rng(0).random((len(posts), len(SYMPTOMS)))
     row = {post: i for i, post in enumerate(posts)}
-    pair_probs = np.array([[matrix[row[p], SYMPTOMS.index(c)]] for p, c in zip(pairs.post_ids, pairs.criteria,
-                                                                               strict=True)])
+    pair_probs = np.array(
+        [
+            [matrix[row[p], SYMPTOMS.index(c)]]
+            for p, c in zip(pairs.post_ids, pairs.criteria, strict=True)
+        ]
+    )
     from_pairs, from_posts = score(pairs, pair_probs), score(multilabel, matrix)
     assert from_pairs == from_posts
     assert {"post_micro_f1", "post_macro_f1", "tuned_post_macro_f1"} <= set(from_posts.metrics)
@@ -173,38 +220,61 @@ def test_both_formulations_give_identical_metrics_for_the_same_predictions(tiny_
 
 
 def test_multilabel_reads_each_post_once(tiny_roberta, sample_dir):
-    tokens = {formulation: prepare_data(_config(tiny_roberta, sample_dir, task="criteria",
-                                                criteria_formulation=formulation)).train.tokens
-              for formulation in ("pairs", "multilabel")}
+    tokens = {
+        formulation: prepare_data(
+            _config(tiny_roberta, sample_dir, task="criteria", criteria_formulation=formulation)
+        ).train.tokens
+        for formulation in ("pairs", "multilabel")
+    }
     assert len(tokens["pairs"]) == 9 * len(tokens["multilabel"])
     assert tokens["multilabel"].labels.shape == (len(tokens["multilabel"]), 9)
     assert tokens["pairs"].lengths.sum() > 5 * tokens["multilabel"].lengths.sum()
 
 
 def test_multilabel_with_chunks_learns_and_sees_every_token(tiny_roberta, sample_dir, tmp_path):
-    config = _config(tiny_roberta, sample_dir, task="criteria", criteria_formulation="multilabel",
-                     long_text="chunks", max_length=48, epochs=6, threshold="tuned",
-                     objective_metric="post_macro_f1", checkpoint_dir=str(tmp_path / "checkpoint"))
+    config = _config(
+        tiny_roberta,
+        sample_dir,
+        task="criteria",
+        criteria_formulation="multilabel",
+        long_text="chunks",
+        max_length=48,
+        epochs=6,
+        threshold="tuned",
+        objective_metric="post_macro_f1",
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+    )
     data = prepare_data(config)
-    assert (np.diff(data.train.tokens.offsets) > 1).any(), "some posts need several chunks at max_length 48"
+    assert (np.diff(data.train.tokens.offsets) > 1).any(), (
+        "some posts need several chunks at max_length 48"
+    )
     result = train(config)
     assert result.token_coverage == {"train": 1.0, "validation": 1.0}
     assert result.value == result.metrics["tuned_post_macro_f1"]
     assert result.metrics["auroc"] > 0.6, result.history
     assert set(result.thresholds) == set(SYMPTOMS)
     saved = json.loads((tmp_path / "checkpoint" / "classifier.json").read_text())
-    assert saved["inference"]["formulation"] == "multilabel" and saved["inference"]["long_text"] == "chunks"
+    assert (
+        saved["inference"]["formulation"] == "multilabel"
+        and saved["inference"]["long_text"] == "chunks"
+    )
     assert saved["inference"]["thresholds"] == pytest.approx(result.thresholds)
     assert saved["head"]["num_labels"] == 9
 
 
-def test_evidence_negative_ratio_subsamples_unannotated_training_sentences_only(tiny_roberta, sample_dir):
+def test_evidence_negative_ratio_subsamples_unannotated_training_sentences_only(
+    tiny_roberta, sample_dir
+):
     data = prepare_data(_config(tiny_roberta, sample_dir))
     train_split = data.train
     annotated = int(train_split.annotated.sum())
     assert 0 < annotated < len(train_split)
     one, again, other = (train_split.training_sample(0.5, seed) for seed in (1, 1, 2))
-    assert len(one) == annotated + round(0.5 * annotated) and (one == again).all() and (one != other).any()
+    assert (
+        len(one) == annotated + round(0.5 * annotated)
+        and (one == again).all()
+        and (one != other).any()
+    )
     assert set(np.flatnonzero(train_split.annotated)) <= set(one.tolist())
     assert len(train_split.training_sample(None, 1)) == len(train_split)
     result = train(_config(tiny_roberta, sample_dir, epochs=1, evidence_negative_ratio=0.5))
@@ -220,19 +290,30 @@ def test_label_smoothing_and_focal_loss_match_their_formulas():
     assert bce_loss(logits, labels).item() == pytest.approx(plain.sum().item(), rel=1e-6)
     smoothed = labels * 0.9 + 0.05
     expected = -(smoothed * p.log() + (1 - smoothed) * (1 - p).log()).sum()
-    assert bce_loss(logits, labels, label_smoothing=0.1).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert bce_loss(logits, labels, label_smoothing=0.1).item() == pytest.approx(
+        expected.item(), rel=1e-6
+    )
     p_true = torch.where(labels == 1, p, 1 - p)
     focal = (plain * (1 - p_true) ** 2).sum()
     assert bce_loss(logits, labels, focal_gamma=2.0).item() == pytest.approx(focal.item(), rel=1e-6)
-    assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(logits, labels)  # easy examples weigh less
+    assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(
+        logits, labels
+    )  # easy examples weigh less
 
 
 def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
     from hpo.train.loop import _seed
 
-    for name in ("CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "ASCEND_LAUNCH_BLOCKING", "HCCL_DETERMINISTIC",
-                 "FLASH_ATTENTION_DETERMINISTIC"):
-        monkeypatch.setenv(name, "restored after the test")  # enable_full_determinism sets them process-wide
+    for name in (
+        "CUDA_LAUNCH_BLOCKING",
+        "CUBLAS_WORKSPACE_CONFIG",
+        "ASCEND_LAUNCH_BLOCKING",
+        "HCCL_DETERMINISTIC",
+        "FLASH_ATTENTION_DETERMINISTIC",
+    ):
+        monkeypatch.setenv(
+            name, "restored after the test"
+        )  # enable_full_determinism sets them process-wide
     config = TrainConfig(task="criteria", encoder="x", data_dir="unused", seed=5)
     _seed(config)
     first = (torch.rand(3), np.random.rand())
@@ -247,8 +328,19 @@ def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypat
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False
 
 
-def test_layerwise_decay_frozen_layers_and_attention_dropout_train_end_to_end(tiny_deberta, sample_dir):
-    config = _config(tiny_deberta, sample_dir, epochs=1, layerwise_lr_decay=0.8, freeze_layers=1,
-                     encoder_dropout=0.0, attention_dropout=0.2, label_smoothing=0.1, focal_gamma=1.0)
+def test_layerwise_decay_frozen_layers_and_attention_dropout_train_end_to_end(
+    tiny_deberta, sample_dir
+):
+    config = _config(
+        tiny_deberta,
+        sample_dir,
+        epochs=1,
+        layerwise_lr_decay=0.8,
+        freeze_layers=1,
+        encoder_dropout=0.0,
+        attention_dropout=0.2,
+        label_smoothing=0.1,
+        focal_gamma=1.0,
+    )
     result = train(config)
     assert result.epochs_run == 1 and 0.0 <= result.value <= 1.0

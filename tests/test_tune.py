@@ -24,18 +24,43 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     root = tmp_path_factory.mktemp("tune")
-    return {"data": write_sample(root / "data", posts=120, seed=1), "root": root,
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "data": write_sample(root / "data", posts=120, seed=1),
+        "root": root,
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
-def _tune(spec: str, name: str, storage: str, assets, workers: int, *extra: str) -> subprocess.CompletedProcess:
+def _tune(
+    spec: str, name: str, storage: str, assets, workers: int, *extra: str
+) -> subprocess.CompletedProcess:
     out = assets["root"] / name
-    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / spec), "--workers", str(workers),
-           "--storage", storage, "--no-progress",
-           "--set", f"name={name}", "--set", f"data_dir={assets['data']}", "--set", f"output_dir={out}",
-           "--set", f"train.cache_dir={assets['root'] / 'cache'}",
-           "--set", f"model_paths.tiny-roberta={assets['roberta']}",
-           "--set", f"model_paths.tiny-deberta={assets['deberta']}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "tune",
+        str(REPO / "studies" / spec),
+        "--workers",
+        str(workers),
+        "--storage",
+        storage,
+        "--no-progress",
+        "--set",
+        f"name={name}",
+        "--set",
+        f"data_dir={assets['data']}",
+        "--set",
+        f"output_dir={out}",
+        "--set",
+        f"train.cache_dir={assets['root'] / 'cache'}",
+        "--set",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        "--set",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=assets["root"])
 
 
@@ -50,13 +75,22 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
     study = optuna.load_study(study_name=study_name, storage=postgres_url)
     finished = _finished(study)
     assert len(finished) == 6, [t.state for t in study.trials]
-    assert study.best_value > 0.5, "best macro-F1 must beat chance"  # one-class answers score <= 0.46 here
+    assert study.best_value > 0.5, (
+        "best macro-F1 must beat chance"
+    )  # one-class answers score <= 0.46 here
     assert len({t.user_attrs["worker"] for t in finished}) == 2, "both workers ran trials"
     assert {t.number for t in finished} == set(range(len(study.trials))) - {
-        t.number for t in study.trials if t.state == TrialState.FAIL}
+        t.number for t in study.trials if t.state == TrialState.FAIL
+    }
     best = study.best_trial
-    assert {"metrics", "epochs_run", "micro_batch_size", "wall_seconds", "train_samples_per_second",
-            "peak_memory_mb"} <= set(best.user_attrs)
+    assert {
+        "metrics",
+        "epochs_run",
+        "micro_batch_size",
+        "wall_seconds",
+        "train_samples_per_second",
+        "peak_memory_mb",
+    } <= set(best.user_attrs)
     folder = study_dir(assets["root"] / study_name, study_name, study.user_attrs["uid"])
     for trial in finished:
         assert (folder / f"trial_{trial.number}" / "train.log").exists()
@@ -74,8 +108,19 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
 
 
 def test_three_workers_end_at_exactly_n_trials(postgres_url, study_name, assets):
-    run = _tune("evidence-smoke.yaml", study_name, postgres_url, assets, 3,
-                "--set", "n_trials=7", "--set", "train.epochs=1", "--set", "keep_top_k=0")
+    run = _tune(
+        "evidence-smoke.yaml",
+        study_name,
+        postgres_url,
+        assets,
+        3,
+        "--set",
+        "n_trials=7",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "keep_top_k=0",
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     study = optuna.load_study(study_name=study_name, storage=postgres_url)
     assert len(_finished(study)) == 7
@@ -96,20 +141,53 @@ def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, a
 
 def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
     out = assets["root"] / study_name
-    cmd = [sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / "evidence-smoke.yaml"), "--workers", "2",
-           "--storage", postgres_url, "--no-progress", "--set", f"name={study_name}",
-           "--set", f"data_dir={assets['data']}", "--set", f"output_dir={out}", "--set", "keep_top_k=0",
-           "--set", f"model_paths.tiny-roberta={assets['roberta']}",
-           "--set", f"model_paths.tiny-deberta={assets['deberta']}", "--set", "train.epochs=20"]
-    proc = subprocess.Popen(cmd, cwd=assets["root"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "tune",
+        str(REPO / "studies" / "evidence-smoke.yaml"),
+        "--workers",
+        "2",
+        "--storage",
+        postgres_url,
+        "--no-progress",
+        "--set",
+        f"name={study_name}",
+        "--set",
+        f"data_dir={assets['data']}",
+        "--set",
+        f"output_dir={out}",
+        "--set",
+        "keep_top_k=0",
+        "--set",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        "--set",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        "--set",
+        "train.epochs=20",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=assets["root"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
-                if len(optuna.load_study(study_name=study_name, storage=postgres_url)
-                       .get_trials(states=(TrialState.RUNNING,))) == 2:
+                if (
+                    len(
+                        optuna.load_study(study_name=study_name, storage=postgres_url).get_trials(
+                            states=(TrialState.RUNNING,)
+                        )
+                    )
+                    == 2
+                ):
                     break
             except KeyError:
                 continue
@@ -124,4 +202,6 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
     interrupted = study.get_trials(states=(TrialState.FAIL,))
     queued = study.get_trials(states=(TrialState.WAITING,))
     assert len(interrupted) == 2 and len(queued) == 2
-    assert sorted(map(str, (t.params for t in interrupted))) == sorted(map(str, (t.params for t in queued)))
+    assert sorted(map(str, (t.params for t in interrupted))) == sorted(
+        map(str, (t.params for t in queued))
+    )

@@ -27,18 +27,30 @@ SMOKE = REPO / "studies" / "evidence-smoke.yaml"
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("worker")
-    return {"root": root, "data": write_sample(root / "data", posts=40, seed=0),
-            "roberta": tiny_roberta, "deberta": tiny_deberta}
+    return {
+        "root": root,
+        "data": write_sample(root / "data", posts=40, seed=0),
+        "roberta": tiny_roberta,
+        "deberta": tiny_deberta,
+    }
 
 
 def overrides(name: str, assets, *extra: str) -> list[str]:
-    return [f"name={name}", f"data_dir={assets['data']}", f"output_dir={assets['root'] / name}",
-            f"model_paths.tiny-roberta={assets['roberta']}", f"model_paths.tiny-deberta={assets['deberta']}",
-            "keep_top_k=0", *extra]
+    return [
+        f"name={name}",
+        f"data_dir={assets['data']}",
+        f"output_dir={assets['root'] / name}",
+        f"model_paths.tiny-roberta={assets['roberta']}",
+        f"model_paths.tiny-deberta={assets['deberta']}",
+        "keep_top_k=0",
+        *extra,
+    ]
 
 
 def outage() -> sa.exc.OperationalError:
-    return sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))
+    return sa.exc.OperationalError(
+        "SELECT 1", {}, Exception("server closed the connection unexpectedly")
+    )
 
 
 def test_the_database_reason_is_found_under_optunas_unbound_local_error():
@@ -54,7 +66,8 @@ def test_the_database_reason_is_found_under_optunas_unbound_local_error():
 
 
 def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
-        sqlite_url, study_name, assets, monkeypatch):
+    sqlite_url, study_name, assets, monkeypatch
+):
     spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=50"), storage=sqlite_url)
     calls = []
     real_census = worker_module.trial_census
@@ -69,29 +82,45 @@ def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
     monkeypatch.setattr(worker_module, "DATABASE_RETRY_SECONDS", (0.2, 0.5))
     monkeypatch.setattr(worker_module, "DATABASE_OUTAGE_SECONDS", 2)
     with pytest.raises(worker_module.DatabaseUnreachable) as caught:
-        worker_module.run_worker(spec, worker="w", objective=lambda t: suggest(t, spec)["learning_rate"],
-                                 poll_seconds=0.1)
+        worker_module.run_worker(
+            spec,
+            worker="w",
+            objective=lambda t: suggest(t, spec)["learning_rate"],
+            poll_seconds=0.1,
+        )
     message = str(caught.value)
-    assert "database unreachable for" in message and "server closed the connection unexpectedly" in message
+    assert (
+        "database unreachable for" in message
+        and "server closed the connection unexpectedly" in message
+    )
     assert "\n" not in message
     assert calls[-1] - calls[2] >= 2, "it kept retrying for the whole outage budget"
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(postgres_url, study_name, assets):
+def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(
+    postgres_url, study_name, assets
+):
     cmd = [sys.executable, "-m", "hpo", "worker", str(SMOKE), "--name", "w", "--threads", "1"]
     for item in overrides(study_name, assets, "n_trials=20", "train.epochs=3"):
         cmd += ["--set", item]
-    proc = subprocess.Popen(cmd, env={**os.environ, "HPO_STORAGE": postgres_url}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, "HPO_STORAGE": postgres_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
                 if optuna.load_study(study_name=study_name, storage=postgres_url).get_trials(
-                        states=(TrialState.RUNNING,)):
+                    states=(TrialState.RUNNING,)
+                ):
                     break
             except KeyError:  # not created yet
                 continue
@@ -107,7 +136,8 @@ def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(postgres_ur
 
 
 def test_a_stop_signal_while_a_failure_is_recorded_keeps_its_reason_and_does_not_retry_it(
-        storage_url, study_name, assets, monkeypatch):
+    storage_url, study_name, assets, monkeypatch
+):
     """The launcher ends a study (its breaker tripped) while a worker records why its trial
     failed: the reason is written whole, and the trial, failed on its own, is not re-queued."""
     spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=5"), storage=storage_url)
@@ -127,12 +157,15 @@ def test_a_stop_signal_while_a_failure_is_recorded_keeps_its_reason_and_does_not
     study = optuna.load_study(study_name=study_name, storage=storage_url)
     assert [t.state for t in study.trials] == [TrialState.FAIL]
     assert study.trials[0].user_attrs["fail_reason"] == "ValueError: weights are damaged"
-    assert not study.get_trials(states=(TrialState.WAITING,)), "a trial that failed on its own is not retried"
+    assert not study.get_trials(states=(TrialState.WAITING,)), (
+        "a trial that failed on its own is not retried"
+    )
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage_url, study_name, assets,
-                                                                          monkeypatch, stop):
+def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(
+    storage_url, study_name, assets, monkeypatch, stop
+):
     """The signal lands after ask() created the RUNNING trial, before its objective and
     heartbeat start (a Slurm pre-emption can come at any moment): the trial still ends
     FAIL and is queued again, instead of staying RUNNING where no heartbeat would free it."""
@@ -140,7 +173,9 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage
     real_before_trial = optuna.samplers.TPESampler.before_trial
     asked = []
 
-    def before_trial(sampler, study, trial):  # inside ask(), the trial already RUNNING in the storage
+    def before_trial(
+        sampler, study, trial
+    ):  # inside ask(), the trial already RUNNING in the storage
         asked.append(trial.number)
         if len(asked) == 2:
             os.kill(os.getpid(), stop)
@@ -148,8 +183,12 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage
 
     monkeypatch.setattr(optuna.samplers.TPESampler, "before_trial", before_trial)
     with pytest.raises(KeyboardInterrupt):
-        worker_module.run_worker(spec, worker="w", objective=lambda t: suggest(t, spec)["learning_rate"],
-                                 poll_seconds=0.1)
+        worker_module.run_worker(
+            spec,
+            worker="w",
+            objective=lambda t: suggest(t, spec)["learning_rate"],
+            poll_seconds=0.1,
+        )
     study = optuna.load_study(study_name=study_name, storage=storage_url)
     states = {t.number: t.state for t in study.trials}
     assert states[0] == TrialState.COMPLETE and states[1] == TrialState.FAIL, states
@@ -159,7 +198,8 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(storage
 
 
 def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_saying_why(
-        storage_url, study_name, assets, monkeypatch, caplog):
+    storage_url, study_name, assets, monkeypatch, caplog
+):
     """The worker, not the storage, decides when to look: once per heartbeat interval
     however short its trials, and each look answers from the database. A dead worker's
     trial (beaten, then silent past the grace period) is failed with the reason recorded
@@ -167,8 +207,13 @@ def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_sayin
     from hpo.study import first_heartbeat, open_study
     from hpo.study._heartbeat import OneStatementHeartbeat
 
-    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=40", "heartbeat.interval=1",
-                                      "heartbeat.grace_period=2"), storage=storage_url)
+    spec = load_spec(
+        SMOKE,
+        overrides(
+            study_name, assets, "n_trials=40", "heartbeat.interval=1", "heartbeat.grace_period=2"
+        ),
+        storage=storage_url,
+    )
     dead = open_study(spec).ask()
     params = suggest(dead, spec)
     first_heartbeat(dead)
@@ -214,9 +259,13 @@ def test_an_interrupted_trial_is_one_line_not_a_traceback(storage_url, study_nam
     with caplog.at_level("INFO"), pytest.raises(KeyboardInterrupt):
         worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
     study = optuna.load_study(study_name=study_name, storage=storage_url)
-    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING], "failed and re-queued"
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING], (
+        "failed and re-queued"
+    )
     records = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.getMessage() for r in records] == ["worker w interrupted; its running trial 0 was re-queued"]
+    assert [r.getMessage() for r in records] == [
+        "worker w interrupted; its running trial 0 was re-queued"
+    ]
     assert not any(r.exc_info for r in caplog.records), "no traceback"
 
 
@@ -227,11 +276,15 @@ def test_no_trial_starts_that_the_time_budget_cannot_fit(sqlite_url, study_name)
     from hpo.study import get_storage, start_time_budget
 
     study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
-    assert _budget_too_short(study, start_time_budget(study, 5)) is None, "no finished trial: nothing to go by"
+    assert _budget_too_short(study, start_time_budget(study, 5)) is None, (
+        "no finished trial: nothing to go by"
+    )
     for seconds in (90, 100, 400):
         trial = study.ask()
         trial.set_user_attr("wall_seconds", seconds)
         study.tell(trial, 0.5)
-    assert "less than a trial takes (100s, the median)" in _budget_too_short(study, start_time_budget(study, 60))
+    assert "less than a trial takes (100s, the median)" in _budget_too_short(
+        study, start_time_budget(study, 60)
+    )
     assert _budget_too_short(study, start_time_budget(study, 500)) is None
     assert _budget_too_short(study, start_time_budget(study, None)) is None

@@ -32,14 +32,31 @@ from hpo.errors import UsageError
 
 DESCRIPTION = "The ``hpo`` command: parses arguments and calls one function per subcommand."
 # In the order ``hpo --help`` lists them (retrain is not listed: finalize starts it).
-SUBCOMMANDS = (tune, submit, finalize, retrain, worker, validate, enqueue, status, best, export, predict, report,
-               dashboard, storage_proxy, make_tiny_encoder, data)
+SUBCOMMANDS = (
+    tune,
+    submit,
+    finalize,
+    retrain,
+    worker,
+    validate,
+    enqueue,
+    status,
+    best,
+    export,
+    predict,
+    report,
+    dashboard,
+    storage_proxy,
+    make_tiny_encoder,
+    data,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrors(prog="hpo", description=DESCRIPTION)
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                       parser_class=OneLineErrors)
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrors
+    )
     for subcommand in SUBCOMMANDS:
         subcommand.add_parser(subparsers)
     return parser
@@ -63,9 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"hpo: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except OSError as exc:  # a path the command cannot write (or read): the user's to fix, in one line
+    except (
+        OSError
+    ) as exc:  # a path the command cannot write (or read): the user's to fix, in one line
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"hpo: error: {where}{exc.strerror or exc}; check the path and its permissions", file=sys.stderr)
+        print(
+            f"hpo: error: {where}{exc.strerror or exc}; check the path and its permissions",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         return 130

@@ -17,8 +17,14 @@ class OneLineErrors(argparse.ArgumentParser):
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
     """SPEC, ``--set KEY=VALUE`` (``args.overrides``) and ``--storage``."""
     parser.add_argument("spec", help="study YAML file, e.g. studies/criteria-smoke.yaml")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a spec setting, e.g. --set n_trials=20 --set train.epochs=2 (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec setting, e.g. --set n_trials=20 --set train.epochs=2 (repeatable)",
+    )
     add_storage_arg(parser)
 
 
@@ -29,13 +35,19 @@ def add_study_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_storage_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage", help="storage URL (beats $HPO_STORAGE and the spec); default sqlite:///_runs/hpo.db")
+    parser.add_argument(
+        "--storage",
+        help="storage URL (beats $HPO_STORAGE and the spec); default sqlite:///_runs/hpo.db",
+    )
 
 
 def add_spec_change_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--allow-spec-change", action="store_true",
-                        help="join a study created from a different spec (search space, task, metric, n_trials "
-                             "or data) and record this spec as its own; without it such a run is refused")
+    parser.add_argument(
+        "--allow-spec-change",
+        action="store_true",
+        help="join a study created from a different spec (search space, task, metric, n_trials "
+        "or data) and record this spec as its own; without it such a run is refused",
+    )
 
 
 # The argparse value types keep their leading underscore: argparse names a type in its usage
@@ -66,20 +78,29 @@ def _thread_count(text: str) -> int:
     100000 exhausts its memory (a MemoryError in every worker)."""
     value, cpus = _positive_int(text), os.cpu_count() or 1
     if value > cpus:
-        raise argparse.ArgumentTypeError(f"must be at most {cpus} (this machine's CPUs), got {value}")
+        raise argparse.ArgumentTypeError(
+            f"must be at most {cpus} (this machine's CPUs), got {value}"
+        )
     return value
 
 
 def _quantity(units: dict[str, float], default: str, example: str, least: float):
     """An argparse type for a number with an optional unit suffix ('6G', '90m'), in the default unit."""
+
     def parse(text: str) -> float:
-        number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, default)
+        number, unit = (
+            (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, default)
+        )
         try:
             value = float(number) * units[unit]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number with an optional unit, like {example}; got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"must be a number with an optional unit, like {example}; got {text!r}"
+            ) from None
         if not value >= least:
-            raise argparse.ArgumentTypeError(f"must be at least {least:g}{default.lower()}, got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"must be at least {least:g}{default.lower()}, got {text!r}"
+            )
         return value
 
     return parse
@@ -90,4 +111,6 @@ _seconds = _quantity({"S": 1, "M": 60, "H": 3600}, "S", "90m or 2h", 1)  # a dur
 
 def _memory_mb(text: str) -> int:
     """A memory size in MiB from '6000', '6000M' or '6G'."""
-    return int(_quantity({"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}, "M", "6G or 6000M", 1)(text))
+    return int(
+        _quantity({"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}, "M", "6G or 6000M", 1)(text)
+    )

@@ -7,7 +7,9 @@ from hpo.cli._common import add_study_args
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("best", help="the best trial's parameters, metrics and checkpoint")
+    parser = subparsers.add_parser(
+        "best", help="the best trial's parameters, metrics and checkpoint"
+    )
     add_study_args(parser)
     parser.set_defaults(func=run)
 

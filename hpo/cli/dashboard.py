@@ -7,12 +7,17 @@ from hpo.cli._common import _port, add_storage_arg
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("dashboard", help="optuna-dashboard on the storage, with the artifact store")
-    parser.add_argument("target", nargs="?", help="a study YAML file or a storage URL (default $HPO_STORAGE)")
+    parser = subparsers.add_parser(
+        "dashboard", help="optuna-dashboard on the storage, with the artifact store"
+    )
+    parser.add_argument(
+        "target", nargs="?", help="a study YAML file or a storage URL (default $HPO_STORAGE)"
+    )
     add_storage_arg(parser)
     parser.add_argument("--artifact-dir", help="artifact store (default <output_dir>/artifacts)")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
     parser.add_argument("--port", type=_port, default=8080)
     parser.set_defaults(func=run)
 
@@ -31,7 +36,14 @@ def run(args) -> int:
     else:
         url = StorageUrl.resolve(args.storage or args.target)
     artifacts = Path(args.artifact_dir or Path(output_dir) / ARTIFACT_DIR)
-    serve_dashboard(url, artifacts, host=args.host, port=args.port, ready=lambda: print(
-        f"optuna-dashboard for {url} at http://{args.host}:{args.port}/ (artifacts: {artifacts}); "
-        "Ctrl-C stops it"))
+    serve_dashboard(
+        url,
+        artifacts,
+        host=args.host,
+        port=args.port,
+        ready=lambda: print(
+            f"optuna-dashboard for {url} at http://{args.host}:{args.port}/ (artifacts: {artifacts}); "
+            "Ctrl-C stops it"
+        ),
+    )
     return 0

@@ -9,14 +9,25 @@ from hpo.cli._common import add_storage_arg
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("enqueue", help="queue one parameter set by hand on a spec's study")
+    parser = subparsers.add_parser(
+        "enqueue", help="queue one parameter set by hand on a spec's study"
+    )
     parser.add_argument("spec", help="study YAML file, e.g. studies/criteria-supermax.yaml")
-    parser.add_argument("--set", dest="params", action="append", required=True, metavar="KEY=VALUE",
-                        help="a searched parameter's value, e.g. --set learning_rate=2e-5 (repeatable); "
-                             "parameters left out are sampled")
+    parser.add_argument(
+        "--set",
+        dest="params",
+        action="append",
+        required=True,
+        metavar="KEY=VALUE",
+        help="a searched parameter's value, e.g. --set learning_rate=2e-5 (repeatable); "
+        "parameters left out are sampled",
+    )
     add_storage_arg(parser)
-    parser.add_argument("--allow-spec-change", action="store_true",
-                        help="queue onto a study created from a different spec; the study keeps its own spec")
+    parser.add_argument(
+        "--allow-spec-change",
+        action="store_true",
+        help="queue onto a study created from a different spec; the study keeps its own spec",
+    )
     parser.set_defaults(func=run)
 
 
@@ -25,12 +36,17 @@ def run(args) -> int:
 
     spec = load_spec(args.spec, (), args.storage)
     point = _point(args.params)
-    if problem := spec.point_problem(point):  # before the study is opened: bad input creates nothing
-        raise SpecError(f"--set {problem[0]}: {problem[1]}" if problem[0] else f"--set: {problem[1]}")
+    if problem := spec.point_problem(
+        point
+    ):  # before the study is opened: bad input creates nothing
+        raise SpecError(
+            f"--set {problem[0]}: {problem[1]}" if problem[0] else f"--set: {problem[1]}"
+        )
     from hpo.study import enqueue, open_study
 
-    study = open_study(spec, allow_spec_change=args.allow_spec_change,
-                       adopt_spec=False)  # queues; never changes the spec
+    study = open_study(
+        spec, allow_spec_change=args.allow_spec_change, adopt_spec=False
+    )  # queues; never changes the spec
     shown = ", ".join(f"{k}={v}" for k, v in spec.typed_point(point).items())
     if enqueue(study, spec, point):
         print(f"queued {shown} on study {spec.name!r}; the next free worker runs it")
@@ -48,10 +64,16 @@ def _point(assignments: Sequence[str]) -> dict[str, object]:
         try:
             keys, value = parse_override(text)
         except SpecError:
-            raise SpecError(f"--set {text!r}: expected the form key=value, e.g. --set learning_rate=2e-5") from None
+            raise SpecError(
+                f"--set {text!r}: expected the form key=value, e.g. --set learning_rate=2e-5"
+            ) from None
         if len(keys) != 1:
-            raise SpecError(f"--set {text}: name a searched parameter, e.g. --set learning_rate=2e-5")
+            raise SpecError(
+                f"--set {text}: name a searched parameter, e.g. --set learning_rate=2e-5"
+            )
         if keys[0] in point:  # which one was meant? Not the last by accident
-            raise SpecError(f"--set {keys[0]}: given twice ({point[keys[0]]}, then {value}); give it once")
+            raise SpecError(
+                f"--set {keys[0]}: given twice ({point[keys[0]]}, then {value}); give it once"
+            )
         point[keys[0]] = value
     return point

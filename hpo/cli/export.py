@@ -24,7 +24,9 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from hpo.study import load_study_ref
 
-    rows = [_trial_row(t) for t in load_study_ref(args.study, args.storage).get_trials(deepcopy=False)]
+    rows = [
+        _trial_row(t) for t in load_study_ref(args.study, args.storage).get_trials(deepcopy=False)
+    ]
     text = _as_json(rows) if args.format == "json" else _as_csv(rows)
     if not args.out:
         sys.stdout.write(text)
@@ -58,16 +60,24 @@ def _write(out: str, text: str, study_ref: str) -> None:
         with atomic_text(out, protected=protected) as stream:
             stream.write(text)
     except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror}; pass --out to a writable file") from None
+        raise UsageError(
+            f"cannot write {out}: {exc.strerror}; pass --out to a writable file"
+        ) from None
 
 
 def _trial_row(trial) -> dict:
     def iso(moment: datetime | None) -> str | None:
         return moment.isoformat() if moment else None
 
-    return {"number": trial.number, "state": trial.state.name, "value": trial.value,
-            "datetime_start": iso(trial.datetime_start), "datetime_complete": iso(trial.datetime_complete),
-            "params": dict(trial.params), "user_attrs": dict(trial.user_attrs)}
+    return {
+        "number": trial.number,
+        "state": trial.state.name,
+        "value": trial.value,
+        "datetime_start": iso(trial.datetime_start),
+        "datetime_complete": iso(trial.datetime_complete),
+        "params": dict(trial.params),
+        "user_attrs": dict(trial.user_attrs),
+    }
 
 
 def _flat(row: dict, prefix: str = "") -> dict:

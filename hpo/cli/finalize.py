@@ -7,19 +7,30 @@ from hpo.cli._common import _positive_int, add_spec_args
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("finalize", help="retrain the best configurations with several seeds, choose "
-                                   "one on validation, score it once on the test split, save it with a model card")
+    parser = subparsers.add_parser(
+        "finalize",
+        help="retrain the best configurations with several seeds, choose "
+        "one on validation, score it once on the test split, save it with a model card",
+    )
     add_spec_args(parser)
     # --top-k, --seeds, --refit: None when not given, so a rerun of a finalized study names those it ignores
     parser.add_argument("--top-k", type=_positive_int, help="configurations to retrain (default 3)")
     parser.add_argument("--seeds", type=_positive_int, help="seeds per configuration (default 3)")
-    parser.add_argument("--workers", type=_positive_int, default=1, help="parallel retrainings (default 1)")
-    parser.add_argument("--refit", choices=("train", "train+val"),
-                        help="train: the chosen seed's model as retrained (default); train+val: retrain it once "
-                             "more on train + validation for its best epoch count, at the thresholds it chose")
-    parser.add_argument("--partial", action="store_true",
-                        help="finalize a search that is still running or short of n_trials, from its finished "
-                             "trials")
+    parser.add_argument(
+        "--workers", type=_positive_int, default=1, help="parallel retrainings (default 1)"
+    )
+    parser.add_argument(
+        "--refit",
+        choices=("train", "train+val"),
+        help="train: the chosen seed's model as retrained (default); train+val: retrain it once "
+        "more on train + validation for its best epoch count, at the thresholds it chose",
+    )
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="finalize a search that is still running or short of n_trials, from its finished "
+        "trials",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     parser.set_defaults(func=run)
 
@@ -27,6 +38,15 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from hpo.finalize.pipeline import finalize
 
-    finalize(args.spec, args.overrides, args.storage, top_k=args.top_k, seeds=args.seeds, workers=args.workers,
-             refit=args.refit, partial=args.partial, progress=not args.no_progress)
+    finalize(
+        args.spec,
+        args.overrides,
+        args.storage,
+        top_k=args.top_k,
+        seeds=args.seeds,
+        workers=args.workers,
+        refit=args.refit,
+        partial=args.partial,
+        progress=not args.no_progress,
+    )
     return 0

@@ -10,25 +10,58 @@ from hpo.cli._common import _non_negative_int, _positive_int
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("predict", help="run a saved model (a trial checkpoint or a final model) on "
-                                   "posts, or a criteria and an evidence model together")
-    parser.add_argument("model_dir", nargs="?", help="the model folder: a trial's checkpoint/ or finalize's model")
-    parser.add_argument("--criteria", help="joined prediction: the criteria study's final/model; needs --evidence")
-    parser.add_argument("--evidence", help="joined prediction: the evidence study's final/model, trained on the "
-                        "same data and criterion texts; its top sentences are found for each symptom --criteria "
-                        "finds")
-    parser.add_argument("--html", help="joined prediction: also write a self-contained HTML report of the posts")
-    parser.add_argument("--input", required=True, help="posts as .csv or .jsonl with post_id and text "
-                        "(the layout of ReDSM5's redsm5_posts.csv)")
-    parser.add_argument("--out", required=True, help="CSV to write (joined prediction: JSON lines); it appears "
-                        "only once complete")
-    parser.add_argument("--batch-size", type=_positive_int, default=64,
-                        help="sequences per forward pass (default 64)")
-    parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or cuda:N")
-    parser.add_argument("--top-k", type=_non_negative_int, default=3,
-                        help="evidence: sentences kept per post and symptom (default 3; 0: all)")
-    parser.add_argument("--force", action="store_true", help="replace an existing --out file that is not an "
-                        "earlier predictions CSV (never the --input file, the model folder or a database)")
+    parser = subparsers.add_parser(
+        "predict",
+        help="run a saved model (a trial checkpoint or a final model) on "
+        "posts, or a criteria and an evidence model together",
+    )
+    parser.add_argument(
+        "model_dir", nargs="?", help="the model folder: a trial's checkpoint/ or finalize's model"
+    )
+    parser.add_argument(
+        "--criteria", help="joined prediction: the criteria study's final/model; needs --evidence"
+    )
+    parser.add_argument(
+        "--evidence",
+        help="joined prediction: the evidence study's final/model, trained on the "
+        "same data and criterion texts; its top sentences are found for each symptom --criteria "
+        "finds",
+    )
+    parser.add_argument(
+        "--html", help="joined prediction: also write a self-contained HTML report of the posts"
+    )
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="posts as .csv or .jsonl with post_id and text "
+        "(the layout of ReDSM5's redsm5_posts.csv)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="CSV to write (joined prediction: JSON lines); it appears only once complete",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=64,
+        help="sequences per forward pass (default 64)",
+    )
+    parser.add_argument(
+        "--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or cuda:N"
+    )
+    parser.add_argument(
+        "--top-k",
+        type=_non_negative_int,
+        default=3,
+        help="evidence: sentences kept per post and symptom (default 3; 0: all)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out file that is not an "
+        "earlier predictions CSV (never the --input file, the model folder or a database)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -39,12 +72,25 @@ def run(args) -> int:
     if args.criteria or args.evidence or args.html:
         return _run_pair(args)
     if not args.model_dir:
-        raise UsageError("hpo predict needs a model folder, or --criteria and --evidence for the joined "
-                         "prediction")
-    s = model_on_file(args.model_dir, args.input, args.out, args.batch_size, args.device, args.top_k,
-                      progress=not args.no_progress, force=args.force)
-    print(f"predicted {s.posts} posts in {s.predict_seconds:.1f} s ({s.posts_per_second:.1f} posts/s; loading "
-          f"took {s.load_seconds:.1f} s): {s.rows} rows of {s.task} predictions in {args.out}", file=sys.stderr)
+        raise UsageError(
+            "hpo predict needs a model folder, or --criteria and --evidence for the joined "
+            "prediction"
+        )
+    s = model_on_file(
+        args.model_dir,
+        args.input,
+        args.out,
+        args.batch_size,
+        args.device,
+        args.top_k,
+        progress=not args.no_progress,
+        force=args.force,
+    )
+    print(
+        f"predicted {s.posts} posts in {s.predict_seconds:.1f} s ({s.posts_per_second:.1f} posts/s; loading "
+        f"took {s.load_seconds:.1f} s): {s.rows} rows of {s.task} predictions in {args.out}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -52,27 +98,56 @@ def _run_pair(args) -> int:
     from hpo.errors import UsageError
 
     if args.model_dir:
-        raise UsageError(f"give either a model folder ({args.model_dir}) or --criteria and --evidence, not both")
+        raise UsageError(
+            f"give either a model folder ({args.model_dir}) or --criteria and --evidence, not both"
+        )
     if not (args.criteria and args.evidence):
-        given, missing = ("--criteria", "--evidence") if args.criteria else ("--evidence", "--criteria")
+        given, missing = (
+            ("--criteria", "--evidence") if args.criteria else ("--evidence", "--criteria")
+        )
         if not (args.criteria or args.evidence):
-            raise UsageError("--html needs the joined prediction: pass --criteria and --evidence model folders")
-        raise UsageError(f"{given} needs {missing} too: pass the criteria study's final/model and the evidence "
-                         "study's final/model")
-    s = pair_on_file(args.criteria, args.evidence, args.input, args.out, args.html, args.batch_size, args.device,
-                     args.top_k, progress=not args.no_progress, force=args.force)
+            raise UsageError(
+                "--html needs the joined prediction: pass --criteria and --evidence model folders"
+            )
+        raise UsageError(
+            f"{given} needs {missing} too: pass the criteria study's final/model and the evidence "
+            "study's final/model"
+        )
+    s = pair_on_file(
+        args.criteria,
+        args.evidence,
+        args.input,
+        args.out,
+        args.html,
+        args.batch_size,
+        args.device,
+        args.top_k,
+        progress=not args.no_progress,
+        force=args.force,
+    )
     if s.unchecked_data:
         print(f"hpo: warning: {s.unchecked_data}", file=sys.stderr)
     report = f" and the report in {args.html}" if args.html else ""
-    print(f"explained {s.posts} posts in {s.criteria_seconds + s.evidence_seconds:.1f} s "
-          f"({s.posts_per_second:.1f} posts/s; criteria {s.criteria_seconds:.1f} s, evidence "
-          f"{s.evidence_seconds:.1f} s for {s.found} symptoms found; loading took {s.load_seconds:.1f} s): "
-          f"{args.out}{report}", file=sys.stderr)
+    print(
+        f"explained {s.posts} posts in {s.criteria_seconds + s.evidence_seconds:.1f} s "
+        f"({s.posts_per_second:.1f} posts/s; criteria {s.criteria_seconds:.1f} s, evidence "
+        f"{s.evidence_seconds:.1f} s for {s.found} symptoms found; loading took {s.load_seconds:.1f} s): "
+        f"{args.out}{report}",
+        file=sys.stderr,
+    )
     return 0
 
 
-def model_on_file(model_dir: str, input_path: str, out: str, batch_size: int, device: str, top_k: int,
-                  progress: bool = True, force: bool = False):
+def model_on_file(
+    model_dir: str,
+    input_path: str,
+    out: str,
+    batch_size: int,
+    device: str,
+    top_k: int,
+    progress: bool = True,
+    force: bool = False,
+):
     """Every post of ``input_path`` through the model, a CSV at ``out`` and a tqdm bar of posts
     (stderr) meanwhile; returns the ``FileSummary`` for the throughput line."""
     from contextlib import ExitStack
@@ -85,16 +160,36 @@ def model_on_file(model_dir: str, input_path: str, out: str, batch_size: int, de
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
+
         def start(total: int):
-            return bars.enter_context(tqdm(total=total, unit="post", disable=not progress,
-                                           dynamic_ncols=True)).update
+            return bars.enter_context(
+                tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True)
+            ).update
 
-        return predict_file(model_dir, input_path, out, batch_size, device, top_k or None, progress=start,
-                            force=force)
+        return predict_file(
+            model_dir,
+            input_path,
+            out,
+            batch_size,
+            device,
+            top_k or None,
+            progress=start,
+            force=force,
+        )
 
 
-def pair_on_file(criteria_dir: str, evidence_dir: str, input_path: str, out: str, html: str | None,
-                 batch_size: int, device: str, top_k: int, progress: bool = True, force: bool = False):
+def pair_on_file(
+    criteria_dir: str,
+    evidence_dir: str,
+    input_path: str,
+    out: str,
+    html: str | None,
+    batch_size: int,
+    device: str,
+    top_k: int,
+    progress: bool = True,
+    force: bool = False,
+):
     """The joined prediction of every post of ``input_path`` as JSON lines at ``out`` (and the
     HTML report at ``html``), with a tqdm bar of posts through both halves; returns the
     ``ExplainSummary`` for the throughput line."""
@@ -108,9 +203,27 @@ def pair_on_file(criteria_dir: str, evidence_dir: str, input_path: str, out: str
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:
-        def start(total: int):
-            return bars.enter_context(tqdm(total=total, unit="post", desc="criteria, then evidence",
-                                           disable=not progress, dynamic_ncols=True)).update
 
-        return explain_file(criteria_dir, evidence_dir, input_path, out, html, batch_size, device, top_k or None,
-                            progress=start, force=force)
+        def start(total: int):
+            return bars.enter_context(
+                tqdm(
+                    total=total,
+                    unit="post",
+                    desc="criteria, then evidence",
+                    disable=not progress,
+                    dynamic_ncols=True,
+                )
+            ).update
+
+        return explain_file(
+            criteria_dir,
+            evidence_dir,
+            input_path,
+            out,
+            html,
+            batch_size,
+            device,
+            top_k or None,
+            progress=start,
+            force=force,
+        )

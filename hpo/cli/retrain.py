@@ -9,16 +9,29 @@ from hpo.cli._common import _memory_mb, _positive_int, add_spec_args
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("retrain")
     add_spec_args(parser)
-    parser.add_argument("--runs-dir", required=True, help="finalize's runs/ folder, holding plan.json")
+    parser.add_argument(
+        "--runs-dir", required=True, help="finalize's runs/ folder, holding plan.json"
+    )
     parser.add_argument("--threads", type=_positive_int, required=True, help="torch CPU threads")
-    parser.add_argument("--parent-pid", type=_positive_int, required=True, metavar="PID",
-                        help="the finalize process: this one gets SIGTERM when it exits")
-    parser.add_argument("--memory-limit", type=_memory_mb, metavar="SIZE",
-                        help="host-memory ceiling of this process")
+    parser.add_argument(
+        "--parent-pid",
+        type=_positive_int,
+        required=True,
+        metavar="PID",
+        help="the finalize process: this one gets SIGTERM when it exits",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=_memory_mb,
+        metavar="SIZE",
+        help="host-memory ceiling of this process",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hpo.finalize.retrain import retrain_child
 
-    return retrain_child(args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid, args.memory_limit)
+    return retrain_child(
+        args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid, args.memory_limit
+    )

@@ -18,7 +18,12 @@ def run(args) -> int:
     s = study_status(load_study_ref(args.study, args.storage))
     counts = s["counts"]
     print(f"study {s['study']} ({s['task']}, {s['direction']} {s['metric']})")
-    print("  " + "  ".join(f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")))
+    print(
+        "  "
+        + "  ".join(
+            f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
+        )
+    )
     best = "-" if counts["best"] is None else counts["best"]
     print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {best}")
     if s["trials_per_hour"]:
@@ -27,8 +32,12 @@ def run(args) -> int:
     if (left := s["budget_seconds_left"]) is not None:
         print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
     for trial in s["running"]:
-        where = (f"epoch {trial['epoch']}/{trial['epochs']} step {trial['step']}/{trial['steps']}, ETA "
-                 f"{_duration(trial['eta_seconds'] / 3600)}" if "epoch" in trial else "starting")
+        where = (
+            f"epoch {trial['epoch']}/{trial['epochs']} step {trial['step']}/{trial['steps']}, ETA "
+            f"{_duration(trial['eta_seconds'] / 3600)}"
+            if "epoch" in trial
+            else "starting"
+        )
         print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
     return 0
 

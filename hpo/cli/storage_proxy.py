@@ -7,17 +7,31 @@ from hpo.cli._common import _port
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("storage-proxy", help="Optuna's gRPC storage proxy in front of the database, "
-                                   "with a stale-trial sweep (workers use --storage grpc://HOST:PORT)")
-    parser.add_argument("--storage", help="the database URL (default $HPO_STORAGE); postgresql://… or sqlite:///…")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser = subparsers.add_parser(
+        "storage-proxy",
+        help="Optuna's gRPC storage proxy in front of the database, "
+        "with a stale-trial sweep (workers use --storage grpc://HOST:PORT)",
+    )
+    parser.add_argument(
+        "--storage", help="the database URL (default $HPO_STORAGE); postgresql://… or sqlite:///…"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
     parser.add_argument("--port", type=_port, default=13000)
-    parser.add_argument("--sweep-seconds", type=float, default=30,
-                        help="how often to fail and re-queue stale RUNNING trials (default 30; 0: never)")
-    parser.add_argument("--max-trial-seconds", type=float, default=86400,
-                        help="a RUNNING trial without heartbeats (a client other than hpo) is stale after this "
-                             "(default 86400)")
+    parser.add_argument(
+        "--sweep-seconds",
+        type=float,
+        default=30,
+        help="how often to fail and re-queue stale RUNNING trials (default 30; 0: never)",
+    )
+    parser.add_argument(
+        "--max-trial-seconds",
+        type=float,
+        default=86400,
+        help="a RUNNING trial without heartbeats (a client other than hpo) is stale after this "
+        "(default 86400)",
+    )
     parser.set_defaults(func=run)
 
 

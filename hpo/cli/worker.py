@@ -17,20 +17,33 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("worker", help="run one worker on a study (e.g. on another machine)")
+    parser = subparsers.add_parser(
+        "worker", help="run one worker on a study (e.g. on another machine)"
+    )
     add_spec_args(parser)
-    parser.add_argument("--name", help="worker name in logs and trial attributes (default host/pid)")
+    parser.add_argument(
+        "--name", help="worker name in logs and trial attributes (default host/pid)"
+    )
     parser.add_argument("--threads", type=_thread_count, help="torch CPU threads for this worker")
     add_spec_change_arg(parser)
-    parser.add_argument("--parent-pid", type=_positive_int, metavar="PID",
-                        help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its "
-                             "own")
-    parser.add_argument("--memory-limit", type=_memory_mb, metavar="SIZE",
-                        help="host-memory ceiling of this worker, e.g. 6G (default: 90%% of this machine's "
-                             "memory)")
-    parser.add_argument("--await-go", action="store_true",
-                        help="load the libraries, then start only once a line 'go' arrives on stdin (hpo tune "
-                             "sends it)")
+    parser.add_argument(
+        "--parent-pid",
+        type=_positive_int,
+        metavar="PID",
+        help="stop (re-queueing the running trial) when process PID exits; hpo tune passes its own",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=_memory_mb,
+        metavar="SIZE",
+        help="host-memory ceiling of this worker, e.g. 6G (default: 90%% of this machine's memory)",
+    )
+    parser.add_argument(
+        "--await-go",
+        action="store_true",
+        help="load the libraries, then start only once a line 'go' arrives on stdin (hpo tune "
+        "sends it)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -46,10 +59,16 @@ def run(args) -> int:
     from hpo.process import await_go, exit_with_parent, process_exists
 
     if args.parent_pid:
-        if not process_exists(args.parent_pid):  # a mistyped PID, or a launcher already gone: nothing to follow
-            raise UsageError(f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process this "
-                             "worker should stop with (hpo tune passes its own), or leave the flag out")
-        exit_with_parent(args.parent_pid)  # first: a launcher killed during our start-up is noticed too
+        if not process_exists(
+            args.parent_pid
+        ):  # a mistyped PID, or a launcher already gone: nothing to follow
+            raise UsageError(
+                f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process this "
+                "worker should stop with (hpo tune passes its own), or leave the flag out"
+            )
+        exit_with_parent(
+            args.parent_pid
+        )  # first: a launcher killed during our start-up is noticed too
     from hpo.run.worker import WorkerStopped, run_worker
     from hpo.spec import load_spec
 
@@ -58,7 +77,9 @@ def run(args) -> int:
 
     check_gpus(spec.gpus_per_trial)
     name = args.name or f"{socket.gethostname()}/{os.getpid()}"
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [{name}] %(message)s", stream=sys.stdout)
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s [{name}] %(message)s", stream=sys.stdout
+    )
     for noisy in ("optuna", "transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.threads:

@@ -18,7 +18,9 @@ from hpo.data.tasks import Example
 AUGMENTATIONS = ("none", "word_dropout", "word_swap")
 
 
-def augment_examples(examples: Sequence[Example], method: str, rate: float, seed: int) -> list[Example]:
+def augment_examples(
+    examples: Sequence[Example], method: str, rate: float, seed: int
+) -> list[Example]:
     """A copy of ``examples`` with each text edited by ``method`` at ``rate``; the same
     ``seed`` gives the same edits."""
     if method not in AUGMENTATIONS:
@@ -27,13 +29,17 @@ def augment_examples(examples: Sequence[Example], method: str, rate: float, seed
         return list(examples)
     rng = np.random.default_rng(seed)
     edit = _drop_words if method == "word_dropout" else _swap_words
-    return [dataclasses.replace(example, text_b=edit(example.text_b, rate, rng)) for example in examples]
+    return [
+        dataclasses.replace(example, text_b=edit(example.text_b, rate, rng)) for example in examples
+    ]
 
 
 def _drop_words(text: str, rate: float, rng: np.random.Generator) -> str:
     """Each word is left out with probability ``rate``; a text keeps at least one word."""
     words = text.split()
-    kept = [word for word, drop in zip(words, rng.random(len(words)) < rate, strict=True) if not drop]
+    kept = [
+        word for word, drop in zip(words, rng.random(len(words)) < rate, strict=True) if not drop
+    ]
     return " ".join(kept or words[:1])
 
 

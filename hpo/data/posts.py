@@ -20,12 +20,18 @@ def load_posts(path: str | Path) -> list[Post]:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in INPUT_FORMATS:
-        raise DataError(f"{path}: unknown input format {suffix or '(no extension)'!r}; give a .csv or .jsonl "
-                        f"file with the fields {', '.join(POST_COLUMNS)}")
+        raise DataError(
+            f"{path}: unknown input format {suffix or '(no extension)'!r}; give a .csv or .jsonl "
+            f"file with the fields {', '.join(POST_COLUMNS)}"
+        )
     if not path.is_file():
         raise DataError(f"{path}: file not found; pass --input a .csv or .jsonl file of posts")
     data = path.read_bytes()
-    posts = parse_posts(path, data) if suffix == ".csv" else posts_from_rows(path, _jsonl_rows(path, data))
+    posts = (
+        parse_posts(path, data)
+        if suffix == ".csv"
+        else posts_from_rows(path, _jsonl_rows(path, data))
+    )
     return list(posts.values())
 
 
@@ -42,24 +48,41 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
         try:
             record = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {line}: not valid JSON ({exc.msg}); write one object per line") from exc
+            raise DataError(
+                f"{path}: line {line}: not valid JSON ({exc.msg}); write one object per line"
+            ) from exc
         if not isinstance(record, dict):
-            raise DataError(f"{path}: line {line}: expected a JSON object with {', '.join(POST_COLUMNS)}, "
-                            f"got {type(record).__name__}")
+            raise DataError(
+                f"{path}: line {line}: expected a JSON object with {', '.join(POST_COLUMNS)}, "
+                f"got {type(record).__name__}"
+            )
         missing = [name for name in POST_COLUMNS if name not in record]
         if missing:
-            raise DataError(f"{path}: line {line}: missing field(s) {', '.join(missing)}; "
-                            f"every line needs {', '.join(POST_COLUMNS)}")
-        if not isinstance(record["text"], str) or isinstance(record["post_id"], (dict, list, bool)) \
-                or record["post_id"] is None:
-            raise DataError(f"{path}: line {line}: text must be a string and post_id a string or number")
-        for name in POST_COLUMNS:  # JSON escapes can spell a lone surrogate, which no tokenizer or CSV can take
+            raise DataError(
+                f"{path}: line {line}: missing field(s) {', '.join(missing)}; "
+                f"every line needs {', '.join(POST_COLUMNS)}"
+            )
+        if (
+            not isinstance(record["text"], str)
+            or isinstance(record["post_id"], (dict, list, bool))
+            or record["post_id"] is None
+        ):
+            raise DataError(
+                f"{path}: line {line}: text must be a string and post_id a string or number"
+            )
+        for name in (
+            POST_COLUMNS
+        ):  # JSON escapes can spell a lone surrogate, which no tokenizer or CSV can take
             if isinstance(record[name], str) and (bad := _lone_surrogate(record[name])):
-                raise DataError(f"{path}: line {line}: {name} holds {ascii(bad)}, half of a surrogate pair and not "
-                                "valid Unicode; fix or drop that escape")
+                raise DataError(
+                    f"{path}: line {line}: {name} holds {ascii(bad)}, half of a surrogate pair and not "
+                    "valid Unicode; fix or drop that escape"
+                )
         rows.append((line, {"post_id": str(record["post_id"]), "text": record["text"]}))
     if not rows:
-        raise DataError(f"{path}: file is empty; it needs one JSON object with {', '.join(POST_COLUMNS)} per line")
+        raise DataError(
+            f"{path}: file is empty; it needs one JSON object with {', '.join(POST_COLUMNS)} per line"
+        )
     return rows
 
 

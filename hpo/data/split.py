@@ -35,12 +35,16 @@ class PostSplit:
         for name in names:
             if not getattr(self, name):
                 posts = len(self.train) + len(self.validation) + len(self.test)
-                raise DataError(f"the {name} split is empty ({posts} posts, split_fractions {list(fractions)}){why}; "
-                                "use more posts or give that split a larger fraction")
+                raise DataError(
+                    f"the {name} split is empty ({posts} posts, split_fractions {list(fractions)}){why}; "
+                    "use more posts or give that split a larger fraction"
+                )
 
     def of(self) -> dict[str, str]:
         """post id -> split name."""
-        return {post: name for name in ("train", "validation", "test") for post in getattr(self, name)}
+        return {
+            post: name for name in ("train", "validation", "test") for post in getattr(self, name)
+        }
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,11 @@ def symptom_profiles(corpus: Corpus) -> dict[str, frozenset[str]]:
     return {post_id: frozenset(symptoms) for post_id, symptoms in shown.items()}
 
 
-def split_posts(profiles: Mapping[str, frozenset[str]], fractions: Sequence[float] = (0.8, 0.1, 0.1),
-                seed: int = 0) -> PostSplit:
+def split_posts(
+    profiles: Mapping[str, frozenset[str]],
+    fractions: Sequence[float] = (0.8, 0.1, 0.1),
+    seed: int = 0,
+) -> PostSplit:
     """Assign posts to train/validation/test, sized by ``fractions`` (counted in posts; a split
     with a non-zero fraction gets at least one post) and stratified on the symptom profile."""
     shares = _check_fractions(fractions)
@@ -75,15 +82,21 @@ def split_posts(profiles: Mapping[str, frozenset[str]], fractions: Sequence[floa
     return PostSplit(*(tuple(ids[i] for i in sorted(part)) for part in (train, validation, test)))
 
 
-def kfold_posts(profiles: Mapping[str, frozenset[str]], k: int, seed: int = 0) -> list[tuple[tuple[str, ...], ...]]:
+def kfold_posts(
+    profiles: Mapping[str, frozenset[str]], k: int, seed: int = 0
+) -> list[tuple[tuple[str, ...], ...]]:
     """K (train, held-out) pairs of post ids, stratified on the symptom profile, every post
     held out exactly once."""
     posts = list(profiles)
     if not 2 <= k <= len(posts):
         raise UsageError(f"K-fold needs 2 <= K <= the number of posts ({len(posts)}); got K={k}")
     folds = MultilabelStratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(
-        np.zeros(len(posts)), _label_matrix(profiles))
-    return [(tuple(posts[i] for i in sorted(kept)), tuple(posts[i] for i in sorted(held))) for kept, held in folds]
+        np.zeros(len(posts)), _label_matrix(profiles)
+    )
+    return [
+        (tuple(posts[i] for i in sorted(kept)), tuple(posts[i] for i in sorted(held)))
+        for kept, held in folds
+    ]
 
 
 def partition(examples: Sequence[Example], split: PostSplit) -> Splits:
@@ -97,11 +110,15 @@ def partition(examples: Sequence[Example], split: PostSplit) -> Splits:
 
 def _label_matrix(profiles: Mapping[str, frozenset[str]]) -> np.ndarray:
     """Posts x (nine symptoms + "none"): the extra column spreads symptom-free posts evenly too."""
-    return np.array([[symptom in shown for symptom in SYMPTOMS] + [not shown] for shown in profiles.values()],
-                    dtype=np.int64)
+    return np.array(
+        [[symptom in shown for symptom in SYMPTOMS] + [not shown] for shown in profiles.values()],
+        dtype=np.int64,
+    )
 
 
-def _take(posts: np.ndarray, labels: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _take(
+    posts: np.ndarray, labels: np.ndarray, n: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(the rest, ``n`` posts drawn stratified) from ``posts``."""
     if n == 0:
         return posts, posts[:0]

@@ -18,7 +18,10 @@ from hpo.errors import DataError, UsageError
 log = logging.getLogger(__name__)
 
 TASKS = ("criteria", "evidence")
-FORMULATIONS = ("pairs", "multilabel")  # criteria: one (criterion, post) pair per symptom, or one post
+FORMULATIONS = (
+    "pairs",
+    "multilabel",
+)  # criteria: one (criterion, post) pair per symptom, or one post
 EVIDENCE_SCOPES = ("positive_criteria", "all_criteria")
 MULTILABEL = ""  # the criterion of a multilabel example: all nine at once
 
@@ -46,8 +49,10 @@ class Alignment:
         reasons = Counter(why for _, _, why in self.unaligned)
         detail = "; ".join(f"{n} because {why}" for why, n in reasons.most_common())
         examples = ", ".join(sentence_id for _, sentence_id, _ in self.unaligned[:3])
-        return (f"{self.rows - len(self.unaligned)} of {self.rows} annotation rows aligned to split sentences; "
-                f"{len(self.unaligned)} left out ({detail}; e.g. {examples})")
+        return (
+            f"{self.rows - len(self.unaligned)} of {self.rows} annotation rows aligned to split sentences; "
+            f"{len(self.unaligned)} left out ({detail}; e.g. {examples})"
+        )
 
 
 def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
@@ -104,8 +109,13 @@ def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
     return {symptom: descriptions[symptom] for symptom in SYMPTOMS}
 
 
-def build_examples(corpus: Corpus, task: str, descriptions: Mapping[str, str], formulation: str = "pairs",
-                   evidence_scope: str = "positive_criteria") -> list[Example]:
+def build_examples(
+    corpus: Corpus,
+    task: str,
+    descriptions: Mapping[str, str],
+    formulation: str = "pairs",
+    evidence_scope: str = "positive_criteria",
+) -> list[Example]:
     """Build the examples of ``task``, deterministically ordered (posts in file order).
 
     criteria, ``pairs``: one example per (post, criterion) for each of the nine criteria,
@@ -121,9 +131,13 @@ def build_examples(corpus: Corpus, task: str, descriptions: Mapping[str, str], f
     if task not in TASKS:
         raise UsageError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     if formulation not in FORMULATIONS:
-        raise UsageError(f"unknown criteria formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}")
+        raise UsageError(
+            f"unknown criteria formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}"
+        )
     if evidence_scope not in EVIDENCE_SCOPES:
-        raise UsageError(f"unknown evidence scope {evidence_scope!r}; choose one of {', '.join(EVIDENCE_SCOPES)}")
+        raise UsageError(
+            f"unknown evidence scope {evidence_scope!r}; choose one of {', '.join(EVIDENCE_SCOPES)}"
+        )
     missing = [symptom for symptom in SYMPTOMS if symptom not in descriptions]
     if missing:
         raise DataError(
@@ -141,12 +155,21 @@ def build_examples(corpus: Corpus, task: str, descriptions: Mapping[str, str], f
     return examples
 
 
-def _criteria_examples(corpus: Corpus, descriptions: Mapping[str, str], formulation: str) -> list[Example]:
+def _criteria_examples(
+    corpus: Corpus, descriptions: Mapping[str, str], formulation: str
+) -> list[Example]:
     present = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
     if formulation == "multilabel":
-        return [Example(post.post_id, MULTILABEL, None, post.text,
-                        tuple(int((post.post_id, criterion) in present) for criterion in SYMPTOMS))
-                for post in corpus.posts.values()]
+        return [
+            Example(
+                post.post_id,
+                MULTILABEL,
+                None,
+                post.text,
+                tuple(int((post.post_id, criterion) in present) for criterion in SYMPTOMS),
+            )
+            for post in corpus.posts.values()
+        ]
     return [
         Example(
             post.post_id,
@@ -160,8 +183,9 @@ def _criteria_examples(corpus: Corpus, descriptions: Mapping[str, str], formulat
     ]
 
 
-def evidence_candidates(corpus: Corpus, descriptions: Mapping[str, str],
-                        scope: str = "positive_criteria") -> tuple[list[Example], Alignment]:
+def evidence_candidates(
+    corpus: Corpus, descriptions: Mapping[str, str], scope: str = "positive_criteria"
+) -> tuple[list[Example], Alignment]:
     """Every (sentence, criterion in scope) of every post, and how the annotations aligned."""
     rows_of: dict[str, list] = {}
     for a in corpus.annotations:
@@ -170,12 +194,16 @@ def evidence_candidates(corpus: Corpus, descriptions: Mapping[str, str],
     for post in corpus.posts.values():
         rows = rows_of.get(post.post_id, [])
         sentences = split_sentences(post.text)
-        labels: dict[int, dict[str, int]] = {}  # sentence -> criterion -> status; SPECIAL_CASE marks it annotated
+        labels: dict[
+            int, dict[str, int]
+        ] = {}  # sentence -> criterion -> status; SPECIAL_CASE marks it annotated
         for a in rows:
             span = locate(post.text, a.sentence_text)
             hits = covered(sentences, span) if span else []
             if not hits:
-                unaligned.append((a.post_id, a.sentence_id, NOT_IN_POST if span is None else NO_SENTENCE))
+                unaligned.append(
+                    (a.post_id, a.sentence_id, NOT_IN_POST if span is None else NO_SENTENCE)
+                )
             for i in hits:
                 on_sentence = labels.setdefault(i, {})
                 on_sentence[a.symptom] = max(on_sentence.get(a.symptom, 0), a.status)
@@ -188,6 +216,14 @@ def evidence_candidates(corpus: Corpus, descriptions: Mapping[str, str],
             on_sentence = labels.get(i)
             for criterion in in_scope:
                 label = on_sentence.get(criterion, 0) if on_sentence else 0
-                examples.append(Example(post.post_id, criterion, descriptions[criterion], sentence.text, label,
-                                        annotated=on_sentence is not None))
+                examples.append(
+                    Example(
+                        post.post_id,
+                        criterion,
+                        descriptions[criterion],
+                        sentence.text,
+                        label,
+                        annotated=on_sentence is not None,
+                    )
+                )
     return examples, Alignment(len(corpus.annotations), tuple(unaligned))

@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 
 LONG_TEXT = ("truncate", "head_tail", "chunks")
 HEAD_SHARE = 0.25  # head_tail keeps the first quarter and the last three quarters (Sun et al., 2019: 128 + 382)
-CHUNK_OVERLAP = 0.25  # chunks overlap by a quarter window, so a sentence cut at one edge is whole in the next
+CHUNK_OVERLAP = (
+    0.25  # chunks overlap by a quarter window, so a sentence cut at one edge is whole in the next
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ class TokenizedSplit:
     """
 
     input_ids: list[np.ndarray]  # per sequence
-    token_type_ids: list[np.ndarray] | None  # per sequence; None when the tokenizer does not produce them
+    token_type_ids: (
+        list[np.ndarray] | None
+    )  # per sequence; None when the tokenizer does not produce them
     offsets: np.ndarray  # per example + 1
     labels: np.ndarray  # per example: (n,) or (n, labels) for multilabel
     text_tokens: np.ndarray  # per example: tokens of its (second) text, uncut
@@ -59,11 +63,17 @@ class TokenizedSplit:
     @functools.cached_property  # read by every training step and scoring pass: computed once per split
     def lengths(self) -> np.ndarray:
         """Per example, the tokens of all its sequences: the cost batching plans with."""
-        return np.add.reduceat(self.sequence_lengths, self.offsets[:-1]) if len(self) else np.zeros(0, np.int64)
+        return (
+            np.add.reduceat(self.sequence_lengths, self.offsets[:-1])
+            if len(self)
+            else np.zeros(0, np.int64)
+        )
 
     @functools.cached_property
     def sequence_lengths(self) -> np.ndarray:
-        return np.fromiter((len(ids) for ids in self.input_ids), dtype=np.int64, count=len(self.input_ids))
+        return np.fromiter(
+            (len(ids) for ids in self.input_ids), dtype=np.int64, count=len(self.input_ids)
+        )
 
     @property
     def coverage(self) -> float:
@@ -149,7 +159,9 @@ def tokenize_pairs(
     if cache_dir is None:
         split = _tokenize(tokenizer, pairs, labels, max_length, long_text)
     else:
-        split = _disk_cached(cache_dir, tokenizer, pairs, labels, max_length, long_text, fingerprint)
+        split = _disk_cached(
+            cache_dir, tokenizer, pairs, labels, max_length, long_text, fingerprint
+        )
     _memory_cache[key] = split
     return split
 
@@ -186,29 +198,49 @@ def _backend_digest(tokenizer: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _disk_cached(cache_dir: str | Path, tokenizer: Any, pairs: list[tuple[str | None, str]], labels: np.ndarray,
-                 max_length: int, long_text: str, fingerprint: str) -> TokenizedSplit:
+def _disk_cached(
+    cache_dir: str | Path,
+    tokenizer: Any,
+    pairs: list[tuple[str | None, str]],
+    labels: np.ndarray,
+    max_length: int,
+    long_text: str,
+    fingerprint: str,
+) -> TokenizedSplit:
     """Tokenize once per cache directory, shared by every worker that can read it.
 
     Stored as plain ``.npy`` arrays loaded with ``allow_pickle=False`` (joblib.Memory would
     pickle, and a shared cache directory must never be a way to run code in a worker);
     joblib only hashes the inputs into the key.
     """
-    folder = Path(cache_dir) / joblib.hash((fingerprint, max_length, long_text, pairs, labels.tolist()))
+    folder = Path(cache_dir) / joblib.hash(
+        (fingerprint, max_length, long_text, pairs, labels.tolist())
+    )
     if (folder / "labels.npy").exists():
         try:
             return _load_cached(folder, len(pairs))
-        except (OSError, ValueError, EOFError, KeyError) as exc:  # truncated, emptied or partly deleted
+        except (
+            OSError,
+            ValueError,
+            EOFError,
+            KeyError,
+        ) as exc:  # truncated, emptied or partly deleted
             log.warning("tokenization cache %s is damaged (%s); rebuilding it", folder, exc)
             _discard(folder)
     split = _tokenize(tokenizer, pairs, labels, max_length, long_text)
-    arrays = {"input_ids": np.concatenate(split.input_ids),
-              "sequence_offsets": np.concatenate([[0], np.cumsum(split.sequence_lengths)]),
-              "offsets": split.offsets, "labels": split.labels,
-              "text_tokens": split.text_tokens, "seen_tokens": split.seen_tokens}
+    arrays = {
+        "input_ids": np.concatenate(split.input_ids),
+        "sequence_offsets": np.concatenate([[0], np.cumsum(split.sequence_lengths)]),
+        "offsets": split.offsets,
+        "labels": split.labels,
+        "text_tokens": split.text_tokens,
+        "seen_tokens": split.seen_tokens,
+    }
     if split.token_type_ids is not None:
         arrays["token_type_ids"] = np.concatenate(split.token_type_ids)
-    staging = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")  # workers race: write aside, rename
+    staging = folder.with_name(
+        f"{folder.name}.{os.getpid()}.tmp"
+    )  # workers race: write aside, rename
     staging.mkdir(parents=True, exist_ok=True)
     for name, array in arrays.items():
         np.save(staging / f"{name}.npy", array, allow_pickle=False)
@@ -226,15 +258,25 @@ def _load_cached(folder: Path, n_examples: int) -> TokenizedSplit:
     types = arrays.get("token_type_ids")
     n_sequences = len(bounds) - 1
     per_example = [arrays[name] for name in ("labels", "text_tokens", "seen_tokens")]
-    if (any(len(array) != n_examples for array in per_example) or len(offsets) != n_examples + 1
-            or offsets[0] != 0 or offsets[-1] != n_sequences or np.any(np.diff(offsets) < 1)
-            or bounds[0] != 0 or bounds[-1] != len(ids) or np.any(np.diff(bounds) < 1)
-            or (types is not None and len(types) != len(ids))):
+    if (
+        any(len(array) != n_examples for array in per_example)
+        or len(offsets) != n_examples + 1
+        or offsets[0] != 0
+        or offsets[-1] != n_sequences
+        or np.any(np.diff(offsets) < 1)
+        or bounds[0] != 0
+        or bounds[-1] != len(ids)
+        or np.any(np.diff(bounds) < 1)
+        or (types is not None and len(types) != len(ids))
+    ):
         raise ValueError(f"arrays do not fit {n_examples} examples")
     return TokenizedSplit(
         input_ids=np.split(ids, bounds[1:-1]),
         token_type_ids=None if types is None else np.split(types, bounds[1:-1]),
-        offsets=offsets, labels=per_example[0], text_tokens=per_example[1], seen_tokens=per_example[2],
+        offsets=offsets,
+        labels=per_example[0],
+        text_tokens=per_example[1],
+        seen_tokens=per_example[2],
     )
 
 
@@ -274,7 +316,7 @@ class _Template:
         if "token_type_ids" in encoding:
             t = encoding["token_type_ids"][0]
             types = (t[0], t[first[0]], t[first[1]], t[second[0]], t[-1])
-        return cls(ids[:first[0]], ids[first[1]:second[0]], ids[second[1]:], types)
+        return cls(ids[: first[0]], ids[first[1] : second[0]], ids[second[1] :], types)
 
     def assemble(self, first: list[int], second: list[int]) -> tuple[np.ndarray, np.ndarray | None]:
         ids = np.asarray(self.pre + first + self.mid + second + self.post, dtype=np.int32)
@@ -284,8 +326,13 @@ class _Template:
         return ids, np.repeat(np.asarray(self.types, dtype=np.int32), [len(p) for p in parts])
 
 
-def _tokenize(tokenizer: Any, pairs: list[tuple[str | None, str]], labels: np.ndarray, max_length: int,
-              long_text: str) -> TokenizedSplit:
+def _tokenize(
+    tokenizer: Any,
+    pairs: list[tuple[str | None, str]],
+    labels: np.ndarray,
+    max_length: int,
+    long_text: str,
+) -> TokenizedSplit:
     _info.tokenizations += 1
     paired = pairs[0][0] is not None
     if any((first is not None) != paired for first, _ in pairs):
@@ -302,12 +349,16 @@ def _tokenize(tokenizer: Any, pairs: list[tuple[str | None, str]], labels: np.nd
         budget = max_length - specials - len(first_ids)
         windows = _windows(len(second_ids), budget, long_text)
         for window in windows:
-            ids, types = template.assemble(first_ids, [t for start, end in window for t in second_ids[start:end]])
+            ids, types = template.assemble(
+                first_ids, [t for start, end in window for t in second_ids[start:end]]
+            )
             input_ids.append(ids)
             token_types.append(types)
         counts.append(len(windows))
         text_tokens.append(len(second_ids))
-        seen_tokens.append(min(len(second_ids), budget) if long_text != "chunks" else len(second_ids))
+        seen_tokens.append(
+            min(len(second_ids), budget) if long_text != "chunks" else len(second_ids)
+        )
     return TokenizedSplit(
         input_ids=input_ids,
         token_type_ids=None if template.types is None else token_types,

@@ -6,5 +6,17 @@ from hpo.explain.join import Explanation, Explanations, Finding, Pair, load_pair
 from hpo.explain.pair import MismatchedPair, check_pair
 from hpo.explain.report import render_report
 
-__all__ = ["ExplainSummary", "Explanation", "Explanations", "Finding", "MismatchedPair", "Pair", "check_pair",
-           "explain_file", "is_explanations_file", "load_pair", "record", "render_report"]
+__all__ = [
+    "ExplainSummary",
+    "Explanation",
+    "Explanations",
+    "Finding",
+    "MismatchedPair",
+    "Pair",
+    "check_pair",
+    "explain_file",
+    "is_explanations_file",
+    "load_pair",
+    "record",
+    "render_report",
+]

@@ -34,31 +34,50 @@ class ExplainSummary:
     load_seconds: float  # reading the posts and loading both models
     criteria_seconds: float
     evidence_seconds: float
-    unchecked_data: str | None  # why the pair's training data could not be compared, if it could not
+    unchecked_data: (
+        str | None
+    )  # why the pair's training data could not be compared, if it could not
 
     @property
     def posts_per_second(self) -> float:
         return self.posts / max(self.criteria_seconds + self.evidence_seconds, 1e-9)
 
 
-def explain_file(criteria_dir: str | Path, evidence_dir: str | Path, input_path: str | Path, out: str | Path,
-                 html: str | Path | None = None, batch_size: int = DEFAULT_BATCH_SIZE, device: str = "auto",
-                 top_k: int | None = DEFAULT_TOP_K, progress: Callable[[int], Progress] | None = None,
-                 force: bool = False) -> ExplainSummary:
+def explain_file(
+    criteria_dir: str | Path,
+    evidence_dir: str | Path,
+    input_path: str | Path,
+    out: str | Path,
+    html: str | Path | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    device: str = "auto",
+    top_k: int | None = DEFAULT_TOP_K,
+    progress: Callable[[int], Progress] | None = None,
+    force: bool = False,
+) -> ExplainSummary:
     """Explain every post of ``input_path``; JSON lines at ``out``, the HTML report at ``html``.
     Bad input, a mismatched pair or an unsafe output path is refused before any model loads,
     and nothing is written. ``progress(total)`` as ``predict_file``'s (total: twice the posts,
     one pass per half)."""
     started = time.perf_counter()
-    protected = {input_path: "the --input file", criteria_dir: "the --criteria model folder",
-                 evidence_dir: "the --evidence model folder"}
-    outputs = {Path(out): _rules(protected, is_explanations_file, "joined predictions file (JSON lines)", force)}
+    protected = {
+        input_path: "the --input file",
+        criteria_dir: "the --criteria model folder",
+        evidence_dir: "the --evidence model folder",
+    }
+    outputs = {
+        Path(out): _rules(
+            protected, is_explanations_file, "joined predictions file (JSON lines)", force
+        )
+    }
     if html is not None:
         if Path(html).resolve() == Path(out).resolve():
             raise UsageError(f"--html {html} is the --out file; give the report its own path")
         outputs[Path(html)] = _rules(protected, is_report_file, "predictions report (HTML)", force)
     for path, rules in outputs.items():
-        refuse_unsafe_output(path, **rules)  # before anything costs time; checked again when written
+        refuse_unsafe_output(
+            path, **rules
+        )  # before anything costs time; checked again when written
     check_pair(criteria_dir, evidence_dir)
     posts = load_posts(input_path)
     pair = load_pair(criteria_dir, evidence_dir, device)
@@ -67,25 +86,56 @@ def explain_file(criteria_dir: str | Path, evidence_dir: str | Path, input_path:
     texts = [post.text for post in posts]
     result = pair.explain(texts, top_k, batch_size, step)
     ids = [post.post_id for post in posts]
-    contents = {Path(out): "".join(json.dumps(record(post_id, post), ensure_ascii=False) + "\n"
-                                   for post_id, post in zip(ids, result.posts, strict=True))}
+    contents = {
+        Path(out): "".join(
+            json.dumps(record(post_id, post), ensure_ascii=False) + "\n"
+            for post_id, post in zip(ids, result.posts, strict=True)
+        )
+    }
     if html is not None:
-        contents[Path(html)] = render_report(ids, texts, result.posts,
-                                             subtitle=f"criteria model: {criteria_dir}; evidence model: {evidence_dir}")
+        contents[Path(html)] = render_report(
+            ids,
+            texts,
+            result.posts,
+            subtitle=f"criteria model: {criteria_dir}; evidence model: {evidence_dir}",
+        )
     with ExitStack() as stack:  # every file renamed into place only once all are written
         for path, text in contents.items():
             stack.enter_context(atomic_text(path, **outputs[path])).write(text)
-    return ExplainSummary(len(posts), sum(len(post.present) for post in result.posts), loaded - started,
-                          result.criteria_seconds, result.evidence_seconds, pair.unchecked_data)
+    return ExplainSummary(
+        len(posts),
+        sum(len(post.present) for post in result.posts),
+        loaded - started,
+        result.criteria_seconds,
+        result.evidence_seconds,
+        pair.unchecked_data,
+    )
 
 
 def record(post_id: str, post: Explanation) -> dict:
     """One output line's object."""
-    return {"post_id": post_id, "symptoms": {
-        symptom: {"probability": finding.probability, "present": finding.present,
-                  "evidence": [{"rank": s.rank, "sentence_index": s.index, "start": s.start, "end": s.end,
-                                "text": s.text, "score": s.score, "evidence": s.decision} for s in finding.evidence]}
-        for symptom, finding in post.findings.items()}}
+    return {
+        "post_id": post_id,
+        "symptoms": {
+            symptom: {
+                "probability": finding.probability,
+                "present": finding.present,
+                "evidence": [
+                    {
+                        "rank": s.rank,
+                        "sentence_index": s.index,
+                        "start": s.start,
+                        "end": s.end,
+                        "text": s.text,
+                        "score": s.score,
+                        "evidence": s.decision,
+                    }
+                    for s in finding.evidence
+                ],
+            }
+            for symptom, finding in post.findings.items()
+        },
+    }
 
 
 def is_explanations_file(path: Path) -> bool:

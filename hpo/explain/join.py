@@ -29,7 +29,9 @@ class Finding:
     symptom: str
     probability: float  # the criteria model's
     present: bool  # probability >= the criteria model's threshold for the symptom
-    evidence: tuple[ScoredSentence, ...]  # the top-k sentences when present; never scored (empty) otherwise
+    evidence: tuple[
+        ScoredSentence, ...
+    ]  # the top-k sentences when present; never scored (empty) otherwise
 
 
 @dataclass(frozen=True)
@@ -52,25 +54,46 @@ class Explanations:
 class Pair:
     criteria: Predictor
     evidence: Predictor
-    unchecked_data: str | None = None  # None: both recorded the same training data; else why it was not checked
+    unchecked_data: str | None = (
+        None  # None: both recorded the same training data; else why it was not checked
+    )
 
-    def explain(self, texts: Sequence[str], top_k: int | None = DEFAULT_TOP_K, batch_size: int = DEFAULT_BATCH_SIZE,
-                progress: Progress | None = None) -> Explanations:
+    def explain(
+        self,
+        texts: Sequence[str],
+        top_k: int | None = DEFAULT_TOP_K,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Progress | None = None,
+    ) -> Explanations:
         """Per text, every symptom's probability and decision and, for those present, the
         ``top_k`` sentences (None: all) by evidence score. ``progress`` counts posts through
         each half, so it reaches twice the number of texts."""
         started = time.perf_counter()
         decided = self.criteria.predict(texts, batch_size, progress)
-        found = [[label for label, present in zip(decided.labels, row, strict=True) if present]
-                 for row in decided.decisions]
+        found = [
+            [label for label, present in zip(decided.labels, row, strict=True) if present]
+            for row in decided.decisions
+        ]
         scored = time.perf_counter()
-        evidence = self.evidence.predict_evidence(texts, top_k, batch_size, progress, symptoms=found)
+        evidence = self.evidence.predict_evidence(
+            texts, top_k, batch_size, progress, symptoms=found
+        )
         done = time.perf_counter()
-        posts = [Explanation({label: Finding(label, float(probability), bool(present), tuple(top.get(label, ())))
-                              for label, probability, present in zip(decided.labels, probabilities, decisions,
-                                                                     strict=True)})
-                 for probabilities, decisions, top in zip(decided.probabilities, decided.decisions, evidence,
-                                                          strict=True)]
+        posts = [
+            Explanation(
+                {
+                    label: Finding(
+                        label, float(probability), bool(present), tuple(top.get(label, ()))
+                    )
+                    for label, probability, present in zip(
+                        decided.labels, probabilities, decisions, strict=True
+                    )
+                }
+            )
+            for probabilities, decisions, top in zip(
+                decided.probabilities, decided.decisions, evidence, strict=True
+            )
+        ]
         return Explanations(posts, scored - started, done - scored)
 
 

@@ -28,27 +28,45 @@ def check_pair(criteria_dir: str | Path, evidence_dir: str | Path) -> str | None
     trained on the same criterion texts and data; return a note when the data could not be
     checked (a model saved before data fingerprints were recorded)."""
     criteria, evidence = read_settings(criteria_dir), read_settings(evidence_dir)
-    for flag, folder, settings, task in (("--criteria", criteria_dir, criteria, "criteria"),
-                                         ("--evidence", evidence_dir, evidence, "evidence")):
+    for flag, folder, settings, task in (
+        ("--criteria", criteria_dir, criteria, "criteria"),
+        ("--evidence", evidence_dir, evidence, "evidence"),
+    ):
         if settings.task != task:
-            raise MismatchedPair(f"{flag} {folder} is {A_MODEL[settings.task]}; pass the {task} study's "
-                                 f"final/model (or a {task} trial's checkpoint/) there")
+            raise MismatchedPair(
+                f"{flag} {folder} is {A_MODEL[settings.task]}; pass the {task} study's "
+                f"final/model (or a {task} trial's checkpoint/) there"
+            )
     if criteria.labels != evidence.labels or criteria.descriptions != evidence.descriptions:
-        differing = [label for label in criteria.labels if criteria.descriptions.get(label)
-                     != evidence.descriptions.get(label)] or ["the symptom list"]
-        raise MismatchedPair(f"{criteria_dir} and {evidence_dir} were trained on different criterion texts "
-                             f"({', '.join(differing)}); pair the finals of two studies with the same descriptions "
-                             "file")
-    missing = [str(folder) for folder, settings in ((criteria_dir, criteria), (evidence_dir, evidence))
-               if settings.data_fingerprint is None]
-    if missing:  # the texts match, which is what the evidence model's input depends on: go on, and say so
-        return (f"cannot check that the two models were trained on the same data: {' and '.join(missing)} "
-                f"{'was' if len(missing) == 1 else 'were'} saved before data fingerprints were recorded (retrain "
-                "or re-finalize with this version to have it checked); the criterion texts match")
+        differing = [
+            label
+            for label in criteria.labels
+            if criteria.descriptions.get(label) != evidence.descriptions.get(label)
+        ] or ["the symptom list"]
+        raise MismatchedPair(
+            f"{criteria_dir} and {evidence_dir} were trained on different criterion texts "
+            f"({', '.join(differing)}); pair the finals of two studies with the same descriptions "
+            "file"
+        )
+    missing = [
+        str(folder)
+        for folder, settings in ((criteria_dir, criteria), (evidence_dir, evidence))
+        if settings.data_fingerprint is None
+    ]
+    if (
+        missing
+    ):  # the texts match, which is what the evidence model's input depends on: go on, and say so
+        return (
+            f"cannot check that the two models were trained on the same data: {' and '.join(missing)} "
+            f"{'was' if len(missing) == 1 else 'were'} saved before data fingerprints were recorded (retrain "
+            "or re-finalize with this version to have it checked); the criterion texts match"
+        )
     if criteria.data_fingerprint != evidence.data_fingerprint:
-        raise MismatchedPair(f"{criteria_dir} and {evidence_dir} were trained on different data (fingerprints "
-                             f"{_short(criteria)} and {_short(evidence)}); pair the finals of two studies on the "
-                             "same data_dir")
+        raise MismatchedPair(
+            f"{criteria_dir} and {evidence_dir} were trained on different data (fingerprints "
+            f"{_short(criteria)} and {_short(evidence)}); pair the finals of two studies on the "
+            "same data_dir"
+        )
     return None
 
 

@@ -16,7 +16,17 @@ from hpo.predict import ScoredSentence
 
 GENERATOR = "hpo predict --html"  # in a <meta>: marks a file a rerun may replace
 # One hue per symptom, in the packaged label order; a tenth label would reuse the first.
-COLOURS = ("#d94f4f", "#e08a2b", "#b9a21c", "#4f9d4f", "#2b9fa6", "#3f6fd1", "#7b55c7", "#c2509a", "#6b6b6b")
+COLOURS = (
+    "#d94f4f",
+    "#e08a2b",
+    "#b9a21c",
+    "#4f9d4f",
+    "#2b9fa6",
+    "#3f6fd1",
+    "#7b55c7",
+    "#c2509a",
+    "#6b6b6b",
+)
 STYLE = """
 body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:64rem;padding:1rem 1.5rem;color:#222;background:#fafafa}
 header p{color:#555;margin:.2rem 0}
@@ -36,36 +46,50 @@ mark.evidence.weak{border-bottom-style:dashed}
 """
 
 
-def render_report(post_ids: Sequence[str], texts: Sequence[str], explanations: Sequence[Explanation],
-                  subtitle: str = "") -> str:
+def render_report(
+    post_ids: Sequence[str],
+    texts: Sequence[str],
+    explanations: Sequence[Explanation],
+    subtitle: str = "",
+) -> str:
     """The HTML page for these posts (input order) and their joined predictions."""
     colours = _colours(explanations)
     found = sum(len(post.present) for post in explanations)
-    articles = "\n".join(_article(post_id, text, post, colours)
-                         for post_id, text, post in zip(post_ids, texts, explanations, strict=True))
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="generator" content="{GENERATOR}">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>Symptoms and their evidence: {len(explanations)} posts</title><style>{STYLE}</style></head>\n"
-            f"<body><header><h1>Symptoms and their evidence</h1>"
-            f"<p>{len(explanations)} posts, {found} symptoms found. Filled badge: the criteria model finds the "
-            "symptom (probability shown); highlighted: the evidence model's top sentences for it, ranked "
-            "(dashed: below the evidence threshold).</p>"
-            f"{f'<p>{escape(subtitle)}</p>' if subtitle else ''}</header>\n{articles}\n</body></html>\n")
+    articles = "\n".join(
+        _article(post_id, text, post, colours)
+        for post_id, text, post in zip(post_ids, texts, explanations, strict=True)
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="generator" content="{GENERATOR}">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>Symptoms and their evidence: {len(explanations)} posts</title><style>{STYLE}</style></head>\n"
+        f"<body><header><h1>Symptoms and their evidence</h1>"
+        f"<p>{len(explanations)} posts, {found} symptoms found. Filled badge: the criteria model finds the "
+        "symptom (probability shown); highlighted: the evidence model's top sentences for it, ranked "
+        "(dashed: below the evidence threshold).</p>"
+        f"{f'<p>{escape(subtitle)}</p>' if subtitle else ''}</header>\n{articles}\n</body></html>\n"
+    )
 
 
 def _article(post_id: str, text: str, post: Explanation, colours: dict[str, str]) -> str:
-    badges = "".join(_badge(finding, colours[symptom]) for symptom, finding in post.findings.items())
+    badges = "".join(
+        _badge(finding, colours[symptom]) for symptom, finding in post.findings.items()
+    )
     body = _highlighted(text, post, colours) if post.present else escape(text)
     none = "" if post.present else '<p class="none">No symptom found: no sentence scored.</p>'
-    return (f'<article class="post" data-post-id="{escape(post_id)}"><h2>{escape(post_id)}</h2>'
-            f'<ul class="badges">{badges}</ul>{none}<p class="text">{body}</p></article>')
+    return (
+        f'<article class="post" data-post-id="{escape(post_id)}"><h2>{escape(post_id)}</h2>'
+        f'<ul class="badges">{badges}</ul>{none}<p class="text">{body}</p></article>'
+    )
 
 
 def _badge(finding: Finding, colour: str) -> str:
     state = "present" if finding.present else "absent"
-    return (f'<li class="badge {state}" data-symptom="{escape(finding.symptom)}" style="--c:{colour}">'
-            f"{escape(_name(finding.symptom))} {finding.probability:.2f}</li>")
+    return (
+        f'<li class="badge {state}" data-symptom="{escape(finding.symptom)}" style="--c:{colour}">'
+        f"{escape(_name(finding.symptom))} {finding.probability:.2f}</li>"
+    )
 
 
 def _highlighted(text: str, post: Explanation, colours: dict[str, str]) -> str:
@@ -80,12 +104,18 @@ def _highlighted(text: str, post: Explanation, colours: dict[str, str]) -> str:
         first = marks[0][0]  # the mark takes its first symptom's colour; the tags name them all
         weak = "" if any(sentence.decision for _, sentence in marks) else " weak"
         names = " ".join(symptom for symptom, _ in marks)
-        title = "; ".join(f"{_name(symptom)}: rank {s.rank}, score {s.score:.2f}" for symptom, s in marks)
-        tags = "".join(f'<span class="tag" style="--c:{colours[symptom]}">{escape(_short(symptom))} {s.rank}</span>'
-                       for symptom, s in marks)
+        title = "; ".join(
+            f"{_name(symptom)}: rank {s.rank}, score {s.score:.2f}" for symptom, s in marks
+        )
+        tags = "".join(
+            f'<span class="tag" style="--c:{colours[symptom]}">{escape(_short(symptom))} {s.rank}</span>'
+            for symptom, s in marks
+        )
         parts.append(escape(text[cursor:start]))
-        parts.append(f'<mark class="evidence{weak}" data-symptoms="{escape(names)}" style="--c:{colours[first]}" '
-                     f'title="{escape(title)}">{escape(text[start:end])}</mark>{tags}')
+        parts.append(
+            f'<mark class="evidence{weak}" data-symptoms="{escape(names)}" style="--c:{colours[first]}" '
+            f'title="{escape(title)}">{escape(text[start:end])}</mark>{tags}'
+        )
         cursor = end
     parts.append(escape(text[cursor:]))
     return "".join(parts)

@@ -32,16 +32,27 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
     through the same meta-safe load and transfer as training."""
     data = prepare_data(config)
     if data.test is None:
-        raise UsageError("the split gives the test split no posts; set train.split_fractions so its third share is > 0")
+        raise UsageError(
+            "the split gives the test split no posts; set train.split_fractions so its third share is > 0"
+        )
     device = resolve_device(config.device)
     model, _ = load_classifier_on(model_dir, device)
     inference = read_inference(model_dir)
     collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
     with torch.inference_mode():
-        probs = split_probabilities(model, data.test.tokens, collate, config.eval_batch_size, device,
-                                    max_tokens=config.inference_token_budget(device.type))
+        probs = split_probabilities(
+            model,
+            data.test.tokens,
+            collate,
+            config.eval_batch_size,
+            device,
+            max_tokens=config.inference_token_budget(device.type),
+        )
     evaluation = score(data.test, probs, thresholds=inference.validation_thresholds)
     decision = dict(inference.thresholds)
-    sizes = {name: {"posts": len(set(split.post_ids)), "examples": len(split)}
-             for name in ("train", "validation", "test") if (split := getattr(data, name)) is not None}
+    sizes = {
+        name: {"posts": len(set(split.post_ids)), "examples": len(split)}
+        for name in ("train", "validation", "test")
+        if (split := getattr(data, name)) is not None
+    }
     return TestScore(evaluation.metrics, per_symptom(data.test, probs, decision), decision, sizes)

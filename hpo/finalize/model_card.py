@@ -12,18 +12,29 @@ def model_card(summary: dict) -> str:
         "",
         f"Chosen: the configuration of trial {chosen['trial']}, seed {chosen['seed']}, by mean validation "
         f"{metric} over seeds"
-        + (f", then retrained on train + validation for {summary['refit']['epochs']} epochs"
-           if summary.get("refit", {}).get("on") == "train+val" else "")
+        + (
+            f", then retrained on train + validation for {summary['refit']['epochs']} epochs"
+            if summary.get("refit", {}).get("on") == "train+val"
+            else ""
+        )
         + ". The test split was scored once, at decision thresholds chosen on validation only.",
         "",
-        *([f"Partial search: finalized (--partial) when {summary['search']['finished']} of "
-           f"{summary['search']['n_trials']} trials had finished.", ""]
-          if summary.get("search", {}).get("partial") else []),
+        *(
+            [
+                f"Partial search: finalized (--partial) when {summary['search']['finished']} of "
+                f"{summary['search']['n_trials']} trials had finished.",
+                "",
+            ]
+            if summary.get("search", {}).get("partial")
+            else []
+        ),
         "## Data",
         "",
         f"- fingerprint (sha256 of the posts and annotations files): `{summary['data_fingerprint']}`",
-        *(f"- {name}: {size['posts']} posts, {size['examples']} examples"
-          for name, size in summary["split_sizes"].items()),
+        *(
+            f"- {name}: {size['posts']} posts, {size['examples']} examples"
+            for name, size in summary["split_sizes"].items()
+        ),
         "",
         "## Parameters",
         "",
@@ -35,16 +46,21 @@ def model_card(summary: dict) -> str:
         "",
         f"| rank | trial | mean {metric} | sd | per seed |",
         "|---|---|---|---|---|",
-        *(f"| {c['rank']} | {c['trial']} | {c['mean']:.4f} | {c['sd']:.4f} | "
-          + ", ".join(f"seed {s['seed']}: {s['value']:.4f}" for s in c["seeds"]) + " |"
-          for c in summary["configurations"]),
+        *(
+            f"| {c['rank']} | {c['trial']} | {c['mean']:.4f} | {c['sd']:.4f} | "
+            + ", ".join(f"seed {s['seed']}: {s['value']:.4f}" for s in c["seeds"])
+            + " |"
+            for c in summary["configurations"]
+        ),
         "",
         "## Test (held out, scored once)",
         "",
         "| metric | validation | test |",
         "|---|---|---|",
-        *(f"| {name} | {_number(chosen['validation'].get(name))} | {_number(value)} |"
-          for name, value in sorted(test["metrics"].items())),
+        *(
+            f"| {name} | {_number(chosen['validation'].get(name))} | {_number(value)} |"
+            for name, value in sorted(test["metrics"].items())
+        ),
         "",
         "post_micro_f1 / post_macro_f1 are the post-level multi-label F1 over the nine symptoms that the ReDSM5 "
         "paper reports (criteria only); tuned_* are at the validation-chosen thresholds.",
@@ -53,15 +69,18 @@ def model_card(summary: dict) -> str:
         "",
         "| symptom | threshold | F1 | precision | recall | TP | FP | FN | TN |",
         "|---|---|---|---|---|---|---|---|---|",
-        *(f"| {name} | {test['thresholds'][name]:.3f} | {row['f1']:.3f} | {row['precision']:.3f} | "
-          f"{row['recall']:.3f} | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
-          for name, row in test["per_symptom"].items()),
+        *(
+            f"| {name} | {test['thresholds'][name]:.3f} | {row['f1']:.3f} | {row['precision']:.3f} | "
+            f"{row['recall']:.3f} | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
+            for name, row in test["per_symptom"].items()
+        ),
         "",
         "## Reproduce",
         "",
         f"`{summary['command']}` (finished {summary['finished']})",
         "",
-        "Libraries: " + ", ".join(f"{name} {version}" for name, version in summary["libraries"].items()),
+        "Libraries: "
+        + ", ".join(f"{name} {version}" for name, version in summary["libraries"].items()),
         "",
     ]
     return "\n".join(lines)

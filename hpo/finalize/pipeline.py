@@ -58,16 +58,27 @@ LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
 __all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
 
-def finalize(spec_path: str, overrides, storage: str | None, top_k: int | None = None, seeds: int | None = None,
-             workers: int = 1, refit: str | None = None, partial: bool = False, progress: bool = True,
-             say: Callable[[str], None] = print) -> dict:
+def finalize(
+    spec_path: str,
+    overrides,
+    storage: str | None,
+    top_k: int | None = None,
+    seeds: int | None = None,
+    workers: int = 1,
+    refit: str | None = None,
+    partial: bool = False,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+) -> dict:
     """``top_k``, ``seeds`` and ``refit`` left None take their DEFAULTS; given, they are
     named as ignored when the study was finalized already with others."""
     asked = {"top_k": top_k, "seeds": seeds, "refit": refit}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
     top_k, seeds, refit = settings["top_k"], settings["seeds"], settings["refit"]
     if top_k < 1 or seeds < 1 or workers < 1:
-        raise UsageError(f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}")
+        raise UsageError(
+            f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}"
+        )
     if refit not in REFITS:
         raise UsageError(f"--refit must be one of {', '.join(REFITS)}, got {refit!r}")
     if not progress:
@@ -76,14 +87,24 @@ def finalize(spec_path: str, overrides, storage: str | None, top_k: int | None =
     study = load_existing_study(spec.name, spec.storage)
     study_folder = spec.study_dir(study_uid(study) or "")
     final_dir = study_folder / "final"
-    with study_lock(study, "finalize", study_folder) as lock:  # a second finalize of the study exits at once
-        if (final_dir / "metrics.json").exists():  # the test split is scored once: a finished finalize is only read
+    with study_lock(
+        study, "finalize", study_folder
+    ) as lock:  # a second finalize of the study exits at once
+        if (
+            final_dir / "metrics.json"
+        ).exists():  # the test split is scored once: a finished finalize is only read
             return _finalized(spec, final_dir, asked, say)
-        check_spec(study, spec, "finalize with the spec, --set flags and data the study was tuned with")
+        check_spec(
+            study, spec, "finalize with the spec, --set flags and data the study was tuned with"
+        )
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
-        _require_test_split(train_config(spec, runs[0].params, runs[0].seed, None))  # before hours of retraining
-        records = retrain_all(spec, spec_path, overrides, runs, final_dir / "runs", workers, progress, say)
+        _require_test_split(
+            train_config(spec, runs[0].params, runs[0].seed, None)
+        )  # before hours of retraining
+        records = retrain_all(
+            spec, spec_path, overrides, runs, final_dir / "runs", workers, progress, say
+        )
         summary = _choose(spec, runs, records)
         chosen = summary["chosen"]
         config = train_config(spec, chosen["params"], chosen["seed"], None)
@@ -94,27 +115,45 @@ def finalize(spec_path: str, overrides, storage: str | None, top_k: int | None =
         summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
         lock.confirm()  # the test split is scored by one finalize only
         tested = score_on_test(config, model_dir)
-        summary |= {"test": {"metrics": rounded(tested.metrics), "per_symptom": tested.per_symptom,
-                             "thresholds": tested.thresholds},
-                    "split_sizes": tested.split_sizes, "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
-                    "settings": settings, "search": search, "libraries": _versions(), "command": _command_line(),
-                    "finished": datetime.now(UTC).isoformat(timespec="seconds")}
+        summary |= {
+            "test": {
+                "metrics": rounded(tested.metrics),
+                "per_symptom": tested.per_symptom,
+                "thresholds": tested.thresholds,
+            },
+            "split_sizes": tested.split_sizes,
+            "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
+            "settings": settings,
+            "search": search,
+            "libraries": _versions(),
+            "command": _command_line(),
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         _publish(final_dir, model_dir, summary)
         _record(study, spec, final_dir, summary)
     Tracker(spec.tracking.mlflow, spec.name).log_final_model(
-        chosen["params"], summary["test"]["metrics"],
-        {"model": final_dir / "model", "model_card.md": final_dir / "model_card.md",
-         "metrics.json": final_dir / "metrics.json"})
-    say(f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} {summary['configurations'][0]['mean']:.4f}"
+        chosen["params"],
+        summary["test"]["metrics"],
+        {
+            "model": final_dir / "model",
+            "model_card.md": final_dir / "model_card.md",
+            "metrics.json": final_dir / "metrics.json",
+        },
+    )
+    say(
+        f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} {summary['configurations'][0]['mean']:.4f}"
         f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test {spec.metric} "
-        f"{_test_value(spec, summary):.4f}; model in {final_dir / 'model'}")
+        f"{_test_value(spec, summary):.4f}; model in {final_dir / 'model'}"
+    )
     return summary
 
 
 def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
     """The best ``top_k`` distinct configurations, each with seeds 0..seeds-1 (seed 0
     reproduces the trial itself when the spec fixes no other seed)."""
-    trials = sorted(completed_trials(study), key=lambda t: t.value, reverse=spec.direction == "maximize")
+    trials = sorted(
+        completed_trials(study), key=lambda t: t.value, reverse=spec.direction == "maximize"
+    )
     chosen, seen = [], set()
     for trial in trials:
         key = json.dumps(trial.params, sort_keys=True)
@@ -122,10 +161,15 @@ def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
             seen.add(key)
             chosen.append(trial)
     if not chosen:
-        raise UsageError(f"study {spec.name!r} has no completed trial to finalize; run hpo tune first")
+        raise UsageError(
+            f"study {spec.name!r} has no completed trial to finalize; run hpo tune first"
+        )
     base = int(spec.train.get("seed", 0))
-    return [Run(rank, trial.number, dict(trial.params), base + s)
-            for rank, trial in enumerate(chosen[:top_k], start=1) for s in range(seeds)]
+    return [
+        Run(rank, trial.number, dict(trial.params), base + s)
+        for rank, trial in enumerate(chosen[:top_k], start=1)
+        for s in range(seeds)
+    ]
 
 
 def _search_state(study, spec: StudySpec, partial: bool) -> dict:
@@ -135,18 +179,27 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     n_trials = study.user_attrs.get("n_trials", spec.n_trials)
     unfinished = census["running"] > 0 or census["finished"] < n_trials
     if unfinished and not partial:
-        raise UsageError(f"study {spec.name!r} is not finished: {census['finished']} of {n_trials} trials finished, "
-                         f"{census['running']} running, {census['waiting']} waiting; let hpo tune finish it, or pass "
-                         "--partial to finalize from the trials finished so far")
-    return {"n_trials": n_trials, "finished": census["finished"], "running": census["running"],
-            "partial": unfinished}
+        raise UsageError(
+            f"study {spec.name!r} is not finished: {census['finished']} of {n_trials} trials finished, "
+            f"{census['running']} running, {census['waiting']} waiting; let hpo tune finish it, or pass "
+            "--partial to finalize from the trials finished so far"
+        )
+    return {
+        "n_trials": n_trials,
+        "finished": census["finished"],
+        "running": census["running"],
+        "partial": unfinished,
+    }
 
 
 def _require_test_split(config: TrainConfig) -> None:
     corpus = load_redsm5(config.data_dir)
     split = split_posts(symptom_profiles(corpus), config.split_fractions, seed=config.split_seed)
-    split.require(("train", "validation", "test"), config.split_fractions,
-                  why=" and hpo finalize scores its model there")
+    split.require(
+        ("train", "validation", "test"),
+        config.split_fractions,
+        why=" and hpo finalize scores its model there",
+    )
 
 
 def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str], None]) -> dict:
@@ -158,24 +211,38 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
     if _intact(model, summary):
         say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
     else:
-        source = (final_dir / "refit" if summary.get("refit", {}).get("on") == "train+val"
-                  else final_dir / "runs" / summary["chosen"]["run"]) / "model"
+        source = (
+            final_dir / "refit"
+            if summary.get("refit", {}).get("on") == "train+val"
+            else final_dir / "runs" / summary["chosen"]["run"]
+        ) / "model"
         if not _intact(source, summary):
-            raise UsageError(f"{spec.name}: finalized, but {model} is missing or incomplete, and so is {source} it "
-                             f"was copied from; the test split was scored already (metrics.json): move {final_dir} "
-                             "aside to finalize anew")
+            raise UsageError(
+                f"{spec.name}: finalized, but {model} is missing or incomplete, and so is {source} it "
+                f"was copied from; the test split was scored already (metrics.json): move {final_dir} "
+                "aside to finalize anew"
+            )
         _place_model(final_dir, source)
-        say(f"{spec.name}: already finalized; {model} was missing or incomplete and is restored from {source}, "
-            f"the model metrics.json scored")
-    done = summary.get("settings") or {"top_k": len(summary["configurations"]),
-                                       "seeds": len(summary["configurations"][0]["seeds"]),
-                                       "refit": summary.get("refit", {}).get("on", "train")}
-    ignored = [f"--{key.replace('_', '-')} {value}" for key, value in asked.items()
-               if value is not None and value != done[key]]
+        say(
+            f"{spec.name}: already finalized; {model} was missing or incomplete and is restored from {source}, "
+            f"the model metrics.json scored"
+        )
+    done = summary.get("settings") or {
+        "top_k": len(summary["configurations"]),
+        "seeds": len(summary["configurations"][0]["seeds"]),
+        "refit": summary.get("refit", {}).get("on", "train"),
+    }
+    ignored = [
+        f"--{key.replace('_', '-')} {value}"
+        for key, value in asked.items()
+        if value is not None and value != done[key]
+    ]
     if ignored:
         ran = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in done.items())
-        say(f"ignored: {', '.join(ignored)}; the study was finalized with {ran} and its test split is scored once "
-            f"(move {final_dir} aside to finalize anew)")
+        say(
+            f"ignored: {', '.join(ignored)}; the study was finalized with {ran} and its test split is scored once "
+            f"(move {final_dir} aside to finalize anew)"
+        )
     return summary
 
 
@@ -185,7 +252,10 @@ def _intact(model: Path, summary: dict) -> bool:
     files = summary.get("model_files")
     if not files:
         return (model / "classifier.json").is_file()
-    return all((path := model / name).is_file() and path.stat().st_size == size for name, size in files.items())
+    return all(
+        (path := model / name).is_file() and path.stat().st_size == size
+        for name, size in files.items()
+    )
 
 
 def _choose(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
@@ -196,28 +266,58 @@ def _choose(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
     for rank in sorted({run.rank for run in runs}):
         mine = [records[run.name] for run in runs if run.rank == rank]
         values = [r["value"] for r in mine]
-        configurations.append({"rank": rank, "trial": mine[0]["trial"], "params": mine[0]["params"],
-                               "mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                               "seeds": [{k: r[k] for k in ("seed", "value", "best_epoch", "run")} for r in mine]})
+        configurations.append(
+            {
+                "rank": rank,
+                "trial": mine[0]["trial"],
+                "params": mine[0]["params"],
+                "mean": statistics.fmean(values),
+                "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "seeds": [{k: r[k] for k in ("seed", "value", "best_epoch", "run")} for r in mine],
+            }
+        )
     configurations.sort(key=lambda c: c["mean"], reverse=maximize)
     best = configurations[0]
     pick = (max if maximize else min)(best["seeds"], key=lambda s: s["value"])
-    return {"study": spec.name, "metric": spec.metric, "direction": spec.direction, "configurations": configurations,
-            "chosen": {"trial": best["trial"], "params": best["params"], "seed": pick["seed"], "run": pick["run"],
-                       "best_epoch": pick["best_epoch"], "validation": records[pick["run"]]["metrics"]}}
+    return {
+        "study": spec.name,
+        "metric": spec.metric,
+        "direction": spec.direction,
+        "configurations": configurations,
+        "chosen": {
+            "trial": best["trial"],
+            "params": best["params"],
+            "seed": pick["seed"],
+            "run": pick["run"],
+            "best_epoch": pick["best_epoch"],
+            "validation": records[pick["run"]]["metrics"],
+        },
+    }
 
 
-def _refit(config: TrainConfig, chosen: dict, chosen_model: Path, refit_dir: Path,
-           say: Callable[[str], None]) -> tuple[TrainConfig, Path]:
+def _refit(
+    config: TrainConfig,
+    chosen: dict,
+    chosen_model: Path,
+    refit_dir: Path,
+    say: Callable[[str], None],
+) -> tuple[TrainConfig, Path]:
     """The chosen configuration and seed retrained on train + validation for its best epoch
     count, deciding at the thresholds its train-only run chose on validation (the refit
     has seen validation, so it cannot choose them)."""
     epochs = chosen["best_epoch"]
-    config = dataclasses.replace(config, train_on="train+validation", epochs=epochs, early_stopping_patience=None,
-                                 checkpoint_dir=str(refit_dir / "model"))
+    config = dataclasses.replace(
+        config,
+        train_on="train+validation",
+        epochs=epochs,
+        early_stopping_patience=None,
+        checkpoint_dir=str(refit_dir / "model"),
+    )
     if not (refit_dir / "result.json").exists():
-        say(f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, on train + validation "
-            f"for {epochs} epochs")
+        say(
+            f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, on train + validation "
+            f"for {epochs} epochs"
+        )
         from hpo.train.loop import train
 
         train(config)
@@ -225,10 +325,15 @@ def _refit(config: TrainConfig, chosen: dict, chosen_model: Path, refit_dir: Pat
         meta_path = refit_dir / "model" / "classifier.json"
         meta = json.loads(meta_path.read_text())
         meta["inference"] = dataclasses.replace(
-            read_inference(meta_path.parent), thresholds=chosen_inference.thresholds,
-            validation_thresholds=chosen_inference.validation_thresholds).to_json()
+            read_inference(meta_path.parent),
+            thresholds=chosen_inference.thresholds,
+            validation_thresholds=chosen_inference.validation_thresholds,
+        ).to_json()
         write_json(meta_path, meta)
-        write_json(refit_dir / "result.json", {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]})
+        write_json(
+            refit_dir / "result.json",
+            {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]},
+        )
     return config, refit_dir / "model"
 
 
@@ -236,8 +341,11 @@ def _publish(final_dir: Path, model_dir: Path, summary: dict) -> None:
     """The model, metrics.json (with the model's files and sizes, so a rerun can check the
     model) and model_card.md; metrics.json goes last, as the mark of a finished finalize."""
     _place_model(final_dir, model_dir)
-    summary["model_files"] = {str(path.relative_to(final_dir / "model")): path.stat().st_size
-                              for path in sorted((final_dir / "model").rglob("*")) if path.is_file()}
+    summary["model_files"] = {
+        str(path.relative_to(final_dir / "model")): path.stat().st_size
+        for path in sorted((final_dir / "model").rglob("*"))
+        if path.is_file()
+    }
     with atomic_text(final_dir / "model_card.md") as stream:
         stream.write(model_card(summary))
     write_json(final_dir / "metrics.json", summary)
@@ -256,13 +364,18 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
     """The study carries the result, so optuna-dashboard shows it beside the search."""
     store = artifact_store(spec.output_dir)
     chosen = summary["chosen"]
-    study.set_user_attr(FINAL_ATTR, {
-        "trial": chosen["trial"], "seed": chosen["seed"], "model": str(final_dir / "model"),
-        f"validation_{spec.metric}_mean": round(summary["configurations"][0]["mean"], 6),
-        f"test_{spec.metric}": round(_test_value(spec, summary), 6),
-        "model_card_artifact": upload(store, study, final_dir / "model_card.md"),
-        "metrics_artifact": upload(store, study, final_dir / "metrics.json"),
-    })
+    study.set_user_attr(
+        FINAL_ATTR,
+        {
+            "trial": chosen["trial"],
+            "seed": chosen["seed"],
+            "model": str(final_dir / "model"),
+            f"validation_{spec.metric}_mean": round(summary["configurations"][0]["mean"], 6),
+            f"test_{spec.metric}": round(_test_value(spec, summary), 6),
+            "model_card_artifact": upload(store, study, final_dir / "model_card.md"),
+            "metrics_artifact": upload(store, study, final_dir / "metrics.json"),
+        },
+    )
 
 
 def _test_value(spec: StudySpec, summary: dict) -> float:
@@ -283,4 +396,3 @@ def _versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
-

@@ -41,7 +41,9 @@ from hpo.train.memory import memory_share_mb, set_memory_ceiling
 PLAN_FILE = "plan.json"  # in runs/: the runs the children share
 RESULT_FILE = "result.json"  # in a run's folder, written last: the run and its model are complete
 CLAIM_FILE = "claim.lock"  # in a run's folder: locked while a process trains the run
-STOP_SECONDS = 10  # after Ctrl-C or SIGTERM, how long children get before SIGKILL (they have nothing to save)
+STOP_SECONDS = (
+    10  # after Ctrl-C or SIGTERM, how long children get before SIGKILL (they have nothing to save)
+)
 POLL_SECONDS = 0.5  # how often the progress bar counts finished runs
 
 Say = Callable[[str], None]
@@ -50,6 +52,7 @@ Say = Callable[[str], None]
 @dataclass(frozen=True)
 class Run:
     """One retraining: a configuration (the trial it comes from) with one seed."""
+
     rank: int  # of the configuration in the study, 1 = best
     trial: int
     params: dict
@@ -60,45 +63,77 @@ class Run:
         return f"trial_{self.trial}-seed_{self.seed}"
 
 
-def train_config(spec: StudySpec, params: dict, seed: int, checkpoint_dir: Path | None) -> TrainConfig:
-    config = spec.train_config(params, checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None)
+def train_config(
+    spec: StudySpec, params: dict, seed: int, checkpoint_dir: Path | None
+) -> TrainConfig:
+    config = spec.train_config(
+        params, checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None
+    )
     return dataclasses.replace(config, seed=seed)
 
 
 def finished_runs(runs: Sequence[Run], runs_dir: Path) -> dict[str, dict]:
-    return {run.name: json.loads(path.read_text()) for run in runs
-            if (path := runs_dir / run.name / RESULT_FILE).exists()}
+    return {
+        run.name: json.loads(path.read_text())
+        for run in runs
+        if (path := runs_dir / run.name / RESULT_FILE).exists()
+    }
 
 
-def retrain_all(spec: StudySpec, spec_path: str, overrides: Sequence[str], runs: Sequence[Run], runs_dir: Path,
-                workers: int, progress: bool, say: Say) -> dict[str, dict]:
+def retrain_all(
+    spec: StudySpec,
+    spec_path: str,
+    overrides: Sequence[str],
+    runs: Sequence[Run],
+    runs_dir: Path,
+    workers: int,
+    progress: bool,
+    say: Say,
+) -> dict[str, dict]:
     """Results of every run: read back where an earlier finalize finished them, trained
     otherwise. Raises RunStopped when a retraining process died (the finished are kept)."""
     records = finished_runs(runs, runs_dir)
     pending = [run for run in runs if run.name not in records]
     if records:
-        say(f"resuming: {len(records)} of {len(runs)} retrainings already finished; training the other {len(pending)}")
+        say(
+            f"resuming: {len(records)} of {len(runs)} retrainings already finished; training the other {len(pending)}"
+        )
     children = min(workers, len(pending))
-    with tqdm(total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True) as bar:
+    with tqdm(
+        total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True
+    ) as bar:
         if children <= 1:
             set_memory_ceiling(memory_share_mb(1))  # as a worker's, so a step past it backs off
             retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
         else:
             write_json(runs_dir / PLAN_FILE, [dataclasses.asdict(run) for run in pending])
             threads = max(1, cpu_count(only_physical_cores=False) // children)
-            launches = child_launches(spec_path, overrides, runs_dir, children, threads=threads, storage=spec.storage,
-                                      memory_mb=memory_share_mb(children))
+            launches = child_launches(
+                spec_path,
+                overrides,
+                runs_dir,
+                children,
+                threads=threads,
+                storage=spec.storage,
+                memory_mb=memory_share_mb(children),
+            )
             codes = _run_children(launches, lambda: len(finished_runs(runs, runs_dir)), bar, say)
             records = finished_runs(runs, runs_dir)
             if missing := [run.name for run in runs if run.name not in records]:
-                raise RunStopped(f"{len(missing)} of {len(runs)} retrainings did not finish (retraining processes "
-                                 f"exited with {sorted(set(codes))}; the error is above); fix that and run hpo finalize "
-                                 f"again: the {len(records)} finished are kept")
+                raise RunStopped(
+                    f"{len(missing)} of {len(runs)} retrainings did not finish (retraining processes "
+                    f"exited with {sorted(set(codes))}; the error is above); fix that and run hpo finalize "
+                    f"again: the {len(records)} finished are kept"
+                )
     return finished_runs(runs, runs_dir)
 
 
-def retrain_pending(spec: StudySpec, runs: Sequence[Run], runs_dir: Path,
-                    on_done: Callable[[dict], None] | None = None) -> None:
+def retrain_pending(
+    spec: StudySpec,
+    runs: Sequence[Run],
+    runs_dir: Path,
+    on_done: Callable[[dict], None] | None = None,
+) -> None:
     """Train each run that no process has finished or is training: what finalize runs with
     one worker, and each ``hpo retrain`` child with several."""
     for run in runs:
@@ -111,24 +146,53 @@ def retrain_pending(spec: StudySpec, runs: Sequence[Run], runs_dir: Path,
             continue  # another retraining process has it
         try:
             if not (folder / RESULT_FILE).exists():  # finished by another process meanwhile
-                record = _retrain(train_config(spec, run.params, run.seed, folder / "model"), run, folder)
+                record = _retrain(
+                    train_config(spec, run.params, run.seed, folder / "model"), run, folder
+                )
                 if on_done:
                     on_done(record)
         finally:
             claim.release()
 
 
-def child_launches(spec_path: str, overrides: Sequence[str], runs_dir: Path, n: int, *, threads: int,
-                   storage: StorageUrl | str, parent_pid: int | None = None, memory_mb: int | None = None,
-                   base_env: Mapping[str, str] | None = None) -> list[tuple[list[str], dict[str, str]]]:
+def child_launches(
+    spec_path: str,
+    overrides: Sequence[str],
+    runs_dir: Path,
+    n: int,
+    *,
+    threads: int,
+    storage: StorageUrl | str,
+    parent_pid: int | None = None,
+    memory_mb: int | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> list[tuple[list[str], dict[str, str]]]:
     """Each retraining child's command and environment: ``threads`` CPU threads each and
     ``memory_mb`` of host memory, told finalize's PID so it dies with it; the storage URL in
     the environment, never in `ps`."""
     env = dict(os.environ if base_env is None else base_env)
-    env.update({STORAGE_ENV: StorageUrl.of(storage).text, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"})
-    cmd = [sys.executable, "-m", "hpo", "retrain", spec_path, "--runs-dir", str(runs_dir), "--threads", str(threads),
-           "--parent-pid", str(os.getpid() if parent_pid is None else parent_pid)]
+    env.update(
+        {
+            STORAGE_ENV: StorageUrl.of(storage).text,
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpo",
+        "retrain",
+        spec_path,
+        "--runs-dir",
+        str(runs_dir),
+        "--threads",
+        str(threads),
+        "--parent-pid",
+        str(os.getpid() if parent_pid is None else parent_pid),
+    ]
     if memory_mb is not None:
         cmd += ["--memory-limit", str(memory_mb)]
     for override in overrides:
@@ -136,8 +200,12 @@ def child_launches(spec_path: str, overrides: Sequence[str], runs_dir: Path, n: 
     return [(list(cmd), dict(env)) for _ in range(n)]
 
 
-def _run_children(launches: Sequence[tuple[list[str], dict[str, str]]], count_finished: Callable[[], int],
-                  bar: tqdm, say: Say) -> list[int]:
+def _run_children(
+    launches: Sequence[tuple[list[str], dict[str, str]]],
+    count_finished: Callable[[], int],
+    bar: tqdm,
+    say: Say,
+) -> list[int]:
     """Start the children and wait for all of them; their exit codes. On Ctrl-C, SIGTERM or
     SIGHUP, stop them all, then raise KeyboardInterrupt."""
     procs: list[subprocess.Popen] = []
@@ -150,17 +218,27 @@ def _run_children(launches: Sequence[tuple[list[str], dict[str, str]]], count_fi
                 bar.update(count_finished() - bar.n)
         except KeyboardInterrupt:
             stop_children(procs, signal.SIGTERM, STOP_SECONDS)
-            say(f"stopped; {count_finished()} finished retrainings are kept: run hpo finalize again to resume")
+            say(
+                f"stopped; {count_finished()} finished retrainings are kept: run hpo finalize again to resume"
+            )
             raise
     bar.update(count_finished() - bar.n)
     return [proc.returncode for proc in procs]
 
 
-def retrain_child(spec_path: str, overrides: Sequence[str], runs_dir: str, threads: int, parent_pid: int,
-                  memory_limit_mb: int | None = None) -> int:
+def retrain_child(
+    spec_path: str,
+    overrides: Sequence[str],
+    runs_dir: str,
+    threads: int,
+    parent_pid: int,
+    memory_limit_mb: int | None = None,
+) -> int:
     """``hpo retrain``: one of finalize's retraining processes (see the module's docstring)."""
     exit_with_parent(parent_pid)  # first: a finalize killed while this one starts is noticed too
-    spec = load_spec(spec_path, overrides)  # the storage comes from $HPO_STORAGE, as finalize resolved it
+    spec = load_spec(
+        spec_path, overrides
+    )  # the storage comes from $HPO_STORAGE, as finalize resolved it
     runs = [Run(**record) for record in json.loads((Path(runs_dir) / PLAN_FILE).read_text())]
     import torch
 
@@ -174,10 +252,20 @@ def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
     from hpo.train.loop import train
 
     result = train(config)
-    record = {"run": run.name, "rank": run.rank, "trial": run.trial, "seed": run.seed, "params": run.params,
-              "value": result.value, "best_epoch": result.best_epoch, "metrics": rounded(result.metrics),
-              "wall_seconds": round(result.wall_seconds, 1)}
-    write_json(run_dir / RESULT_FILE, record)  # last: its presence means the run and its model are complete
+    record = {
+        "run": run.name,
+        "rank": run.rank,
+        "trial": run.trial,
+        "seed": run.seed,
+        "params": run.params,
+        "value": result.value,
+        "best_epoch": result.best_epoch,
+        "metrics": rounded(result.metrics),
+        "wall_seconds": round(result.wall_seconds, 1),
+    }
+    write_json(
+        run_dir / RESULT_FILE, record
+    )  # last: its presence means the run and its model are complete
     return record
 
 

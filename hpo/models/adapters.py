@@ -19,8 +19,12 @@ def add_lora(encoder: nn.Module, settings: LoraSettings) -> nn.Module:
     """The encoder wrapped as a peft model with trainable LoRA adapters, base weights frozen."""
     peft = _peft()
     with model_construction():
-        config = peft.LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                                 target_modules=settings.target_list())
+        config = peft.LoraConfig(
+            r=settings.r,
+            lora_alpha=settings.alpha,
+            lora_dropout=settings.dropout,
+            target_modules=settings.target_list(),
+        )
         adapted = peft.get_peft_model(encoder, config)
     return _contiguous_outputs(adapted)
 
@@ -55,5 +59,7 @@ def _peft():
     try:
         import peft
     except ImportError:
-        raise UsageError("adapter: lora needs the peft library; install it with pip install 'hpo[lora]'") from None
+        raise UsageError(
+            "adapter: lora needs the peft library; install it with pip install 'hpo[lora]'"
+        ) from None
     return peft

@@ -51,12 +51,18 @@ class EncoderClassifier(nn.Module):
     def config(self):
         return self.encoder.config
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, **extra
+        ).last_hidden_state
         return self.head(self.pool(hidden, attention_mask))
 
     def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -78,18 +84,28 @@ class EvidenceClassifier(EncoderClassifier):
     task = "evidence"
 
 
-CLASSIFIERS: dict[str, type[EncoderClassifier]] = {c.task: c for c in (CriteriaClassifier, EvidenceClassifier)}
+CLASSIFIERS: dict[str, type[EncoderClassifier]] = {
+    c.task: c for c in (CriteriaClassifier, EvidenceClassifier)
+}
 
 
-def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfig | None = None,
-                     encoder_dropout: float | None = None, lora: LoraSettings | None = None,
-                     attention_dropout: float | None = None) -> EncoderClassifier:
+def build_classifier(
+    task: str,
+    encoder_path: str | Path,
+    head_config: HeadConfig | None = None,
+    encoder_dropout: float | None = None,
+    lora: LoraSettings | None = None,
+    attention_dropout: float | None = None,
+) -> EncoderClassifier:
     """A classifier on a meta-safely loaded pretrained encoder, LoRA-adapted if ``lora``.
     ``encoder_dropout`` sets hidden and attention dropout, ``attention_dropout`` the latter
     alone; None keeps the checkpoint's."""
     overrides = {}
     if encoder_dropout is not None:
-        overrides = {"hidden_dropout_prob": encoder_dropout, "attention_probs_dropout_prob": encoder_dropout}
+        overrides = {
+            "hidden_dropout_prob": encoder_dropout,
+            "attention_probs_dropout_prob": encoder_dropout,
+        }
     if attention_dropout is not None:
         overrides["attention_probs_dropout_prob"] = attention_dropout
     encoder = load_pretrained(encoder_path, config_overrides=overrides)
@@ -98,8 +114,12 @@ def build_classifier(task: str, encoder_path: str | Path, head_config: HeadConfi
     return CLASSIFIERS[task](encoder, head_config or HeadConfig())
 
 
-def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None,
-                    inference: InferenceSettings | None = None) -> Path:
+def save_classifier(
+    model: nn.Module,
+    out_dir: str | Path,
+    tokenizer=None,
+    inference: InferenceSettings | None = None,
+) -> Path:
     """Write the encoder (``encoder/`` via save_pretrained, or only ``adapter/`` for LoRA),
     ``head.safetensors``, ``tokenizer/`` and ``classifier.json`` (with ``inference``: how
     training read text, and its decision thresholds; a model saved without them cannot
@@ -107,16 +127,25 @@ def save_classifier(model: nn.Module, out_dir: str | Path, tokenizer=None,
     real = unwrap_model(model)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"format": _CHECKPOINT_FORMAT, "task": real.task, "head": asdict(real.head_config),
-            "inference": inference.to_json() if inference is not None else {}}
+    meta = {
+        "format": _CHECKPOINT_FORMAT,
+        "task": real.task,
+        "head": asdict(real.head_config),
+        "inference": inference.to_json() if inference is not None else {},
+    }
     if is_lora(real.encoder):
-        real.encoder.save_pretrained(out / "adapter")  # the adapters only; the base encoder is named
+        real.encoder.save_pretrained(
+            out / "adapter"
+        )  # the adapters only; the base encoder is named
         meta["base_encoder"] = real.encoder.get_base_model().name_or_path
     else:
         real.encoder.save_pretrained(out / "encoder")
     if tokenizer is not None:
         tokenizer.save_pretrained(out / "tokenizer")
-    save_file({k: v.detach().cpu().contiguous() for k, v in real.head.state_dict().items()}, out / "head.safetensors")
+    save_file(
+        {k: v.detach().cpu().contiguous() for k, v in real.head.state_dict().items()},
+        out / "head.safetensors",
+    )
     (out / "classifier.json").write_text(json.dumps(meta, indent=2) + "\n")
     return out
 
@@ -132,9 +161,16 @@ def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
     model = CLASSIFIERS[meta["task"]](encoder, HeadConfig(**meta["head"]))
     try:
         model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
-    except RuntimeError as exc:  # torch lists every mismatch over many lines; the first names the problem
-        detail = next((line.strip() for line in str(exc).splitlines() if "mismatch" in line or "key" in line), exc)
-        raise ValueError(f"head.safetensors does not fit the head classifier.json describes: {detail}") from None
+    except (
+        RuntimeError
+    ) as exc:  # torch lists every mismatch over many lines; the first names the problem
+        detail = next(
+            (line.strip() for line in str(exc).splitlines() if "mismatch" in line or "key" in line),
+            exc,
+        )
+        raise ValueError(
+            f"head.safetensors does not fit the head classifier.json describes: {detail}"
+        ) from None
     tokenizer = load_tokenizer(path / "tokenizer") if (path / "tokenizer").is_dir() else None
     return model, tokenizer
 
@@ -145,4 +181,6 @@ def load_classifier_on(path: str | Path, device) -> tuple[EncoderClassifier, obj
     path = Path(path)
     model, tokenizer = load_classifier(path)
     meta = json.loads((path / "classifier.json").read_text())
-    return safe_to_device(model, device, checkpoint=meta.get("base_encoder") or path / "encoder"), tokenizer
+    return safe_to_device(
+        model, device, checkpoint=meta.get("base_encoder") or path / "encoder"
+    ), tokenizer

@@ -42,7 +42,9 @@ class _Envelope(_Strict):
     task: Literal["criteria", "evidence"]
     head: HeadFile
     inference: dict[str, Any]  # read by InferenceSettings.from_json
-    base_encoder: str | None = None  # a LoRA model's base encoder; the folder holds only the adapter
+    base_encoder: str | None = (
+        None  # a LoRA model's base encoder; the folder holds only the adapter
+    )
 
 
 @dataclass(frozen=True)
@@ -61,30 +63,54 @@ def read_classifier_file(meta: dict) -> ClassifierFile:
         error = exc.errors()[0]
         field = ".".join(map(str, error["loc"])) or "top level"
         problem = "unknown key" if error["type"] == "extra_forbidden" else error["msg"].lower()
-        shown = f" (got {error['input']!r})" if isinstance(error["input"], (str, int, float, type(None))) else ""
+        shown = (
+            f" (got {error['input']!r})"
+            if isinstance(error["input"], (str, int, float, type(None)))
+            else ""
+        )
         raise InvalidClassifierFile(field, problem + shown) from None
-    saved = ClassifierFile(envelope.task, envelope.head, InferenceSettings.from_json(envelope.inference),
-                           envelope.base_encoder)
+    saved = ClassifierFile(
+        envelope.task,
+        envelope.head,
+        InferenceSettings.from_json(envelope.inference),
+        envelope.base_encoder,
+    )
     _check_consistent(saved)
     return saved
 
 
 def read_inference(folder: str | Path) -> InferenceSettings:
     """The checked inference block of the classifier saved in ``folder``."""
-    return read_classifier_file(json.loads((Path(folder) / FILE_NAME).read_text(encoding="utf-8"))).inference
+    return read_classifier_file(
+        json.loads((Path(folder) / FILE_NAME).read_text(encoding="utf-8"))
+    ).inference
 
 
 def _check_consistent(saved: ClassifierFile) -> None:
     """What no single part shows: the parts must describe the same model."""
     block = saved.inference
     if block.formulation not in FORMULATIONS[saved.task]:
-        raise InvalidClassifierFile("task", f"{saved.task!r} does not fit inference.formulation "
-                                            f"{block.formulation!r} (a {task_of(block.formulation)} model)")
-    outputs = len(block.labels) if block.formulation == "multilabel" else 1  # pairs and evidence: one logit
+        raise InvalidClassifierFile(
+            "task",
+            f"{saved.task!r} does not fit inference.formulation "
+            f"{block.formulation!r} (a {task_of(block.formulation)} model)",
+        )
+    outputs = (
+        len(block.labels) if block.formulation == "multilabel" else 1
+    )  # pairs and evidence: one logit
     if saved.head.num_labels != outputs:
-        raise InvalidClassifierFile("head.num_labels", f"{saved.head.num_labels}, but a {block.formulation} model "
-                                                       f"with {len(block.labels)} labels has {outputs} output(s)")
+        raise InvalidClassifierFile(
+            "head.num_labels",
+            f"{saved.head.num_labels}, but a {block.formulation} model "
+            f"with {len(block.labels)} labels has {outputs} output(s)",
+        )
 
 
-__all__ = ["FILE_NAME", "ClassifierFile", "HeadFile", "InvalidClassifierFile", "read_classifier_file",
-           "read_inference"]
+__all__ = [
+    "FILE_NAME",
+    "ClassifierFile",
+    "HeadFile",
+    "InvalidClassifierFile",
+    "read_classifier_file",
+    "read_inference",
+]

@@ -21,7 +21,12 @@ from transformers import PreTrainedModel
 from hpo.errors import MetaTensorError
 from hpo.models.loading import find_meta_tensors, model_construction
 
-_MODULE_WRAPPER_NAMES = {"DataParallel", "DistributedDataParallel", "FullyShardedDataParallel", "DeepSpeedEngine"}
+_MODULE_WRAPPER_NAMES = {
+    "DataParallel",
+    "DistributedDataParallel",
+    "FullyShardedDataParallel",
+    "DeepSpeedEngine",
+}
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -64,7 +69,9 @@ def safe_to_device(model: nn.Module, device, checkpoint: str | Path | None = Non
     real = unwrap_model(model)
     if find_meta_tensors(real):
         if checkpoint is None:
-            raise MetaTensorError(find_meta_tensors(real), "and no checkpoint was given to restore them from")
+            raise MetaTensorError(
+                find_meta_tensors(real), "and no checkpoint was given to restore them from"
+            )
         _restore_meta(real, checkpoint)
         if left := find_meta_tensors(real):
             raise MetaTensorError(left, f"after restoring from {checkpoint}")
@@ -73,11 +80,17 @@ def safe_to_device(model: nn.Module, device, checkpoint: str | Path | None = Non
 
 def _restore_meta(model: nn.Module, checkpoint: str | Path) -> None:
     store = _CheckpointTensors(checkpoint)
-    prefixes = {m.base_model_prefix for m in model.modules() if isinstance(m, PreTrainedModel)} - {""}
+    prefixes = {m.base_model_prefix for m in model.modules() if isinstance(m, PreTrainedModel)} - {
+        ""
+    }
     for names, placeholder, is_buffer in _meta_groups(model):
         value = next(
-            (t for name in names for key in _candidate_keys(name, prefixes)
-             if (t := store.get(key, placeholder.shape)) is not None),
+            (
+                t
+                for name in names
+                for key in _candidate_keys(name, prefixes)
+                if (t := store.get(key, placeholder.shape)) is not None
+            ),
             None,
         )
         if value is None and is_buffer:
@@ -122,7 +135,9 @@ def _meta_groups(model: nn.Module) -> Iterator[tuple[list[str], torch.Tensor, bo
 def _candidate_keys(name: str, prefixes: set[str]) -> Iterator[str]:
     """Checkpoint keys that may hold ``name``: the name itself, then shorter dotted
     suffixes (a wrapper adds leading components), each also under ``base_model_prefix``."""
-    peft_free = name.replace("base_model.model.", "").replace(".base_layer.", ".")  # peft's renaming
+    peft_free = name.replace("base_model.model.", "").replace(
+        ".base_layer.", "."
+    )  # peft's renaming
     if peft_free != name:
         yield from _candidate_keys(peft_free, prefixes)
     parts = name.split(".")
@@ -132,7 +147,7 @@ def _candidate_keys(name: str, prefixes: set[str]) -> Iterator[str]:
         for prefix in prefixes:
             yield f"{prefix}.{suffix}"
             if suffix.startswith(prefix + "."):
-                yield suffix[len(prefix) + 1:]
+                yield suffix[len(prefix) + 1 :]
 
 
 def _owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
@@ -187,11 +202,15 @@ def _safetensors_files(checkpoint: str | Path) -> list[Path]:
         return [path / shard for shard in shards]
     files = sorted(path.glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no .safetensors files in {path}; cannot restore meta tensors from it")
+        raise FileNotFoundError(
+            f"no .safetensors files in {path}; cannot restore meta tensors from it"
+        )
     return files
 
 
 def _hub_cache_dir(name: str) -> Path:
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(name, local_files_only=True, allow_patterns=["*.safetensors", "*.json"]))
+    return Path(
+        snapshot_download(name, local_files_only=True, allow_patterns=["*.safetensors", "*.json"])
+    )

@@ -27,12 +27,17 @@ def check_gpus(wanted: int) -> None:
         return
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if available < wanted:
-        raise UsageError(f"gpus_per_trial={wanted} needs {wanted} GPUs, but this process sees {available}; "
-                         "set gpus_per_trial: 1 or give each worker more GPUs")
+        raise UsageError(
+            f"gpus_per_trial={wanted} needs {wanted} GPUs, but this process sees {available}; "
+            "set gpus_per_trial: 1 or give each worker more GPUs"
+        )
 
 
 def cpu_has_native_bf16() -> bool:
     """AVX-512 bf16 or AMX: where bf16 matmuls run 2-3x faster than float32. Without them
     (AVX2-only CPUs) bf16 is emulated and slower than float32."""
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private, so looked up defensively
+    probes = (
+        "_is_avx512_bf16_supported",
+        "_is_amx_tile_supported",
+    )  # private, so looked up defensively
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)

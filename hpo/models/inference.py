@@ -57,24 +57,41 @@ class InferenceSettings:
         """Every check of the block, once, in the order a reader fixes them."""
         _one_of("formulation", self.formulation, [f for fs in FORMULATIONS.values() for f in fs])
         labels = self.labels
-        if not isinstance(labels, tuple) or not labels or not all(isinstance(x, str) for x in labels):
+        if (
+            not isinstance(labels, tuple)
+            or not labels
+            or not all(isinstance(x, str) for x in labels)
+        ):
             _refuse("labels", f"must be a non-empty list of label names (got {labels!r})")
         if len(set(labels)) != len(labels):
             _refuse("labels", "a label appears twice")
-        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 1:
-            _refuse("max_length", f"must be a whole number of tokens, at least 1 (got {self.max_length!r})")
+        if (
+            isinstance(self.max_length, bool)
+            or not isinstance(self.max_length, int)
+            or self.max_length < 1
+        ):
+            _refuse(
+                "max_length",
+                f"must be a whole number of tokens, at least 1 (got {self.max_length!r})",
+            )
         _one_of("long_text", self.long_text, LONG_TEXT)
         _check_thresholds("thresholds", self.thresholds, labels)
         if self.validation_thresholds is not None:
             _check_thresholds("validation_thresholds", self.validation_thresholds, labels=None)
         if self.descriptions is not None:
             texts = self.descriptions
-            if not isinstance(texts, Mapping) or not all(isinstance(v, str) for v in texts.values()):
+            if not isinstance(texts, Mapping) or not all(
+                isinstance(v, str) for v in texts.values()
+            ):
                 _refuse("descriptions", "must map each label to its criterion text")
-            if self.formulation != "multilabel" and (missing := [x for x in labels if x not in texts]):
+            if self.formulation != "multilabel" and (
+                missing := [x for x in labels if x not in texts]
+            ):
                 _refuse("descriptions", f"no description for {', '.join(missing)}")
         fingerprint = self.data_fingerprint
-        if fingerprint is not None and not (isinstance(fingerprint, str) and _FINGERPRINT.fullmatch(fingerprint)):
+        if fingerprint is not None and not (
+            isinstance(fingerprint, str) and _FINGERPRINT.fullmatch(fingerprint)
+        ):
             _refuse("data_fingerprint", f"must be 64 lower-case hex digits (got {fingerprint!r})")
 
     @property
@@ -84,11 +101,17 @@ class InferenceSettings:
 
     def to_json(self) -> dict:
         """The block as classifier.json holds it (``task`` repeats the file's, for readers)."""
-        return {"task": self.task, "formulation": self.formulation, "labels": list(self.labels),
-                "max_length": self.max_length, "long_text": self.long_text,
-                "descriptions": _plain(self.descriptions), "thresholds": _plain(self.thresholds),
-                "validation_thresholds": _plain(self.validation_thresholds),
-                "data_fingerprint": self.data_fingerprint}
+        return {
+            "task": self.task,
+            "formulation": self.formulation,
+            "labels": list(self.labels),
+            "max_length": self.max_length,
+            "long_text": self.long_text,
+            "descriptions": _plain(self.descriptions),
+            "thresholds": _plain(self.thresholds),
+            "validation_thresholds": _plain(self.validation_thresholds),
+            "data_fingerprint": self.data_fingerprint,
+        }
 
     @classmethod
     def from_json(cls, block: object) -> InferenceSettings:
@@ -107,8 +130,11 @@ class InferenceSettings:
             values["labels"] = tuple(values["labels"])
         settings = cls(**values)
         if block.get("task") not in (None, settings.task):
-            _refuse("task", f"{block['task']!r}, but inference.formulation {settings.formulation!r} "
-                            f"makes a {settings.task} model")
+            _refuse(
+                "task",
+                f"{block['task']!r}, but inference.formulation {settings.formulation!r} "
+                f"makes a {settings.task} model",
+            )
         return settings
 
 
@@ -140,4 +166,11 @@ def _plain(mapping: Mapping | None) -> dict | None:
     return None if mapping is None else dict(mapping)
 
 
-__all__ = ["BLOCK", "FORMULATIONS", "LONG_TEXT", "InferenceSettings", "InvalidClassifierFile", "task_of"]
+__all__ = [
+    "BLOCK",
+    "FORMULATIONS",
+    "LONG_TEXT",
+    "InferenceSettings",
+    "InvalidClassifierFile",
+    "task_of",
+]

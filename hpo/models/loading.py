@@ -113,7 +113,9 @@ def load_pretrained(
     if info.get("missing_keys"):
         log.warning(
             "%s: %d weights were not in the checkpoint and start untrained: %s",
-            name_or_path, len(info["missing_keys"]), sorted(info["missing_keys"])[:10],
+            name_or_path,
+            len(info["missing_keys"]),
+            sorted(info["missing_keys"])[:10],
         )
     model.train()
     assert_no_meta(model, f"after loading {name_or_path}")

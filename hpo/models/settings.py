@@ -16,7 +16,9 @@ class HeadConfig:
     hidden_size: int = 256
     activation: str = "gelu"
     dropout: float = 0.1
-    num_labels: int = 1  # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
+    num_labels: int = (
+        1  # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
+    )
 
     def __post_init__(self):
         if self.pooling not in ("cls", "mean"):
@@ -24,7 +26,9 @@ class HeadConfig:
         if not 0 <= self.hidden_layers <= 3:
             raise ValueError(f"hidden_layers must be 0-3, not {self.hidden_layers}")
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}")
+            raise ValueError(
+                f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}"
+            )
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
 
@@ -34,7 +38,9 @@ class LoraSettings:
     r: int = 8
     alpha: int = 16
     dropout: float = 0.05
-    target_modules: str | None = None  # comma-separated module names, "all-linear", or None: peft's default
+    target_modules: str | None = (
+        None  # comma-separated module names, "all-linear", or None: peft's default
+    )
 
     def target_list(self) -> list[str] | str | None:
         if self.target_modules in (None, "all-linear"):

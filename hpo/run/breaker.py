@@ -15,14 +15,16 @@ WORKER_DEATHS_LIMIT = 3  # worker exits in a row with no trial finished in betwe
 
 
 class CircuitBreaker:
-    def __init__(self, failed_trials: int = FAILED_TRIALS_LIMIT, worker_deaths: int = WORKER_DEATHS_LIMIT):
+    def __init__(
+        self, failed_trials: int = FAILED_TRIALS_LIMIT, worker_deaths: int = WORKER_DEATHS_LIMIT
+    ):
         self.failed_trials, self.worker_deaths = failed_trials, worker_deaths
         self._deaths, self._finished_at_last_death = 0, -1
 
     def check_trials(self, recent: Sequence[tuple[str, str | None]]) -> str | None:
         """``recent``: the last trials to end, oldest first, as (state, fail_reason).
         A reason to stop when the last ``failed_trials`` all failed with one reason."""
-        last = list(recent)[-self.failed_trials:]
+        last = list(recent)[-self.failed_trials :]
         if len(last) < self.failed_trials or any(state != "fail" for state, _ in last):
             return None
         reasons = {_first_line(reason) for _, reason in last}
@@ -39,8 +41,10 @@ class CircuitBreaker:
         self._finished_at_last_death = finished
         if self._deaths < self.worker_deaths:
             return None
-        return (f"workers died {self._deaths} times in a row without a trial finishing "
-                f"(last exit code {exit_code}); see the worker log lines above")
+        return (
+            f"workers died {self._deaths} times in a row without a trial finishing "
+            f"(last exit code {exit_code}); see the worker log lines above"
+        )
 
 
 def _first_line(reason: str | None) -> str | None:

@@ -47,11 +47,21 @@ class WorkerLaunch:
     env: dict[str, str]
 
 
-def worker_launches(spec_path: str, n_workers: int, *, storage: StorageUrl | str, overrides: Sequence[str] = (),
-                    cpu_count: int, gpu_ids: Sequence[str] = (), gpus_per_trial: int = 1,
-                    threads: int | None = None, base_env: Mapping[str, str] | None = None,
-                    host: str | None = None, parent_pid: int | None = None,
-                    memory_mb: int | None = None) -> list[WorkerLaunch]:
+def worker_launches(
+    spec_path: str,
+    n_workers: int,
+    *,
+    storage: StorageUrl | str,
+    overrides: Sequence[str] = (),
+    cpu_count: int,
+    gpu_ids: Sequence[str] = (),
+    gpus_per_trial: int = 1,
+    threads: int | None = None,
+    base_env: Mapping[str, str] | None = None,
+    host: str | None = None,
+    parent_pid: int | None = None,
+    memory_mb: int | None = None,
+) -> list[WorkerLaunch]:
     """Each worker's command and environment.
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
@@ -67,25 +77,41 @@ def worker_launches(spec_path: str, n_workers: int, *, storage: StorageUrl | str
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
     threads = threads or max(1, cpu_count // n_workers)
     # Disjoint groups of gpus_per_trial GPUs, handed out round-robin (a group per worker).
-    groups = [[str(g) for g in gpu_ids[i:i + gpus_per_trial]]
-              for i in range(0, len(gpu_ids) - gpus_per_trial + 1, gpus_per_trial)]
+    groups = [
+        [str(g) for g in gpu_ids[i : i + gpus_per_trial]]
+        for i in range(0, len(gpu_ids) - gpus_per_trial + 1, gpus_per_trial)
+    ]
     host = host or socket.gethostname()
     parent_pid = os.getpid() if parent_pid is None else parent_pid
     launches = []
     for index in range(n_workers):
         name = f"{host}/{index}"
         env = dict(base_env if base_env is not None else os.environ)
-        env.update({
-            STORAGE_ENV: StorageUrl.of(storage).text,
-            "OMP_NUM_THREADS": str(threads),
-            "MKL_NUM_THREADS": str(threads),
-            "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                STORAGE_ENV: StorageUrl.of(storage).text,
+                "OMP_NUM_THREADS": str(threads),
+                "MKL_NUM_THREADS": str(threads),
+                "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         if groups:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
-        cmd = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--threads", str(threads),
-               "--parent-pid", str(parent_pid), "--await-go"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "hpo",
+            "worker",
+            spec_path,
+            "--name",
+            name,
+            "--threads",
+            str(threads),
+            "--parent-pid",
+            str(parent_pid),
+            "--await-go",
+        ]
         if memory_mb is not None:
             cmd += ["--memory-limit", str(memory_mb)]
         for override in overrides:
@@ -105,14 +131,20 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-_GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: what CUDA/HIP devices need
+_GPU_DEVICE_NODES = (
+    "/dev/nvidiactl",
+    "/dev/kfd",
+    "/dev/dxg",
+)  # NVIDIA, ROCm, WSL: what CUDA/HIP devices need
 
 
 def peak_resident_mb(pid: int) -> float | None:
     """A live process's peak resident set (VmHWM), in MiB; None once it is gone."""
     try:
         with open(f"/proc/{pid}/status") as status:
-            return next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), None)
+            return next(
+                (int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), None
+            )
     except (OSError, ValueError):
         return None
 
@@ -140,8 +172,14 @@ USAGE_EXIT = 2  # a worker refused its spec or found its study deleted: a replac
 
 
 class Supervisor:
-    def __init__(self, launches: Sequence[WorkerLaunch], progress=None, restart_dead: bool = False,
-                 poll_seconds: float = 2.0, breaker: CircuitBreaker | None = None):
+    def __init__(
+        self,
+        launches: Sequence[WorkerLaunch],
+        progress=None,
+        restart_dead: bool = False,
+        poll_seconds: float = 2.0,
+        breaker: CircuitBreaker | None = None,
+    ):
         self.launches, self.progress = list(launches), progress
         self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
         self.breaker = breaker or CircuitBreaker()
@@ -151,7 +189,9 @@ class Supervisor:
         self.stopped_because: str | None = None  # set when the circuit breaker stopped the study
         self._failed_seen = 0
         self.peaks: dict[str, float] = {}  # worker -> peak resident MiB, as last seen alive
-        self._exited = threading.Event()  # a worker closed its output: look at once, not at the next poll
+        self._exited = (
+            threading.Event()
+        )  # a worker closed its output: look at once, not at the next poll
 
     def start(self) -> None:
         """Start every worker; each loads its libraries, then waits for ``run`` to say go."""
@@ -191,19 +231,26 @@ class Supervisor:
                 if proc is None:
                     continue
                 if proc.poll() is None:
-                    self.peaks[launch.name] = peak_resident_mb(proc.pid) or self.peaks.get(launch.name, 0.0)
+                    self.peaks[launch.name] = peak_resident_mb(proc.pid) or self.peaks.get(
+                        launch.name, 0.0
+                    )
                     continue
                 del self.procs[launch.name]
-                self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)  # its last lines before our notice
+                self.relays.pop(launch.name).join(
+                    RELAY_DRAIN_SECONDS
+                )  # its last lines before our notice
                 if proc.returncode != 0:
                     self.deaths += 1
                     replace = self.restart_dead and proc.returncode != USAGE_EXIT
                     how = death_words(proc.returncode, self.peaks.pop(launch.name, None))
-                    self.progress.write(f"worker {launch.name} died ({how})"
-                                        + ("; starting a replacement" if replace else ""))
+                    self.progress.write(
+                        f"worker {launch.name} died ({how})"
+                        + ("; starting a replacement" if replace else "")
+                    )
                     self.progress.worker_died(launch.name, how)  # its trial must not stay RUNNING
-                    self.stopped_because = (self.stopped_because
-                                            or self.breaker.worker_exited(proc.returncode, self.progress.finished()))
+                    self.stopped_because = self.stopped_because or self.breaker.worker_exited(
+                        proc.returncode, self.progress.finished()
+                    )
                     if replace and not self.stopped_because and not self.progress.done():
                         self._spawn(launch)
                         self._release(launch)
@@ -225,8 +272,15 @@ class Supervisor:
 
     def _spawn(self, launch: WorkerLaunch) -> None:
         # From the main thread: a worker's death signal fires when the thread that started it ends.
-        self.procs[launch.name] = start_child(launch.cmd, launch.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.procs[launch.name] = start_child(
+            launch.cmd,
+            launch.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
 
     def _release(self, launch: WorkerLaunch) -> None:
         """Say go to a waiting worker and relay its output (held in its pipe until now)."""
@@ -288,7 +342,9 @@ class StudyProgress:
         retries; without this they would wait for a heartbeat sweep that, once the launcher
         exits, nobody runs. While the database is unreachable the heartbeat does it later."""
         try:
-            for number in fail_trials_of_worker(self.study, worker, f"worker {worker} {how}", self.max_retry):
+            for number in fail_trials_of_worker(
+                self.study, worker, f"worker {worker} {how}", self.max_retry
+            ):
                 self.write(f"trial {number} failed with its worker and was re-queued")
         except Exception as exc:
             if not caused_by_database(exc):
@@ -300,8 +356,10 @@ class StudyProgress:
         with self._lock:
             self.bar.n = min(counts["finished"], self.n_trials)
             with output_may_be_gone():  # the terminal was closed: the supervision goes on
-                self.bar.set_postfix_str(f"running={counts['running']} pruned={counts['pruned']} "
-                                         f"failed={counts['failed']} best={best}")
+                self.bar.set_postfix_str(
+                    f"running={counts['running']} pruned={counts['pruned']} "
+                    f"failed={counts['failed']} best={best}"
+                )
 
     def _poll(self) -> dict:
         """The study's counts now, or the last ones read while the database is unreachable."""
@@ -312,8 +370,10 @@ class StudyProgress:
                 raise
             if not self._outage:
                 self._outage = True
-                self.write(f"database unreachable ({database_error_text(exc)}); waiting for it, "
-                           "the workers retry on their own")
+                self.write(
+                    f"database unreachable ({database_error_text(exc)}); waiting for it, "
+                    "the workers retry on their own"
+                )
             return self._counts
         if self._outage:
             self._outage = False

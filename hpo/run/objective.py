@@ -25,7 +25,13 @@ log = logging.getLogger(__name__)
 
 
 class Objective:
-    def __init__(self, spec: StudySpec, uid: str | None = None, worker: str = "", deadline: float | None = None):
+    def __init__(
+        self,
+        spec: StudySpec,
+        uid: str | None = None,
+        worker: str = "",
+        deadline: float | None = None,
+    ):
         """``uid``: the study's (``study_uid``), which names its folder; None reads it from
         the first trial's study. ``worker`` names this process in the MLflow runs' tags.
         ``deadline`` (epoch seconds): a trial still running then ends at its epoch's end, kept."""
@@ -36,24 +42,41 @@ class Objective:
 
     def _outputs(self, uid: str | None) -> TrialOutputs:
         if not uid:
-            raise UsageError(f"study {self.spec.name!r} has no uid to name its folder; open it with open_study")
-        return TrialOutputs(self.spec.output_dir, self.spec.name, uid, keep_top_k=self.spec.keep_top_k,
-                            direction=self.spec.direction)
+            raise UsageError(
+                f"study {self.spec.name!r} has no uid to name its folder; open it with open_study"
+            )
+        return TrialOutputs(
+            self.spec.output_dir,
+            self.spec.name,
+            uid,
+            keep_top_k=self.spec.keep_top_k,
+            direction=self.spec.direction,
+        )
 
     def __call__(self, trial: optuna.Trial) -> float:
         if self.outputs is None:
             self.outputs = self._outputs(study_uid(trial.study))
         params = suggest(trial, self.spec)
-        with self.tracker.trial_run(trial.number, {**params, **_prefixed("train.", self.spec.train)}) as run:
-            if self.spec.tracking.mlflow:  # None too: a re-queued copy inherits its original's attributes
+        with self.tracker.trial_run(
+            trial.number, {**params, **_prefixed("train.", self.spec.train)}
+        ) as run:
+            if (
+                self.spec.tracking.mlflow
+            ):  # None too: a re-queued copy inherits its original's attributes
                 trial.set_user_attr(RUN_ID_ATTR, run.run_id)
             return self._run(trial, params, run)
 
     def _run(self, trial: optuna.Trial, params: dict[str, object], run: TrialRun) -> float:
         started = time.perf_counter()
-        config = self.spec.train_config(params, checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
-                                        if self.spec.keep_top_k else None)
-        trial.set_user_attr("seed", config.seed)  # at the start: a pruned or failed trial reruns from it too
+        config = self.spec.train_config(
+            params,
+            checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
+            if self.spec.keep_top_k
+            else None,
+        )
+        trial.set_user_attr(
+            "seed", config.seed
+        )  # at the start: a pruned or failed trial reruns from it too
         epochs = []
 
         judged_by = self.spec.prune_on or self.spec.metric
@@ -61,35 +84,55 @@ class Objective:
         def report(epoch: int, value: float, metrics: dict[str, float]) -> None:
             epochs.append(epoch)
             run.log_epoch(f"val_{self.spec.metric}", value, epoch)
-            signal = metrics[judged_by] if self.spec.prune_on else value  # the intermediate values pruning reads
+            signal = (
+                metrics[judged_by] if self.spec.prune_on else value
+            )  # the intermediate values pruning reads
             trial.report(signal, step=epoch)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after epoch {epoch} at {judged_by}={signal:.4f}")
             limit = self.spec.timeout_per_trial
-            if limit and time.perf_counter() - started > limit:  # checked per epoch: the loop's only outward call
+            if (
+                limit and time.perf_counter() - started > limit
+            ):  # checked per epoch: the loop's only outward call
                 raise TimeoutError(f"trial ran past timeout_per_trial={limit}s after epoch {epoch}")
             if self.deadline is not None and time.time() >= self.deadline:
                 trial.set_user_attr("stopped_by", f"the study's time budget, after epoch {epoch}")
                 return True  # the loop stops here and the trial is kept with its best epoch
             return False
 
-        def progress(state: dict) -> None:  # for hpo status; best effort: a database blip must not end the trial
+        def progress(
+            state: dict,
+        ) -> None:  # for hpo status; best effort: a database blip must not end the trial
             try:
                 trial.set_user_attr("progress", state)
             except Exception as exc:
-                log.warning("trial %d: could not record its progress (%s)", trial.number, type(exc).__name__)
+                log.warning(
+                    "trial %d: could not record its progress (%s)", trial.number, type(exc).__name__
+                )
 
         try:
             with self.outputs.trial_log(trial.number):
                 result = train(config, report=report, progress=progress)
             value = result.value
             self._record(trial, result)
-            run.log_final({**result.metrics, "best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
-                           "wall_seconds": result.wall_seconds})
+            run.log_final(
+                {
+                    **result.metrics,
+                    "best_epoch": result.best_epoch,
+                    "epochs_run": result.epochs_run,
+                    "wall_seconds": result.wall_seconds,
+                }
+            )
             self._keep_outputs(trial, value, result)
         except optuna.TrialPruned:
             run.end("PRUNED")
-            set_user_attrs(trial, {"epochs_run": len(epochs), "wall_seconds": round(time.perf_counter() - started, 3)})
+            set_user_attrs(
+                trial,
+                {
+                    "epochs_run": len(epochs),
+                    "wall_seconds": round(time.perf_counter() - started, 3),
+                },
+            )
             raise
         except Exception:
             # A save cut short (a full disk) leaves no partial checkpoint to keep the disk full.
@@ -110,21 +153,27 @@ class Objective:
             "tokens_trained": result.tokens_trained,
             "token_coverage": result.token_coverage,
         }
-        if result.thresholds is not None:  # tuned on validation; the decision ones with threshold: tuned
+        if (
+            result.thresholds is not None
+        ):  # tuned on validation; the decision ones with threshold: tuned
             attrs["validation_thresholds"] = {k: round(v, 6) for k, v in result.thresholds.items()}
         set_user_attrs(trial, attrs)
-
 
     def _keep_outputs(self, trial: optuna.Trial, value: float, result: TrainResult) -> None:
         """metrics.json for every trial; checkpoints for the top-k only, as Optuna artifacts
         (the dashboard lists them); a checkpoint that drops out of the top-k is deleted."""
         outputs = self.outputs
-        metrics_file = outputs.write_metrics(trial.number, {"value": value, **trial.user_attrs, "params": trial.params})
+        metrics_file = outputs.write_metrics(
+            trial.number, {"value": value, **trial.user_attrs, "params": trial.params}
+        )
         self._upload(trial, metrics_file, "metrics_artifact")
         if result.checkpoint is None:
             return
-        kept = [t for t in completed_trials(trial.study)
-                if "checkpoint" in t.user_attrs and outputs.checkpoint_dir(t.number).exists()]
+        kept = [
+            t
+            for t in completed_trials(trial.study)
+            if "checkpoint" in t.user_attrs and outputs.checkpoint_dir(t.number).exists()
+        ]
         keep = outputs.ranked_keep([(t.number, t.value) for t in kept] + [(trial.number, value)])
         for old in kept:
             if old.number not in keep:

@@ -40,17 +40,30 @@ def preflight(spec: StudySpec) -> list[str]:
     for device in sorted({config.device for config in configs}):
         _check_device(device)
     check_gpus(spec.gpus_per_trial)
-    notes = [storage_note, f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
-             f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test"]
-    if not posts.test:  # a search needs none; hpo finalize refuses the study before retraining anything
-        notes.append(f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): hpo finalize "
-                     "will refuse this study; give the test split a fraction to finalize it")
-    encoders = spec.search_space["encoder"].choices if "encoder" in spec.search_space else [spec.train["encoder"]]
+    notes = [
+        storage_note,
+        f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
+        f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test",
+    ]
+    if (
+        not posts.test
+    ):  # a search needs none; hpo finalize refuses the study before retraining anything
+        notes.append(
+            f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): hpo finalize "
+            "will refuse this study; give the test split a fraction to finalize it"
+        )
+    encoders = (
+        spec.search_space["encoder"].choices
+        if "encoder" in spec.search_space
+        else [spec.train["encoder"]]
+    )
     for name in encoders:
         path = str(spec.model_paths.get(name, name))
         notes.append(f"encoder {name}: {_check_encoder(str(name), path)}")
         _check_lengths(str(name), path, examples, _shortest_max_length(spec, first.max_length))
-        notes += _long_tail(str(name), path, [post.text for post in corpus.posts.values()], spec, configs)
+        notes += _long_tail(
+            str(name), path, [post.text for post in corpus.posts.values()], spec, configs
+        )
     return notes
 
 
@@ -59,8 +72,9 @@ def _train_config(spec: StudySpec, point: dict):
         return spec.train_config(point, None)
     except ValueError as exc:  # pydantic's ValidationError is one
         problem = exc.errors()[0]["msg"] if hasattr(exc, "errors") else str(exc)
-        raise UsageError(f"{spec.source}: the sampled point {point} is not a valid training setting: "
-                         f"{problem}") from None
+        raise UsageError(
+            f"{spec.source}: the sampled point {point} is not a valid training setting: {problem}"
+        ) from None
 
 
 def _check_device(name: str) -> None:
@@ -71,8 +85,10 @@ def _check_device(name: str) -> None:
     try:
         device = resolve_device(name)
     except RuntimeError as exc:
-        raise UsageError(f"train.device={name!r} is not a device: {str(exc).splitlines()[0]}; "
-                         "use auto, cpu, cuda or cuda:N") from None
+        raise UsageError(
+            f"train.device={name!r} is not a device: {str(exc).splitlines()[0]}; "
+            "use auto, cpu, cuda or cuda:N"
+        ) from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"train.device={name!r} but this machine has no CUDA GPU; use auto or cpu")
 
@@ -88,7 +104,9 @@ def _check_writable(output_dir: str) -> None:
             raise NotADirectoryError(20, f"{existing} is a file, not a folder")
         tempfile.TemporaryFile(dir=existing).close()
     except OSError as exc:
-        raise UsageError(f"output_dir {output_dir}: {exc.strerror}; point output_dir at a writable folder") from None
+        raise UsageError(
+            f"output_dir {output_dir}: {exc.strerror}; point output_dir at a writable folder"
+        ) from None
 
 
 def _shortest_max_length(spec: StudySpec, fixed: int) -> int:
@@ -115,9 +133,13 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
     from hpo.models.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(path)
-    lengths = np.array([len(ids) for ids in tokenizer(posts, add_special_tokens=False, verbose=False)["input_ids"]])
+    lengths = np.array(
+        [len(ids) for ids in tokenizer(posts, add_special_tokens=False, verbose=False)["input_ids"]]
+    )
     p50, p99 = np.percentile(lengths, [50, 99])
-    notes = [f"encoder {name}: posts are {p50:,.0f} / {p99:,.0f} / {lengths.max():,} tokens (p50 / p99 / max)"]
+    notes = [
+        f"encoder {name}: posts are {p50:,.0f} / {p99:,.0f} / {lengths.max():,} tokens (p50 / p99 / max)"
+    ]
     first = configs[0]
     max_lengths = _searched_values(spec, "max_length", first.max_length)
     if any(config.long_text == "chunks" for config in configs) or "long_text" in spec.search_space:
@@ -125,15 +147,19 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
         for max_length in max_lengths:
             chunks = chunks_per_text(lengths, max_length - specials)
             c50, c99 = np.percentile(chunks, [50, 99])
-            notes.append(f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / {chunks.max()} "
-                         f"chunks per post (p50 / p99 / max), {chunks.sum():,} in all")
+            notes.append(
+                f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / {chunks.max()} "
+                f"chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
+            )
     batch = max(_searched_values(spec, "batch_size", first.batch_size))
     sequences = max(config.micro_batch_size or batch for config in configs)
     estimate = _step_memory_mb(path, max(max_lengths), sequences)
     if estimate is not None:
-        notes.append(f"  a training step holds at most {sequences} sequences of {max(max_lengths)} tokens "
-                     f"(chunks beyond each label's strongest are scored without a graph): about "
-                     f"{estimate:,.0f} MiB of activations in float32, plus the model and its optimizer state")
+        notes.append(
+            f"  a training step holds at most {sequences} sequences of {max(max_lengths)} tokens "
+            f"(chunks beyond each label's strongest are scored without a graph): about "
+            f"{estimate:,.0f} MiB of activations in float32, plus the model and its optimizer state"
+        )
     return notes
 
 
@@ -144,7 +170,11 @@ def _step_memory_mb(path: str, tokens: int, sequences: int) -> float | None:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(path)
-        hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
+        hidden, layers, heads = (
+            config.hidden_size,
+            config.num_hidden_layers,
+            config.num_attention_heads,
+        )
     except Exception:  # an unusual config: the estimate is a note, not a check
         return None
     per_layer = tokens * sequences * hidden * (34 + 5 * heads * tokens / hidden) * 2
@@ -161,11 +191,18 @@ def _check_lengths(name: str, path: str, examples: list, max_length: int) -> Non
     try:
         tokenizer = load_tokenizer(path)
     except Exception as exc:  # a folder without tokenizer files, a converter that is missing
-        raise UsageError(f"encoder {name!r}: cannot load its tokenizer from {path}: "
-                         f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
+        raise UsageError(
+            f"encoder {name!r}: cannot load its tokenizer from {path}: "
+            f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
+        ) from None
     try:
-        tokenize_pairs(tokenizer, [(e.text_a, e.text_b) for e in sample], [e.label for e in sample], max_length,
-                       cache_key=f"preflight|{path}")
+        tokenize_pairs(
+            tokenizer,
+            [(e.text_a, e.text_b) for e in sample],
+            [e.label for e in sample],
+            max_length,
+            cache_key=f"preflight|{path}",
+        )
     except UsageError as exc:
         raise UsageError(f"encoder {name!r}: {exc}") from None
 
@@ -174,7 +211,9 @@ def _check_encoder(name: str, path: str) -> str:
     local = Path(path)
     if local.exists():
         if not (local / "config.json").is_file():
-            raise UsageError(f"encoder {name!r}: {path} has no config.json; point model_paths.{name} at a saved model")
+            raise UsageError(
+                f"encoder {name!r}: {path} has no config.json; point model_paths.{name} at a saved model"
+            )
         return f"local {path}"
     from huggingface_hub import try_to_load_from_cache
     from huggingface_hub.errors import HFValidationError
@@ -182,13 +221,17 @@ def _check_encoder(name: str, path: str) -> str:
     try:
         cached = try_to_load_from_cache(path, "config.json")
     except HFValidationError:  # e.g. an absolute path that does not exist: not a hub id either
-        raise UsageError(f"encoder {name!r}: {path} does not exist and is not a hub model id; "
-                         f"use --set model_paths.{name}=/path/to/model") from None
+        raise UsageError(
+            f"encoder {name!r}: {path} does not exist and is not a hub model id; "
+            f"use --set model_paths.{name}=/path/to/model"
+        ) from None
     if isinstance(cached, str):
         return f"hub {path} (cached)"
     if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise UsageError(f"encoder {name!r}: {path} is neither a local directory nor in the hub cache, and "
-                         f"HF_HUB_OFFLINE=1; use --set model_paths.{name}=/path/to/model")
+        raise UsageError(
+            f"encoder {name!r}: {path} is neither a local directory nor in the hub cache, and "
+            f"HF_HUB_OFFLINE=1; use --set model_paths.{name}=/path/to/model"
+        )
     return f"hub {path} ({_download(name, path)})"
 
 
@@ -201,11 +244,24 @@ def _download(name: str, repo_id: str) -> str:
         snapshot_download(repo_id, ignore_patterns=_NOT_PYTORCH)
     except Exception as exc:  # offline, unknown id, gated repo, no space: all end the same way
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"encoder {name!r}: cannot download {repo_id} from the hub ({reason}); check the id "
-                         f"and the network, or use --set model_paths.{name}=/path/to/model") from None
+        raise UsageError(
+            f"encoder {name!r}: cannot download {repo_id} from the hub ({reason}); check the id "
+            f"and the network, or use --set model_paths.{name}=/path/to/model"
+        ) from None
     return "downloaded to the hub cache"
 
 
 # Weights for other frameworks: a checkpoint often ships several; fine-tuning here needs none of them.
-_NOT_PYTORCH = ["*.h5", "*.msgpack", "*.onnx", "onnx/*", "*.ot", "*.tflite", "flax_model*", "tf_model*",
-                "rust_model*", "coreml/*", "openvino/*"]
+_NOT_PYTORCH = [
+    "*.h5",
+    "*.msgpack",
+    "*.onnx",
+    "onnx/*",
+    "*.ot",
+    "*.tflite",
+    "flax_model*",
+    "tf_model*",
+    "rust_model*",
+    "coreml/*",
+    "openvino/*",
+]

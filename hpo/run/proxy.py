@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _sweep_forever(storage, every: float, max_trial_seconds: float, url: StorageUrl,
-                   stop: threading.Event) -> None:
+def _sweep_forever(
+    storage, every: float, max_trial_seconds: float, url: StorageUrl, stop: threading.Event
+) -> None:
     beats: dict = {}
     while True:
         try:
@@ -40,30 +41,51 @@ def _sweep_forever(storage, every: float, max_trial_seconds: float, url: Storage
             return
 
 
-def serve(url: StorageUrl | str | None, host: str, port: int, sweep_seconds: float,
-          max_trial_seconds: float) -> None:
+def serve(
+    url: StorageUrl | str | None,
+    host: str,
+    port: int,
+    sweep_seconds: float,
+    max_trial_seconds: float,
+) -> None:
     """Run the proxy until Ctrl-C, sweeping stale trials every ``sweep_seconds`` (0: never)."""
     url = StorageUrl.resolve(url, default=None)
     if url is None or url.is_grpc:
-        raise UsageError("storage-proxy needs the database: --storage postgresql://USER@HOST:PORT/DB "
-                         f"(or $HPO_STORAGE){f', not {url}' if url else ''}")
+        raise UsageError(
+            "storage-proxy needs the database: --storage postgresql://USER@HOST:PORT/DB "
+            f"(or $HPO_STORAGE){f', not {url}' if url else ''}"
+        )
     if sweep_seconds < 0 or max_trial_seconds <= 0:
         raise UsageError("--sweep-seconds must be >= 0 and --max-trial-seconds > 0")
     require_grpc("storage-proxy")
     _check_port_free(host, port)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s [storage-proxy] %(message)s", stream=sys.stdout)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s [storage-proxy] %(message)s", stream=sys.stdout
+    )
     storage = proxy_storage(url)
     stop = threading.Event()
     if sweep_seconds:
-        threading.Thread(target=_sweep_forever, args=(storage, sweep_seconds, max_trial_seconds, url, stop),
-                         name="stale-trial-sweep", daemon=True).start()
-    sweep = (f"stale trials swept every {sweep_seconds:g}s" if sweep_seconds
-             else "no stale-trial sweep: a dead worker's trial stays RUNNING")
-    print(f"storage proxy for {url} starting on grpc://{host}:{port} ({sweep}); Ctrl-C stops it",
-          flush=True)
+        threading.Thread(
+            target=_sweep_forever,
+            args=(storage, sweep_seconds, max_trial_seconds, url, stop),
+            name="stale-trial-sweep",
+            daemon=True,
+        ).start()
+    sweep = (
+        f"stale trials swept every {sweep_seconds:g}s"
+        if sweep_seconds
+        else "no stale-trial sweep: a dead worker's trial stays RUNNING"
+    )
+    print(
+        f"storage proxy for {url} starting on grpc://{host}:{port} ({sweep}); Ctrl-C stops it",
+        flush=True,
+    )
     if host not in LOOPBACK:
-        print(f"warning: the proxy has no authentication or TLS: anyone who reaches {host}:{port} "
-              "can read and change every study", flush=True)
+        print(
+            f"warning: the proxy has no authentication or TLS: anyone who reaches {host}:{port} "
+            "can read and change every study",
+            flush=True,
+        )
     try:
         with interruptible():  # Ctrl-C, SIGTERM (docker stop, systemd) and SIGHUP end it
             run_proxy_server(storage, host=host, port=port)
@@ -80,5 +102,7 @@ def _check_port_free(host: str, port: int) -> None:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
             sock.bind((host, port))
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
-                         "is another proxy running there? pick another --port") from None
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+            "is another proxy running there? pick another --port"
+        ) from None

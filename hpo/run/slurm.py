@@ -45,8 +45,10 @@ def job_script(job: ArrayJob) -> str:
     """The sbatch script for ``job``: directives, then each task execs one worker."""
     for name, path in (("the log folder", job.log_dir), ("the working directory", job.workdir)):
         if any(c.isspace() for c in path):  # #SBATCH lines cannot quote a path
-            raise UsageError(f"{name} {path!r} holds whitespace, which an #SBATCH line cannot carry; "
-                             "use a path without spaces (output_dir, or the directory you submit from)")
+            raise UsageError(
+                f"{name} {path!r} holds whitespace, which an #SBATCH line cannot carry; "
+                "use a path without spaces (output_dir, or the directory you submit from)"
+            )
     directives = [
         f"--job-name=hpo-{job.study}",
         f"--array=0-{job.workers - 1}",
@@ -66,7 +68,9 @@ def job_script(job: ArrayJob) -> str:
     overrides = [o for o in job.overrides if _override_key(o) != "storage"]
     worker = [job.python, "-m", "hpo", "worker", job.spec_path]
     command = " ".join(shlex.quote(part) for part in worker)
-    command += ' --name "$(hostname -s)/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" --threads "$threads"'
+    command += (
+        ' --name "$(hostname -s)/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" --threads "$threads"'
+    )
     command += "".join(f" --set {shlex.quote(o)}" for o in overrides)
     return (
         "#!/bin/bash\n"
@@ -91,8 +95,9 @@ def _override_key(text: str) -> str | None:
         return None
 
 
-def sbatch_command(script: str | Path, storage: StorageUrl | str,
-                   base_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+def sbatch_command(
+    script: str | Path, storage: StorageUrl | str, base_env: Mapping[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The sbatch call for a written script and its environment (a copy; the URL in it)."""
     env = dict(os.environ if base_env is None else base_env)
     env[STORAGE_ENV] = StorageUrl.of(storage).text
@@ -103,14 +108,21 @@ def sbatch_command(script: str | Path, storage: StorageUrl | str,
 def submit_script(cmd: Sequence[str], env: Mapping[str, str], storage: StorageUrl | str) -> str:
     """Run sbatch; returns the job id. Its refusals become one-line errors."""
     try:
-        done = subprocess.run(list(cmd), env=dict(env), capture_output=True, text=True, timeout=SBATCH_SECONDS)
+        done = subprocess.run(
+            list(cmd), env=dict(env), capture_output=True, text=True, timeout=SBATCH_SECONDS
+        )
     except FileNotFoundError:
-        raise UsageError("sbatch not found: run `hpo submit --slurm` on a machine with Slurm's client "
-                         "commands (a login node)") from None
+        raise UsageError(
+            "sbatch not found: run `hpo submit --slurm` on a machine with Slurm's client "
+            "commands (a login node)"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise UsageError(f"sbatch gave no answer in {SBATCH_SECONDS}s; is the Slurm controller up "
-                         "(`sinfo`)?") from None
+        raise UsageError(
+            f"sbatch gave no answer in {SBATCH_SECONDS}s; is the Slurm controller up (`sinfo`)?"
+        ) from None
     if done.returncode != 0:
-        said = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
+        said = (
+            done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}"
+        ).splitlines()[-1]
         raise UsageError(f"sbatch refused the job: {StorageUrl.of(storage).mask(said)}")
     return done.stdout.strip().split(";")[0]  # --parsable: "jobid" or "jobid;cluster"

@@ -12,10 +12,18 @@ from hpo.spec import load_spec
 from hpo.tracking import Tracker
 
 
-def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers: int,
-         restart_dead: bool, progress: bool = True, say: Callable[[str], None] = print,
-         allow_spec_change: bool = False, threads: int | None = None,
-         memory_per_worker_mb: int | None = None) -> tuple[int, object]:
+def tune(
+    spec_path: str,
+    overrides: Sequence[str],
+    storage: str | None,
+    workers: int,
+    restart_dead: bool,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+    allow_spec_change: bool = False,
+    threads: int | None = None,
+    memory_per_worker_mb: int | None = None,
+) -> tuple[int, object]:
     """Run the study with ``workers`` supervised processes (``threads`` CPU threads each;
     default: the cores split evenly; ``memory_per_worker_mb`` host memory each, default the
     machine's split evenly); returns the exit code and the (Optuna) study."""
@@ -32,22 +40,39 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     spec = load_spec(spec_path, overrides, storage)
-    launches = worker_launches(spec_path, workers, storage=spec.storage, overrides=overrides,
-                               gpus_per_trial=spec.gpus_per_trial, threads=threads,
-                               cpu_count=available_cpus(), gpu_ids=visible_gpus(),
-                               memory_mb=memory_per_worker_mb or memory_share_mb(workers))
+    launches = worker_launches(
+        spec_path,
+        workers,
+        storage=spec.storage,
+        overrides=overrides,
+        gpus_per_trial=spec.gpus_per_trial,
+        threads=threads,
+        cpu_count=available_cpus(),
+        gpu_ids=visible_gpus(),
+        memory_mb=memory_per_worker_mb or memory_share_mb(workers),
+    )
     supervisor = Supervisor(launches, restart_dead=restart_dead)
     supervisor.start()  # they load torch and transformers while the checks below run, then wait for go
     try:
         preflight(spec)
         # Created here, so workers never race to create it; a changed spec is recorded before they start.
         study = open_study(spec, allow_spec_change=allow_spec_change)
-        deadline = start_time_budget(study, spec.timeout)  # before the workers go: they read it once
-        Tracker(spec.tracking.mlflow, spec.name).prepare()  # as the study: workers never race to create it
-    except BaseException:  # a failed check or Ctrl-C: the waiting workers end, having touched nothing
+        deadline = start_time_budget(
+            study, spec.timeout
+        )  # before the workers go: they read it once
+        Tracker(
+            spec.tracking.mlflow, spec.name
+        ).prepare()  # as the study: workers never race to create it
+    except (
+        BaseException
+    ):  # a failed check or Ctrl-C: the waiting workers end, having touched nothing
         supervisor.abandon()
         raise
-    budget = f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))}" if deadline else ""
+    budget = (
+        f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))}"
+        if deadline
+        else ""
+    )
     say(f"study {spec.name!r} on {spec.storage}: {spec.n_trials} trials, {workers} workers{budget}")
     bar = StudyProgress(study, spec.n_trials, enabled=progress, max_retry=spec.heartbeat.max_retry)
     try:
@@ -55,6 +80,8 @@ def tune(spec_path: str, overrides: Sequence[str], storage: str | None, workers:
     finally:
         bar.close()
     if supervisor.stopped_because:
-        raise RunStopped(f"stopped study {spec.name!r}: {supervisor.stopped_because}; fix that and run "
-                         "`hpo tune` again to resume")
+        raise RunStopped(
+            f"stopped study {spec.name!r}: {supervisor.stopped_because}; fix that and run "
+            "`hpo tune` again to resume"
+        )
     return code, study

@@ -48,9 +48,20 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)"  # an interrupted trial's fail_reason
 MAX_CONSECUTIVE_FAILURES = 5  # a worker whose every trial fails stops instead of burning the budget
-IDLE_POLL_SECONDS = 1.0  # while the last trials run elsewhere: one COUNT query a second sees the study end
-DATABASE_RETRY_SECONDS = (1, 2, 5, 10, 20, 30)  # back-off while the database is unreachable, then every 30 s
-DATABASE_OUTAGE_SECONDS = 600  # rides out a restart or a maintenance window; then stops, in one line
+IDLE_POLL_SECONDS = (
+    1.0  # while the last trials run elsewhere: one COUNT query a second sees the study end
+)
+DATABASE_RETRY_SECONDS = (
+    1,
+    2,
+    5,
+    10,
+    20,
+    30,
+)  # back-off while the database is unreachable, then every 30 s
+DATABASE_OUTAGE_SECONDS = (
+    600  # rides out a restart or a maintenance window; then stops, in one line
+)
 
 
 class WorkerStopped(RuntimeError):
@@ -75,8 +86,13 @@ class SurplusTrial(Exception):
     """The study already holds ``n_trials`` finished or running trials: this one is not run."""
 
 
-def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_POLL_SECONDS,
-               objective: Callable[[optuna.Trial], float] | None = None, allow_spec_change: bool = False) -> int:
+def run_worker(
+    spec: StudySpec,
+    worker: str = "0",
+    poll_seconds: float = IDLE_POLL_SECONDS,
+    objective: Callable[[optuna.Trial], float] | None = None,
+    allow_spec_change: bool = False,
+) -> int:
     """Run trials until the study is done; returns how many trials this worker ran.
 
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
@@ -89,7 +105,9 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
     look_for_stale = _StaleLook(spec.heartbeat.interval)
     ran, failures = 0, 0
     outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
-    lost: str | None = None  # why the database dropped this worker's trial, until the trial is failed for it
+    lost: str | None = (
+        None  # why the database dropped this worker's trial, until the trial is failed for it
+    )
     with interruptible():
         try:
             while True:
@@ -111,23 +129,35 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                     continue
                 except Exception as exc:
                     # Optuna 5.0 can raise UnboundLocalError over the storage's KeyError.
-                    if find_cause(exc, lambda seen: isinstance(seen, KeyError)) and not study_exists(study):
-                        raise StudyGone(f"worker {worker}: study {spec.name!r} was deleted from its storage "
-                                        "while this worker ran; stopping") from None
+                    if find_cause(
+                        exc, lambda seen: isinstance(seen, KeyError)
+                    ) and not study_exists(study):
+                        raise StudyGone(
+                            f"worker {worker}: study {spec.name!r} was deleted from its storage "
+                            "while this worker ran; stopping"
+                        ) from None
                     # The database went away (restart, network): wait and reconnect. A trial it
                     # interrupted stays RUNNING; once the database is back this worker fails it with
                     # the reason and re-queues it (or another worker does, as stale, if that comes first).
                     if not caused_by_database(exc):
                         raise
-                    lost = lost or f"database unreachable during the trial ({database_error_text(exc)})"
+                    lost = (
+                        lost
+                        or f"database unreachable during the trial ({database_error_text(exc)})"
+                    )
                     if outage >= DATABASE_OUTAGE_SECONDS:
                         raise DatabaseUnreachable(
                             f"worker {worker}: database unreachable for {outage:.0f}s "
                             f"({database_error_text(exc)}); the study is safe in it: start workers again "
-                            "once it is back") from None
+                            "once it is back"
+                        ) from None
                     delay = DATABASE_RETRY_SECONDS[min(retries, len(DATABASE_RETRY_SECONDS) - 1)]
-                    log.warning("worker %s: database unreachable (%s); retrying in %ss", worker,
-                                database_error_text(exc), delay)
+                    log.warning(
+                        "worker %s: database unreachable (%s); retrying in %ss",
+                        worker,
+                        database_error_text(exc),
+                        delay,
+                    )
                     time.sleep(delay)
                     outage, retries = outage + delay, retries + 1
                     continue
@@ -135,10 +165,15 @@ def run_worker(spec: StudySpec, worker: str = "0", poll_seconds: float = IDLE_PO
                 failures = failures + 1 if trial_log.last_failed else 0
                 if failures >= MAX_CONSECUTIVE_FAILURES:
                     raise TooManyFailures(
-                        f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}")
+                        f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}"
+                    )
         except KeyboardInterrupt:
             if _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry):
-                log.warning("worker %s interrupted; its running trial %d was re-queued", worker, guarded.current_trial)
+                log.warning(
+                    "worker %s interrupted; its running trial %d was re-queued",
+                    worker,
+                    guarded.current_trial,
+                )
             else:
                 log.warning("worker %s interrupted", worker)
             raise
@@ -186,7 +221,12 @@ def _fail_lost_trial(study: optuna.Study, worker: str, reason: str, max_retry: i
     """Once the database is back: fail the trial it dropped (still RUNNING as this worker's),
     recording ``reason``, queue it again, and say so."""
     for number in fail_trials_of_worker(study, worker, reason, max_retry):
-        log.warning("worker %s trial %d FAIL reason=%r; queued again with the same parameters", worker, number, reason)
+        log.warning(
+            "worker %s trial %d FAIL reason=%r; queued again with the same parameters",
+            worker,
+            number,
+            reason,
+        )
 
 
 def _budget_too_short(study: optuna.Study, deadline: float | None) -> str | None:
@@ -201,8 +241,13 @@ def _budget_too_short(study: optuna.Study, deadline: float | None) -> str | None
     return f"the time budget has {max(left, 0):.0f}s left, less than a trial takes ({typical or 0:.0f}s, the median)"
 
 
-def _study_done(study: optuna.Study, n_trials: int, poll_seconds: float, look_for_stale: _StaleLook,
-                deadline: float | None = None) -> bool:
+def _study_done(
+    study: optuna.Study,
+    n_trials: int,
+    poll_seconds: float,
+    look_for_stale: _StaleLook,
+    deadline: float | None = None,
+) -> bool:
     """True once n_trials are finished, or the time budget is spent. While the remaining ones all
     run elsewhere, wait here (failing stale trials, which re-queues a dead worker's trial) rather
     than start a surplus trial."""
@@ -232,13 +277,19 @@ class _Guarded:
             census = claim(trial, {"worker": self.worker})
             claimed = census["finished"] + census["running_before"] + census["waiting"]
             if claimed >= self.n_trials:
-                trial.set_user_attr("fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials")
+                trial.set_user_attr(
+                    "fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials"
+                )
                 raise SurplusTrial(f"the study already has {self.n_trials} trials")
             return self.objective(trial)
         except (optuna.TrialPruned, SurplusTrial):
             raise
-        except Exception as exc:  # every failure keeps its reason, whichever step of the trial raised
-            with stop_signals_deferred():  # a stop signal (the launcher ending the study) waits for it
+        except (
+            Exception
+        ) as exc:  # every failure keeps its reason, whichever step of the trial raised
+            with (
+                stop_signals_deferred()
+            ):  # a stop signal (the launcher ending the study) waits for it
                 trial.set_user_attr("fail_reason", failure_reason(exc))
             raise
         except KeyboardInterrupt:
@@ -275,8 +326,12 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
     if trial is not None and trial.state == TrialState.RUNNING:
         fail_running(study, trial, INTERRUPTED)
         trial = find_trial(study, number)
-    interrupted = trial is not None and trial.user_attrs.get("fail_reason", INTERRUPTED) == INTERRUPTED
-    if interrupted and trial.state == TrialState.FAIL:  # not one that failed for its own reason first
+    interrupted = (
+        trial is not None and trial.user_attrs.get("fail_reason", INTERRUPTED) == INTERRUPTED
+    )
+    if (
+        interrupted and trial.state == TrialState.FAIL
+    ):  # not one that failed for its own reason first
         requeue(study, trial, max_retry)
         return True
     return False
@@ -298,8 +353,17 @@ class _TrialLog:
         value = f"{trial.value:.4f}" if trial.value is not None else "-"
         reason = f" reason={self.last_reason!r}" if self.last_reason else ""
         params = " ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
-        log.info("worker %s trial %d %s value=%s epochs=%s %.1fs %s%s", self.worker, trial.number,
-                 trial.state.name, value, attrs.get("epochs_run", "-"), attrs.get("wall_seconds", 0.0), params, reason)
+        log.info(
+            "worker %s trial %d %s value=%s epochs=%s %.1fs %s%s",
+            self.worker,
+            trial.number,
+            trial.state.name,
+            value,
+            attrs.get("epochs_run", "-"),
+            attrs.get("wall_seconds", 0.0),
+            params,
+            reason,
+        )
 
 
 def _short(value) -> str:

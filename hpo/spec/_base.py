@@ -29,7 +29,11 @@ def _problem(problem: str, at: str = "") -> PydanticCustomError:
 
 
 def _as_number(value: object) -> object:
-    return float(value) if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()) else value
+    return (
+        float(value)
+        if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip())
+        else value
+    )
 
 
 class _Strict(BaseModel):

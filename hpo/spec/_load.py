@@ -27,8 +27,12 @@ def parse_override(text: str) -> tuple[list[str], object]:
         raise SpecError(f"override {text!r}: the value is not valid YAML") from None
 
 
-def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: StorageUrl | str | None = None,
-              env: Mapping[str, str] | None = None) -> StudySpec:
+def load_spec(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    storage: StorageUrl | str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> StudySpec:
     """Read, override and validate a study file; ``storage`` (the CLI flag) wins over
     ``$HPO_STORAGE``, which wins over the file, which wins over the default."""
     source = str(path)
@@ -45,7 +49,9 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), storage: StorageU
     try:
         spec = StudySpec.model_validate(document)
     except ValidationError as error:
-        raise SpecError(f"{source}: " + "; ".join(": ".join(_locate(e)) for e in error.errors())) from None
+        raise SpecError(
+            f"{source}: " + "; ".join(": ".join(_locate(e)) for e in error.errors())
+        ) from None
     spec._source = source
     return spec
 
@@ -58,7 +64,9 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     except OSError as error:
         raise SpecError(f"{path}: cannot read the study file: {error.strerror}") from None
     except UnicodeDecodeError as error:
-        raise SpecError(f"{path}: byte {error.start}: not valid UTF-8; save the study file as UTF-8") from None
+        raise SpecError(
+            f"{path}: byte {error.start}: not valid UTF-8; save the study file as UTF-8"
+        ) from None
     try:
         document = _UniqueKeyLoader.read(text)
     except yaml.YAMLError as error:
@@ -68,7 +76,9 @@ def _read_mapping(path: Path) -> dict[str, Any]:
         raise SpecError(f"{path}: {where}: invalid YAML: {problem}") from None
     if not isinstance(document, dict):
         found = "an empty file" if document is None else f"a {type(document).__name__}"
-        raise SpecError(f"{path}: top level: must be a mapping of keys (name:, task:, ...), not {found}")
+        raise SpecError(
+            f"{path}: top level: must be a mapping of keys (name:, task:, ...), not {found}"
+        )
     return document
 
 
@@ -90,7 +100,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}; keep one", key_node.start_mark)
+                    None, None, f"duplicate key {key!r}; keep one", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -102,5 +113,7 @@ def _set(document: dict[str, Any], keys: list[str], value: object, source: str) 
             node[key] = {}
         node = node[key]
         if not isinstance(node, dict):
-            raise SpecError(f"{source}: {'.'.join(keys[:depth + 1])}: is not a mapping, cannot set {'.'.join(keys)}")
+            raise SpecError(
+                f"{source}: {'.'.join(keys[: depth + 1])}: is not a mapping, cannot set {'.'.join(keys)}"
+            )
     node[keys[-1]] = value

@@ -33,8 +33,12 @@ class _Searched(_Strict):
 
     def condition_text(self) -> str:
         """``adapter is lora``, ``head_layers in 1, 2``: the condition as ``hpo validate`` shows it."""
-        return " and ".join(f"{parent} is {allowed[0]}" if len(allowed) == 1 else
-                            f"{parent} in {', '.join(map(str, allowed))}" for parent, allowed in (self.when or {}).items())
+        return " and ".join(
+            f"{parent} is {allowed[0]}"
+            if len(allowed) == 1
+            else f"{parent} in {', '.join(map(str, allowed))}"
+            for parent, allowed in (self.when or {}).items()
+        )
 
 
 class _RangeParam(_Searched):
@@ -46,7 +50,9 @@ class _RangeParam(_Searched):
     @model_validator(mode="after")
     def _check_range(self) -> _RangeParam:
         if self.low == self.high:
-            raise _problem(f"equals high ({self.high}); use a fixed train setting instead", at="low")
+            raise _problem(
+                f"equals high ({self.high}); use a fixed train setting instead", at="low"
+            )
         if self.low > self.high:
             raise _problem(f"must be less than high ({self.low} > {self.high})", at="low")
         if self.log and self.low <= 0:
@@ -81,8 +87,10 @@ class CategoricalParam(_Searched):
         seen: set[tuple[type, object]] = set()
         for index, choice in enumerate(choices):
             if not isinstance(choice, _SCALARS):
-                raise _problem(f"must be a string, number, boolean or null, not a {type(choice).__name__}",
-                               at=str(index))
+                raise _problem(
+                    f"must be a string, number, boolean or null, not a {type(choice).__name__}",
+                    at=str(index),
+                )
             if (type(choice), choice) in seen:  # by type too: 1 and true are different choices
                 raise _problem(f"duplicate choice {choice!r}")
             seen.add((type(choice), choice))
@@ -110,7 +118,10 @@ def _value_problem(param: Param, value: object, name: str, condition: bool = Fal
         return f"{value!r} is not {'an integer' if isinstance(param, IntParam) else 'a number'} for {name}"
     if not param.low <= number <= param.high:
         return f"{name}={value!r} is outside its range [{param.low}, {param.high}]"
-    if param.step and abs((number - param.low) / param.step - round((number - param.low) / param.step)) > 1e-9:
+    if (
+        param.step
+        and abs((number - param.low) / param.step - round((number - param.low) / param.step)) > 1e-9
+    ):
         return f"{name}={value!r} is not on its grid (low {param.low}, step {param.step})"
     return None
 

@@ -14,22 +14,30 @@ from hpo.storage_url import StorageUrl
 def _storage_url(value: object) -> StorageUrl:
     if isinstance(value, StorageUrl | str):
         return StorageUrl.of(value)
-    raise _problem(f"must be a URL such as sqlite:///PATH or postgresql://USER@HOST/DB, not a {type(value).__name__}")
+    raise _problem(
+        f"must be a URL such as sqlite:///PATH or postgresql://USER@HOST/DB, not a {type(value).__name__}"
+    )
 
 
 # A spec dumped (logged, shown) gives the URL redacted, never its password.
-StorageField = Annotated[StorageUrl, PlainValidator(_storage_url), PlainSerializer(str, return_type=str)]
+StorageField = Annotated[
+    StorageUrl, PlainValidator(_storage_url), PlainSerializer(str, return_type=str)
+]
 
 
 class SamplerSpec(_Strict):
     name: Literal["tpe", "gp", "random", "cmaes"] = "tpe"
     seed: int | None = None
-    options: dict[str, Any] = Field(default_factory=dict)  # sampler keyword arguments, checked when it is built
+    options: dict[str, Any] = Field(
+        default_factory=dict
+    )  # sampler keyword arguments, checked when it is built
 
 
 class PrunerSpec(_Strict):
     name: Literal["median", "hyperband", "successive_halving", "patient", "none"] = "median"
-    options: dict[str, Any] = Field(default_factory=dict)  # pruner keyword arguments, checked when it is built
+    options: dict[str, Any] = Field(
+        default_factory=dict
+    )  # pruner keyword arguments, checked when it is built
 
     @model_validator(mode="after")
     def _check_patient(self) -> PrunerSpec:
@@ -68,8 +76,21 @@ class HeartbeatSpec(_Strict):
 class TrackingSpec(_Strict):
     """Where trials are logged besides the study (optional; needs the ``tracking`` extra)."""
 
-    mlflow: str | None = Field(default=None, min_length=1)  # tracking URI: http://host:5000, sqlite:///mlflow.db
+    mlflow: str | None = Field(
+        default=None, min_length=1
+    )  # tracking URI: http://host:5000, sqlite:///mlflow.db
 
 
-Metric = Literal["macro_f1", "f1", "precision", "recall", "accuracy", "auroc", "average_precision",
-                 "post_micro_f1", "post_macro_f1", "recall_at_1", "recall_at_3"]
+Metric = Literal[
+    "macro_f1",
+    "f1",
+    "precision",
+    "recall",
+    "accuracy",
+    "auroc",
+    "average_precision",
+    "post_micro_f1",
+    "post_macro_f1",
+    "recall_at_1",
+    "recall_at_3",
+]

@@ -44,13 +44,22 @@ DEFAULT_STORAGE = storage_url.DEFAULT
 DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
-_FROM_TOP_LEVEL = {"task": "task", "data_dir": "data_dir", "objective_metric": "metric", "checkpoint_dir": "output_dir"}
-_FINALIZE_ONLY = {"train_on"}  # a refit's setting: a search that trained on validation would judge itself on it
+_FROM_TOP_LEVEL = {
+    "task": "task",
+    "data_dir": "data_dir",
+    "objective_metric": "metric",
+    "checkpoint_dir": "output_dir",
+}
+_FINALIZE_ONLY = {
+    "train_on"
+}  # a refit's setting: a search that trained on validation would judge itself on it
 SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
 )
-_TRAIN_CONFIG = TypeAdapter(TrainConfig)  # checks field types (and coerces "1e-5"), then runs __post_init__
+_TRAIN_CONFIG = TypeAdapter(
+    TrainConfig
+)  # checks field types (and coerces "1e-5"), then runs __post_init__
 
 
 class StudySpec(_Strict):
@@ -64,7 +73,9 @@ class StudySpec(_Strict):
     # ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up has gone
     prune_on: Metric | None = None
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
-    storage: StorageField = StorageUrl(DEFAULT_STORAGE)  # load_spec resolves it: --storage, $HPO_STORAGE, file
+    storage: StorageField = StorageUrl(
+        DEFAULT_STORAGE
+    )  # load_spec resolves it: --storage, $HPO_STORAGE, file
     output_dir: str = DEFAULT_OUTPUT_DIR
     keep_top_k: int = Field(default=3, ge=0)
     timeout_per_trial: float | None = Field(default=None, gt=0)
@@ -87,7 +98,9 @@ class StudySpec(_Strict):
     def _name_starts_a_folder(cls, name: str) -> str:
         # The name becomes a folder under output_dir: "." or ".." would put trials beside it.
         if not name[0].isalnum():
-            raise _problem(f"must start with a letter or digit: it names a folder under output_dir (got {name!r})")
+            raise _problem(
+                f"must start with a letter or digit: it names a folder under output_dir (got {name!r})"
+            )
         return name
 
     @property
@@ -105,28 +118,43 @@ class StudySpec(_Strict):
         searched = self.search_space.get("gpus_per_trial")
         if searched is None:
             return int(self.train.get("gpus_per_trial", 1))
-        return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
+        return int(
+            max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high
+        )
 
     def applies(self, name: str, values: Mapping[str, object]) -> bool:
         """Whether searched parameter ``name`` is sampled when the earlier ones took ``values``
         (a parent that was not sampled itself fails the condition)."""
         when = self.search_space[name].when or {}
-        return all(parent in values and _one_of(values[parent], allowed) for parent, allowed in when.items())
+        return all(
+            parent in values and _one_of(values[parent], allowed)
+            for parent, allowed in when.items()
+        )
 
     def train_config(self, params: Mapping[str, object], checkpoint_dir: str | None) -> TrainConfig:
         """The plain config of one trial: the fixed settings plus its sampled ``params``;
         a conditional parameter that was not sampled keeps the TrainConfig default."""
         expected = [name for name in self.search_space if self.applies(name, params)]
         if set(params) != set(expected):
-            raise ValueError(f"params {sorted(params)} do not match the search space's applicable {sorted(expected)}")
+            raise ValueError(
+                f"params {sorted(params)} do not match the search space's applicable {sorted(expected)}"
+            )
         settings = {**self.train, **params}
         settings["encoder"] = self.model_paths.get(settings["encoder"], settings["encoder"])
         return self._build(settings, checkpoint_dir)
 
-    def _build(self, settings: Mapping[str, object], checkpoint_dir: str | None = None) -> TrainConfig:
-        return _TRAIN_CONFIG.validate_python({"task": self.task, "data_dir": self.data_dir,
-                                              "objective_metric": self.metric, "checkpoint_dir": checkpoint_dir,
-                                              **settings})
+    def _build(
+        self, settings: Mapping[str, object], checkpoint_dir: str | None = None
+    ) -> TrainConfig:
+        return _TRAIN_CONFIG.validate_python(
+            {
+                "task": self.task,
+                "data_dir": self.data_dir,
+                "objective_metric": self.metric,
+                "checkpoint_dir": checkpoint_dir,
+                **settings,
+            }
+        )
 
     @model_validator(mode="after")
     def _check_settings(self) -> StudySpec:
@@ -135,16 +163,22 @@ class StudySpec(_Strict):
         for name, param in self.search_space.items():
             _check_settable(name, at=f"search_space.{name}")
             if name in self.train:
-                raise _problem("is also fixed in train; set it in one place", at=f"search_space.{name}")
+                raise _problem(
+                    "is also fixed in train; set it in one place", at=f"search_space.{name}"
+                )
             if name in _INTEGER_FIELDS and isinstance(param, FloatParam):
-                raise _problem("is an integer setting; use type: int", at=f"search_space.{name}.type")
+                raise _problem(
+                    "is an integer setting; use type: int", at=f"search_space.{name}.type"
+                )
         self._check_conditions()
         for index, point in enumerate(self.warm_start):
             problem = self.point_problem(point)
             if problem:
                 raise _problem(problem[1], at=f"warm_start.{index}.{problem[0]}".rstrip("."))
         if "encoder" not in self.train and "encoder" not in self.search_space:
-            raise _problem("is required: fix it in train or search it in search_space", at="train.encoder")
+            raise _problem(
+                "is required: fix it in train or search it in search_space", at="train.encoder"
+            )
         for key in ("metric", "prune_on"):
             metric = getattr(self, key) or ""
             if self.task == "evidence" and metric.startswith("post_"):
@@ -152,7 +186,10 @@ class StudySpec(_Strict):
             if self.task == "criteria" and metric.startswith("recall_at_"):
                 raise _problem(f"{metric} ranks sentences, only for task evidence", at=key)
         if self.prune_on and self.direction == "minimize":
-            raise _problem("every metric is higher-is-better: prune_on needs direction: maximize", at="prune_on")
+            raise _problem(
+                "every metric is higher-is-better: prune_on needs direction: maximize",
+                at="prune_on",
+            )
         self._probe_train_configs()
         return self
 
@@ -162,18 +199,32 @@ class StudySpec(_Strict):
             for parent, allowed in (param.when or {}).items():
                 at = f"search_space.{name}.when.{parent}"
                 if parent not in self.search_space:
-                    raise _problem(_not_searched(parent, names, self.train,
-                                                 need="; a condition names an earlier searched parameter"), at=at)
+                    raise _problem(
+                        _not_searched(
+                            parent,
+                            names,
+                            self.train,
+                            need="; a condition names an earlier searched parameter",
+                        ),
+                        at=at,
+                    )
                 if cycle := self._cycle(name, parent):
-                    raise _problem(f"forms a cycle {' -> '.join(cycle)}; drop one of these conditions", at=at)
+                    raise _problem(
+                        f"forms a cycle {' -> '.join(cycle)}; drop one of these conditions", at=at
+                    )
                 if names.index(parent) > names.index(name):
-                    raise _problem(f"is listed after {name}; list {parent} first in search_space", at=at)
+                    raise _problem(
+                        f"is listed after {name}; list {parent} first in search_space", at=at
+                    )
                 for value in allowed:
-                    if problem := _value_problem(self.search_space[parent], value, parent, condition=True):
+                    if problem := _value_problem(
+                        self.search_space[parent], value, parent, condition=True
+                    ):
                         raise _problem(problem, at=at)
 
     def _cycle(self, child: str, parent: str) -> list[str] | None:
         """The path of conditions from ``child`` through ``parent`` back to ``child``, if any."""
+
         def back_to_child(node: str, seen: set[str]) -> list[str] | None:
             if node == child:
                 return [node]
@@ -192,15 +243,20 @@ class StudySpec(_Strict):
         """(key, problem) for the first thing wrong with a hand-given parameter set (a
         ``warm_start`` entry, ``hpo enqueue --set``), or None. Names left out are sampled."""
         if not isinstance(point, Mapping) or not point:
-            return "", "must be a mapping of searched parameters to values, e.g. {learning_rate: 2.0e-5}"
+            return (
+                "",
+                "must be a mapping of searched parameters to values, e.g. {learning_rate: 2.0e-5}",
+            )
         for name, value in point.items():
             if name not in self.search_space:
                 return name, _not_searched(name, list(self.search_space), self.train)
             if problem := _value_problem(self.search_space[name], _as_number(value), name):
                 return name, problem
             if not self.applies(name, point):
-                return name, (f"applies only when {self.search_space[name].condition_text()}; "
-                              "set that too, or leave this out")
+                return name, (
+                    f"applies only when {self.search_space[name].condition_text()}; "
+                    "set that too, or leave this out"
+                )
         return None
 
     def typed_point(self, point: Mapping[str, object]) -> dict[str, object]:
@@ -208,8 +264,10 @@ class StudySpec(_Strict):
         an int in a float range become floats, 3.0 in an int range 3), as Optuna must be given them."""
         typed = {name: _as_number(value) for name, value in point.items()}
         as_type = {FloatParam: float, IntParam: int}
-        return {name: as_type.get(type(self.search_space[name]), lambda same: same)(value)
-                for name, value in typed.items()}
+        return {
+            name: as_type.get(type(self.search_space[name]), lambda same: same)(value)
+            for name, value in typed.items()
+        }
 
     def _probe_train_configs(self) -> None:
         """Build TrainConfigs from the fixed settings and every value range end and choice.
@@ -232,24 +290,35 @@ class StudySpec(_Strict):
             field = str(first_error["loc"][0]) if first_error["loc"] else None
             name = blame or field
             if name in self.search_space:
-                raise _problem(f"{name}={settings[name]!r} is invalid: {_problem_text(first_error)}",
-                               at=f"search_space.{name}") from None
-            raise _problem(_problem_text(first_error), at=f"train.{field}" if field else "train") from None
+                raise _problem(
+                    f"{name}={settings[name]!r} is invalid: {_problem_text(first_error)}",
+                    at=f"search_space.{name}",
+                ) from None
+            raise _problem(
+                _problem_text(first_error), at=f"train.{field}" if field else "train"
+            ) from None
 
 
-def _not_searched(name: str, searched: list[str], train: Mapping[str, object], need: str = "") -> str:
+def _not_searched(
+    name: str, searched: list[str], train: Mapping[str, object], need: str = ""
+) -> str:
     if name in train:
         return f"'{name}' is fixed in train, not searched{need}"
     close = difflib.get_close_matches(name, searched, n=1)
-    return f"'{name}' is not in search_space{need}" + (f"; did you mean '{close[0]}'?" if close else "")
+    return f"'{name}' is not in search_space{need}" + (
+        f"; did you mean '{close[0]}'?" if close else ""
+    )
 
 
 def _check_settable(name: str, at: str) -> None:
     if name in _FROM_TOP_LEVEL:
         raise _problem(f"comes from the top-level '{_FROM_TOP_LEVEL[name]}' key", at=at)
     if name in _FINALIZE_ONLY:
-        raise _problem("is set by hpo finalize --refit train+val, never in a search (it would judge itself on "
-                       "data it trained on)", at=at)
+        raise _problem(
+            "is set by hpo finalize --refit train+val, never in a search (it would judge itself on "
+            "data it trained on)",
+            at=at,
+        )
     if name not in SETTABLE_FIELDS:
         close = difflib.get_close_matches(name, SETTABLE_FIELDS, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""

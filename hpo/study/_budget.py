@@ -9,7 +9,9 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-DEADLINE_ATTR = "deadline"  # epoch seconds; set when `hpo tune --timeout` starts the study's workers
+DEADLINE_ATTR = (
+    "deadline"  # epoch seconds; set when `hpo tune --timeout` starts the study's workers
+)
 
 
 def start_time_budget(study: optuna.Study, seconds: float | None) -> float | None:
@@ -25,6 +27,9 @@ def study_deadline(study: optuna.Study) -> float | None:
 
 def median_trial_seconds(study: optuna.Study) -> float | None:
     """The median wall time of the study's completed trials; None before the first."""
-    seconds = [t.user_attrs["wall_seconds"] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-               if "wall_seconds" in t.user_attrs]
+    seconds = [
+        t.user_attrs["wall_seconds"]
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if "wall_seconds" in t.user_attrs
+    ]
     return statistics.median(seconds) if seconds else None

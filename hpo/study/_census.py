@@ -14,7 +14,9 @@ from hpo.study._storage import rdb_backend
 from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-SURPLUS = "surplus:"  # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
+SURPLUS = (
+    "surplus:"  # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
+)
 
 
 def is_surplus(trial: FrozenTrial) -> bool:
@@ -47,14 +49,22 @@ def claim(trial: optuna.Trial, attrs: Mapping[str, object]) -> dict[str, int]:
         return _tally(trial.study, trial.number, session)
 
 
-def _tally(study: optuna.Study, before: int | None, connection: sa.Connection | Session | None = None) -> dict[str, int]:
+def _tally(
+    study: optuna.Study, before: int | None, connection: sa.Connection | Session | None = None
+) -> dict[str, int]:
     if connection is None:
-        rows = [(t.state, before is not None and t.number < before, 1) for t in study.get_trials(deepcopy=False)]
+        rows = [
+            (t.state, before is not None and t.number < before, 1)
+            for t in study.get_trials(deepcopy=False)
+        ]
     else:
         trial = TrialModel
         early = trial.number < (before if before is not None else -1)
-        query = (sa.select(trial.state, early, sa.func.count()).where(trial.study_id == study_id(study))
-                 .group_by(trial.state, early))
+        query = (
+            sa.select(trial.state, early, sa.func.count())
+            .where(trial.study_id == study_id(study))
+            .group_by(trial.state, early)
+        )
         rows = [(state, bool(is_early), n) for state, is_early, n in connection.execute(query)]
     census = {state.name.lower(): 0 for state in TrialState} | {"running_before": 0}
     for state, is_early, n in rows:
@@ -91,7 +101,10 @@ def trials_per_hour(study: optuna.Study) -> float | None:
 def recent_outcomes(study: optuna.Study, k: int) -> list[tuple[str, str | None]]:
     """The last ``k`` trials to end, oldest first, as (state, fail_reason); surplus
     trials (bookkeeping of the exact count, not failures) are left out."""
-    ended = [t for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.FAIL))
-             if not is_surplus(t)]
+    ended = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.FAIL))
+        if not is_surplus(t)
+    ]
     ended.sort(key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
     return [(t.state.name.lower(), t.user_attrs.get("fail_reason")) for t in ended[-k:]]

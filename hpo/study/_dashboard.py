@@ -21,7 +21,9 @@ class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
-def serve_dashboard(url: StorageUrl | str, artifact_dir: Path, host: str, port: int, ready: Callable[[], None]) -> None:
+def serve_dashboard(
+    url: StorageUrl | str, artifact_dir: Path, host: str, port: int, ready: Callable[[], None]
+) -> None:
     """Bind ``host:port`` first, so a busy port or a foreign host is one line naming it and
     nothing is created; then open the storage, call ``ready`` (the "listening" line) and
     serve until Ctrl-C. optuna-dashboard is an optional extra, imported only here."""
@@ -31,7 +33,9 @@ def serve_dashboard(url: StorageUrl | str, artifact_dir: Path, host: str, port: 
     server = _bind(host, port)
     try:
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        server.set_app(wsgi(get_storage(url), artifact_store=FileSystemArtifactStore(str(artifact_dir))))
+        server.set_app(
+            wsgi(get_storage(url), artifact_store=FileSystemArtifactStore(str(artifact_dir)))
+        )
         ready()
         sys.stdout.flush()  # the line is out before anyone can connect: scripts wait for the port, then read it
         server.server_activate()  # listen
@@ -41,15 +45,21 @@ def serve_dashboard(url: StorageUrl | str, artifact_dir: Path, host: str, port: 
 
 
 def _bind(host: str, port: int) -> _Server:
-    server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6}) if ":" in host else _Server
+    server_class = (
+        type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+        if ":" in host
+        else _Server
+    )
     server = server_class((host, port), WSGIRequestHandler, bind_and_activate=False)
     try:
         server.server_bind()
         return server
     except socket.gaierror as exc:
         server.server_close()
-        raise UsageError(f"cannot listen on host {host}: unknown host name ({exc.strerror}); pass --host 127.0.0.1 "
-                         "(this machine only) or an address of this machine") from None
+        raise UsageError(
+            f"cannot listen on host {host}: unknown host name ({exc.strerror}); pass --host 127.0.0.1 "
+            "(this machine only) or an address of this machine"
+        ) from None
     except OSError as exc:
         server.server_close()
         raise UsageError(_bind_problem(host, port, exc)) from None
@@ -57,11 +67,15 @@ def _bind(host: str, port: int) -> _Server:
 
 def _bind_problem(host: str, port: int, exc: OSError) -> str:
     if exc.errno == errno.EADDRINUSE:
-        return (f"port {port} on {host} is busy: another program (another dashboard?) listens there; pass "
-                f"--port with a free port, e.g. --port {port + 1 if port < 65535 else 8080}")
+        return (
+            f"port {port} on {host} is busy: another program (another dashboard?) listens there; pass "
+            f"--port with a free port, e.g. --port {port + 1 if port < 65535 else 8080}"
+        )
     if exc.errno == errno.EADDRNOTAVAIL:
-        return (f"cannot listen on host {host}: not an address of this machine; pass --host 127.0.0.1 (this "
-                "machine only) or 0.0.0.0 (every interface)")
+        return (
+            f"cannot listen on host {host}: not an address of this machine; pass --host 127.0.0.1 (this "
+            "machine only) or 0.0.0.0 (every interface)"
+        )
     if exc.errno == errno.EACCES:
         return f"cannot listen on port {port}: ports below 1024 need root; pass --port 1024 or above, e.g. --port 8080"
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --host or --port"

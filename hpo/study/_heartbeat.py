@@ -41,7 +41,10 @@ from hpo.study._optuna_private import (
 
 log = logging.getLogger(__name__)
 
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}  # both write ON CONFLICT ... DO UPDATE
+_INSERTS = {
+    "postgresql": postgresql.insert,
+    "sqlite": sqlite.insert,
+}  # both write ON CONFLICT ... DO UPDATE
 
 # The worker asks and tells itself and beats its trials with ``beating``: Optuna's reminder
 # that heartbeats come with Study.optimize would otherwise be printed for every trial.
@@ -60,22 +63,31 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
 
     def record_heartbeat(self, trial_id: int) -> None:
         insert = _INSERTS[self.engine.dialect.name](TrialHeartbeatModel).values(
-            trial_id=trial_id, heartbeat=sa.func.now())
-        beat = insert.on_conflict_do_update(index_elements=["trial_id"], set_={"heartbeat": sa.func.now()})
+            trial_id=trial_id, heartbeat=sa.func.now()
+        )
+        beat = insert.on_conflict_do_update(
+            index_elements=["trial_id"], set_={"heartbeat": sa.func.now()}
+        )
         try:
             with self.engine.begin() as connection:
                 connection.execute(beat)
         except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.IntegrityError) as exc:
             # IntegrityError: the study was deleted meanwhile
-            log.warning("heartbeat for trial id %d missed: %s", trial_id, str(getattr(exc, "orig", exc)).strip())
+            log.warning(
+                "heartbeat for trial id %d missed: %s",
+                trial_id,
+                str(getattr(exc, "orig", exc)).strip(),
+            )
 
     def stale_trial_ids(self, study_id: int) -> list[int]:
         """The study's RUNNING trials whose last beat is older than the grace period, judged
         on the database's clock."""
         trials, beats = TrialModel, TrialHeartbeatModel
-        query = (sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
-                 .join(beats, beats.trial_id == trials.trial_id)
-                 .where(trials.study_id == study_id, trials.state == TrialState.RUNNING))
+        query = (
+            sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
+            .join(beats, beats.trial_id == trials.trial_id)
+            .where(trials.study_id == study_id, trials.state == TrialState.RUNNING)
+        )
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
         # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now() has a zone).
@@ -84,7 +96,9 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
 
 
 def _grace_seconds(storage: OneStatementHeartbeat) -> float:
-    return 2 * storage.heartbeat_interval if storage.grace_period is None else storage.grace_period  # Optuna's default
+    return (
+        2 * storage.heartbeat_interval if storage.grace_period is None else storage.grace_period
+    )  # Optuna's default
 
 
 def heartbeat_interval(storage: optuna.storages.BaseStorage) -> int | None:
@@ -138,14 +152,20 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
     if not isinstance(backend, OneStatementHeartbeat) or backend.heartbeat_interval is None:
         return []
     grace = _grace_seconds(backend)
-    failed = [storage.get_trial(stale) for stale in backend.stale_trial_ids(study_id(study))
-              if _fail_with_reason(backend, stale, stale_reason(grace))]
+    failed = [
+        storage.get_trial(stale)
+        for stale in backend.stale_trial_ids(study_id(study))
+        if _fail_with_reason(backend, stale, stale_reason(grace))
+    ]
     retry = backend.get_heartbeat_stale_trial_callback()
     for trial in failed:
         if retry is not None:
             retry(study, without_fail_reason(trial))
-        log.warning("trial %d FAIL: %s; queued again with the same parameters unless it ran out of retries",
-                    trial.number, trial.user_attrs["fail_reason"])
+        log.warning(
+            "trial %d FAIL: %s; queued again with the same parameters unless it ran out of retries",
+            trial.number,
+            trial.user_attrs["fail_reason"],
+        )
     return failed
 
 
@@ -155,18 +175,27 @@ def _fail_with_reason(backend: RDBStorage, trial_id: int, reason: str) -> bool:
     trials, attrs = TrialModel, TrialUserAttributeModel
     with backend.engine.begin() as connection:
         failed = connection.execute(
-            sa.update(trials).where(trials.trial_id == trial_id, trials.state == TrialState.RUNNING)
-            .values(state=TrialState.FAIL, datetime_complete=datetime.now())).rowcount  # local time, as Optuna's
+            sa.update(trials)
+            .where(trials.trial_id == trial_id, trials.state == TrialState.RUNNING)
+            .values(state=TrialState.FAIL, datetime_complete=datetime.now())
+        ).rowcount  # local time, as Optuna's
         if failed:
             insert = _INSERTS[backend.engine.dialect.name](attrs).values(
-                trial_id=trial_id, key="fail_reason", value_json=json.dumps(reason))
-            connection.execute(insert.on_conflict_do_update(index_elements=["trial_id", "key"],
-                                                            set_={"value_json": insert.excluded.value_json}))
+                trial_id=trial_id, key="fail_reason", value_json=json.dumps(reason)
+            )
+            connection.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["trial_id", "key"],
+                    set_={"value_json": insert.excluded.value_json},
+                )
+            )
     return bool(failed)
 
 
 def without_fail_reason(trial: FrozenTrial) -> FrozenTrial:
     """``trial`` as its retry should copy it: the retry has not failed."""
     trial = copy.deepcopy(trial)
-    trial.user_attrs = {key: value for key, value in trial.user_attrs.items() if key != "fail_reason"}
+    trial.user_attrs = {
+        key: value for key, value in trial.user_attrs.items() if key != "fail_reason"
+    }
     return trial

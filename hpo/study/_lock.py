@@ -26,7 +26,9 @@ from hpo.errors import StudyBusy
 from hpo.study._optuna_private import study_id, study_storage
 from hpo.study._storage import rdb_backend
 
-LOCK_CLASS = zlib.crc32(b"hpo finalize") & 0x7FFFFFFF  # the advisory lock's first key; the study id is the second
+LOCK_CLASS = (
+    zlib.crc32(b"hpo finalize") & 0x7FFFFFFF
+)  # the advisory lock's first key; the study id is the second
 # The server probes an idle lock connection after 30 s and drops it after 9 unanswered probes 10 s apart.
 KEEPALIVES = "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=9"
 _HOLDER = sa.text("""
@@ -42,9 +44,16 @@ class _AdvisoryLock:
     def __init__(self, engine: sa.Engine, study_id: int, holder: str):
         self.keys = {"c": LOCK_CLASS, "s": study_id}
         # Its own connection, outside the storage's pool: closing it is what releases the lock.
-        self.engine = sa.create_engine(engine.url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT",
-                                       connect_args={"connect_timeout": 10, "application_name": holder[:63],
-                                                     "options": KEEPALIVES})
+        self.engine = sa.create_engine(
+            engine.url,
+            poolclass=sa.pool.NullPool,
+            isolation_level="AUTOCOMMIT",
+            connect_args={
+                "connect_timeout": 10,
+                "application_name": holder[:63],
+                "options": KEEPALIVES,
+            },
+        )
         self.connection: sa.Connection | None = None
 
     def acquire(self) -> bool:
@@ -58,7 +67,9 @@ class _AdvisoryLock:
     def held(self) -> bool:
         try:
             return bool(self.connection and self.connection.execute(_MINE, self.keys).scalar())
-        except sa.exc.DBAPIError:  # the connection died (a database restart): the server let the lock go
+        except (
+            sa.exc.DBAPIError
+        ):  # the connection died (a database restart): the server let the lock go
             return False
 
     def holder(self) -> str:
@@ -110,8 +121,10 @@ class StudyLock:
         if not self._lock.held():
             self._lock.release()
             if not self._lock.acquire():
-                raise StudyBusy(f"study {self._study.study_name!r}: the {self._job} lock was lost (the database "
-                                f"restarted?) and {self._lock.holder()} took it; its result will be the study's")
+                raise StudyBusy(
+                    f"study {self._study.study_name!r}: the {self._job} lock was lost (the database "
+                    f"restarted?) and {self._lock.holder()} took it; its result will be the study's"
+                )
 
 
 @contextmanager
@@ -126,13 +139,18 @@ def study_lock(study: optuna.Study, job: str, folder: Path) -> Iterator[StudyLoc
     elif backend.engine.dialect.name == "postgresql":
         lock = _AdvisoryLock(backend.engine, study_id(study), holder)
     else:
-        lock = _FileLock(Path(backend.engine.url.database).with_name(
-            f"{Path(backend.engine.url.database).name}.{job}-{study_id(study)}.lock"))
+        lock = _FileLock(
+            Path(backend.engine.url.database).with_name(
+                f"{Path(backend.engine.url.database).name}.{job}-{study_id(study)}.lock"
+            )
+        )
     if not lock.acquire():
         who = lock.holder()
         lock.release()
-        raise StudyBusy(f"study {study.study_name!r} is being {job}d by {who}; wait for it to end, then run "
-                        f"hpo {job} again")
+        raise StudyBusy(
+            f"study {study.study_name!r} is being {job}d by {who}; wait for it to end, then run "
+            f"hpo {job} again"
+        )
     try:
         yield StudyLock(lock, study, job)
     finally:

@@ -23,7 +23,9 @@ from hpo.study._trials import enqueue
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 PARAMETERS = "parameters"  # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
-UID_WAIT_SECONDS = 3.0  # how long a process that finds a study without a uid waits for its creator to record one
+UID_WAIT_SECONDS = (
+    3.0  # how long a process that finds a study without a uid waits for its creator to record one
+)
 _UID_POLL_SECONDS = 0.1
 
 _SAMPLERS = {
@@ -44,9 +46,11 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
     """Each worker seeds its sampler differently: N workers with one seed would propose
     the same parameters N times."""
     if spec.sampler.name == "cmaes" and spec.storage.is_grpc:
-        raise SpecError(f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, and the storage "
-                        "proxy has no authentication, so anyone reaching it could run code on every worker; "
-                        "use tpe or gp, or connect the workers to the database directly")
+        raise SpecError(
+            f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, and the storage "
+            "proxy has no authentication, so anyone reaching it could run code on every worker; "
+            "use tpe or gp, or connect the workers to the database directly"
+        )
     sampler_class = _SAMPLERS[spec.sampler.name]
     seed = spec.sampler.seed
     if seed is not None and worker:
@@ -60,20 +64,30 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
 
 # Where a spec sets nothing, no trial is pruned on its first epoch's report (step 1): on real posts
 # 4 of 5 sampled trials were pruned after epoch 1 of a warm-up, the one that survived scored worst.
-FIRST_RUNG = {"median": {"n_warmup_steps": 2}, "hyperband": {"min_resource": 2},
-              "successive_halving": {"min_resource": 2}}
+FIRST_RUNG = {
+    "median": {"n_warmup_steps": 2},
+    "hyperband": {"min_resource": 2},
+    "successive_halving": {"min_resource": 2},
+}
 
 
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
     try:
         if spec.pruner.name == "patient":
             options = spec.pruner.patient_options()
-            _check_option_types(_PRUNERS[options.wrapped.name], options.wrapped.options,
-                                f"{spec.source}: pruner.options.wrapped.options")
+            _check_option_types(
+                _PRUNERS[options.wrapped.name],
+                options.wrapped.options,
+                f"{spec.source}: pruner.options.wrapped.options",
+            )
             wrapped = _PRUNERS[options.wrapped.name](**options.wrapped.options)
             return optuna.pruners.PatientPruner(wrapped, patience=options.patience)
-        _check_option_types(_PRUNERS[spec.pruner.name], spec.pruner.options, f"{spec.source}: pruner.options")
-        return _PRUNERS[spec.pruner.name](**{**FIRST_RUNG.get(spec.pruner.name, {}), **spec.pruner.options})
+        _check_option_types(
+            _PRUNERS[spec.pruner.name], spec.pruner.options, f"{spec.source}: pruner.options"
+        )
+        return _PRUNERS[spec.pruner.name](
+            **{**FIRST_RUNG.get(spec.pruner.name, {}), **spec.pruner.options}
+        )
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
 
@@ -82,7 +96,10 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
 _WANTED = {
     "bool": ("true or false", lambda value: isinstance(value, bool)),
     "int": ("an integer", lambda value: isinstance(value, int) and not isinstance(value, bool)),
-    "float": ("a number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)),
+    "float": (
+        "a number",
+        lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
+    ),
 }
 
 
@@ -95,14 +112,17 @@ def _check_option_types(optuna_class: type, options: dict, where: str) -> None:
         if name not in parameters:
             continue  # Optuna's own TypeError names it
         annotation = parameters[name].annotation
-        kinds = {kind.strip() for kind in getattr(annotation, "__name__", str(annotation)).split("|")}
+        kinds = {
+            kind.strip() for kind in getattr(annotation, "__name__", str(annotation)).split("|")
+        }
         wanted = _WANTED.get(next(iter(kinds - {"None"}))) if len(kinds - {"None"}) == 1 else None
         if wanted and not wanted[1](value) and not (value is None and "None" in kinds):
             raise SpecError(f"{where}.{name}: expected {wanted[0]}, got {value!r}")
 
 
-def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = False,
-               adopt_spec: bool = True) -> optuna.Study:
+def open_study(
+    spec: StudySpec, worker: str = "", allow_spec_change: bool = False, adopt_spec: bool = True
+) -> optuna.Study:
     """The spec's study on its storage, created (with the spec's settings, its fingerprint
     and a random uid recorded) if it does not exist. Sampler and pruner are built before
     anything touches the database, so a bad option leaves no half-created study behind.
@@ -119,17 +139,27 @@ def open_study(spec: StudySpec, worker: str = "", allow_spec_change: bool = Fals
     except sa.exc.SQLAlchemyError as exc:
         raise UsageError(database_problem(spec.storage, exc)) from None
     if study.direction.name.lower() != spec.direction:
-        raise UsageError(f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
-                         f"but the spec says {spec.direction}; rename the study or fix the direction")
+        raise UsageError(
+            f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
+            f"but the spec says {spec.direction}; rename the study or fix the direction"
+        )
     if not allow_spec_change:
-        _refuse_differences(study, spec, fingerprint, "use another study name, or pass --allow-spec-change to "
-                                                      "change it on purpose")
+        _refuse_differences(
+            study,
+            spec,
+            fingerprint,
+            "use another study name, or pass --allow-spec-change to change it on purpose",
+        )
     if created or adopt_spec:
         recorded = study.user_attrs.get(FINGERPRINT_ATTR)
         if not recorded or _differences(recorded, fingerprint):
             study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
-        for key, value in {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
-                           "spec_file": spec.source}.items():
+        for key, value in {
+            "task": spec.task,
+            "metric": spec.metric,
+            "n_trials": spec.n_trials,
+            "spec_file": spec.source,
+        }.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)
     return study
@@ -142,7 +172,9 @@ def check_spec(study: optuna.Study, spec: StudySpec, fix: str) -> None:
     _refuse_differences(study, spec, spec_fingerprint(spec), fix)
 
 
-def _refuse_differences(study: optuna.Study, spec: StudySpec, fingerprint: dict[str, object], fix: str) -> None:
+def _refuse_differences(
+    study: optuna.Study, spec: StudySpec, fingerprint: dict[str, object], fix: str
+) -> None:
     recorded = study.user_attrs.get(FINGERPRINT_ATTR)
     if recorded and (differing := _differences(recorded, fingerprint)):
         shown = "; ".join(_shown(key, recorded, fingerprint) for key in differing)
@@ -166,20 +198,33 @@ def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
         data = files_fingerprint(spec.data_dir)[:12]
     except DataError:  # no data here: this process cannot run a trial, and says so when it tries
         data = None
-    return {"task": spec.task, "metric": spec.metric, "n_trials": spec.n_trials,
-            "search_space": hashlib.sha256(space.encode()).hexdigest()[:12], "data": data, PARAMETERS: parameters}
+    return {
+        "task": spec.task,
+        "metric": spec.metric,
+        "n_trials": spec.n_trials,
+        "search_space": hashlib.sha256(space.encode()).hexdigest()[:12],
+        "data": data,
+        PARAMETERS: parameters,
+    }
 
 
 def _param_record(param) -> dict[str, object]:
     record = param.model_dump(mode="json")
     if record.get("when") is None:
-        del record["when"]  # unconditional parameters keep the fingerprints studies were created with
+        del record[
+            "when"
+        ]  # unconditional parameters keep the fingerprints studies were created with
     return record
 
 
 def _differences(recorded: dict, fingerprint: dict) -> list[str]:
-    return [key for key, value in fingerprint.items() if key != PARAMETERS
-            and recorded.get(key) != value and not (key == "data" and None in (value, recorded.get(key)))]
+    return [
+        key
+        for key, value in fingerprint.items()
+        if key != PARAMETERS
+        and recorded.get(key) != value
+        and not (key == "data" and None in (value, recorded.get(key)))
+    ]
 
 
 def _shown(key: str, recorded: dict, fingerprint: dict) -> str:
@@ -194,31 +239,54 @@ def _space_changes(before: dict[str, dict], now: dict[str, dict]) -> str:
     """Parameters added, removed, and searched differently (each differing setting)."""
     added = [name for name in now if name not in before]
     removed = [name for name in before if name not in now]
-    changed = [f"{name}'s {field} {before[name].get(field)!r} in the study, {now[name].get(field)!r} here"
-               for name in now if name in before
-               for field in dict.fromkeys([*now[name], *before[name]]) if before[name].get(field) != now[name].get(field)]
-    return "; ".join([*([f"{', '.join(added)} added"] if added else []),
-                      *([f"{', '.join(removed)} removed"] if removed else []), *changed])
+    changed = [
+        f"{name}'s {field} {before[name].get(field)!r} in the study, {now[name].get(field)!r} here"
+        for name in now
+        if name in before
+        for field in dict.fromkeys([*now[name], *before[name]])
+        if before[name].get(field) != now[name].get(field)
+    ]
+    return "; ".join(
+        [
+            *([f"{', '.join(added)} added"] if added else []),
+            *([f"{', '.join(removed)} removed"] if removed else []),
+            *changed,
+        ]
+    )
 
 
-def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
-                    pruner: optuna.pruners.BasePruner, fingerprint: dict[str, object]) -> tuple[optuna.Study, bool]:
+def _create_or_load(
+    spec: StudySpec,
+    storage: optuna.storages.BaseStorage,
+    sampler: optuna.samplers.BaseSampler,
+    pruner: optuna.pruners.BasePruner,
+    fingerprint: dict[str, object],
+) -> tuple[optuna.Study, bool]:
     """The spec's study, and whether this call created it. The process that creates it
     records its fingerprint, queues the spec's warm start, then records its uid (an opener
     waits for the uid, so it finds both). Only the creator queues: N workers starting at
     once still queue each set once."""
     try:
-        study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner,
-                                    direction=spec.direction)
+        study = optuna.create_study(
+            study_name=spec.name,
+            storage=storage,
+            sampler=sampler,
+            pruner=pruner,
+            direction=spec.direction,
+        )
     except optuna.exceptions.DuplicatedStudyError:
-        study = optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
+        study = optuna.load_study(
+            study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner
+        )
         _await_uid(study)
         return study, False
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     for point in spec.warm_start:
         enqueue(study, spec, point)
     study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
-    study.set_metric_names([spec.metric])  # the dashboard's charts name the objective, not "Objective 0"
+    study.set_metric_names(
+        [spec.metric]
+    )  # the dashboard's charts name the objective, not "Objective 0"
     return study, True
 
 
@@ -234,7 +302,9 @@ def _await_uid(study: optuna.Study) -> None:
     while study_uid(study) is None:
         if time.monotonic() >= deadline:
             study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
-            time.sleep(UID_WAIT_SECONDS / 10)  # lets a simultaneous writer land before anyone reads the uid
+            time.sleep(
+                UID_WAIT_SECONDS / 10
+            )  # lets a simultaneous writer land before anyone reads the uid
             return
         time.sleep(_UID_POLL_SECONDS)
 
@@ -247,14 +317,17 @@ def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Stud
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise UsageError(f"no study named {name!r} in {storage_url}; "
-                         f"studies there: {', '.join(names) or 'none'}") from None
+        raise UsageError(
+            f"no study named {name!r} in {storage_url}; studies there: {', '.join(names) or 'none'}"
+        ) from None
 
 
 def study_exists(study: optuna.Study) -> bool:
     """False once the study was deleted from its storage (``optuna delete-study``)."""
     try:
-        study_storage(study).get_study_id_from_name(study.study_name)  # the storage's own lookup: one query
+        study_storage(study).get_study_id_from_name(
+            study.study_name
+        )  # the storage's own lookup: one query
     except KeyError:
         return False
     return True

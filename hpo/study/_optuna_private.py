@@ -86,7 +86,9 @@ def attrs_session(backend: RDBStorage) -> Iterator[Session]:
         yield session
 
 
-def set_user_attr_in(session: Session, backend: RDBStorage, trial_id: int, key: str, value: object) -> None:
+def set_user_attr_in(
+    session: Session, backend: RDBStorage, trial_id: int, key: str, value: object
+) -> None:
     """Optuna's own upsert of one user attribute (``RDBStorage._set_trial_attr_without_commit``),
     with its check that the trial is still running (UpdateFinishedTrialError), inside
     ``session``: its public ``set_trial_user_attr`` commits every attribute on its own."""
@@ -106,6 +108,18 @@ class AnswersStaleTrialQuestion:
         return self.stale_trial_ids(study_id)
 
 
-__all__ = ["HEARTBEAT_REMINDER", "AnswersStaleTrialQuestion", "TrialHeartbeatModel", "TrialModel",
-           "TrialUserAttributeModel", "attrs_session", "cached", "quiet_heartbeat_reminder", "set_user_attr_in",
-           "study_id", "study_storage", "trial_id", "uncached"]
+__all__ = [
+    "HEARTBEAT_REMINDER",
+    "AnswersStaleTrialQuestion",
+    "TrialHeartbeatModel",
+    "TrialModel",
+    "TrialUserAttributeModel",
+    "attrs_session",
+    "cached",
+    "quiet_heartbeat_reminder",
+    "set_user_attr_in",
+    "study_id",
+    "study_storage",
+    "trial_id",
+    "uncached",
+]

@@ -13,33 +13,49 @@ from hpo.outputs import atomic_bytes, refuse_unsafe_output
 def param_importances(study: optuna.Study, n_complete: int) -> tuple[dict[str, float], list[str]]:
     """Parameter importances and notes on why there are none."""
     if n_complete < 2:
-        return {}, [f"parameter importances skipped: {n_complete} completed trial (needs at least 2)"]
+        return {}, [
+            f"parameter importances skipped: {n_complete} completed trial (needs at least 2)"
+        ]
     try:
         return optuna.importance.get_param_importances(study), []
     except Exception as exc:  # any evaluator failure costs one plot, not the report
         return {}, [f"parameter importances skipped: {type(exc).__name__}: {exc}"]
 
 
-def draw_plots(study: optuna.Study, out_dir: Path, metric: str, with_importances: bool) -> tuple[dict[str, str], list[str]]:
+def draw_plots(
+    study: optuna.Study, out_dir: Path, metric: str, with_importances: bool
+) -> tuple[dict[str, str], list[str]]:
     """Write the study's plots as PNGs into ``out_dir``; returns {file name: title} and notes."""
     import matplotlib.pyplot as plt  # imported here: workers never draw, and matplotlib is slow to import
     from optuna.visualization import matplotlib as plots
 
     plt.switch_backend("Agg")  # servers and containers have no display
-    charts = {"optimization_history.png": ("Optimization history",
-                                           lambda: plots.plot_optimization_history(study, target_name=metric))}
+    charts = {
+        "optimization_history.png": (
+            "Optimization history",
+            lambda: plots.plot_optimization_history(study, target_name=metric),
+        )
+    }
     notes = []
     if with_importances:
-        charts["param_importances.png"] = ("Parameter importances",
-                                           lambda: plots.plot_param_importances(study, target_name=metric))
+        charts["param_importances.png"] = (
+            "Parameter importances",
+            lambda: plots.plot_param_importances(study, target_name=metric),
+        )
     if any(t.intermediate_values for t in study.get_trials(deepcopy=False)):
-        charts["intermediate_values.png"] = ("Intermediate values (pruning)",
-                                             lambda: plots.plot_intermediate_values(study))
+        charts["intermediate_values.png"] = (
+            "Intermediate values (pruning)",
+            lambda: plots.plot_intermediate_values(study),
+        )
     else:
         notes.append("intermediate values skipped: no trial reported any")
-    charts["parallel_coordinate.png"] = ("Parallel coordinates",
-                                         lambda: plots.plot_parallel_coordinate(study, target_name=metric))
-    for name in charts:  # every file checked before any is drawn: a refused report leaves nothing behind
+    charts["parallel_coordinate.png"] = (
+        "Parallel coordinates",
+        lambda: plots.plot_parallel_coordinate(study, target_name=metric),
+    )
+    for (
+        name
+    ) in charts:  # every file checked before any is drawn: a refused report leaves nothing behind
         refuse_unsafe_output(out_dir / name)
     with warnings.catch_warnings():  # "experimental" and matplotlib's axis-range notes: noise here
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -54,7 +70,9 @@ def _save(axes, path: Path) -> Path:
 
     figure = axes.figure
     legend = axes.get_legend()
-    if legend is not None and len(legend.get_texts()) > 20:  # one entry per trial: unreadable past a few
+    if (
+        legend is not None and len(legend.get_texts()) > 20
+    ):  # one entry per trial: unreadable past a few
         legend.remove()
     figure.set_size_inches(10, 6)
     figure.tight_layout()

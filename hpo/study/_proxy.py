@@ -27,7 +27,9 @@ from hpo.study._trials import requeue
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RETRY = HeartbeatSpec().max_retry  # for trials that never beat (theirs travels with the beat)
+DEFAULT_MAX_RETRY = (
+    HeartbeatSpec().max_retry
+)  # for trials that never beat (theirs travels with the beat)
 
 # {trial id: (last beat seen, time.monotonic() when first seen)}, kept between sweeps.
 Beats = dict[int, tuple[object, float]]
@@ -42,8 +44,12 @@ def run_proxy_server(storage: BaseStorage, host: str, port: int) -> None:
     optuna.storages.run_grpc_proxy_server(storage, host=host, port=port)
 
 
-def sweep_stale_trials(storage: BaseStorage, max_trial_seconds: float, beats: Beats | None = None,
-                       max_retry: int = DEFAULT_MAX_RETRY) -> list[int]:
+def sweep_stale_trials(
+    storage: BaseStorage,
+    max_trial_seconds: float,
+    beats: Beats | None = None,
+    max_retry: int = DEFAULT_MAX_RETRY,
+) -> list[int]:
     """One pass over every study: fail stale RUNNING trials, queue a WAITING copy of each
     with the same parameters, and return the failed trials' ids.
 
@@ -55,9 +61,15 @@ def sweep_stale_trials(storage: BaseStorage, max_trial_seconds: float, beats: Be
     running: set[int] = set()
     failed = []
     for summary in storage.get_all_studies():
-        trials = storage.get_all_trials(storage.get_study_id_from_name(summary.study_name), deepcopy=False,
-                                        states=(TrialState.RUNNING,))
-        now, wall = time.monotonic(), datetime.now()  # when these beats were read, not when the pass began
+        trials = storage.get_all_trials(
+            storage.get_study_id_from_name(summary.study_name),
+            deepcopy=False,
+            states=(TrialState.RUNNING,),
+        )
+        now, wall = (
+            time.monotonic(),
+            datetime.now(),
+        )  # when these beats were read, not when the pass began
         for trial in trials:
             running.add(trial_id(trial))
             beat = trial.system_attrs.get(HEARTBEAT_ATTR)
@@ -75,7 +87,9 @@ def sweep_stale_trials(storage: BaseStorage, max_trial_seconds: float, beats: Be
                 if now - seen[1] <= grace:
                     continue
                 why = f"no heartbeat for {now - seen[1]:.0f}s > grace_period {grace:g}s"
-            if _fail_and_requeue(storage, summary.study_name, trial, why, _max_retry(beat, max_retry)):
+            if _fail_and_requeue(
+                storage, summary.study_name, trial, why, _max_retry(beat, max_retry)
+            ):
                 failed.append(trial_id(trial))
                 running.discard(trial_id(trial))
     for gone in set(beats) - running:
@@ -87,7 +101,9 @@ def _max_retry(beat: object, default: int) -> int:
     return int(beat.get("max_retry", default)) if isinstance(beat, dict) else default
 
 
-def _fail_and_requeue(storage: BaseStorage, study_name: str, trial: FrozenTrial, why: str, max_retry: int) -> bool:
+def _fail_and_requeue(
+    storage: BaseStorage, study_name: str, trial: FrozenTrial, why: str, max_retry: int
+) -> bool:
     try:
         if not storage.set_trial_state_values(trial_id(trial), state=TrialState.FAIL):
             return False
@@ -96,6 +112,10 @@ def _fail_and_requeue(storage: BaseStorage, study_name: str, trial: FrozenTrial,
     failed = storage.get_trial(trial_id(trial))
     retries = len(failed.system_attrs.get("retry_history", []))
     requeue(optuna.load_study(study_name=study_name, storage=storage), failed, max_retry)
-    what = "re-queued with the same parameters" if retries < max_retry else f"not re-queued: max_retry={max_retry} reached"
+    what = (
+        "re-queued with the same parameters"
+        if retries < max_retry
+        else f"not re-queued: max_retry={max_retry} reached"
+    )
     log.warning("study %s: trial %d failed as stale (%s); %s", study_name, trial.number, why, what)
     return True

@@ -19,10 +19,13 @@ def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
         if not spec.applies(name, params):
             continue
         if isinstance(param, FloatParam):
-            params[name] = trial.suggest_float(name, param.low, param.high, log=param.log, step=param.step)
+            params[name] = trial.suggest_float(
+                name, param.low, param.high, log=param.log, step=param.step
+            )
         elif isinstance(param, IntParam):
-            params[name] = trial.suggest_int(name, int(param.low), int(param.high), log=param.log,
-                                             step=int(param.step or 1))
+            params[name] = trial.suggest_int(
+                name, int(param.low), int(param.high), log=param.log, step=int(param.step or 1)
+            )
         elif isinstance(param, CategoricalParam):
             params[name] = trial.suggest_categorical(name, list(param.choices))
     return params
@@ -34,7 +37,9 @@ def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, ob
     fails here, before any real study exists."""
     sampler, pruner = make_sampler(spec), make_pruner(spec)
     verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the throw-away study is no news to the user
+    optuna.logging.set_verbosity(
+        optuna.logging.WARNING
+    )  # the throw-away study is no news to the user
     points = []
     try:
         study = optuna.create_study(direction=spec.direction, sampler=sampler, pruner=pruner)
@@ -45,7 +50,9 @@ def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, ob
             trial.should_prune()
             study.tell(trial, 0.5 + index / 100)
     except (TypeError, ValueError) as exc:
-        raise SpecError(f"{spec.source}: sampler or pruner options: {type(exc).__name__}: {exc}") from None
+        raise SpecError(
+            f"{spec.source}: sampler or pruner options: {type(exc).__name__}: {exc}"
+        ) from None
     finally:
         optuna.logging.set_verbosity(verbosity)
     return points

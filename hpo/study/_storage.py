@@ -28,13 +28,18 @@ from hpo.study._optuna_private import uncached
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_ATTR = "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/run/proxy.py
+HEARTBEAT_ATTR = (
+    "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/run/proxy.py
+)
 PROXY_CONNECT_SECONDS = 10
 
 # Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-def get_storage(url: StorageUrl | str, heartbeat: HeartbeatSpec | None = None) -> optuna.storages.BaseStorage:
+
+def get_storage(
+    url: StorageUrl | str, heartbeat: HeartbeatSpec | None = None
+) -> optuna.storages.BaseStorage:
     """A ready storage for ``url``, or a one-line UsageError naming what is wrong.
     Workers pass ``heartbeat``; read-only commands do not."""
     url = StorageUrl.of(url)
@@ -47,20 +52,33 @@ def get_storage(url: StorageUrl | str, heartbeat: HeartbeatSpec | None = None) -
             try:
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise UsageError(f"storage {url.redacted!r}: cannot create {Path(parsed.database).parent}: "
-                                 f"{exc.strerror}") from None
+                raise UsageError(
+                    f"storage {url.redacted!r}: cannot create {Path(parsed.database).parent}: "
+                    f"{exc.strerror}"
+                ) from None
         engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
     else:
-        engine_kwargs = {"pool_size": 2, "max_overflow": 2, "pool_recycle": 1800,
-                         "connect_args": {"connect_timeout": 10}}
+        engine_kwargs = {
+            "pool_size": 2,
+            "max_overflow": 2,
+            "pool_recycle": 1800,
+            "connect_args": {"connect_timeout": 10},
+        }
     extra = {}
     if heartbeat:
-        extra = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace_period,
-                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=heartbeat.max_retry))
+        extra = dict(
+            heartbeat_interval=heartbeat.interval,
+            grace_period=heartbeat.grace_period,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(
+                max_retry=heartbeat.max_retry
+            ),
+        )
     try:
         storage = _ResilientRDBStorage(url.text, engine_kwargs=engine_kwargs, **extra)
     except (sa.exc.SQLAlchemyError, ImportError, optuna.exceptions.StorageInternalError) as exc:
-        raise UsageError(database_problem(url, exc)) from None  # StorageInternalError: Optuna's wrapper over SQL errors
+        raise UsageError(
+            database_problem(url, exc)
+        ) from None  # StorageInternalError: Optuna's wrapper over SQL errors
     if backend == "postgresql":
         _ping_when_idle(storage.engine)
     return storage
@@ -82,7 +100,9 @@ def _database_url(url: StorageUrl) -> tuple[StorageUrl, sa.URL]:
         parsed = parsed.set(drivername="postgresql+psycopg2")
         url = StorageUrl(parsed.render_as_string(hide_password=False))
     if backend not in ("sqlite", "postgresql"):
-        raise UsageError(f"storage {url.redacted!r}: only sqlite, postgresql and grpc storages are supported")
+        raise UsageError(
+            f"storage {url.redacted!r}: only sqlite, postgresql and grpc storages are supported"
+        )
     return url, parsed
 
 
@@ -97,7 +117,9 @@ def check_storage(url: StorageUrl | str) -> str:
     url, parsed = _database_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _check_sqlite_file(url, parsed.database)
-    engine = sa.create_engine(url.text, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10})
+    engine = sa.create_engine(
+        url.text, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10}
+    )
     try:
         with engine.connect() as connection:
             connection.execute(sa.text("SELECT 1"))
@@ -118,7 +140,9 @@ def _check_sqlite_file(url: StorageUrl, database: str | None) -> str:
     path = Path(database).absolute()
     if path.exists():
         try:
-            with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as connection:
+            with contextlib.closing(
+                sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+            ) as connection:
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.Error as exc:
             raise UsageError(database_problem(url, exc)) from None
@@ -129,8 +153,10 @@ def _check_sqlite_file(url: StorageUrl, database: str | None) -> str:
             raise NotADirectoryError(20, f"{folder} is a file")
         tempfile.TemporaryFile(dir=folder).close()  # unnamed: it leaves nothing behind
     except OSError as exc:
-        raise UsageError(f"cannot use the database at {url}: cannot create {path}: {exc.strerror}; point "
-                         "--storage at a writable folder (or set HPO_STORAGE)") from None
+        raise UsageError(
+            f"cannot use the database at {url}: cannot create {path}: {exc.strerror}; point "
+            "--storage at a writable folder (or set HPO_STORAGE)"
+        ) from None
     return f"storage {url}: created with the study"
 
 
@@ -144,6 +170,7 @@ def _ping_when_idle(engine: sa.Engine) -> None:
     burst of ask, suggest and tell, 4 ms of ~50 at trial 800 (bench P3); a connection
     new or handed back under a second ago is alive. SQLAlchemy's documented recipe: raising
     DisconnectionError at checkout makes the pool replace the connection and retry."""
+
     @event.listens_for(engine, "connect")
     @event.listens_for(engine, "checkin")
     def _fresh(dbapi_connection, record) -> None:
@@ -160,7 +187,11 @@ def _ping_when_idle(engine: sa.Engine) -> None:
 
 
 # What a database restart or network cut raises; Optuna wraps some in StorageInternalError.
-DATABASE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, optuna.exceptions.StorageInternalError)
+DATABASE_ERRORS = (
+    sa.exc.OperationalError,
+    sa.exc.InterfaceError,
+    optuna.exceptions.StorageInternalError,
+)
 
 
 def caused_by_database(exc: BaseException) -> bool:
@@ -194,8 +225,10 @@ def _proxy_outage(exc: BaseException) -> bool:
     if not _is_grpc_error(exc):
         return False
     code = exc.code().name
-    return code == "UNAVAILABLE" or (code == "UNKNOWN" and any(
-        name in str(exc.details()) for name in ("OperationalError", "InterfaceError")))
+    return code == "UNAVAILABLE" or (
+        code == "UNKNOWN"
+        and any(name in str(exc.details()) for name in ("OperationalError", "InterfaceError"))
+    )
 
 
 class _ResilientRDBStorage(OneStatementHeartbeat, RDBStorage):
@@ -222,8 +255,10 @@ def _grpc_storage(url: StorageUrl, heartbeat: HeartbeatSpec | None) -> GrpcStora
     try:
         storage.wait_server_ready(timeout=PROXY_CONNECT_SECONDS)
     except ConnectionError:
-        raise UsageError(f"no storage proxy answers at {url} after {PROXY_CONNECT_SECONDS}s; "
-                         "start one with `hpo storage-proxy --storage DATABASE_URL`") from None
+        raise UsageError(
+            f"no storage proxy answers at {url} after {PROXY_CONNECT_SECONDS}s; "
+            "start one with `hpo storage-proxy --storage DATABASE_URL`"
+        ) from None
     return storage
 
 
@@ -240,8 +275,11 @@ class _BeatingGrpcStorage(GrpcStorageProxy):
         self.heartbeat = heartbeat
 
     def record_heartbeat(self, trial_id: int) -> None:
-        beat = {"at": round(time.time(), 3), "grace_period": self.heartbeat.grace_period,
-                "max_retry": self.heartbeat.max_retry}
+        beat = {
+            "at": round(time.time(), 3),
+            "grace_period": self.heartbeat.grace_period,
+            "max_retry": self.heartbeat.max_retry,
+        }
         try:
             self.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, beat)
         except Exception as exc:  # proxy restarting, or the trial already failed as stale
@@ -270,11 +308,13 @@ def database_problem(url: StorageUrl | str, exc: Exception) -> str:
     detail = url.mask(str(reason).strip().splitlines()[0])
     if getattr(reason, "pgcode", None) == INSUFFICIENT_PRIVILEGE:
         role = sa.make_url(url.sqlalchemy).username
-        return (f"role {role!r} may not use the study tables at {url} ({detail}); have their owner "
-                f"grant it: GRANT ALL ON SCHEMA public TO {role}; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
-                f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; or connect as the role that created them")
-    return (f"cannot use the database at {url}: {detail}. "
-            "Check that it is running and the URL (user, password, host, database) is right, "
-            "or pass --storage / set HPO_STORAGE")
-
-
+        return (
+            f"role {role!r} may not use the study tables at {url} ({detail}); have their owner "
+            f"grant it: GRANT ALL ON SCHEMA public TO {role}; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
+            f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; or connect as the role that created them"
+        )
+    return (
+        f"cannot use the database at {url}: {detail}. "
+        "Check that it is running and the URL (user, password, host, database) is right, "
+        "or pass --storage / set HPO_STORAGE"
+    )

@@ -24,9 +24,15 @@ def best_trial(study) -> dict | None:
     if not checkpoint or not Path(checkpoint).exists():
         checkpoint = None
     refused = _foreign_checkpoint(study, trial.number, checkpoint) if checkpoint else None
-    return {"number": trial.number, "metric": study.user_attrs.get("metric", "value"), "value": trial.value,
-            "params": dict(trial.params), "metrics": trial.user_attrs.get("metrics") or {},
-            "checkpoint": None if refused else checkpoint, "checkpoint_refused": refused}
+    return {
+        "number": trial.number,
+        "metric": study.user_attrs.get("metric", "value"),
+        "value": trial.value,
+        "params": dict(trial.params),
+        "metrics": trial.user_attrs.get("metrics") or {},
+        "checkpoint": None if refused else checkpoint,
+        "checkpoint_refused": refused,
+    }
 
 
 def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
@@ -41,11 +47,15 @@ def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
     if uid is not None and (owner_uid, owner_trial) == (uid, number):
         return None
     if owner_uid is None:
-        return (f"the checkpoint at {checkpoint} is not recorded as this study's "
-                "(no study uid in its metrics.json); not shown")
+        return (
+            f"the checkpoint at {checkpoint} is not recorded as this study's "
+            "(no study uid in its metrics.json); not shown"
+        )
     if owner_uid != uid:
-        return (f"the checkpoint at {checkpoint} belongs to another study "
-                f"(its metrics.json names study {str(owner_uid)[:UID_DIGITS]}); not shown")
+        return (
+            f"the checkpoint at {checkpoint} belongs to another study "
+            f"(its metrics.json names study {str(owner_uid)[:UID_DIGITS]}); not shown"
+        )
     return f"the checkpoint at {checkpoint} belongs to trial {owner_trial}, not trial {number}; not shown"
 
 
@@ -55,10 +65,25 @@ def study_status(study) -> dict:
     n_trials = study.user_attrs.get("n_trials")
     rate = trials_per_hour(study)
     remaining = max(n_trials - counts["finished"], 0) if n_trials else None
-    running = [{"number": t.number, "worker": t.user_attrs.get("worker"), **t.user_attrs.get("progress", {})}
-               for t in running_trials(study)]
-    return {"study": study.study_name, "task": study.user_attrs.get("task", "?"),
-            "direction": study.direction.name.lower(), "metric": study.user_attrs.get("metric", "value"),
-            "n_trials": n_trials, "counts": counts, "trials_per_hour": rate,
-            "eta_hours": remaining / rate if rate and remaining else None, "running": running,
-            "budget_seconds_left": None if (deadline := study_deadline(study)) is None else deadline - time.time()}
+    running = [
+        {
+            "number": t.number,
+            "worker": t.user_attrs.get("worker"),
+            **t.user_attrs.get("progress", {}),
+        }
+        for t in running_trials(study)
+    ]
+    return {
+        "study": study.study_name,
+        "task": study.user_attrs.get("task", "?"),
+        "direction": study.direction.name.lower(),
+        "metric": study.user_attrs.get("metric", "value"),
+        "n_trials": n_trials,
+        "counts": counts,
+        "trials_per_hour": rate,
+        "eta_hours": remaining / rate if rate and remaining else None,
+        "running": running,
+        "budget_seconds_left": None
+        if (deadline := study_deadline(study)) is None
+        else deadline - time.time(),
+    }

@@ -79,7 +79,9 @@ def set_user_attrs(trial: optuna.Trial, attrs: Mapping[str, object]) -> None:
 
 
 @contextmanager
-def user_attrs_transaction(backend: RDBStorage, trial: optuna.Trial, attrs: Mapping[str, object]) -> Iterator[Session]:
+def user_attrs_transaction(
+    backend: RDBStorage, trial: optuna.Trial, attrs: Mapping[str, object]
+) -> Iterator[Session]:
     """An open transaction that has written ``attrs`` on the running ``trial`` (Optuna's own
     per-attribute upsert and state check) and commits when the block ends, so a caller can
     read in the same round (``claim``)."""
@@ -95,7 +97,9 @@ def fail_running(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     study.tell(trial.number, state=TrialState.FAIL)
 
 
-def fail_trials_of_worker(study: optuna.Study, worker: str, reason: str, max_retry: int) -> list[int]:
+def fail_trials_of_worker(
+    study: optuna.Study, worker: str, reason: str, max_retry: int
+) -> list[int]:
     """Fail the RUNNING trials ``worker`` claimed, recording ``reason``, and queue their retries
     (as a heartbeat sweep would); returns their numbers. A trial that ended meanwhile (another
     worker's sweep) is left as it is."""

@@ -24,18 +24,36 @@ from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_threshold
 from hpo.train.prepare import PreparedSplit
 
 # Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom thresholds.
-THRESHOLDED = ("macro_f1", "f1", "precision", "recall", "accuracy", "post_micro_f1", "post_macro_f1")
+THRESHOLDED = (
+    "macro_f1",
+    "f1",
+    "precision",
+    "recall",
+    "accuracy",
+    "post_micro_f1",
+    "post_macro_f1",
+)
 
 
 @dataclass(frozen=True)
 class Evaluation:
     metrics: dict[str, float]
-    thresholds: dict[str, float]  # per symptom: tuned on this split, or the (validation) ones it was given
+    thresholds: dict[
+        str, float
+    ]  # per symptom: tuned on this split, or the (validation) ones it was given
 
 
 @torch.inference_mode()
-def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.ndarray, collate, batch_size: int,
-                    device, autocast=nullcontext, max_tokens: int | None = None) -> np.ndarray:
+def sequence_logits(
+    model: nn.Module,
+    tokens: TokenizedSplit,
+    sequence_ids: np.ndarray,
+    collate,
+    batch_size: int,
+    device,
+    autocast=nullcontext,
+    max_tokens: int | None = None,
+) -> np.ndarray:
     """Logits per sequence, (len(sequence_ids), labels) float32, in eval mode and in
     length-sorted batches of ``batch_size`` sequences (and ``max_tokens`` tokens at most, at
     the longest sequence's width): memory is bounded by the batch, not by how many chunks a
@@ -52,7 +70,9 @@ def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.n
                 order, outputs = [], []
                 for batch in sorted_batches(lengths, batch_size):
                     features = tokens.features(sequence_ids[batch])
-                    inputs = {k: v.to(device, non_blocking=True) for k, v in collate(features).items()}
+                    inputs = {
+                        k: v.to(device, non_blocking=True) for k, v in collate(features).items()
+                    }
                     with autocast(), guard_host_memory():
                         outputs.append(model(**inputs).float())
                     order += batch
@@ -70,27 +90,58 @@ def sequence_logits(model: nn.Module, tokens: TokenizedSplit, sequence_ids: np.n
         model.train(was_training)
 
 
-def split_probabilities(model: nn.Module, tokens: TokenizedSplit, collate, batch_size: int, device,
-                        autocast=nullcontext, max_tokens: int | None = None) -> np.ndarray:
+def split_probabilities(
+    model: nn.Module,
+    tokens: TokenizedSplit,
+    collate,
+    batch_size: int,
+    device,
+    autocast=nullcontext,
+    max_tokens: int | None = None,
+) -> np.ndarray:
     """Probabilities per example and label, (n, labels), in the split's order. A long text's
     chunks are max-pooled: a symptom stated in any part of a post is in the post, and a mean
     would dilute the one chunk that states it with every chunk that does not."""
-    logits = sequence_logits(model, tokens, np.arange(len(tokens.input_ids)), collate, batch_size, device, autocast,
-                             max_tokens)
+    logits = sequence_logits(
+        model,
+        tokens,
+        np.arange(len(tokens.input_ids)),
+        collate,
+        batch_size,
+        device,
+        autocast,
+        max_tokens,
+    )
     pooled = np.maximum.reduceat(logits, tokens.offsets[:-1], axis=0)
     return torch.sigmoid(torch.from_numpy(pooled)).numpy().astype(np.float64)
 
 
-def evaluate(model, split: PreparedSplit, collate, config: TrainConfig, device, autocast=nullcontext,
-             thresholds: dict[str, float] | None = None) -> Evaluation:
+def evaluate(
+    model,
+    split: PreparedSplit,
+    collate,
+    config: TrainConfig,
+    device,
+    autocast=nullcontext,
+    thresholds: dict[str, float] | None = None,
+) -> Evaluation:
     """Metrics at 0.5, and ``tuned_`` twins at per-symptom thresholds: ``thresholds`` when
     given (validation's, to score test), else tuned on this split."""
-    probs = split_probabilities(model, split.tokens, collate, config.eval_batch_size, device, autocast,
-                                config.inference_token_budget(torch.device(device).type))
+    probs = split_probabilities(
+        model,
+        split.tokens,
+        collate,
+        config.eval_batch_size,
+        device,
+        autocast,
+        config.inference_token_budget(torch.device(device).type),
+    )
     return score(split, probs, thresholds)
 
 
-def score(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float] | None = None) -> Evaluation:
+def score(
+    split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float] | None = None
+) -> Evaluation:
     metrics = _metrics(split, probs, 0.5)
     if thresholds is None:
         thresholds = _tune(split, probs)
@@ -99,12 +150,17 @@ def score(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float] 
     return Evaluation(metrics, thresholds)
 
 
-def per_symptom(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]) -> dict[str, dict]:
+def per_symptom(
+    split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]
+) -> dict[str, dict]:
     """Per symptom at ``thresholds``: F1, precision, recall and the confusion counts
     (posts for criteria, sentences for evidence), for the model card's table."""
     if split.formulation == "evidence":
         columns = _symptom_columns(split)
-        cells = [(split.tokens.labels[columns == c], probs[columns == c, 0]) for c in range(len(SYMPTOMS))]
+        cells = [
+            (split.tokens.labels[columns == c], probs[columns == c, 0])
+            for c in range(len(SYMPTOMS))
+        ]
     else:
         truth, scores = post_matrix(split, probs)
         cells = [(truth[:, c], scores[:, c]) for c in range(len(SYMPTOMS))]
@@ -112,16 +168,28 @@ def per_symptom(split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, f
     for symptom, (truth, scores) in zip(SYMPTOMS, cells, strict=True):
         decided = (scores >= thresholds[symptom]).astype(np.int64)
         tn, fp, fn, tp = (int(n) for n in confusion_matrix(truth, decided, labels=[0, 1]).ravel())
-        precision, recall, f1, _ = precision_recall_fscore_support(truth, decided, labels=[1], zero_division=0)
-        table[symptom] = {"f1": float(f1[0]), "precision": float(precision[0]), "recall": float(recall[0]),
-                          "tp": tp, "fp": fp, "fn": fn, "tn": tn, "support": tp + fn}
+        precision, recall, f1, _ = precision_recall_fscore_support(
+            truth, decided, labels=[1], zero_division=0
+        )
+        table[symptom] = {
+            "f1": float(f1[0]),
+            "precision": float(precision[0]),
+            "recall": float(recall[0]),
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "tn": tn,
+            "support": tp + fn,
+        }
     return table
 
 
 def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> float:
     """The number a trial is judged by: with ``threshold: tuned``, the tuned twin (chosen on
     validation and scored there, so optimistic; finalize scores test at those thresholds)."""
-    return metrics.get(f"tuned_{metric}", metrics[metric]) if threshold == "tuned" else metrics[metric]
+    return (
+        metrics.get(f"tuned_{metric}", metrics[metric]) if threshold == "tuned" else metrics[metric]
+    )
 
 
 def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,7 +198,9 @@ def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np
         return split.tokens.labels, probs
     rows = {post: row for row, post in enumerate(dict.fromkeys(split.post_ids))}
     r = np.fromiter((rows[post] for post in split.post_ids), np.int64, len(split))
-    c = np.fromiter((SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split))
+    c = np.fromiter(
+        (SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split)
+    )
     truth = np.zeros((len(rows), len(SYMPTOMS)), dtype=np.int64)
     scores = np.zeros((len(rows), len(SYMPTOMS)))
     truth[r, c], scores[r, c] = split.tokens.labels, probs[:, 0]
@@ -142,31 +212,43 @@ def _metrics(split: PreparedSplit, probs: np.ndarray, cut: float | np.ndarray) -
         return criteria_metrics(*post_matrix(split, probs), cut)
     columns = _symptom_columns(split)
     per_example = cut if np.isscalar(cut) else np.asarray(cut)[columns]
-    groups = np.unique(np.array(split.post_ids, dtype=object) + "|" + np.array(split.criteria, dtype=object),
-                       return_inverse=True)[1]
+    groups = np.unique(
+        np.array(split.post_ids, dtype=object) + "|" + np.array(split.criteria, dtype=object),
+        return_inverse=True,
+    )[1]
     return evidence_metrics(split.tokens.labels, probs[:, 0], groups, per_example)
 
 
 def _tune(split: PreparedSplit, probs: np.ndarray) -> dict[str, float]:
     if split.formulation != "evidence":
-        return dict(zip(SYMPTOMS, map(float, tune_thresholds(*post_matrix(split, probs))), strict=True))
+        return dict(
+            zip(SYMPTOMS, map(float, tune_thresholds(*post_matrix(split, probs))), strict=True)
+        )
     columns = _symptom_columns(split)
     chosen = {}
     for column, symptom in enumerate(SYMPTOMS):
         rows = columns == column
-        chosen[symptom] = float(tune_thresholds(split.tokens.labels[rows, None], probs[rows])[0]) if rows.any() else 0.5
+        chosen[symptom] = (
+            float(tune_thresholds(split.tokens.labels[rows, None], probs[rows])[0])
+            if rows.any()
+            else 0.5
+        )
     return chosen
 
 
 def _symptom_columns(split: PreparedSplit) -> np.ndarray:
-    return np.fromiter((SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split))
+    return np.fromiter(
+        (SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split)
+    )
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
 
 
 def free_memory(device: torch.device) -> None:

@@ -36,86 +36,148 @@ from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.schedule import warmup_schedule
 from hpo.train.step import accumulate_gradients, plan_units
 
-Report = Callable[[int, float, dict[str, float]], bool | None]  # epoch, objective value, the epoch's metrics;
+Report = Callable[
+    [int, float, dict[str, float]], bool | None
+]  # epoch, objective value, the epoch's metrics;
 # True: stop after this epoch and keep the best so far (a spent time budget)
 Progress = Callable[[dict], None]
-PROGRESS_SECONDS = 30.0  # a long trial says where it is this often; a study of minutes-long trials is not silent
+PROGRESS_SECONDS = (
+    30.0  # a long trial says where it is this often; a study of minutes-long trials is not silent
+)
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class TrainResult:
-    metrics: dict[str, float]  # validation metrics of the best epoch; the test split is finalize's alone
+    metrics: dict[
+        str, float
+    ]  # validation metrics of the best epoch; the test split is finalize's alone
     value: float  # the objective metric of the best epoch (its tuned_ twin with threshold: tuned)
     best_epoch: int
     epochs_run: int
     micro_batch_size: int  # after any out-of-memory back-off
     samples_trained: int
-    setup_seconds: float  # run start to the start of the first optimizer step (loading, data, transfer)
+    setup_seconds: (
+        float  # run start to the start of the first optimizer step (loading, data, transfer)
+    )
     wall_seconds: float
     train_samples_per_second: float
     peak_memory_mb: float
     tokens_trained: int = 0  # encoder input tokens of every training forward, padding excluded
-    token_coverage: dict[str, float] = field(default_factory=dict)  # per split: share of text tokens the model sees
+    token_coverage: dict[str, float] = field(
+        default_factory=dict
+    )  # per split: share of text tokens the model sees
     thresholds: dict[str, float] | None = None  # per symptom, tuned on validation at the best epoch
     history: list[dict[str, float]] = field(default_factory=list)
     checkpoint: str | None = None
 
 
-def train(config: TrainConfig, report: Report | None = None, progress: Progress | None = None) -> TrainResult:
+def train(
+    config: TrainConfig, report: Report | None = None, progress: Progress | None = None
+) -> TrainResult:
     started = time.perf_counter()
     _seed(config)
     device = resolve_device(config.device)
     data = prepare_data(config)
     coverage = _log_coverage(data, config)
-    model = build_classifier(config.task, config.encoder, config.head_config(data.train.num_labels),
-                             config.encoder_dropout, lora=config.lora_settings(),
-                             attention_dropout=config.attention_dropout)
+    model = build_classifier(
+        config.task,
+        config.encoder,
+        config.head_config(data.train.num_labels),
+        config.encoder_dropout,
+        lora=config.lora_settings(),
+        attention_dropout=config.attention_dropout,
+    )
     model = safe_to_device(model, device, checkpoint=config.encoder)
     freeze_bottom(model, config.freeze_layers)
     if config.activation_checkpointing:
         model.encoder.activation_checkpointing_enable()
-    if config.gpus_per_trial > 1:  # one trial on several GPUs; methods are reached through unwrap_model
+    if (
+        config.gpus_per_trial > 1
+    ):  # one trial on several GPUs; methods are reached through unwrap_model
         check_gpus(config.gpus_per_trial)
         model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
-    optimizer = build_optimizer(model, config, device)  # after the transfer: restored tensors are new objects
+    optimizer = build_optimizer(
+        model, config, device
+    )  # after the transfer: restored tensors are new objects
     per_epoch = len(data.train.training_sample(config.evidence_negative_ratio, config.seed))
     steps_per_epoch = -(-per_epoch // config.batch_size)
-    scheduler = warmup_schedule(optimizer, config.scheduler,
-                                warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
-                                total_steps=steps_per_epoch * config.epochs)
+    scheduler = warmup_schedule(
+        optimizer,
+        config.scheduler,
+        warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
+        total_steps=steps_per_epoch * config.epochs,
+    )
     amp_dtype = _amp_dtype(config.mixed_precision, device)
     scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else nullcontext
-    collate = Collator(data.tokenizer.pad_token_id, pad_to_multiple_of=8 if device.type == "cuda" else None,
-                       keep_keys=forward_keys(model))
-    pos_weight = _positive_weights(data.train, data.train.training_sample(config.evidence_negative_ratio, config.seed),
-                                   config.class_weighting, device)
-    loss_fn = functools.partial(bce_loss, pos_weight=pos_weight, label_smoothing=config.label_smoothing,
-                                focal_gamma=config.focal_gamma)
+    collate = Collator(
+        data.tokenizer.pad_token_id,
+        pad_to_multiple_of=8 if device.type == "cuda" else None,
+        keep_keys=forward_keys(model),
+    )
+    pos_weight = _positive_weights(
+        data.train,
+        data.train.training_sample(config.evidence_negative_ratio, config.seed),
+        config.class_weighting,
+        device,
+    )
+    loss_fn = functools.partial(
+        bce_loss,
+        pos_weight=pos_weight,
+        label_smoothing=config.label_smoothing,
+        focal_gamma=config.focal_gamma,
+    )
 
     micro = config.micro_batch_size or config.batch_size  # sequences per forward pass
     max_tokens = config.token_budget(device.type)
 
     def score_chunks(sequence_ids):  # a long post's chunks, scored to pick each label's winner
-        return sequence_logits(model, data.train.tokens, sequence_ids, collate, config.eval_batch_size, device,
-                               autocast, config.inference_token_budget(device.type))
+        return sequence_logits(
+            model,
+            data.train.tokens,
+            sequence_ids,
+            collate,
+            config.eval_batch_size,
+            device,
+            autocast,
+            config.inference_token_budget(device.type),
+        )
 
     setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
-    example_lengths, sequence_lengths = data.train.tokens.lengths, data.train.tokens.sequence_lengths
+    example_lengths, sequence_lengths = (
+        data.train.tokens.lengths,
+        data.train.tokens.sequence_lengths,
+    )
     pace = _Pace(config.epochs, steps_per_epoch, progress)
     model.train()
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
         sample = data.train.training_sample(config.evidence_negative_ratio, config.seed + epoch)
-        for step, planned in enumerate(length_grouped_batches(example_lengths[sample], config.batch_size,
-                                                              seed=config.seed + epoch), start=1):
+        for step, planned in enumerate(
+            length_grouped_batches(
+                example_lengths[sample], config.batch_size, seed=config.seed + epoch
+            ),
+            start=1,
+        ):
             batch = sample[planned].tolist()
             units = plan_units(data.train.tokens, batch, data.train.num_labels, score_chunks)
-            micro, loss = accumulate_gradients(model, data.train.tokens, units, len(batch), micro, collate, loss_fn,
-                                               autocast, scaler, optimizer, device, max_tokens)
+            micro, loss = accumulate_gradients(
+                model,
+                data.train.tokens,
+                units,
+                len(batch),
+                micro,
+                collate,
+                loss_fn,
+                autocast,
+                scaler,
+                optimizer,
+                device,
+                max_tokens,
+            )
             if scaler:
                 scaler.unscale_(optimizer)
             if config.max_grad_norm:
@@ -136,15 +198,25 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
         pace.epoch_end(epoch, time.perf_counter() - evaluation_started)
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
         history.append(evaluation.metrics)
-        if best_value is None or value > best_value or config.train_on != "train":  # a refit keeps the last
+        if (
+            best_value is None or value > best_value or config.train_on != "train"
+        ):  # a refit keeps the last
             best, best_value, best_epoch, stale_epochs = evaluation, value, epoch, 0
             if config.checkpoint_dir:
-                best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrap_model(model).state_dict().items()}
+                best_state = {
+                    k: v.detach().to("cpu", copy=True)
+                    for k, v in unwrap_model(model).state_dict().items()
+                }
         else:
             stale_epochs += 1
-        if report is not None and report(epoch, value, evaluation.metrics):  # raising (pruning) stops it too
+        if report is not None and report(
+            epoch, value, evaluation.metrics
+        ):  # raising (pruning) stops it too
             break
-        if config.early_stopping_patience is not None and stale_epochs >= config.early_stopping_patience:
+        if (
+            config.early_stopping_patience is not None
+            and stale_epochs >= config.early_stopping_patience
+        ):
             break
 
     result_metrics = dict(best.metrics)
@@ -152,14 +224,30 @@ def train(config: TrainConfig, report: Report | None = None, progress: Progress 
     if best_state is not None and best_epoch != epoch:
         unwrap_model(model).load_state_dict(best_state)
     if config.checkpoint_dir:
-        checkpoint = str(save_classifier(model, config.checkpoint_dir, data.tokenizer,
-                                         inference=_inference_settings(config, best.thresholds)))
+        checkpoint = str(
+            save_classifier(
+                model,
+                config.checkpoint_dir,
+                data.tokenizer,
+                inference=_inference_settings(config, best.thresholds),
+            )
+        )
     return TrainResult(
-        metrics=result_metrics, value=best_value, best_epoch=best_epoch, epochs_run=len(history),
-        micro_batch_size=micro, samples_trained=samples, setup_seconds=setup_seconds,
-        wall_seconds=time.perf_counter() - started, train_samples_per_second=samples / max(train_seconds, 1e-9),
-        peak_memory_mb=_peak_memory_mb(device), tokens_trained=tokens, token_coverage=coverage,
-        thresholds=best.thresholds, history=history, checkpoint=checkpoint,
+        metrics=result_metrics,
+        value=best_value,
+        best_epoch=best_epoch,
+        epochs_run=len(history),
+        micro_batch_size=micro,
+        samples_trained=samples,
+        setup_seconds=setup_seconds,
+        wall_seconds=time.perf_counter() - started,
+        train_samples_per_second=samples / max(train_seconds, 1e-9),
+        peak_memory_mb=_peak_memory_mb(device),
+        tokens_trained=tokens,
+        token_coverage=coverage,
+        thresholds=best.thresholds,
+        history=history,
+        checkpoint=checkpoint,
     )
 
 
@@ -175,7 +263,11 @@ class _Pace:
         self.epoch, self.step_in_epoch = 1, 0
 
     def step(self, epoch: int, step: int, examples: int, loss) -> None:
-        self.epoch, self.step_in_epoch, self.loss = epoch, step, loss  # a tensor, read only when said
+        self.epoch, self.step_in_epoch, self.loss = (
+            epoch,
+            step,
+            loss,
+        )  # a tensor, read only when said
         self.steps_done += 1
         self.examples += examples
         if time.perf_counter() - self.said >= PROGRESS_SECONDS:
@@ -188,16 +280,32 @@ class _Pace:
     def _say(self, ended: bool = False) -> None:
         self.said = now = time.perf_counter()
         elapsed = now - self.started
-        per_step = (elapsed - self.eval_seconds * (self.epoch - (0 if ended else 1))) / max(self.steps_done, 1)
+        per_step = (elapsed - self.eval_seconds * (self.epoch - (0 if ended else 1))) / max(
+            self.steps_done, 1
+        )
         steps_left = self.epochs * self.steps_per_epoch - self.steps_done
         evals_left = self.epochs - self.epoch + (0 if ended else 1)
         eta = max(0.0, steps_left * per_step + evals_left * self.eval_seconds)
-        state = {"epoch": self.epoch, "epochs": self.epochs, "step": self.step_in_epoch,
-                 "steps": self.steps_per_epoch, "loss": None if self.loss is None else round(float(self.loss), 4),
-                 "examples_per_second": round(self.examples / max(elapsed, 1e-9), 2), "eta_seconds": round(eta, 1)}
-        log.info("epoch %d/%d%s step %d/%d, loss %s, %.1f examples/s, ETA %s", self.epoch, self.epochs,
-                 " done at" if ended else ",", self.step_in_epoch, self.steps_per_epoch, state["loss"],
-                 state["examples_per_second"], _clock(eta))
+        state = {
+            "epoch": self.epoch,
+            "epochs": self.epochs,
+            "step": self.step_in_epoch,
+            "steps": self.steps_per_epoch,
+            "loss": None if self.loss is None else round(float(self.loss), 4),
+            "examples_per_second": round(self.examples / max(elapsed, 1e-9), 2),
+            "eta_seconds": round(eta, 1),
+        }
+        log.info(
+            "epoch %d/%d%s step %d/%d, loss %s, %.1f examples/s, ETA %s",
+            self.epoch,
+            self.epochs,
+            " done at" if ended else ",",
+            self.step_in_epoch,
+            self.steps_per_epoch,
+            state["loss"],
+            state["examples_per_second"],
+            _clock(eta),
+        )
         if self.progress is not None:
             self.progress(state)
 
@@ -209,11 +317,17 @@ def _clock(seconds: float) -> str:
 
 def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:
     """Nothing longer than max_length is cut silently: say what share of the text tokens the model sees."""
-    coverage = {name: round(split.tokens.coverage, 4)
-                for name in ("train", "validation") if (split := getattr(data, name)) is not None}
-    log.info("the encoder sees %s of the text tokens (long_text=%s, max_length=%d)",
-             ", ".join(f"{share:.1%} of {name}'s" for name, share in coverage.items()), config.long_text,
-             config.max_length)
+    coverage = {
+        name: round(split.tokens.coverage, 4)
+        for name in ("train", "validation")
+        if (split := getattr(data, name)) is not None
+    }
+    log.info(
+        "the encoder sees %s of the text tokens (long_text=%s, max_length=%d)",
+        ", ".join(f"{share:.1%} of {name}'s" for name, share in coverage.items()),
+        config.long_text,
+        config.max_length,
+    )
     return coverage
 
 
@@ -221,11 +335,15 @@ def _inference_settings(config: TrainConfig, tuned: dict[str, float]) -> Inferen
     """What prediction needs to treat new text as training did, and its decision thresholds.
     The criterion descriptions travel with the model: a study may have used its own file."""
     return InferenceSettings(
-        formulation=config.formulation, labels=tuple(SYMPTOMS), max_length=config.max_length,
+        formulation=config.formulation,
+        labels=tuple(SYMPTOMS),
+        max_length=config.max_length,
         long_text=config.long_text,
         thresholds=tuned if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5),
-        validation_thresholds=tuned, descriptions=load_descriptions(config.descriptions_path),
-        data_fingerprint=files_fingerprint(config.data_dir))  # what a criteria/evidence pair must share
+        validation_thresholds=tuned,
+        descriptions=load_descriptions(config.descriptions_path),
+        data_fingerprint=files_fingerprint(config.data_dir),
+    )  # what a criteria/evidence pair must share
 
 
 def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
@@ -240,7 +358,9 @@ def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
     return torch.float16
 
 
-def _positive_weights(split: PreparedSplit, sample: np.ndarray, mode: str, device) -> torch.Tensor | None:
+def _positive_weights(
+    split: PreparedSplit, sample: np.ndarray, mode: str, device
+) -> torch.Tensor | None:
     """BCE's pos_weight per label from the examples an epoch trains on: negatives / positives
     (balanced) or its square root (sqrt)."""
     if mode == "none":
@@ -273,4 +393,6 @@ def _seed(config: TrainConfig) -> None:
 def _peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak; Linux reports KiB
+    return (
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    )  # process peak; Linux reports KiB

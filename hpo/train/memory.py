@@ -29,7 +29,9 @@ _INTERRUPT = signal.SIGUSR2  # simulated by _thread.interrupt_main: no real sign
 _PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20 if hasattr(os, "sysconf") else 0.0
 
 
-MEMORY_SHARE = 0.9  # of the machine's memory, split between workers; the rest for the launcher and the system
+MEMORY_SHARE = (
+    0.9  # of the machine's memory, split between workers; the rest for the launcher and the system
+)
 
 
 def memory_share_mb(n_workers: int, total_mb: float | None = None) -> int | None:
@@ -44,10 +46,16 @@ def machine_memory_mb() -> float | None:
     limits = []
     try:
         with open("/proc/meminfo") as meminfo:
-            limits.append(int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) / 1024)
+            limits.append(
+                int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1])
+                / 1024
+            )
     except (OSError, StopIteration, ValueError):
         return None
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # cgroup v2, v1
+    for path in (
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ):  # cgroup v2, v1
         with contextlib.suppress(OSError, ValueError), open(path) as limit:
             limits.append(int(limit.read().strip()) / 2**20)  # "max" (no limit) is a ValueError
     return min(limits)
@@ -85,7 +93,9 @@ def _libc_function(name: str):
 _malloc_trim = _libc_function("malloc_trim")
 _mallopt = _libc_function("mallopt")
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # from <malloc.h>
-MMAP_THRESHOLD = 1 << 20  # blocks this large (activations, gradients) are mapped alone and unmapped when freed
+MMAP_THRESHOLD = (
+    1 << 20
+)  # blocks this large (activations, gradients) are mapped alone and unmapped when freed
 
 
 def return_freed_memory_promptly() -> None:
@@ -110,7 +120,9 @@ class _Watcher:
     def set(self, ceiling_mb: float | None) -> None:
         self.ceiling_mb = ceiling_mb
         if ceiling_mb is not None and self._thread is None and resident_mb() is not None:
-            self._thread = threading.Thread(target=self._watch, name="hpo-memory-ceiling", daemon=True)
+            self._thread = threading.Thread(
+                target=self._watch, name="hpo-memory-ceiling", daemon=True
+            )
             self._thread.start()
 
     def _watch(self) -> None:
@@ -144,7 +156,8 @@ def memory_ceiling_mb() -> float | None:
 def exceeded(resident: float) -> HostMemoryExceeded:
     return HostMemoryExceeded(
         f"out of memory: the process holds {resident:,.0f} MiB, past this worker's host-memory ceiling of "
-        f"{_watcher.ceiling_mb:,.0f} MiB")
+        f"{_watcher.ceiling_mb:,.0f} MiB"
+    )
 
 
 @contextmanager

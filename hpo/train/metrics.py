@@ -54,11 +54,15 @@ def binary_metrics(
         "recall": float(recall[1]),
         "accuracy": float(accuracy_score(labels, predictions)),
         "auroc": float(roc_auc_score(labels, scores)) if defined else float("nan"),
-        "average_precision": float(average_precision_score(labels, scores)) if defined else float("nan"),
+        "average_precision": float(average_precision_score(labels, scores))
+        if defined
+        else float("nan"),
     }
 
 
-def criteria_metrics(truth: np.ndarray, scores: np.ndarray, thresholds: float | np.ndarray = 0.5) -> dict[str, float]:
+def criteria_metrics(
+    truth: np.ndarray, scores: np.ndarray, thresholds: float | np.ndarray = 0.5
+) -> dict[str, float]:
     """Metrics of a post x symptom probability matrix against the 0/1 ``truth`` matrix.
 
     The cells give the example-level metrics (one cell is one (post, criterion) pair);
@@ -68,7 +72,9 @@ def criteria_metrics(truth: np.ndarray, scores: np.ndarray, thresholds: float | 
     truth = np.asarray(truth).astype(np.int64)
     scores = np.asarray(scores, dtype=np.float64)
     if truth.shape != scores.shape or truth.ndim != 2:
-        raise ValueError(f"truth {truth.shape} and scores {scores.shape} must be equal post x symptom matrices")
+        raise ValueError(
+            f"truth {truth.shape} and scores {scores.shape} must be equal post x symptom matrices"
+        )
     cut = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), truth.shape)
     predicted = (scores >= cut).astype(np.int64)
     return binary_metrics(truth.ravel(), scores.ravel(), cut.ravel()) | {
@@ -77,12 +83,17 @@ def criteria_metrics(truth: np.ndarray, scores: np.ndarray, thresholds: float | 
     }
 
 
-def evidence_metrics(labels: np.ndarray, scores: np.ndarray, groups: np.ndarray,
-                     thresholds: float | np.ndarray = 0.5) -> dict[str, float]:
+def evidence_metrics(
+    labels: np.ndarray, scores: np.ndarray, groups: np.ndarray, thresholds: float | np.ndarray = 0.5
+) -> dict[str, float]:
     """Sentence-level metrics plus ``recall_at_k``: per (post, criterion) ``groups`` with
     evidence, the share of its evidence sentences among its k best-scored, averaged."""
     metrics = binary_metrics(labels, scores, thresholds)
-    labels, scores, groups = np.asarray(labels), np.asarray(scores, dtype=np.float64), np.asarray(groups)
+    labels, scores, groups = (
+        np.asarray(labels),
+        np.asarray(scores, dtype=np.float64),
+        np.asarray(groups),
+    )
     order = np.lexsort((-scores, groups))  # by group, best first
     ranked_groups, ranked_labels = groups[order], labels[order]
     starts = np.flatnonzero(np.r_[True, ranked_groups[1:] != ranked_groups[:-1]])
@@ -91,8 +102,11 @@ def evidence_metrics(labels: np.ndarray, scores: np.ndarray, groups: np.ndarray,
     with_evidence = positives > 0
     for k in RECALL_AT:
         found = np.add.reduceat(ranked_labels * (rank < k), starts)
-        metrics[f"recall_at_{k}"] = (float(np.mean(found[with_evidence] / positives[with_evidence]))
-                                     if with_evidence.any() else float("nan"))
+        metrics[f"recall_at_{k}"] = (
+            float(np.mean(found[with_evidence] / positives[with_evidence]))
+            if with_evidence.any()
+            else float("nan")
+        )
     return metrics
 
 

@@ -47,7 +47,9 @@ def freeze_bottom(model: nn.Module, n: int) -> int:
         return 0
     depths, layers = layer_depths(model)
     if n > layers:
-        raise ValueError(f"freeze_layers={n}, but the encoder has {layers} layers; use at most {layers}")
+        raise ValueError(
+            f"freeze_layers={n}, but the encoder has {layers} layers; use at most {layers}"
+        )
     frozen = 0
     for name, param in unwrap_model(model).named_parameters():
         if depths[name] is not None and depths[name] <= n and param.requires_grad:
@@ -75,6 +77,10 @@ def param_groups(model: nn.Module, config: TrainConfig) -> list[dict]:
     return [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in groups.items()]
 
 
-def build_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+def build_optimizer(
+    model: nn.Module, config: TrainConfig, device: torch.device
+) -> torch.optim.AdamW:
     """After the transfer to the device: restored tensors are new Parameter objects."""
-    return torch.optim.AdamW(param_groups(model, config), lr=config.learning_rate, fused=device.type == "cuda")
+    return torch.optim.AdamW(
+        param_groups(model, config), lr=config.learning_rate, fused=device.type == "cuda"
+    )

@@ -72,8 +72,13 @@ def prepare_data(config: TrainConfig) -> PreparedData:
     # which examples are built: the criteria formulation, or the evidence scope
     variant = config.evidence_scope if config.task == "evidence" else config.formulation
     fingerprint, splits = _split_examples(
-        str(Path(config.data_dir).resolve()), _files_stamp(config.data_dir), config.task, variant,
-        config.descriptions_path, config.split_seed, tuple(config.split_fractions),
+        str(Path(config.data_dir).resolve()),
+        _files_stamp(config.data_dir),
+        config.task,
+        variant,
+        config.descriptions_path,
+        config.split_seed,
+        tuple(config.split_fractions),
     )
     prepared = {}
     for name in SPLITS:
@@ -82,20 +87,33 @@ def prepare_data(config: TrainConfig) -> PreparedData:
         if name == "train" and config.train_on == "train+validation":
             examples, key = [*examples, *splits.validation], key + "+validation"
         if name == "train" and config.augmentation != "none":  # never validation or test
-            examples = augment_examples(examples, config.augmentation, config.augmentation_rate, config.seed)
+            examples = augment_examples(
+                examples, config.augmentation, config.augmentation_rate, config.seed
+            )
             key += f"|{config.augmentation}={config.augmentation_rate}|seed={config.seed}"
         if not examples:
             if name != "test":
-                raise DataError(f"the {name} split is empty; use more posts or larger split_fractions")
+                raise DataError(
+                    f"the {name} split is empty; use more posts or larger split_fractions"
+                )
             prepared[name] = None
             continue
         tokens = tokenize_pairs(
-            tokenizer, [(e.text_a, e.text_b) for e in examples], [e.label for e in examples],
-            config.max_length, cache_key=key, cache_dir=config.cache_dir, long_text=config.long_text,
+            tokenizer,
+            [(e.text_a, e.text_b) for e in examples],
+            [e.label for e in examples],
+            config.max_length,
+            cache_key=key,
+            cache_dir=config.cache_dir,
+            long_text=config.long_text,
         )
-        prepared[name] = PreparedSplit(tokens, tuple(e.post_id for e in examples), tuple(e.criterion for e in examples),
-                                       np.fromiter((e.annotated for e in examples), bool, len(examples)),
-                                       config.formulation)
+        prepared[name] = PreparedSplit(
+            tokens,
+            tuple(e.post_id for e in examples),
+            tuple(e.criterion for e in examples),
+            np.fromiter((e.annotated for e in examples), bool, len(examples)),
+            config.formulation,
+        )
     return PreparedData(tokenizer, **prepared)
 
 
@@ -116,8 +134,15 @@ def _files_stamp(data_dir: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=8)
-def _split_examples(data_dir: str, _stamp: tuple, task: str, variant: str, descriptions_path: str | None,
-                    split_seed: int, fractions: tuple[float, ...]):
+def _split_examples(
+    data_dir: str,
+    _stamp: tuple,
+    task: str,
+    variant: str,
+    descriptions_path: str | None,
+    split_seed: int,
+    fractions: tuple[float, ...],
+):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
     if task == "criteria":
@@ -125,5 +150,7 @@ def _split_examples(data_dir: str, _stamp: tuple, task: str, variant: str, descr
     else:
         examples = build_examples(corpus, task, descriptions, evidence_scope=variant)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
-    posts = split_posts(symptom_profiles(corpus), fractions, seed=split_seed)  # the same for both tasks
+    posts = split_posts(
+        symptom_profiles(corpus), fractions, seed=split_seed
+    )  # the same for both tasks
     return f"{corpus.fingerprint[:16]}-{described}", partition(examples, posts)

@@ -17,7 +17,9 @@ from torch.optim.lr_scheduler import LambdaLR
 Schedule = Literal["linear", "cosine", "constant"]
 
 
-def warmup_schedule(optimizer: Optimizer, kind: Schedule, warmup_steps: int, total_steps: int) -> LambdaLR:
+def warmup_schedule(
+    optimizer: Optimizer, kind: Schedule, warmup_steps: int, total_steps: int
+) -> LambdaLR:
     def factor(step: int) -> float:
         if step < warmup_steps:
             return step / max(1, warmup_steps)
@@ -26,6 +28,8 @@ def warmup_schedule(optimizer: Optimizer, kind: Schedule, warmup_steps: int, tot
         if kind == "linear":
             return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
         progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))  # cosine: half a cycle, as transformers'
+        return max(
+            0.0, 0.5 * (1.0 + math.cos(math.pi * progress))
+        )  # cosine: half a cycle, as transformers'
 
     return LambdaLR(optimizer, factor)

@@ -40,7 +40,9 @@ class StepUnits:
         return len(self.sequences)
 
 
-def plan_units(tokens: TokenizedSplit, batch: list[int], num_labels: int, score_chunks: ChunkScorer) -> StepUnits:
+def plan_units(
+    tokens: TokenizedSplit, batch: list[int], num_labels: int, score_chunks: ChunkScorer
+) -> StepUnits:
     """The units of ``batch``; ``score_chunks`` is called once, for the multi-chunk examples' chunks."""
     batch = np.asarray(batch, dtype=np.int64)
     firsts, counts = tokens.offsets[batch], tokens.offsets[batch + 1] - tokens.offsets[batch]
@@ -49,22 +51,37 @@ def plan_units(tokens: TokenizedSplit, batch: list[int], num_labels: int, score_
     masks = [np.ones((int(single.sum()), num_labels), dtype=bool)]
     if not single.all():
         multi_firsts, multi_counts = firsts[~single], counts[~single]
-        chunk_ids = np.concatenate([np.arange(f, f + c) for f, c in zip(multi_firsts, multi_counts, strict=True)])
+        chunk_ids = np.concatenate(
+            [np.arange(f, f + c) for f, c in zip(multi_firsts, multi_counts, strict=True)]
+        )
         logits = score_chunks(chunk_ids)
         start = 0
         for example, count in zip(batch[~single], multi_counts, strict=True):
-            winners = logits[start:start + count].argmax(0)  # per label: the chunk holding its max
+            winners = logits[start : start + count].argmax(
+                0
+            )  # per label: the chunk holding its max
             for winner in np.unique(winners):
-                sequences.append(chunk_ids[start + winner:start + winner + 1])
+                sequences.append(chunk_ids[start + winner : start + winner + 1])
                 examples.append(np.array([example]))
                 masks.append((winners == winner)[None])
             start += count
     return StepUnits(np.concatenate(sequences), np.concatenate(examples), np.concatenate(masks))
 
 
-def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_examples: int, micro: int, collate,
-                         loss_fn, autocast, scaler, optimizer, device, max_tokens: int | None = None
-                         ) -> tuple[int, torch.Tensor]:
+def accumulate_gradients(
+    model,
+    tokens: TokenizedSplit,
+    units: StepUnits,
+    n_examples: int,
+    micro: int,
+    collate,
+    loss_fn,
+    autocast,
+    scaler,
+    optimizer,
+    device,
+    max_tokens: int | None = None,
+) -> tuple[int, torch.Tensor]:
     """Forward/backward over ``units`` in micro-batches of ``micro`` sequences, and of at most
     ``max_tokens`` tokens (padded to the step's longest sequence); returns the micro-batch size
     that worked and the step's loss (a tensor: reading it would wait for the device). On out-of-memory (the device's, or the worker's host-memory ceiling): free,
@@ -78,11 +95,20 @@ def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_exam
             for start in range(0, len(units), size):
                 part = slice(start, start + size)
                 examples, masks = units.examples[part], units.masks[part]
-                labels = torch.as_tensor(tokens.labels[examples].reshape(len(examples), -1), dtype=torch.float32,
-                                         device=device)
-                mask = None if masks.all() else torch.as_tensor(masks, dtype=torch.float32, device=device)
-                inputs = {k: v.to(device, non_blocking=True)
-                          for k, v in collate(tokens.features(units.sequences[part])).items()}
+                labels = torch.as_tensor(
+                    tokens.labels[examples].reshape(len(examples), -1),
+                    dtype=torch.float32,
+                    device=device,
+                )
+                mask = (
+                    None
+                    if masks.all()
+                    else torch.as_tensor(masks, dtype=torch.float32, device=device)
+                )
+                inputs = {
+                    k: v.to(device, non_blocking=True)
+                    for k, v in collate(tokens.features(units.sequences[part])).items()
+                }
                 with guard_host_memory():
                     with autocast():
                         logits = model(**inputs)
@@ -103,6 +129,10 @@ def accumulate_gradients(model, tokens: TokenizedSplit, units: StepUnits, n_exam
                 raise OutOfMemoryError(
                     f"out of memory even at micro-batch 1 ({message}); lower max_length, use a smaller encoder, "
                     "or enable activation_checkpointing"
-                    + (f"; or give each worker more than {ceiling:,.0f} MiB (--memory-per-worker, fewer workers)"
-                       if ceiling else "")) from None
+                    + (
+                        f"; or give each worker more than {ceiling:,.0f} MiB (--memory-per-worker, fewer workers)"
+                        if ceiling
+                        else ""
+                    )
+                ) from None
             micro = max(1, size // 2)
