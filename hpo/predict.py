@@ -78,7 +78,8 @@ def _check_fits(path: Path, settings: InferenceSettings, model: torch.nn.Module)
     limit = _position_limit(model.config)
     if limit is not None and settings.max_length > limit:
         raise NotAModel(
-            f"{path}: not a valid classifier.json: inference.max_length {settings.max_length} is more "
+            f"{path}: not a valid classifier.json: "
+            f"inference.max_length {settings.max_length} is more "
             f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
             "editing the file"
         )
@@ -180,7 +181,8 @@ class Predictor:
     def _symptoms(self, symptoms: Sequence[Sequence[str]], posts: int) -> list[tuple[str, ...]]:
         if len(symptoms) != posts:
             raise UsageError(
-                f"symptoms names {len(symptoms)} posts' symptoms for {posts} posts; give one list per post"
+                f"symptoms names {len(symptoms)} posts' symptoms for {posts} posts; "
+                "give one list per post"
             )
         known = set(self.settings.labels)
         if unknown := sorted({label for wanted in symptoms for label in wanted} - known):
@@ -257,8 +259,9 @@ class Predictor:
     def score(
         self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> np.ndarray:
-        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs, labels).
-        In float32 whatever training's mixed precision: these are the reference numbers."""
+        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs,
+        labels). In float32 whatever training's mixed precision: these are the reference
+        numbers."""
         tokens = tokenize_pairs(
             self.tokenizer,
             pairs,
@@ -408,7 +411,8 @@ def _read_meta(path: Path) -> dict:
     naming what is missing beats a long traceback from deep inside transformers."""
     if not path.is_dir():
         raise NotAModel(
-            f"{path}: no such folder; pass a model folder (a trial's checkpoint/ or finalize's model)"
+            f"{path}: no such folder; "
+            "pass a model folder (a trial's checkpoint/ or finalize's model)"
         )
     if not (path / "classifier.json").is_file():
         raise NotAModel(
@@ -443,7 +447,8 @@ def _device(name: str) -> torch.device:
         raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(
-            f"device {name!r} asked for, but this machine has no usable GPU; use --device cpu or auto"
+            f"device {name!r} asked for, but this machine has no usable GPU; "
+            "use --device cpu or auto"
         )
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
         raise UsageError(

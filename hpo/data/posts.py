@@ -1,4 +1,5 @@
-"""Posts to predict on: a CSV file laid out as ReDSM5's posts file, or JSON Lines with the same fields.
+"""Posts to predict on: a CSV file laid out as ReDSM5's posts file, or JSON Lines with the
+same fields.
 
 Both are checked as strictly as training data (``redsm5.posts_from_rows``): every problem is a
 one-line ``DataError`` naming the file, the line and the fix, raised before any model runs.
@@ -16,7 +17,8 @@ INPUT_FORMATS = (".csv", ".jsonl")
 
 
 def load_posts(path: str | Path) -> list[Post]:
-    """The posts of ``path`` in file order; ``.csv`` or ``.jsonl``, each with ``post_id`` and ``text``."""
+    """The posts of ``path`` in file order; ``.csv`` or ``.jsonl``, each with ``post_id`` and
+    ``text``."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in INPUT_FORMATS:
@@ -75,13 +77,15 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
         ):  # JSON escapes can spell a lone surrogate, which no tokenizer or CSV can take
             if isinstance(record[name], str) and (bad := _lone_surrogate(record[name])):
                 raise DataError(
-                    f"{path}: line {line}: {name} holds {ascii(bad)}, half of a surrogate pair and not "
+                    f"{path}: line {line}: {name} holds {ascii(bad)}, half of a surrogate pair "
+                    "and not "
                     "valid Unicode; fix or drop that escape"
                 )
         rows.append((line, {"post_id": str(record["post_id"]), "text": record["text"]}))
     if not rows:
         raise DataError(
-            f"{path}: file is empty; it needs one JSON object with {', '.join(POST_COLUMNS)} per line"
+            f"{path}: file is empty; it needs one JSON object with "
+            f"{', '.join(POST_COLUMNS)} per line"
         )
     return rows
 

@@ -140,18 +140,21 @@ def _read_table(
         header = [name.strip() for name in next(reader, [])]
         if not any(header):
             raise DataError(
-                f"{path}: line 1: file is empty; it needs the header {','.join(required)} and data rows"
+                f"{path}: line 1: file is empty; it needs the header "
+                f"{','.join(required)} and data rows"
             )
         repeated = sorted({name for name in header if name and header.count(name) > 1})
         if repeated:
             raise DataError(
-                f"{path}: line 1: column(s) {', '.join(repeated)} appear more than once in the header; "
+                f"{path}: line 1: column(s) {', '.join(repeated)} appear more than once "
+                "in the header; "
                 "keep one column of each name"
             )
         missing = [name for name in required if name not in header]
         if missing:
             raise DataError(
-                f"{path}: line 1: missing column(s) {', '.join(missing)} (found: {', '.join(header)}); "
+                f"{path}: line 1: missing column(s) {', '.join(missing)} "
+                f"(found: {', '.join(header)}); "
                 f"the header must include {', '.join(required)}"
             )
         rows = []
@@ -160,7 +163,8 @@ def _read_table(
             if any(field.strip() for field in fields):
                 if len(fields) != len(header):
                     raise DataError(
-                        f"{path}: line {start}: {len(fields)} fields but the header has {len(header)}; "
+                        f"{path}: line {start}: {len(fields)} fields "
+                        f"but the header has {len(header)}; "
                         "quote fields that contain commas, quotes or newlines"
                     )
                 rows.append((start, dict(zip(header, fields, strict=True))))
@@ -182,7 +186,8 @@ def parse_posts(path: Path, data: bytes) -> dict[str, Post]:
 
 
 def posts_from_rows(path: Path, rows: Iterable[tuple[int, Mapping[str, str]]]) -> dict[str, Post]:
-    """Posts keyed by id from (line, row) pairs, every id present and unique and every text non-empty."""
+    """Posts keyed by id from (line, row) pairs, every id present and unique and every text
+    non-empty."""
     posts: dict[str, Post] = {}
     first_line: dict[str, int] = {}
     for line, row in rows:
@@ -191,12 +196,14 @@ def posts_from_rows(path: Path, rows: Iterable[tuple[int, Mapping[str, str]]]) -
             raise DataError(f"{path}: line {line}: empty post_id; give every post an id")
         if post_id in posts:
             raise DataError(
-                f"{path}: line {line}: duplicate post_id {post_id!r} (first on line {first_line[post_id]}); "
+                f"{path}: line {line}: duplicate post_id {post_id!r} "
+                f"(first on line {first_line[post_id]}); "
                 "keep one row per post"
             )
         if not row["text"].strip():
             raise DataError(
-                f"{path}: line {line}: post {post_id!r} has empty text; fill in the text or remove the row"
+                f"{path}: line {line}: post {post_id!r} has empty text; "
+                "fill in the text or remove the row"
             )
         posts[post_id] = Post(post_id, row["text"])
         first_line[post_id] = line
@@ -220,7 +227,8 @@ def _parse_annotations(path: Path, data: bytes, posts: dict[str, Post]) -> tuple
         status = row["status"].strip()
         if status not in ("0", "1"):
             raise DataError(
-                f"{path}: line {line}: status {status!r} must be 0 (absent) or 1 (present); fix the value"
+                f"{path}: line {line}: status {status!r} must be 0 (absent) or 1 (present); "
+                "fix the value"
             )
         symptom = normalise_symptom(row["DSM5_symptom"])
         if symptom not in LABELS:

@@ -36,7 +36,8 @@ class PostSplit:
             if not getattr(self, name):
                 posts = len(self.train) + len(self.validation) + len(self.test)
                 raise DataError(
-                    f"the {name} split is empty ({posts} posts, split_fractions {list(fractions)}){why}; "
+                    f"the {name} split is empty ({posts} posts, "
+                    f"split_fractions {list(fractions)}){why}; "
                     "use more posts or give that split a larger fraction"
                 )
 

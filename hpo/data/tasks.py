@@ -50,7 +50,8 @@ class Alignment:
         detail = "; ".join(f"{n} because {why}" for why, n in reasons.most_common())
         examples = ", ".join(sentence_id for _, sentence_id, _ in self.unaligned[:3])
         return (
-            f"{self.rows - len(self.unaligned)} of {self.rows} annotation rows aligned to split sentences; "
+            f"{self.rows - len(self.unaligned)} of {self.rows} annotation rows aligned "
+            "to split sentences; "
             f"{len(self.unaligned)} left out ({detail}; e.g. {examples})"
         )
 
@@ -149,7 +150,8 @@ def build_examples(
     log.info("evidence: %s", alignment.summary())
     if not any(example.label == 1 for example in examples):
         raise DataError(
-            f"no examples for task 'evidence': no annotation in {ANNOTATIONS_FILE} with status 1 for one of "
+            f"no examples for task 'evidence': no annotation in {ANNOTATIONS_FILE} "
+            "with status 1 for one of "
             "the nine criteria could be found in its post; add annotations or use the criteria task"
         )
     return examples

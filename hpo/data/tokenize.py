@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 
 LONG_TEXT = ("truncate", "head_tail", "chunks")
-HEAD_SHARE = 0.25  # head_tail keeps the first quarter and the last three quarters (Sun et al., 2019: 128 + 382)
+# head_tail keeps the first quarter and the last three quarters (Sun et al., 2019: 128 + 382)
+HEAD_SHARE = 0.25
 CHUNK_OVERLAP = (
     0.25  # chunks overlap by a quarter window, so a sentence cut at one edge is whole in the next
 )
@@ -60,7 +61,8 @@ class TokenizedSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    @functools.cached_property  # read by every training step and scoring pass: computed once per split
+    # read by every training step and scoring pass: computed once per split
+    @functools.cached_property
     def lengths(self) -> np.ndarray:
         """Per example, the tokens of all its sequences: the cost batching plans with."""
         return (
@@ -252,7 +254,8 @@ def _disk_cached(
 
 
 def _load_cached(folder: Path, n_examples: int) -> TokenizedSplit:
-    """The cached split, checked for consistency: a damaged file raises instead of training on garbage."""
+    """The cached split, checked for consistency: a damaged file raises instead of training on
+    garbage."""
     arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
     ids, bounds, offsets = arrays["input_ids"], arrays["sequence_offsets"], arrays["offsets"]
     types = arrays.get("token_type_ids")
@@ -389,7 +392,8 @@ def _windows(n: int, budget: int, long_text: str) -> list[list[tuple[int, int]]]
 def _distinct_ids(tokenizer: Any, texts: list[str]) -> dict[str, list[int]]:
     """Token ids of each distinct text, without special tokens, in one batched call."""
     unique = list(dict.fromkeys(texts))
-    # verbose=False: uncut texts are the point here, not a reason to warn that they exceed the model's limit
+    # verbose=False: uncut texts are the point here, not a reason to warn that they exceed the
+    # model's limit
     ids = tokenizer(unique, add_special_tokens=False, verbose=False)["input_ids"]
     return dict(zip(unique, ids, strict=True))
 

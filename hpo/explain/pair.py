@@ -53,12 +53,13 @@ def check_pair(criteria_dir: str | Path, evidence_dir: str | Path) -> str | None
         for folder, settings in ((criteria_dir, criteria), (evidence_dir, evidence))
         if settings.data_fingerprint is None
     ]
-    if (
-        missing
-    ):  # the texts match, which is what the evidence model's input depends on: go on, and say so
+    if missing:
+        # the texts match, which is what the evidence model's input depends on: go on, and say so
         return (
-            f"cannot check that the two models were trained on the same data: {' and '.join(missing)} "
-            f"{'was' if len(missing) == 1 else 'were'} saved before data fingerprints were recorded (retrain "
+            "cannot check that the two models were trained on the same data: "
+            f"{' and '.join(missing)} "
+            f"{'was' if len(missing) == 1 else 'were'} saved before data fingerprints "
+            "were recorded (retrain "
             "or re-finalize with this version to have it checked); the criterion texts match"
         )
     if criteria.data_fingerprint != evidence.data_fingerprint:

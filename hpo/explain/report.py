@@ -28,16 +28,19 @@ COLOURS = (
     "#6b6b6b",
 )
 STYLE = """
-body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:64rem;padding:1rem 1.5rem;color:#222;background:#fafafa}
+body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:64rem;\
+padding:1rem 1.5rem;color:#222;background:#fafafa}
 header p{color:#555;margin:.2rem 0}
 article{background:#fff;border:1px solid #ddd;border-radius:8px;margin:1rem 0;padding:.8rem 1.2rem}
 h2{font-size:1rem;margin:.2rem 0 .6rem}
 .badges{display:flex;flex-wrap:wrap;gap:.35rem;list-style:none;margin:0 0 .7rem;padding:0}
-.badge{border:1px solid var(--c);border-radius:999px;font-size:.8rem;padding:.05rem .6rem;color:var(--c)}
+.badge{border:1px solid var(--c);border-radius:999px;font-size:.8rem;\
+padding:.05rem .6rem;color:var(--c)}
 .badge.present{background:var(--c);color:#fff;font-weight:600}
 .badge.absent{opacity:.55}
 .text{white-space:pre-wrap;margin:.4rem 0}
-mark.evidence{background:color-mix(in srgb,var(--c) 22%,transparent);border-bottom:2px solid var(--c);
+mark.evidence{background:color-mix(in srgb,var(--c) 22%,transparent);\
+border-bottom:2px solid var(--c);
  border-radius:3px;padding:0 .1rem;color:inherit}
 mark.evidence.weak{border-bottom-style:dashed}
 .tag{background:var(--c);border-radius:4px;color:#fff;font-size:.65rem;font-weight:600;margin-left:.15rem;
@@ -63,10 +66,13 @@ def render_report(
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="generator" content="{GENERATOR}">'
         f'<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>Symptoms and their evidence: {len(explanations)} posts</title><style>{STYLE}</style></head>\n"
+        f"<title>Symptoms and their evidence: {len(explanations)} posts</title>"
+        f"<style>{STYLE}</style></head>\n"
         f"<body><header><h1>Symptoms and their evidence</h1>"
-        f"<p>{len(explanations)} posts, {found} symptoms found. Filled badge: the criteria model finds the "
-        "symptom (probability shown); highlighted: the evidence model's top sentences for it, ranked "
+        f"<p>{len(explanations)} posts, {found} symptoms found. "
+        "Filled badge: the criteria model finds the "
+        "symptom (probability shown); highlighted: the evidence model's top sentences "
+        "for it, ranked "
         "(dashed: below the evidence threshold).</p>"
         f"{f'<p>{escape(subtitle)}</p>' if subtitle else ''}</header>\n{articles}\n</body></html>\n"
     )
@@ -108,12 +114,16 @@ def _highlighted(text: str, post: Explanation, colours: dict[str, str]) -> str:
             f"{_name(symptom)}: rank {s.rank}, score {s.score:.2f}" for symptom, s in marks
         )
         tags = "".join(
-            f'<span class="tag" style="--c:{colours[symptom]}">{escape(_short(symptom))} {s.rank}</span>'
+            (
+                f'<span class="tag" style="--c:{colours[symptom]}">'
+                f"{escape(_short(symptom))} {s.rank}</span>"
+            )
             for symptom, s in marks
         )
         parts.append(escape(text[cursor:start]))
         parts.append(
-            f'<mark class="evidence{weak}" data-symptoms="{escape(names)}" style="--c:{colours[first]}" '
+            f'<mark class="evidence{weak}" data-symptoms="{escape(names)}" '
+            f'style="--c:{colours[first]}" '
             f'title="{escape(title)}">{escape(text[start:end])}</mark>{tags}'
         )
         cursor = end

@@ -33,7 +33,8 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
     data = prepare_data(config)
     if data.test is None:
         raise UsageError(
-            "the split gives the test split no posts; set train.split_fractions so its third share is > 0"
+            "the split gives the test split no posts; "
+            "set train.split_fractions so its third share is > 0"
         )
     device = resolve_device(config.device)
     model, _ = load_classifier_on(model_dir, device)

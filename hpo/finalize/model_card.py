@@ -1,4 +1,5 @@
-"""model_card.md for a finalized model, rendered from finalize's summary (plain data in, text out)."""
+"""model_card.md for a finalized model, rendered from finalize's summary (plain data in,
+text out)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ def model_card(summary: dict) -> str:
     lines = [
         f"# {summary['study']}: final model",
         "",
-        f"Chosen: the configuration of trial {chosen['trial']}, seed {chosen['seed']}, by mean validation "
+        f"Chosen: the configuration of trial {chosen['trial']}, seed {chosen['seed']}, "
+        "by mean validation "
         f"{metric} over seeds"
         + (
             f", then retrained on train + validation for {summary['refit']['epochs']} epochs"
@@ -30,7 +32,10 @@ def model_card(summary: dict) -> str:
         ),
         "## Data",
         "",
-        f"- fingerprint (sha256 of the posts and annotations files): `{summary['data_fingerprint']}`",
+        (
+            "- fingerprint (sha256 of the posts and annotations files): "
+            f"`{summary['data_fingerprint']}`"
+        ),
         *(
             f"- {name}: {size['posts']} posts, {size['examples']} examples"
             for name, size in summary["split_sizes"].items()
@@ -62,7 +67,8 @@ def model_card(summary: dict) -> str:
             for name, value in sorted(test["metrics"].items())
         ),
         "",
-        "post_micro_f1 / post_macro_f1 are the post-level multi-label F1 over the nine symptoms that the ReDSM5 "
+        "post_micro_f1 / post_macro_f1 are the post-level multi-label F1 over the nine symptoms "
+        "that the ReDSM5 "
         "paper reports (criteria only); tuned_* are at the validation-chosen thresholds.",
         "",
         "### Per symptom (test, at the decision thresholds)",
@@ -70,7 +76,8 @@ def model_card(summary: dict) -> str:
         "| symptom | threshold | F1 | precision | recall | TP | FP | FN | TN |",
         "|---|---|---|---|---|---|---|---|---|",
         *(
-            f"| {name} | {test['thresholds'][name]:.3f} | {row['f1']:.3f} | {row['precision']:.3f} | "
+            f"| {name} | {test['thresholds'][name]:.3f} | {row['f1']:.3f} | "
+            f"{row['precision']:.3f} | "
             f"{row['recall']:.3f} | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
             for name, row in test["per_symptom"].items()
         ),

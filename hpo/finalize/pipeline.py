@@ -141,7 +141,8 @@ def finalize(
         },
     )
     say(
-        f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} {summary['configurations'][0]['mean']:.4f}"
+        f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} "
+        f"{summary['configurations'][0]['mean']:.4f}"
         f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test {spec.metric} "
         f"{_test_value(spec, summary):.4f}; model in {final_dir / 'model'}"
     )
@@ -180,8 +181,10 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     unfinished = census["running"] > 0 or census["finished"] < n_trials
     if unfinished and not partial:
         raise UsageError(
-            f"study {spec.name!r} is not finished: {census['finished']} of {n_trials} trials finished, "
-            f"{census['running']} running, {census['waiting']} waiting; let hpo tune finish it, or pass "
+            f"study {spec.name!r} is not finished: "
+            f"{census['finished']} of {n_trials} trials finished, "
+            f"{census['running']} running, {census['waiting']} waiting; "
+            "let hpo tune finish it, or pass "
             "--partial to finalize from the trials finished so far"
         )
     return {
@@ -218,13 +221,16 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
         ) / "model"
         if not _intact(source, summary):
             raise UsageError(
-                f"{spec.name}: finalized, but {model} is missing or incomplete, and so is {source} it "
-                f"was copied from; the test split was scored already (metrics.json): move {final_dir} "
+                f"{spec.name}: finalized, but {model} is missing or incomplete, "
+                f"and so is {source} it "
+                "was copied from; the test split was scored already (metrics.json): "
+                f"move {final_dir} "
                 "aside to finalize anew"
             )
         _place_model(final_dir, source)
         say(
-            f"{spec.name}: already finalized; {model} was missing or incomplete and is restored from {source}, "
+            f"{spec.name}: already finalized; {model} was missing or incomplete "
+            f"and is restored from {source}, "
             f"the model metrics.json scored"
         )
     done = summary.get("settings") or {
@@ -240,7 +246,8 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
     if ignored:
         ran = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in done.items())
         say(
-            f"ignored: {', '.join(ignored)}; the study was finalized with {ran} and its test split is scored once "
+            f"ignored: {', '.join(ignored)}; the study was finalized with {ran} "
+            "and its test split is scored once "
             f"(move {final_dir} aside to finalize anew)"
         )
     return summary
@@ -315,7 +322,8 @@ def _refit(
     )
     if not (refit_dir / "result.json").exists():
         say(
-            f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, on train + validation "
+            f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, "
+            "on train + validation "
             f"for {epochs} epochs"
         )
         from hpo.train.loop import train

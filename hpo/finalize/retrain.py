@@ -96,7 +96,8 @@ def retrain_all(
     pending = [run for run in runs if run.name not in records]
     if records:
         say(
-            f"resuming: {len(records)} of {len(runs)} retrainings already finished; training the other {len(pending)}"
+            f"resuming: {len(records)} of {len(runs)} retrainings already finished; "
+            f"training the other {len(pending)}"
         )
     children = min(workers, len(pending))
     with tqdm(
@@ -121,8 +122,10 @@ def retrain_all(
             records = finished_runs(runs, runs_dir)
             if missing := [run.name for run in runs if run.name not in records]:
                 raise RunStopped(
-                    f"{len(missing)} of {len(runs)} retrainings did not finish (retraining processes "
-                    f"exited with {sorted(set(codes))}; the error is above); fix that and run hpo finalize "
+                    f"{len(missing)} of {len(runs)} retrainings did not finish "
+                    "(retraining processes "
+                    f"exited with {sorted(set(codes))}; the error is above); "
+                    "fix that and run hpo finalize "
                     f"again: the {len(records)} finished are kept"
                 )
     return finished_runs(runs, runs_dir)
@@ -219,7 +222,8 @@ def _run_children(
         except KeyboardInterrupt:
             stop_children(procs, signal.SIGTERM, STOP_SECONDS)
             say(
-                f"stopped; {count_finished()} finished retrainings are kept: run hpo finalize again to resume"
+                f"stopped; {count_finished()} finished retrainings are kept: "
+                "run hpo finalize again to resume"
             )
             raise
     bar.update(count_finished() - bar.n)

@@ -52,15 +52,13 @@ class TrainConfig:
     freeze_layers: int = 0  # > 0: embeddings and the bottom n encoder layers are not trained
     weight_decay: float = 0.01
     batch_size: int = 16  # effective batch per optimizer step
-    micro_batch_size: int | None = (
-        None  # sequences per forward pass (a post's chunks count); None: batch_size;
-    )
+    # sequences per forward pass (a post's chunks count); None: batch_size;
     # halves on out-of-memory. Gradient accumulation: same gradient as one full batch
-    micro_batch_tokens: int | Literal["auto"] | None = (
-        "auto"  # tokens per forward pass at most, which bounds a
-    )
-    # step's activations; auto: 1024 on CPU (as fast per token as larger passes there), none on GPUs (whose
-    # out-of-memory halves the micro-batch); None: no bound
+    micro_batch_size: int | None = None
+    # tokens per forward pass at most, which bounds a step's activations; auto: 1024 on CPU
+    # (as fast per token as larger passes there), none on GPUs (whose out-of-memory halves the
+    # micro-batch); None: no bound
+    micro_batch_tokens: int | Literal["auto"] | None = "auto"
     epochs: int = 3
     warmup_ratio: float = 0.06
     scheduler: Literal["linear", "cosine", "constant"] = "linear"
@@ -128,11 +126,13 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
             raise ValueError(
-                f"micro_batch_size must be in 1..batch_size ({self.batch_size}), got {self.micro_batch_size}"
+                f"micro_batch_size must be in 1..batch_size ({self.batch_size}), "
+                f"got {self.micro_batch_size}"
             )
         if isinstance(self.micro_batch_tokens, int) and self.micro_batch_tokens < 1:
             raise ValueError(
-                f"micro_batch_tokens must be >= 1 (or auto, or null for no bound), got {self.micro_batch_tokens}"
+                "micro_batch_tokens must be >= 1 (or auto, or null for no bound), "
+                f"got {self.micro_batch_tokens}"
             )
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
@@ -155,11 +155,13 @@ class TrainConfig:
         for name in ("encoder_dropout", "attention_dropout"):
             if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
                 raise ValueError(
-                    f"{name} must be in [0, 1) (or null for the checkpoint's), got {getattr(self, name)}"
+                    f"{name} must be in [0, 1) (or null for the checkpoint's), "
+                    f"got {getattr(self, name)}"
                 )
         if self.evidence_negative_ratio is not None and self.evidence_negative_ratio < 0:
             raise ValueError(
-                f"evidence_negative_ratio must be >= 0 (or null for all), got {self.evidence_negative_ratio}"
+                "evidence_negative_ratio must be >= 0 (or null for all), "
+                f"got {self.evidence_negative_ratio}"
             )
         if self.gpus_per_trial < 1:
             raise ValueError(f"gpus_per_trial must be >= 1, got {self.gpus_per_trial}")
@@ -172,7 +174,8 @@ class TrainConfig:
         return self.criteria_formulation if self.task == "criteria" else "evidence"
 
     def token_budget(self, device_type: str) -> int | None:
-        """Tokens per training forward pass at most (``micro_batch_tokens`` resolved for the device)."""
+        """Tokens per training forward pass at most (``micro_batch_tokens`` resolved for the
+        device)."""
         if self.micro_batch_tokens == "auto":
             return CPU_MICRO_BATCH_TOKENS if device_type == "cpu" else None
         return self.micro_batch_tokens

@@ -23,7 +23,8 @@ from hpo.train.memory import guard_host_memory, release_free_memory
 from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds
 from hpo.train.prepare import PreparedSplit
 
-# Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom thresholds.
+# Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom
+# thresholds.
 THRESHOLDED = (
     "macro_f1",
     "f1",

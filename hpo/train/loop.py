@@ -316,7 +316,8 @@ def _clock(seconds: float) -> str:
 
 
 def _log_coverage(data: PreparedData, config: TrainConfig) -> dict[str, float]:
-    """Nothing longer than max_length is cut silently: say what share of the text tokens the model sees."""
+    """Nothing longer than max_length is cut silently: say what share of the text tokens the
+    model sees."""
     coverage = {
         name: round(split.tokens.coverage, 4)
         for name in ("train", "validation")
@@ -377,7 +378,8 @@ def _seed(config: TrainConfig) -> None:
     """Python, NumPy and torch (every GPU too) seeded from config.seed, as transformers.set_seed
     does. ``deterministic`` also makes torch use deterministic kernels, as transformers'
     enable_full_determinism does (slower; process-wide, so it stays on for the worker's later
-    trials: set it for the whole study, in train). Not imported from transformers: see schedule.py."""
+    trials: set it for the whole study, in train). Not imported from transformers: see
+    schedule.py."""
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)  # seeds every CUDA device too

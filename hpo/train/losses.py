@@ -18,9 +18,10 @@ def bce_loss(
     focal_gamma: float = 0.0,
     mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Summed over examples and labels (those ``mask`` keeps, when given). ``label_smoothing`` ε pulls targets to ε/2 and 1-ε/2;
-    ``focal_gamma`` γ scales each term by (1 - p_t)^γ (Lin et al., 2017), so confidently
-    right examples, most of the unannotated negatives, weigh less."""
+    """Summed over examples and labels (those ``mask`` keeps, when given). ``label_smoothing``
+    ε pulls targets to ε/2 and 1-ε/2; ``focal_gamma`` γ scales each term by (1 - p_t)^γ (Lin
+    et al., 2017), so confidently right examples, most of the unannotated negatives, weigh
+    less."""
     targets = labels * (1 - label_smoothing) + label_smoothing / 2
     loss = F.binary_cross_entropy_with_logits(
         logits, targets, pos_weight=pos_weight, weight=mask, reduction="none"

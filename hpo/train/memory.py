@@ -155,7 +155,8 @@ def memory_ceiling_mb() -> float | None:
 
 def exceeded(resident: float) -> HostMemoryExceeded:
     return HostMemoryExceeded(
-        f"out of memory: the process holds {resident:,.0f} MiB, past this worker's host-memory ceiling of "
+        f"out of memory: the process holds {resident:,.0f} MiB, "
+        "past this worker's host-memory ceiling of "
         f"{_watcher.ceiling_mb:,.0f} MiB"
     )
 

@@ -83,7 +83,10 @@ def prepare_data(config: TrainConfig) -> PreparedData:
     prepared = {}
     for name in SPLITS:
         examples = getattr(splits, name)
-        key = f"{config.task}|{variant}|{fingerprint}|{name}|seed={config.split_seed}|{config.split_fractions}"
+        key = (
+            f"{config.task}|{variant}|{fingerprint}|{name}|"
+            f"seed={config.split_seed}|{config.split_fractions}"
+        )
         if name == "train" and config.train_on == "train+validation":
             examples, key = [*examples, *splits.validation], key + "+validation"
         if name == "train" and config.augmentation != "none":  # never validation or test

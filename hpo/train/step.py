@@ -1,8 +1,8 @@
 """One optimizer step's forward and backward passes, with memory bounded by sequences, not posts.
 
 With ``long_text: chunks`` a post is one to dozens of overlapping windows whose logits are
-max-pooled per label (``evaluate.split_probabilities``). Max-pooling sends each label's gradient to one
-chunk only, the one with the largest logit. So a step first scores the chunks of its
+max-pooled per label (``evaluate.split_probabilities``). Max-pooling sends each label's gradient
+to one chunk only, the one with the largest logit. So a step first scores the chunks of its
 multi-chunk examples without an autograd graph, in bounded batches, then trains on each
 label's winning chunk alone, each carrying the loss of the labels it wins. The gradient is
 max-pooling's over all chunks (chunks are picked in eval mode, so under dropout another
@@ -43,7 +43,8 @@ class StepUnits:
 def plan_units(
     tokens: TokenizedSplit, batch: list[int], num_labels: int, score_chunks: ChunkScorer
 ) -> StepUnits:
-    """The units of ``batch``; ``score_chunks`` is called once, for the multi-chunk examples' chunks."""
+    """The units of ``batch``; ``score_chunks`` is called once, for the multi-chunk examples'
+    chunks."""
     batch = np.asarray(batch, dtype=np.int64)
     firsts, counts = tokens.offsets[batch], tokens.offsets[batch + 1] - tokens.offsets[batch]
     single = counts == 1
@@ -84,9 +85,10 @@ def accumulate_gradients(
 ) -> tuple[int, torch.Tensor]:
     """Forward/backward over ``units`` in micro-batches of ``micro`` sequences, and of at most
     ``max_tokens`` tokens (padded to the step's longest sequence); returns the micro-batch size
-    that worked and the step's loss (a tensor: reading it would wait for the device). On out-of-memory (the device's, or the worker's host-memory ceiling): free,
-    halve the micro-batch and redo the whole step. No data is ever skipped; the loss is divided
-    by the step's examples, so any split gives the same gradient."""
+    that worked and the step's loss (a tensor: reading it would wait for the device). On
+    out-of-memory (the device's, or the worker's host-memory ceiling): free, halve the
+    micro-batch and redo the whole step. No data is ever skipped; the loss is divided by the
+    step's examples, so any split gives the same gradient."""
     longest = max(len(tokens.input_ids[j]) for j in units.sequences)
     while True:
         size = min(micro, max(1, max_tokens // longest)) if max_tokens else micro
@@ -127,10 +129,12 @@ def accumulate_gradients(
             if size == 1:
                 ceiling = memory_ceiling_mb()
                 raise OutOfMemoryError(
-                    f"out of memory even at micro-batch 1 ({message}); lower max_length, use a smaller encoder, "
+                    f"out of memory even at micro-batch 1 ({message}); "
+                    "lower max_length, use a smaller encoder, "
                     "or enable activation_checkpointing"
                     + (
-                        f"; or give each worker more than {ceiling:,.0f} MiB (--memory-per-worker, fewer workers)"
+                        f"; or give each worker more than {ceiling:,.0f} MiB "
+                        "(--memory-per-worker, fewer workers)"
                         if ceiling
                         else ""
                     )
