@@ -1,4 +1,5 @@
-"""Errors users can act on. ``UsageError`` means bad input: the CLI prints it on one line and exits 2."""
+"""Errors users can act on. ``UsageError`` means bad input: the CLI prints it on one line and
+exits 2."""
 
 from collections.abc import Callable
 
@@ -50,8 +51,9 @@ class MetaTensorError(RuntimeError):
         )
         where = f" {context}" if context else ""
         super().__init__(
-            f"{len(self.names)} tensor(s) are on the meta device{where} and were not restored: {shown}. "
-            "Pass the checkpoint they came from, or reload the model; weights are never re-initialised."
+            f"{len(self.names)} tensor(s) are on the meta device{where} and were not restored: "
+            f"{shown}. Pass the checkpoint they came from, or reload the model; weights are never "
+            "re-initialised."
         )
 
 

@@ -32,7 +32,8 @@ SQLITE_SIDE_FILES = (
 
 
 class OutputRefused(UsageError):
-    """Writing there would destroy what is not the command's to replace: an input, a database, a device."""
+    """Writing there would destroy what is not the command's to replace: an input, a database, a
+    device."""
 
 
 def refuse_unsafe_output(
@@ -150,7 +151,8 @@ def _atomic(path: Path, mode: str, rules: dict) -> Iterator:
 
 
 class OutsideOutputDir(UsageError):
-    """A study or trial folder that would lie outside output_dir (a name with '..', or a symlink)."""
+    """A study or trial folder that would lie outside output_dir (a name with '..', or a
+    symlink)."""
 
 
 def study_dir(output_dir: str | Path, name: str, uid: str) -> Path:

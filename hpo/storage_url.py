@@ -68,7 +68,8 @@ class _Parts:
         return f"{self.scheme}://{userinfo}{self.host}{self.path}{'?' + query if query else ''}"
 
     def secrets(self) -> list[str]:
-        """The password and every secret query value, longest first (a shorter one may be inside it)."""
+        """The password and every secret query value, longest first (a shorter one may be inside
+        it)."""
         found = [self.password, *(value for key, value in self._pairs() if _SECRET_KEY.search(key))]
         return sorted(filter(None, found), key=len, reverse=True)
 

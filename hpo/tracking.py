@@ -141,7 +141,8 @@ class Tracker:
         return run.info.run_id
 
     def _guarded(self, call, *args):
-        """``call(*args)``, or None once tracking is off; the first error turns it off, in one line."""
+        """``call(*args)``, or None once tracking is off; the first error turns it off, in one
+        line."""
         if self.uri is None:
             return None
         try:
@@ -190,7 +191,8 @@ class TrialRun:
         )
 
     def end(self, state: str) -> None:
-        """Tag the trial's state (COMPLETE, PRUNED, FAIL, INTERRUPTED) and end the run; the first call wins."""
+        """Tag the trial's state (COMPLETE, PRUNED, FAIL, INTERRUPTED) and end the run; the first
+        call wins."""
         if self._ended or not self.run_id:
             return
         self._ended = True

@@ -85,7 +85,8 @@ def _thread_count(text: str) -> int:
 
 
 def _quantity(units: dict[str, float], default: str, example: str, least: float):
-    """An argparse type for a number with an optional unit suffix ('6G', '90m'), in the default unit."""
+    """An argparse type for a number with an optional unit suffix ('6G', '90m'), in the default
+    unit."""
 
     def parse(text: str) -> float:
         number, unit = (

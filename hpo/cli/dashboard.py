@@ -42,7 +42,8 @@ def run(args) -> int:
         host=args.host,
         port=args.port,
         ready=lambda: print(
-            f"optuna-dashboard for {url} at http://{args.host}:{args.port}/ (artifacts: {artifacts}); "
+            f"optuna-dashboard for {url} at http://{args.host}:{args.port}/ "
+            f"(artifacts: {artifacts}); "
             "Ctrl-C stops it"
         ),
     )

@@ -13,7 +13,8 @@ def add_parser(subparsers) -> None:
         "one on validation, score it once on the test split, save it with a model card",
     )
     add_spec_args(parser)
-    # --top-k, --seeds, --refit: None when not given, so a rerun of a finalized study names those it ignores
+    # --top-k, --seeds, --refit: None when not given, so a rerun of a finalized study names those
+    # it ignores
     parser.add_argument("--top-k", type=_positive_int, help="configurations to retrain (default 3)")
     parser.add_argument("--seeds", type=_positive_int, help="seeds per configuration (default 3)")
     parser.add_argument(

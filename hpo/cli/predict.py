@@ -87,7 +87,8 @@ def run(args) -> int:
         force=args.force,
     )
     print(
-        f"predicted {s.posts} posts in {s.predict_seconds:.1f} s ({s.posts_per_second:.1f} posts/s; loading "
+        f"predicted {s.posts} posts in {s.predict_seconds:.1f} s "
+        f"({s.posts_per_second:.1f} posts/s; loading "
         f"took {s.load_seconds:.1f} s): {s.rows} rows of {s.task} predictions in {args.out}",
         file=sys.stderr,
     )
@@ -131,7 +132,8 @@ def _run_pair(args) -> int:
     print(
         f"explained {s.posts} posts in {s.criteria_seconds + s.evidence_seconds:.1f} s "
         f"({s.posts_per_second:.1f} posts/s; criteria {s.criteria_seconds:.1f} s, evidence "
-        f"{s.evidence_seconds:.1f} s for {s.found} symptoms found; loading took {s.load_seconds:.1f} s): "
+        f"{s.evidence_seconds:.1f} s for {s.found} symptoms found; "
+        f"loading took {s.load_seconds:.1f} s): "
         f"{args.out}{report}",
         file=sys.stderr,
     )

@@ -1,4 +1,5 @@
-"""``hpo tune``: run a study with N worker processes and a progress bar, then show its best trial."""
+"""``hpo tune``: run a study with N worker processes and a progress bar, then show its best
+trial."""
 
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ def _search_notes(spec) -> list[str]:
     ]
     if spec.warm_start:
         notes.append(
-            f"warm start: {len(spec.warm_start)} parameter sets, queued once when the study is created"
+            f"warm start: {len(spec.warm_start)} parameter sets, queued once when the study is "
+            "created"
         )
     return notes

@@ -63,8 +63,8 @@ def run(args) -> int:
             args.parent_pid
         ):  # a mistyped PID, or a launcher already gone: nothing to follow
             raise UsageError(
-                f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process this "
-                "worker should stop with (hpo tune passes its own), or leave the flag out"
+                f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process "
+                "this worker should stop with (hpo tune passes its own), or leave the flag out"
             )
         exit_with_parent(
             args.parent_pid

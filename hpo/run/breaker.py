@@ -30,7 +30,10 @@ class CircuitBreaker:
         reasons = {_first_line(reason) for _, reason in last}
         if len(reasons) != 1:
             return None
-        return f"{self.failed_trials} trials in a row failed with: {reasons.pop() or 'no reason recorded'}"
+        return (
+            f"{self.failed_trials} trials in a row failed with: "
+            f"{reasons.pop() or 'no reason recorded'}"
+        )
 
     def worker_exited(self, exit_code: int, finished: int) -> str | None:
         """A worker ended with ``exit_code`` while the study held ``finished`` trials. A

@@ -125,7 +125,8 @@ def visible_gpus() -> list[str]:
     if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         return [g.strip() for g in listed.split(",") if g.strip() and g.strip() != "-1"]
     if sys.platform == "linux" and not any(os.path.exists(node) for node in _GPU_DEVICE_NODES):
-        return []  # no GPU driver's device node: skips importing torch (seconds) before the workers start
+        # no GPU driver's device node: skips importing torch (seconds) before the workers start
+        return []
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
@@ -212,7 +213,8 @@ class Supervisor:
         self.progress = progress or self.progress
         with interruptible():  # the stop runs inside too: a second signal cannot cut it short
             try:
-                self.start()  # under interruptible(): a Ctrl-C now still stops those already started
+                # under interruptible(): a Ctrl-C now still stops those already started
+                self.start()
                 for launch in self.launches:
                     self._release(launch)
                 return self._supervise()

@@ -32,7 +32,8 @@ def preflight(spec: StudySpec) -> list[str]:
     corpus = load_redsm5(spec.data_dir)
     posts = split_posts(symptom_profiles(corpus), first.split_fractions, seed=first.split_seed)
     posts.require(("train", "validation"), first.split_fractions)
-    # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether they fit.
+    # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether
+    # they fit.
     examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
     # torch from here on: slow to import, so checked last
     from hpo.models.hardware import check_gpus
@@ -49,8 +50,8 @@ def preflight(spec: StudySpec) -> list[str]:
         not posts.test
     ):  # a search needs none; hpo finalize refuses the study before retraining anything
         notes.append(
-            f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): hpo finalize "
-            "will refuse this study; give the test split a fraction to finalize it"
+            f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): "
+            "hpo finalize will refuse this study; give the test split a fraction to finalize it"
         )
     encoders = (
         spec.search_space["encoder"].choices
@@ -138,7 +139,8 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
     )
     p50, p99 = np.percentile(lengths, [50, 99])
     notes = [
-        f"encoder {name}: posts are {p50:,.0f} / {p99:,.0f} / {lengths.max():,} tokens (p50 / p99 / max)"
+        f"encoder {name}: posts are {p50:,.0f} / {p99:,.0f} / {lengths.max():,} tokens "
+        "(p50 / p99 / max)"
     ]
     first = configs[0]
     max_lengths = _searched_values(spec, "max_length", first.max_length)
@@ -148,8 +150,8 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
             chunks = chunks_per_text(lengths, max_length - specials)
             c50, c99 = np.percentile(chunks, [50, 99])
             notes.append(
-                f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / {chunks.max()} "
-                f"chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
+                f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / "
+                f"{chunks.max()} chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
             )
     batch = max(_searched_values(spec, "batch_size", first.batch_size))
     sequences = max(config.micro_batch_size or batch for config in configs)
@@ -212,7 +214,8 @@ def _check_encoder(name: str, path: str) -> str:
     if local.exists():
         if not (local / "config.json").is_file():
             raise UsageError(
-                f"encoder {name!r}: {path} has no config.json; point model_paths.{name} at a saved model"
+                f"encoder {name!r}: {path} has no config.json; point model_paths.{name} at a "
+                "saved model"
             )
         return f"local {path}"
     from huggingface_hub import try_to_load_from_cache
@@ -251,7 +254,8 @@ def _download(name: str, repo_id: str) -> str:
     return "downloaded to the hub cache"
 
 
-# Weights for other frameworks: a checkpoint often ships several; fine-tuning here needs none of them.
+# Weights for other frameworks: a checkpoint often ships several; fine-tuning here needs none
+# of them.
 _NOT_PYTORCH = [
     "*.h5",
     "*.msgpack",

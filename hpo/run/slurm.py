@@ -33,7 +33,8 @@ class ArrayJob:
     workers: int
     cpus_per_worker: int
     log_dir: str  # absolute; one log per task, ``<study>-<job>_<task>.log``
-    workdir: str  # the tasks start here, so relative paths in the spec mean what they meant at submission
+    # the tasks start here, so relative paths in the spec mean what they meant at submission
+    workdir: str
     python: str  # the interpreter that has hpo installed, on every node (a shared file system)
     overrides: Sequence[str] = ()
     gpus_per_worker: int = 0
@@ -74,13 +75,16 @@ def job_script(job: ArrayJob) -> str:
     command += "".join(f" --set {shlex.quote(o)}" for o in overrides)
     return (
         "#!/bin/bash\n"
-        f"# hpo workers for study {job.study}: each array task runs one worker until the study holds\n"
-        "# n_trials finished trials, then exits 0. Written by `hpo submit --slurm`; to submit it again:\n"
+        f"# hpo workers for study {job.study}: each array task runs one worker until the study "
+        "holds\n"
+        "# n_trials finished trials, then exits 0. Written by `hpo submit --slurm`; to submit it "
+        "again:\n"
         f"#   {STORAGE_ENV}=postgresql://user@dbhost:5432/hpo sbatch THIS_FILE\n"
         + "".join(f"#SBATCH {d}\n" for d in directives)
         + "set -euo pipefail\n"
         f': "${{{STORAGE_ENV}:?set {STORAGE_ENV} to the study database URL before sbatch}}"\n'
-        'threads="${SLURM_CPUS_PER_TASK:-1}"  # the cores Slurm gave this task; GPUs: CUDA_VISIBLE_DEVICES\n'
+        'threads="${SLURM_CPUS_PER_TASK:-1}"  # the cores Slurm gave this task; '
+        "GPUs: CUDA_VISIBLE_DEVICES\n"
         'export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" TOKENIZERS_PARALLELISM=false '
         "PYTHONUNBUFFERED=1\n"
         + "# exec: the worker is the batch shell itself, so the B:TERM signal above reaches it.\n"

@@ -1,5 +1,6 @@
 """A study's workers as a Slurm job array (``hpo submit --slurm``): the study is created here,
-checks first, so the array's tasks never race to create it; then the script is written and sbatched."""
+checks first, so the array's tasks never race to create it; then the script is written and
+sbatched."""
 
 from __future__ import annotations
 

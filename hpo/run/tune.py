@@ -52,10 +52,12 @@ def tune(
         memory_mb=memory_per_worker_mb or memory_share_mb(workers),
     )
     supervisor = Supervisor(launches, restart_dead=restart_dead)
-    supervisor.start()  # they load torch and transformers while the checks below run, then wait for go
+    # they load torch and transformers while the checks below run, then wait for go
+    supervisor.start()
     try:
         preflight(spec)
-        # Created here, so workers never race to create it; a changed spec is recorded before they start.
+        # Created here, so workers never race to create it; a changed spec is recorded before
+        # they start.
         study = open_study(spec, allow_spec_change=allow_spec_change)
         deadline = start_time_budget(
             study, spec.timeout

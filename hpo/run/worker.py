@@ -46,7 +46,8 @@ from hpo.study import (
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED = "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)"  # an interrupted trial's fail_reason
+# an interrupted trial's fail_reason
+INTERRUPTED = "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)"
 MAX_CONSECUTIVE_FAILURES = 5  # a worker whose every trial fails stops instead of burning the budget
 IDLE_POLL_SECONDS = (
     1.0  # while the last trials run elsewhere: one COUNT query a second sees the study end
@@ -124,7 +125,8 @@ def run_worker(
                     _run_trial(study, guarded, trial_log)
                     outage, retries = 0.0, 0
                 except optuna.exceptions.UpdateFinishedTrialError as exc:
-                    # Another worker failed this trial as stale (we were cut off); its retry runs instead.
+                    # Another worker failed this trial as stale (we were cut off); its retry runs
+                    # instead.
                     log.warning("worker %s: %s; its re-queued copy will run", worker, exc)
                     continue
                 except Exception as exc:
@@ -137,8 +139,9 @@ def run_worker(
                             "while this worker ran; stopping"
                         ) from None
                     # The database went away (restart, network): wait and reconnect. A trial it
-                    # interrupted stays RUNNING; once the database is back this worker fails it with
-                    # the reason and re-queues it (or another worker does, as stale, if that comes first).
+                    # interrupted stays RUNNING; once the database is back this worker fails it
+                    # with the reason and re-queues it (or another worker does, as stale, if that
+                    # comes first).
                     if not caused_by_database(exc):
                         raise
                     lost = (
@@ -148,8 +151,8 @@ def run_worker(
                     if outage >= DATABASE_OUTAGE_SECONDS:
                         raise DatabaseUnreachable(
                             f"worker {worker}: database unreachable for {outage:.0f}s "
-                            f"({database_error_text(exc)}); the study is safe in it: start workers again "
-                            "once it is back"
+                            f"({database_error_text(exc)}); the study is safe in it: start workers "
+                            "again once it is back"
                         ) from None
                     delay = DATABASE_RETRY_SECONDS[min(retries, len(DATABASE_RETRY_SECONDS) - 1)]
                     log.warning(
@@ -165,7 +168,8 @@ def run_worker(
                 failures = failures + 1 if trial_log.last_failed else 0
                 if failures >= MAX_CONSECUTIVE_FAILURES:
                     raise TooManyFailures(
-                        f"worker {worker}: {failures} trials in a row failed; last: {trial_log.last_reason}"
+                        f"worker {worker}: {failures} trials in a row failed; last: "
+                        f"{trial_log.last_reason}"
                     )
         except KeyboardInterrupt:
             if _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry):
@@ -238,7 +242,10 @@ def _budget_too_short(study: optuna.Study, deadline: float | None) -> str | None
     typical = median_trial_seconds(study)
     if left > (typical or 0):
         return None
-    return f"the time budget has {max(left, 0):.0f}s left, less than a trial takes ({typical or 0:.0f}s, the median)"
+    return (
+        f"the time budget has {max(left, 0):.0f}s left, less than a trial takes "
+        f"({typical or 0:.0f}s, the median)"
+    )
 
 
 def _study_done(

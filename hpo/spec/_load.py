@@ -114,6 +114,7 @@ def _set(document: dict[str, Any], keys: list[str], value: object, source: str) 
         node = node[key]
         if not isinstance(node, dict):
             raise SpecError(
-                f"{source}: {'.'.join(keys[: depth + 1])}: is not a mapping, cannot set {'.'.join(keys)}"
+                f"{source}: {'.'.join(keys[: depth + 1])}: is not a mapping, cannot set "
+                f"{'.'.join(keys)}"
             )
     node[keys[-1]] = value

@@ -13,7 +13,8 @@ from hpo.spec._base import _SCALARS, Scalar, _as_number, _problem, _Strict
 
 class _Searched(_Strict):
     # Sampled only when each named earlier parameter took one of the listed values
-    # (``when: {adapter: lora}``, ``when: {head_layers: [1, 2]}``); otherwise the TrainConfig default.
+    # (``when: {adapter: lora}``, ``when: {head_layers: [1, 2]}``); otherwise the TrainConfig
+    # default.
     when: dict[str, tuple[Scalar, ...]] | None = None
 
     @field_validator("when", mode="before")
@@ -32,7 +33,8 @@ class _Searched(_Strict):
         return listed
 
     def condition_text(self) -> str:
-        """``adapter is lora``, ``head_layers in 1, 2``: the condition as ``hpo validate`` shows it."""
+        """``adapter is lora``, ``head_layers in 1, 2``: the condition as ``hpo validate``
+        shows it."""
         return " and ".join(
             f"{parent} is {allowed[0]}"
             if len(allowed) == 1
@@ -115,7 +117,10 @@ def _value_problem(param: Param, value: object, name: str, condition: bool = Fal
         return f"{name} is a float range; a condition needs a categorical or int parameter"
     number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     if number is None or (isinstance(param, IntParam) and number != int(number)):
-        return f"{value!r} is not {'an integer' if isinstance(param, IntParam) else 'a number'} for {name}"
+        return (
+            f"{value!r} is not {'an integer' if isinstance(param, IntParam) else 'a number'} "
+            f"for {name}"
+        )
     if not param.low <= number <= param.high:
         return f"{name}={value!r} is outside its range [{param.low}, {param.high}]"
     if (

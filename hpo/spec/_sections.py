@@ -15,7 +15,8 @@ def _storage_url(value: object) -> StorageUrl:
     if isinstance(value, StorageUrl | str):
         return StorageUrl.of(value)
     raise _problem(
-        f"must be a URL such as sqlite:///PATH or postgresql://USER@HOST/DB, not a {type(value).__name__}"
+        f"must be a URL such as sqlite:///PATH or postgresql://USER@HOST/DB, not a "
+        f"{type(value).__name__}"
     )
 
 

@@ -43,7 +43,8 @@ from hpo.train.config import TrainConfig
 DEFAULT_STORAGE = storage_url.DEFAULT
 DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
 
-# TrainConfig fields that come from the spec's top level (or per trial), never from train/search_space.
+# TrainConfig fields that come from the spec's top level (or per trial), never from
+# train/search_space.
 _FROM_TOP_LEVEL = {
     "task": "task",
     "data_dir": "data_dir",
@@ -67,10 +68,12 @@ class StudySpec(_Strict):
     task: Literal["criteria", "evidence"]
     data_dir: str
     direction: Literal["maximize", "minimize"] = "maximize"
-    # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*: evidence
+    # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*:
+    # evidence
     metric: Metric = "macro_f1"
-    # what the pruner judges epochs by (None: metric); a threshold-free one (average_precision, auroc)
-    # ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up has gone
+    # what the pruner judges epochs by (None: metric); a threshold-free one (average_precision,
+    # auroc) ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up
+    # has gone
     prune_on: Metric | None = None
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
     storage: StorageField = StorageUrl(
@@ -99,7 +102,8 @@ class StudySpec(_Strict):
         # The name becomes a folder under output_dir: "." or ".." would put trials beside it.
         if not name[0].isalnum():
             raise _problem(
-                f"must start with a letter or digit: it names a folder under output_dir (got {name!r})"
+                f"must start with a letter or digit: it names a folder under output_dir "
+                f"(got {name!r})"
             )
         return name
 
@@ -137,7 +141,8 @@ class StudySpec(_Strict):
         expected = [name for name in self.search_space if self.applies(name, params)]
         if set(params) != set(expected):
             raise ValueError(
-                f"params {sorted(params)} do not match the search space's applicable {sorted(expected)}"
+                f"params {sorted(params)} do not match the search space's applicable "
+                f"{sorted(expected)}"
             )
         settings = {**self.train, **params}
         settings["encoder"] = self.model_paths.get(settings["encoder"], settings["encoder"])
@@ -261,7 +266,8 @@ class StudySpec(_Strict):
 
     def typed_point(self, point: Mapping[str, object]) -> dict[str, object]:
         """A checked ``point`` with its numbers as the search space takes them ("2e-5" and
-        an int in a float range become floats, 3.0 in an int range 3), as Optuna must be given them."""
+        an int in a float range become floats, 3.0 in an int range 3), as Optuna must be given
+        them."""
         typed = {name: _as_number(value) for name, value in point.items()}
         as_type = {FloatParam: float, IntParam: int}
         return {

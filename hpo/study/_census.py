@@ -1,4 +1,5 @@
-"""How far a study is: trial counts by state, the best value, and the pace; and a worker claiming a trial."""
+"""How far a study is: trial counts by state, the best value, and the pace; and a worker claiming
+a trial."""
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ def serve_dashboard(
             wsgi(get_storage(url), artifact_store=FileSystemArtifactStore(str(artifact_dir)))
         )
         ready()
-        sys.stdout.flush()  # the line is out before anyone can connect: scripts wait for the port, then read it
+        # the line is out before anyone can connect: scripts wait for the port, then read it
+        sys.stdout.flush()
         server.server_activate()  # listen
         server.serve_forever()
     finally:
@@ -57,8 +58,8 @@ def _bind(host: str, port: int) -> _Server:
     except socket.gaierror as exc:
         server.server_close()
         raise UsageError(
-            f"cannot listen on host {host}: unknown host name ({exc.strerror}); pass --host 127.0.0.1 "
-            "(this machine only) or an address of this machine"
+            f"cannot listen on host {host}: unknown host name ({exc.strerror}); "
+            "pass --host 127.0.0.1 (this machine only) or an address of this machine"
         ) from None
     except OSError as exc:
         server.server_close()
@@ -68,14 +69,17 @@ def _bind(host: str, port: int) -> _Server:
 def _bind_problem(host: str, port: int, exc: OSError) -> str:
     if exc.errno == errno.EADDRINUSE:
         return (
-            f"port {port} on {host} is busy: another program (another dashboard?) listens there; pass "
-            f"--port with a free port, e.g. --port {port + 1 if port < 65535 else 8080}"
+            f"port {port} on {host} is busy: another program (another dashboard?) listens there; "
+            f"pass --port with a free port, e.g. --port {port + 1 if port < 65535 else 8080}"
         )
     if exc.errno == errno.EADDRNOTAVAIL:
         return (
-            f"cannot listen on host {host}: not an address of this machine; pass --host 127.0.0.1 (this "
-            "machine only) or 0.0.0.0 (every interface)"
+            f"cannot listen on host {host}: not an address of this machine; pass --host 127.0.0.1 "
+            "(this machine only) or 0.0.0.0 (every interface)"
         )
     if exc.errno == errno.EACCES:
-        return f"cannot listen on port {port}: ports below 1024 need root; pass --port 1024 or above, e.g. --port 8080"
+        return (
+            f"cannot listen on port {port}: ports below 1024 need root; pass --port 1024 or above, "
+            "e.g. --port 8080"
+        )
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --host or --port"

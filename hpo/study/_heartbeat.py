@@ -90,7 +90,8 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
         )
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
-        # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now() has a zone).
+        # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now()
+        # has a zone).
         grace = timedelta(seconds=_grace_seconds(self))
         return [trial_id for trial_id, beat, now in rows if now.replace(tzinfo=None) - beat > grace]
 

@@ -29,15 +29,16 @@ from hpo.study._storage import rdb_backend
 LOCK_CLASS = (
     zlib.crc32(b"hpo finalize") & 0x7FFFFFFF
 )  # the advisory lock's first key; the study id is the second
-# The server probes an idle lock connection after 30 s and drops it after 9 unanswered probes 10 s apart.
+# The server probes an idle lock connection after 30 s and drops it after 9 unanswered probes
+# 10 s apart.
 KEEPALIVES = "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=9"
 _HOLDER = sa.text("""
     SELECT a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'advisory' AND l.classid = CAST(:c AS oid) AND l.objid = CAST(:s AS oid)
-      AND l.objsubid = 2 AND l.granted""")
+      AND l.objsubid = 2 AND l.granted""")  # noqa: E501
 _MINE = sa.text("""
     SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
-                   AND classid = CAST(:c AS oid) AND objid = CAST(:s AS oid) AND objsubid = 2 AND granted)""")
+                   AND classid = CAST(:c AS oid) AND objid = CAST(:s AS oid) AND objsubid = 2 AND granted)""")  # noqa: E501
 
 
 class _AdvisoryLock:
@@ -77,7 +78,10 @@ class _AdvisoryLock:
             row = connection.execute(_HOLDER, self.keys).first()
         if row is None or not row.application_name:
             return "another process"
-        return f"{row.application_name} (since {row.backend_start.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+        return (
+            f"{row.application_name} "
+            f"(since {row.backend_start.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+        )
 
     def release(self) -> None:
         if self.connection is not None:
@@ -122,8 +126,9 @@ class StudyLock:
             self._lock.release()
             if not self._lock.acquire():
                 raise StudyBusy(
-                    f"study {self._study.study_name!r}: the {self._job} lock was lost (the database "
-                    f"restarted?) and {self._lock.holder()} took it; its result will be the study's"
+                    f"study {self._study.study_name!r}: the {self._job} lock was lost "
+                    f"(the database restarted?) and {self._lock.holder()} took it; "
+                    "its result will be the study's"
                 )
 
 

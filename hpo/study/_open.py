@@ -21,7 +21,8 @@ from hpo.study._storage import database_problem, get_storage
 from hpo.study._trials import enqueue
 
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
-PARAMETERS = "parameters"  # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
+# in the fingerprint: the searched parameters, to name those that changed (the hash decides)
+PARAMETERS = "parameters"
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
 UID_WAIT_SECONDS = (
     3.0  # how long a process that finds a study without a uid waits for its creator to record one
@@ -47,9 +48,9 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
     the same parameters N times."""
     if spec.sampler.name == "cmaes" and spec.storage.is_grpc:
         raise SpecError(
-            f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, and the storage "
-            "proxy has no authentication, so anyone reaching it could run code on every worker; "
-            "use tpe or gp, or connect the workers to the database directly"
+            f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, "
+            "and the storage proxy has no authentication, so anyone reaching it could run "
+            "code on every worker; use tpe or gp, or connect the workers to the database directly"
         )
     sampler_class = _SAMPLERS[spec.sampler.name]
     seed = spec.sampler.seed
@@ -92,7 +93,8 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
 
 
-# The option types Optuna's annotations name that are checked here; others (functions, "str | int") are left to it.
+# The option types Optuna's annotations name that are checked here; others (functions,
+# "str | int") are left to it.
 _WANTED = {
     "bool": ("true or false", lambda value: isinstance(value, bool)),
     "int": ("an integer", lambda value: isinstance(value, int) and not isinstance(value, bool)),

@@ -26,7 +26,8 @@ def draw_plots(
     study: optuna.Study, out_dir: Path, metric: str, with_importances: bool
 ) -> tuple[dict[str, str], list[str]]:
     """Write the study's plots as PNGs into ``out_dir``; returns {file name: title} and notes."""
-    import matplotlib.pyplot as plt  # imported here: workers never draw, and matplotlib is slow to import
+    # imported here: workers never draw, and matplotlib is slow to import
+    import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as plots
 
     plt.switch_backend("Agg")  # servers and containers have no display

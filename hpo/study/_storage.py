@@ -310,8 +310,10 @@ def database_problem(url: StorageUrl | str, exc: Exception) -> str:
         role = sa.make_url(url.sqlalchemy).username
         return (
             f"role {role!r} may not use the study tables at {url} ({detail}); have their owner "
-            f"grant it: GRANT ALL ON SCHEMA public TO {role}; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
-            f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; or connect as the role that created them"
+            f"grant it: GRANT ALL ON SCHEMA public TO {role}; "
+            f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
+            f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; "
+            "or connect as the role that created them"
         )
     return (
         f"cannot use the database at {url}: {detail}. "

@@ -56,11 +56,15 @@ def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
             f"the checkpoint at {checkpoint} belongs to another study "
             f"(its metrics.json names study {str(owner_uid)[:UID_DIGITS]}); not shown"
         )
-    return f"the checkpoint at {checkpoint} belongs to trial {owner_trial}, not trial {number}; not shown"
+    return (
+        f"the checkpoint at {checkpoint} belongs to trial {owner_trial}, not trial {number}; "
+        "not shown"
+    )
 
 
 def study_status(study) -> dict:
-    """Counts by state, the best value, the pace and what remains, and where each running trial is."""
+    """Counts by state, the best value, the pace and what remains, and where each running
+    trial is."""
     counts = state_counts(study)
     n_trials = study.user_attrs.get("n_trials")
     rate = trials_per_hour(study)

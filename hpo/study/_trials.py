@@ -35,7 +35,8 @@ def enqueue(study: optuna.Study, spec: StudySpec, point: dict[str, object]) -> b
 
 
 def artifact_store(output_dir: str | Path) -> FileSystemArtifactStore:
-    """The artifact store of ``output_dir``; on several machines put output_dir on shared storage."""
+    """The artifact store of ``output_dir``; on several machines put output_dir on shared
+    storage."""
     path = Path(output_dir) / ARTIFACT_DIR
     path.mkdir(parents=True, exist_ok=True)
     return FileSystemArtifactStore(str(path))
