@@ -63,7 +63,8 @@ def write_spec(name: str, **fields) -> Path:
 def timed_run(
     cmd: list[str], env: dict | None = None, timeout: int = 1800
 ) -> tuple[float, subprocess.CompletedProcess]:
-    """Wall time of a whole command, process start-up and imports included, as a user waits for it."""
+    """Wall time of a whole command, process start-up and imports included, as a user waits
+    for it."""
     started = time.perf_counter()
     done = subprocess.run(
         cmd,
@@ -76,7 +77,8 @@ def timed_run(
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(
-            f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}"
         )
     return elapsed, done
 
@@ -97,8 +99,10 @@ def save(results: dict) -> Path:
 _PEAK = """
 import json, resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-print(json.dumps({"exit_code": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-2000:],
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}))
+print(json.dumps({"exit_code": done.returncode, "stdout": done.stdout[-4000:], \
+"stderr": done.stderr[-2000:],
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss \
+/ 1024, 1)}))
 """
 
 

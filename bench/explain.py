@@ -1,7 +1,8 @@
 """The joined prediction (``hpo predict --criteria --evidence``): throughput, each half's share
 of the time, and whether the sentences it shows are the ones annotators marked.
 
-    python -m bench.explain   # writes bench/results/explain.json: ~10 CPU-minutes (16 min wall on 2 busy shared cores)
+    python -m bench.explain   # writes bench/results/explain.json: ~10 CPU-minutes
+                              # (16 min wall on 2 busy shared cores)
 
 Workload: the realistic sample (200 generated posts shaped like ReDSM5, seed 0) split by post
 0.6/0.2/0.2, the offline all-MiniLM-L6-v2; a criteria model (multilabel, max_length 256,
@@ -182,16 +183,18 @@ def main() -> None:
         "threads": THREADS,
         "precision": "float32",
         "device": "CPU only: no GPU was lent to this session, so there is no GPU figure",
-        "joint_metric": "over (post, symptom) truly present, found by the criteria model and with an annotated "
-        "sentence: share with an annotated sentence ranked first (top1) or among the top 3 (top3)",
+        "joint_metric": "over (post, symptom) truly present, found by the criteria model and "
+        "with an annotated sentence: share with an annotated sentence ranked first (top1) "
+        "or among the top 3 (top3)",
         "quality_all_test_posts": quality,
         "command": "python -m bench.explain",
     }
     path = write_results("explain", workload, {"joined": runs}, "posts_per_second")
     print(
-        f"wrote {path}: {statistics.median(r['posts_per_second'] for r in runs):.2f} posts/s (median), "
-        f"evidence share {statistics.median(r['evidence_share'] for r in runs):.0%}; on all test posts top1 "
-        f"{quality['top1']}, top3 {quality['top3']} over {quality['judged_pairs']} pairs"
+        f"wrote {path}: {statistics.median(r['posts_per_second'] for r in runs):.2f} posts/s "
+        f"(median), evidence share {statistics.median(r['evidence_share'] for r in runs):.0%}; "
+        f"on all test posts top1 {quality['top1']}, top3 {quality['top3']} "
+        f"over {quality['judged_pairs']} pairs"
     )
 
 

@@ -1,16 +1,19 @@
-"""Peak memory of one `long_text: chunks` trial on long-tailed posts, before and after bounding a step.
+"""Peak memory of one `long_text: chunks` trial on long-tailed posts, before and after
+bounding a step.
 
-    python -m bench.memory                    # this checkout against BEFORE_COMMIT, writes bench/results/memory.json
+    python -m bench.memory                    # this checkout against BEFORE_COMMIT,
+                                              # writes bench/results/memory.json
     python -m bench.memory --runs 1 --only after
 
-Workload: all-MiniLM-L6-v2 (offline), criteria multilabel, long_text chunks, 1 epoch, float32, one
-process with 2 torch threads, on a realistic sample shaped like the real ReDSM5's tail: 1,484 generated
-posts (p99 ~3,300 tokens, max ~8,400), of which the 40 longest and 40 others drawn at random are kept,
-so the batches that draw the longest posts (length-grouped batching puts them together) are in the run.
-Each run is a fresh process; its peak RSS is the kernel's (wait4's ru_maxrss). A "before" run that
-grows past CAP_MB is killed there and recorded as having crossed it: the machine has 24 GiB, and the
-real job's figure (23.5 GB, then the OOM killer) needs no re-enactment. "after x2 longest" doubles the
-longest post (to ~17,000 tokens) to show the peak does not follow it.
+Workload: all-MiniLM-L6-v2 (offline), criteria multilabel, long_text chunks, 1 epoch, float32,
+one process with 2 torch threads, on a realistic sample shaped like the real ReDSM5's tail: 1,484
+generated posts (p99 ~3,300 tokens, max ~8,400), of which the 40 longest and 40 others drawn at
+random are kept, so the batches that draw the longest posts (length-grouped batching puts them
+together) are in the run. Each run is a fresh process; its peak RSS is the kernel's (wait4's
+ru_maxrss). A "before" run that grows past CAP_MB is killed there and recorded as having crossed
+it: the machine has 24 GiB, and the real job's figure (23.5 GB, then the OOM killer) needs no
+re-enactment. "after x2 longest" doubles the longest post (to ~17,000 tokens) to show the peak
+does not follow it.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ except ImportError:  # the code before #29
 settings = json.loads(sys.argv[1])
 started = time.perf_counter()
 result = train(TrainConfig(**settings))
-print(json.dumps({"seconds": time.perf_counter() - started, "post_macro_f1": result.metrics["post_macro_f1"],
+print(json.dumps({"seconds": time.perf_counter() - started, \
+"post_macro_f1": result.metrics["post_macro_f1"],
                   "micro_batch_size": result.micro_batch_size}))
 """
 
@@ -203,7 +207,8 @@ def main() -> None:
                 headline = (side, batch, length) == ("after", 16, 256)
                 if repeat >= (args.runs if headline else args.other_runs):
                     continue
-                # A fresh interpreter per run, so RUSAGE_CHILDREN's running maximum is this run's alone.
+                # A fresh interpreter per run, so RUSAGE_CHILDREN's running maximum is this
+                # run's alone.
                 done = subprocess.run(
                     [
                         sys.executable,
@@ -247,8 +252,8 @@ def _write(results: dict) -> Path:
         "threads": 2,
         "cap_mb": CAP_MB,
         "before_commit": BEFORE_COMMIT,
-        "note": "measured while other benchmarks and tests ran on the same 2 cores: seconds are not "
-        "comparable between runs; peak RSS is each run's own process",
+        "note": "measured while other benchmarks and tests ran on the same 2 cores: seconds "
+        "are not comparable between runs; peak RSS is each run's own process",
     }
     target = {"key": "after batch=16 max_length=256", "measure": "peak_rss_mb", "at_most": 2048}
     return write_results("memory", workload, results, "peak_rss_mb", target)

@@ -110,7 +110,8 @@ def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int 
             }
         )
         print(
-            f"[p3 round {repeat + 1}] mean {rounds[-1]['mean_ratio']:.2f}x, median {rounds[-1]['median_ratio']:.2f}x",
+            f"[p3 round {repeat + 1}] mean {rounds[-1]['mean_ratio']:.2f}x, "
+            f"median {rounds[-1]['median_ratio']:.2f}x",
             flush=True,
         )
     parts = _extra_work(
@@ -132,8 +133,8 @@ def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int 
         {"service / raw ask+tell": rounds},
         "mean_ratio",
         {"key": "service / raw ask+tell", "at_most": 1.1},
-        definition="orchestration per trial at trial 790: mean interval between a run's trial completions, "
-        "hpo's worker / raw Optuna ask+tell on the same database, sampler and seed",
+        definition="orchestration per trial at trial 790: mean interval between a run's trial "
+        "completions, hpo's worker / raw Optuna ask+tell on the same database, sampler and seed",
         also=(
             "median_ratio",
             "service_mean_ms",

@@ -18,7 +18,10 @@ from pathlib import Path
 from bench.results import load_all
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
-BEGIN = "<!-- BEGIN GENERATED: python -m bench.report (from bench/results/*.json; do not edit by hand) -->"
+BEGIN = (
+    "<!-- BEGIN GENERATED: python -m bench.report "
+    "(from bench/results/*.json; do not edit by hand) -->"
+)
 END = "<!-- END GENERATED -->"
 # Every measure the project publishes, in the table's order; one without a results file reads
 # "not measured", never an older figure.
@@ -39,8 +42,8 @@ MEASURES = {
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
-    "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, in a fresh process "
-    "(bench/memory.py)",
+    "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, "
+    "in a fresh process (bench/memory.py)",
 }
 UNITS = (
     ("_ms", " ms"),
@@ -129,14 +132,15 @@ def details(measure: str, result: dict) -> list[str]:
         for case, stats in cases.items():
             if stats.get("runs"):
                 lines.append(
-                    f"| {case} | {figure} | {fmt(stats.get('median'), figure)} | {_spread(stats, figure)}"
-                    f" | {stats['runs']} |"
+                    f"| {case} | {figure} | {fmt(stats.get('median'), figure)} "
+                    f"| {_spread(stats, figure)} | {stats['runs']} |"
                 )
     machine, versions = result["machine"], result["versions"]
     lines += [
         "",
         f"Measured {result['date'][:10]} at commit `{result['commit']}` on {machine['cpu']} "
-        f"({machine.get('cores')} cores; flags: {', '.join(machine.get('flags') or ['none of avx2/avx512'])}; "
+        f"({machine.get('cores')} cores; "
+        f"flags: {', '.join(machine.get('flags') or ['none of avx2/avx512'])}; "
         f"{machine.get('memory_gb')} GiB; GPU: {machine.get('gpu') or 'none'}); "
         + ", ".join(f"{name} {version}" for name, version in versions.items() if version)
         + ".",

@@ -16,7 +16,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> dict:
-    """CPU model and the flags that decide CPU speed (avx2, avx512_bf16, amx), cores, memory, GPU."""
+    """CPU model and the flags that decide CPU speed (avx2, avx512_bf16, amx), cores, memory,
+    GPU."""
     info = {"cpu": platform.processor() or platform.machine(), "flags": [], "cores": os.cpu_count()}
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -108,8 +109,8 @@ def _finite(value: float) -> float | None:
 
 # What else ran on the machine while a measure ran: set by ``python -m bench.run --machine-use``.
 MACHINE_USE = {
-    "text": "a shared 2-core machine: other engineers' tests ran at the same time, so absolute seconds are "
-    "inflated and spread; ratios come from runs alternated within one round"
+    "text": "a shared 2-core machine: other engineers' tests ran at the same time, so absolute "
+    "seconds are inflated and spread; ratios come from runs alternated within one round"
 }
 
 

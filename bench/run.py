@@ -115,9 +115,12 @@ def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None
             flush=True,
         )
     shape = (
-        f"{bench_p1.TRIALS} trials x {bench_p1.EPOCHS} epochs each side, max_length {bench_p1.MAX_LENGTH}, "
-        "batch 16, search space learning_rate [2e-5, 2e-4] log x weight_decay [0, 0.1], TPE seed 0, float32, "
-        "balanced class weighting on both sides (the Trainer's through compute_loss), every epoch evaluated"
+        f"{bench_p1.TRIALS} trials x {bench_p1.EPOCHS} epochs each side, "
+        f"max_length {bench_p1.MAX_LENGTH}, "
+        "batch 16, search space learning_rate [2e-5, 2e-4] log x weight_decay [0, 0.1], "
+        "TPE seed 0, float32, "
+        "balanced class weighting on both sides (the Trainer's through compute_loss), "
+        "every epoch evaluated"
     )
     load = workload(
         encoder_name,
@@ -125,7 +128,9 @@ def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None
         shape=shape,
         rounds=f"{runs} rounds; each runs the three searches in a rotated order",
         service="hpo tune --workers 2 (1 thread each)",
-        trainer="bench/trainer_baseline.py: Trainer.hyperparameter_search, optuna backend, 2 threads",
+        trainer=(
+            "bench/trainer_baseline.py: Trainer.hyperparameter_search, optuna backend, 2 threads"
+        ),
     )
     write_results(
         "p1",
@@ -133,9 +138,9 @@ def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None
         {"same work": rounds},
         "p1_ratio",
         {"key": "same work", "at_most": 0.4},
-        definition="wall time of the whole search, hpo tune --workers 2 on (criterion, post) pairs / "
-        "Trainer.hyperparameter_search on the same pairs: same examples, split, epochs, trials, "
-        "class weighting",
+        definition="wall time of the whole search, hpo tune --workers 2 on (criterion, post) "
+        "pairs / Trainer.hyperparameter_search on the same pairs: same examples, split, epochs, "
+        "trials, class weighting",
         also=(
             "trainer_seconds",
             "service_pairs_seconds",
@@ -150,9 +155,10 @@ def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None
         {"multilabel vs Trainer": rounds},
         "time_to_quality_ratio",
         {"key": "multilabel vs Trainer", "at_most": 0.2},
-        definition="seconds from launch until hpo tune --workers 2 (multilabel: each post read once for "
-        "nine logits) first evaluates a post macro-F1 at least the Trainer's best, over the "
-        "seconds until Trainer.hyperparameter_search (pairs) first reached its best; same split",
+        definition="seconds from launch until hpo tune --workers 2 (multilabel: each post read "
+        "once for nine logits) first evaluates a post macro-F1 at least the Trainer's best, "
+        "over the seconds until Trainer.hyperparameter_search (pairs) first reached its best; "
+        "same split",
         also=(
             "trainer_reached_s",
             "service_multilabel_reached_s",
@@ -168,7 +174,8 @@ def p4(
     encoder: str, encoder_name: str, data_dir: str, data: str, runs: int, trials: int = 4
 ) -> None:
     """Trials/hour of 2 workers vs 1 worker at the default thread split (cores / workers), from
-    the trials' own start and end times; single-thread efficiency beside it. P2 from the 1-worker runs."""
+    the trials' own start and end times; single-thread efficiency beside it. P2 from the
+    1-worker runs."""
     storage = f"sqlite:///{RUNS / 'p4.db'}"
     (RUNS / "p4.db").unlink(missing_ok=True)
     setups = {
@@ -224,8 +231,8 @@ def p4(
         {"2 workers / 1 worker": rounds},
         "ratio",
         {"key": "2 workers / 1 worker", "at_least": 0.9},
-        definition="trials/hour of hpo tune --workers 2 over trials/hour of --workers 1, each at the "
-        "default thread split (cores / workers), from the trials' own start and end times",
+        definition="trials/hour of hpo tune --workers 2 over trials/hour of --workers 1, each at "
+        "the default thread split (cores / workers), from the trials' own start and end times",
         also=(
             "single_thread_efficiency",
             "trials_per_hour 1 worker",
@@ -300,7 +307,8 @@ def main() -> None:
     data = (
         f"real ReDSM5 files ({args.data_dir})"
         if args.data_dir
-        else f"{POSTS} generated realistic posts (seed 0; ReDSM5's post lengths), split {FRACTIONS} by post"
+        else f"{POSTS} generated realistic posts (seed 0; ReDSM5's post lengths), "
+        f"split {FRACTIONS} by post"
     )
     if "p1" in only:
         p1(encoder, encoder_name, args.data_dir, args.runs)
@@ -333,7 +341,8 @@ def main() -> None:
                 args.runs,
                 "ratio",
                 {"at_least": 1.5},
-                "GPU training tokens/s, service loop / Trainer (roberta-base shape, length 256); MFU beside it",
+                "GPU training tokens/s, service loop / Trainer (roberta-base shape, length 256); "
+                "MFU beside it",
                 workload(encoder_name, "400 generated realistic posts"),
             )
     if "p6" in only:
@@ -359,8 +368,8 @@ def main() -> None:
             args.runs,
             "ratio",
             {"at_most": 0.5},
-            "share of an equal epoch budget TPE + median pruning needs to reach random search's final median "
-            "best (5 seeds each)",
+            "share of an equal epoch budget TPE + median pruning needs to reach random search's "
+            "final median best (5 seeds each)",
             workload("tiny random-init RoBERTa", "150 generated realistic posts"),
         )
     if "formulations" in only:
@@ -373,7 +382,8 @@ def main() -> None:
             args.runs,
             "ratio",
             {"at_least": 5},
-            "encoder tokens per training epoch, (criterion, post) pairs / multilabel, max_length 128",
+            "encoder tokens per training epoch, (criterion, post) pairs / multilabel, "
+            "max_length 128",
             workload(encoder_name, "300 generated realistic posts"),
         )
     if "determinism" in only:

@@ -99,8 +99,8 @@ def startup(encoder: str, encoder_name: str, data_dir: str, data: str, runs: int
         {"hpo tune --workers 2": rounds},
         "over_floor_s",
         {"key": "hpo tune --workers 2", "at_most": 1.5},
-        definition="seconds from launching hpo tune --workers 2 to its first trial RUNNING, minus the "
-        "seconds of python -c 'import torch, transformers, optuna' in the same round",
+        definition="seconds from launching hpo tune --workers 2 to its first trial RUNNING, "
+        "minus the seconds of python -c 'import torch, transformers, optuna' in the same round",
         also=("first_trial_running_s", "import_floor_s"),
         details=details,
         command="python -m bench.run --only startup",
@@ -109,7 +109,8 @@ def startup(encoder: str, encoder_name: str, data_dir: str, data: str, runs: int
 
 def profile(encoder: str, data_dir: str) -> dict:
     """One `hpo tune --workers 2` under py-spy (every process, 50 samples/s, busy threads only):
-    per process and phase, the seconds of samples until the run ended. Stored as startup.json's details."""
+    per process and phase, the seconds of samples until the run ended. Stored as startup.json's
+    details."""
     name = f"startup-profile-{time.strftime('%H%M%S')}"
     spec = _spec(name, encoder, data_dir)
     out = RUNS / "startup-profile.txt"
@@ -133,8 +134,8 @@ def profile(encoder: str, data_dir: str) -> dict:
     )
     return {
         "profile_process_seconds": phase_seconds(out),
-        "profile": f"py-spy record --subprocesses --rate 50 over one hpo tune --workers 2 of this study "
-        f"(busy samples only; commit {commit()})",
+        "profile": "py-spy record --subprocesses --rate 50 over one hpo tune --workers 2 "
+        f"of this study (busy samples only; commit {commit()})",
     }
 
 

@@ -11,7 +11,8 @@ Batches are padded per batch (``DataCollatorWithPadding``, what Trainer uses giv
 tokenizer), as the service pads. Every evaluation's wall-clock time is recorded, so the
 bench can tell when the search first reached a given macro-F1.
 
-    python -m bench.trainer_baseline ENCODER DATA_DIR --trials 2 --epochs 1 --max-length 128 --out result.json
+    python -m bench.trainer_baseline ENCODER DATA_DIR --trials 2 --epochs 1 --max-length 128 \\
+        --out result.json
 """
 
 from __future__ import annotations

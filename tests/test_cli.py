@@ -136,7 +136,8 @@ def test_export_never_overwrites_the_study_database(sqlite_url, finished_study, 
 def test_export_never_overwrites_the_study_file_it_reads(sqlite_url, finished_study, tmp_path):
     spec = tmp_path / "study.yaml"
     text = (
-        f"name: {finished_study}\ntask: criteria\ndata_dir: data\nn_trials: 3\ntrain: {{encoder: tiny}}\n"
+        f"name: {finished_study}\ntask: criteria\ndata_dir: data\nn_trials: 3\n"
+        "train: {encoder: tiny}\n"
         "search_space:\n  learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}\n"
     )
     spec.write_text(text)

@@ -92,7 +92,7 @@ def hpo_process(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     )
 
 
-# ---- status ---------------------------------------------------------------------------------------
+# ---- status --------------------------------------------------------------------------------------
 
 
 def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name, tmp_path):
@@ -156,7 +156,7 @@ def test_status_reads_the_storage_from_the_environment(capsys, monkeypatch, fini
     assert code == 0 and f"study {finished.study_name} " in out
 
 
-# ---- best -------------------------------------------------------------------------------------------
+# ---- best ----------------------------------------------------------------------------------------
 
 
 def test_best_prints_params_metrics_and_checkpoint(capsys, finished, postgres_url, tmp_path):
@@ -196,7 +196,8 @@ def record_best_metrics(study: optuna.Study, recorded: dict | None) -> Path:
 
 
 def best_refusal(capsys, study: optuna.Study, url: str) -> str:
-    """The line ``hpo best`` prints where the checkpoint line would be; there must be no checkpoint line."""
+    """The line ``hpo best`` prints where the checkpoint line would be; there must be no checkpoint
+    line."""
     code, out, _ = hpo(capsys, "best", study.study_name, "--storage", url)
     assert code == 0
     lines = out.splitlines()
@@ -210,7 +211,8 @@ def test_best_refuses_a_checkpoint_whose_metrics_name_another_study(capsys, fini
         finished, {"value": 0.99, "study_uid": "feedbeef" * 4, "trial": BEST}
     )
     assert best_refusal(capsys, finished, postgres_url) == (
-        f"  the checkpoint at {checkpoint} belongs to another study (its metrics.json names study feedbeef); not shown"
+        f"  the checkpoint at {checkpoint} belongs to another study "
+        "(its metrics.json names study feedbeef); not shown"
     )
 
 
@@ -222,7 +224,8 @@ def test_best_refuses_a_checkpoint_not_recorded_as_its_studys(
 ):
     checkpoint = record_best_metrics(finished, recorded)
     assert best_refusal(capsys, finished, postgres_url) == (
-        f"  the checkpoint at {checkpoint} is not recorded as this study's (no study uid in its metrics.json); "
+        f"  the checkpoint at {checkpoint} is not recorded as this study's "
+        "(no study uid in its metrics.json); "
         "not shown"
     )
 
@@ -295,7 +298,7 @@ def test_best_of_a_study_without_completed_trials(capsys, sqlite_url, study_name
     assert out.strip() == f"study {study_name} has no completed trial yet"
 
 
-# ---- export --------------------------------------------------------------------------------------------
+# ---- export --------------------------------------------------------------------------------------
 
 
 def test_export_csv_has_one_row_per_trial_with_flat_columns(
@@ -405,7 +408,7 @@ def test_optuna_cli_reads_the_best_trial(finished, postgres_url):
     assert best["value"] == pytest.approx(0.87)
 
 
-# ---- errors --------------------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 
 
 def test_unknown_study_is_exit_2_listing_the_studies_there(
@@ -440,7 +443,7 @@ def test_unknown_study_in_a_subprocess_exits_2(sqlite_url):
     )
 
 
-# ---- validate --------------------------------------------------------------------------------------------
+# ---- validate ------------------------------------------------------------------------------------
 
 
 def test_validate_names_a_missing_data_directory(capsys, sqlite_url, tmp_path):
@@ -462,7 +465,7 @@ def test_validate_names_a_bad_n_trials(capsys, tmp_path):
     assert err.count("\n") == 1 and "n_trials" in err and str(SMOKE) in err
 
 
-# ---- conditional spaces, warm start and enqueue ----------------------------------------------------------
+# ---- conditional spaces, warm start and enqueue --------------------------------------------------
 
 CONDITIONAL = """\
 name: {name}
@@ -518,7 +521,8 @@ task: criteria
 data_dir: {tmp_path / "data"}
 n_trials: 1
 output_dir: {tmp_path / "out"}
-train: {{encoder: {tiny_roberta}, batch_size: 8, long_text: chunks, criteria_formulation: multilabel}}
+train: {{encoder: {tiny_roberta}, batch_size: 8, long_text: chunks, \
+criteria_formulation: multilabel}}
 search_space:
   max_length: {{type: categorical, choices: [64, 128]}}
 """)
@@ -590,7 +594,8 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
     [
         (
             ["lerning_rate=1e-4"],
-            "--set lerning_rate: 'lerning_rate' is not in search_space; did you mean 'learning_rate'?",
+            "--set lerning_rate: 'lerning_rate' is not in search_space; "
+            "did you mean 'learning_rate'?",
         ),
         (["learning_rate=0.5"], "--set learning_rate: learning_rate=0.5 is outside its range"),
         (

@@ -22,7 +22,8 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 COMPOSE_TEXT = COMPOSE_FILE.read_text()
 COMPOSE = yaml.safe_load(COMPOSE_TEXT)
 SERVICES = COMPOSE["services"]
-# ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?err}; $${VAR} is an escaped literal for the container's shell.
+# ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?err}; $${VAR} is an escaped literal for the
+# container's shell.
 VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}")
 
 

@@ -39,7 +39,10 @@ def chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path:
         return path
-    message = "headless Chromium is not installed: apt-get install -y chromium (.ci/run installs it in CI)"
+    message = (
+        "headless Chromium is not installed: apt-get install -y chromium "
+        "(.ci/run installs it in CI)"
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
@@ -123,7 +126,8 @@ def dashboard(study) -> str:
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(
-                        f"the dashboard did not start (exit {proc.poll()}): {log_path.read_text()[-2000:]}"
+                        f"the dashboard did not start (exit {proc.poll()}): "
+                        f"{log_path.read_text()[-2000:]}"
                     )
                 time.sleep(0.5)
         yield url

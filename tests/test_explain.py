@@ -322,7 +322,8 @@ def test_a_model_saved_before_fingerprints_still_predicts_and_pairs_with_a_warni
     assert predict_pair(old["criteria"], models("evidence"), posts_csv, tmp_path / "out.jsonl") == 0
     err = capsys.readouterr().err
     assert (
-        f"hpo: warning: cannot check that the two models were trained on the same data: {old['criteria']} was "
+        "hpo: warning: cannot check that the two models were trained on the same data: "
+        f"{old['criteria']} was "
         "saved before data fingerprints" in err
     )
     assert (tmp_path / "out.jsonl").exists()

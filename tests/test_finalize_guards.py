@@ -235,7 +235,8 @@ def test_a_second_finalize_of_a_study_exits_at_once_while_the_first_runs(
 def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(
     tmp_path, storage, study_name, request
 ):
-    """A held lock refuses a second holder; a holder killed with -9 leaves the study free at once."""
+    """A held lock refuses a second holder; a holder killed with -9 leaves the study free at
+    once."""
     url = (
         f"sqlite:///{tmp_path / 'hpo.db'}"
         if storage == "sqlite"
@@ -251,8 +252,10 @@ def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(
             sys.executable,
             "-c",
             (
-                "import sys, time; from pathlib import Path; from hpo.study import load_existing_study, study_lock\n"
-                f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', Path({str(tmp_path)!r})):\n"
+                "import sys, time; from pathlib import Path; "
+                "from hpo.study import load_existing_study, study_lock\n"
+                f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', "
+                f"Path({str(tmp_path)!r})):\n"
                 "    print('locked', flush=True); time.sleep(600)"
             ),
         ],

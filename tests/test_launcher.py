@@ -1,4 +1,5 @@
-"""The launcher: each worker's command and environment (pure), and the supervisor of real processes."""
+"""The launcher: each worker's command and environment (pure), and the supervisor of real
+processes."""
 
 from __future__ import annotations
 
@@ -191,7 +192,10 @@ def test_worker_output_is_relayed_and_clean_exits_return_zero():
     assert progress.refreshes >= 1
 
 
-AWAITS_GO = "import sys; line = sys.stdin.readline(); print('read', repr(line)); sys.exit(0 if line == 'go\\n' else 7)"
+AWAITS_GO = (
+    "import sys; line = sys.stdin.readline(); print('read', repr(line)); "
+    "sys.exit(0 if line == 'go\\n' else 7)"
+)
 
 
 def test_started_workers_wait_and_run_says_go():
@@ -232,7 +236,8 @@ def test_a_dead_worker_is_reported_and_run_returns_one():
 def test_a_worker_killed_by_sigkill_is_named_in_words_with_its_peak_memory():
     """The kernel's OOM killer sends SIGKILL: the launcher says so, with the peak it saw."""
     hog = (
-        "import os, signal, time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096): block[i] = 1\n"
+        "import os, signal, time\nblock = bytearray(300 * 2**20)\n"
+        "for i in range(0, len(block), 4096): block[i] = 1\n"
         "time.sleep(1.0)\nos.kill(os.getpid(), signal.SIGKILL)"
     )
     progress = FakeProgress()
@@ -299,7 +304,10 @@ def test_restart_dead_replaces_a_worker_that_died(tmp_path: Path):
 
 def test_without_restart_dead_a_dead_worker_stays_dead(tmp_path: Path):
     marker = tmp_path / "runs"
-    code = f"import pathlib, sys; p = pathlib.Path({str(marker)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
+    code = (
+        f"import pathlib, sys; p = pathlib.Path({str(marker)!r}); "
+        "p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
+    )
     progress = FakeProgress()
     assert Supervisor([script("bad", code)], progress, poll_seconds=0.1).run() == 1
     assert marker.read_text() == "x"  # started once, never again
@@ -307,11 +315,13 @@ def test_without_restart_dead_a_dead_worker_stays_dead(tmp_path: Path):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_path: Path, signum):
-    """Workers run in their own session; the supervisor forwards SIGINT so each can re-queue its trial."""
+    """Workers run in their own session; the supervisor forwards SIGINT so each can re-queue its
+    trial."""
     code = (
         "import pathlib, signal, sys, time\n"
         "def stop(*_):\n"
-        f"    pathlib.Path({str(tmp_path)!r}, sys.argv[1]).touch(); print('requeued', sys.argv[1]); sys.exit(0)\n"
+        f"    pathlib.Path({str(tmp_path)!r}, sys.argv[1]).touch(); "
+        "print('requeued', sys.argv[1]); sys.exit(0)\n"
         "signal.signal(signal.SIGINT, stop)\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
@@ -387,7 +397,8 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
     assert (
         lines
         == [
-            "database unreachable (connection refused); waiting for it, the workers retry on their own",
+            "database unreachable (connection refused); "
+            "waiting for it, the workers retry on their own",
             "database reachable again",
         ]
         * 2
@@ -806,7 +817,10 @@ def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials
 
 def test_workers_that_keep_dying_without_progress_stop_the_study(tmp_path: Path):
     starts = tmp_path / "starts"
-    code = f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
+    code = (
+        f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); "
+        "p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
+    )
     progress = FakeProgress()
     supervisor = Supervisor(
         [script("doomed", code)], progress, restart_dead=True, poll_seconds=0.05
@@ -825,7 +839,10 @@ def test_workers_that_keep_dying_without_progress_stop_the_study(tmp_path: Path)
 
 def test_a_worker_that_exits_2_is_not_replaced(tmp_path: Path):
     starts = tmp_path / "starts"
-    code = f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(2)"
+    code = (
+        f"import pathlib, sys; p = pathlib.Path({str(starts)!r}); "
+        "p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(2)"
+    )
     progress = FakeProgress()
     assert (
         Supervisor([script("refused", code)], progress, restart_dead=True, poll_seconds=0.05).run()

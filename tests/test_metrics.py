@@ -100,7 +100,8 @@ def test_criteria_metrics_reject_mismatched_shapes():
 
 
 def test_evidence_recall_at_k_per_post_and_criterion():
-    # group 0 has 2 evidence sentences ranked 1st and 3rd; group 1 has one ranked 2nd; group 2 has none.
+    # group 0 has 2 evidence sentences ranked 1st and 3rd; group 1 has one ranked 2nd; group 2 has
+    # none.
     labels = np.array([1, 0, 1, 0, 1, 0, 0])
     scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
     groups = np.array([0, 0, 0, 1, 1, 2, 2])

@@ -76,7 +76,8 @@ def test_layers_are_found_under_lora(tiny_roberta):
 
 
 def test_the_head_gets_its_rate_under_data_parallel(tiny_roberta):
-    # module.head.* under the wrapper: grouping by the wrapper's names gave the head the encoder's rate
+    # module.head.* under the wrapper: grouping by the wrapper's names gave the head the encoder's
+    # rate
     model = nn.DataParallel(build_classifier("criteria", tiny_roberta))
     config = _config(tiny_roberta, learning_rate=1e-4, head_learning_rate=1e-2)
     optimizer = build_optimizer(model, config, CPU)

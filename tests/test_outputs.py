@@ -129,7 +129,8 @@ def test_atomic_text_writes_straight_into_a_fifo_and_leaves_it_a_fifo(tmp_path):
 
 
 def test_atomic_text_writes_into_a_character_device_and_leaves_it_a_device(tmp_path):
-    """A node of /dev/null's own device: as root, the rename turned /dev/null into a regular file."""
+    """A node of /dev/null's own device: as root, the rename turned /dev/null into a regular
+    file."""
     null = tmp_path / "null"
     try:
         os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))

@@ -437,7 +437,8 @@ def test_a_criteria_model_refuses_evidence_calls(trained):
 
 
 def test_a_lora_model_predicts_what_training_scores(tiny_roberta, sample_dir, tmp_path):
-    """The folder holds only adapters; the base encoder is loaded from where classifier.json names it."""
+    """The folder holds only adapters; the base encoder is loaded from where classifier.json names
+    it."""
     pytest.importorskip("peft")
     config = TrainConfig(
         task="criteria",

@@ -28,7 +28,8 @@ ENV = {
 CHILD = textwrap.dedent("""
     import os, pathlib, signal, sys, time
     from hpo import process
-    record, how, delay, parent = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+    record, how, delay, parent = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), \
+int(sys.argv[4])
     def stopped(*_):
         record.write_text("SIGTERM")
         sys.exit(0)
@@ -45,7 +46,8 @@ CHILD = textwrap.dedent("""
 # The parent: starts the child, says its PID, lives a while, exits without waiting for it.
 PARENT = (
     "import os, subprocess, sys, time\n"
-    "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], *sys.argv[2:5], str(os.getpid())],\n"
+    "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], *sys.argv[2:5], "
+    "str(os.getpid())],\n"
     "                         stdout=subprocess.DEVNULL)\n"
     "print(child.pid, flush=True)\n"
     "time.sleep(float(sys.argv[5]))\n"
@@ -98,7 +100,8 @@ def test_a_child_is_sent_sigterm_when_its_parent_dies(tmp_path, how, child_delay
 
 def test_a_second_stop_signal_does_not_cut_the_clean_up_short():
     """The first SIGINT/SIGTERM/SIGHUP raises KeyboardInterrupt; more of them (the launcher's
-    death signal, a second Ctrl-C) while its clean-up re-queues a trial or stops workers are ignored."""
+    death signal, a second Ctrl-C) while its clean-up re-queues a trial or stops workers are
+    ignored."""
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     cleaned_up = False
     with pytest.raises(KeyboardInterrupt), interruptible():

@@ -160,7 +160,8 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
         killed = by_number[number]
         assert killed.state == TrialState.FAIL, "the heartbeat fails a dead worker's trial"
         retries = [t for t in trials if t.system_attrs.get("retry_history", [])[-1:] == [number]]
-        # Same parameters: every one the killed trial had chosen (a kill mid-suggest leaves the rest to the retry).
+        # Same parameters: every one the killed trial had chosen (a kill mid-suggest leaves the rest
+        # to the retry).
         assert len(retries) == 1 and killed.params.items() <= retries[0].params.items(), (
             "re-queued, same parameters"
         )

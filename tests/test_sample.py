@@ -415,7 +415,8 @@ def test_cli_writes_the_chosen_profile(tmp_path, capsys):
 
 @pytest.mark.parametrize("present", FILES)
 def test_sample_never_replaces_a_dataset_without_force(tmp_path, capsys, present):
-    """A folder holding ReDSM5 files may hold the real, gated data: it used to be replaced silently."""
+    """A folder holding ReDSM5 files may hold the real, gated data: it used to be replaced
+    silently."""
     data = tmp_path / "data"
     data.mkdir()
     (data / present).write_text("the real thing\n")

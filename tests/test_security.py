@@ -179,7 +179,8 @@ def test_password_is_on_no_command_line_it_travels_in_the_environment(secret_stu
     assert len(environs) >= 2, f"both worker processes were seen: {list(cmdlines.values())}"
     for pid, line in ((pid, line) for pid, lines in cmdlines.items() for line in lines):
         assert SECRET.encode() not in line, f"password on the command line of {pid}: {line!r}"
-    # `hpo tune` got the URL from --storage (its environment has no HPO_STORAGE): the launcher put it there.
+    # `hpo tune` got the URL from --storage (its environment has no HPO_STORAGE): the launcher put
+    # it there.
     for pid, environ in environs.items():
         assert f"HPO_STORAGE={secret_study['url']}".encode() in environ.split(b"\0"), pid
 

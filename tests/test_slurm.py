@@ -480,7 +480,8 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
     finished = [t for t in trials.values() if t.state.name in FINISHED]
     assert len(finished) == 4, shown
     assert not [t for t in trials.values() if t.state.name in ("RUNNING", "WAITING")], shown
-    # The cancelled task's trial failed as interrupted; its copy (same parameters) ran to the end on task 0.
+    # The cancelled task's trial failed as interrupted; its copy (same parameters) ran to the end on
+    # task 0.
     assert trials[interrupted.number].state.name == "FAIL", shown
     assert "interrupted" in trials[interrupted.number].user_attrs["fail_reason"]
     copies = [

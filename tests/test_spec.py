@@ -1,4 +1,5 @@
-"""Study files: every shipped one validates, and every broken one fails on one line naming the key."""
+"""Study files: every shipped one validates, and every broken one fails on one line naming the
+key."""
 
 from __future__ import annotations
 

@@ -68,8 +68,8 @@ def test_mask_hides_its_secrets_in_a_message_and_shows_itself_redacted():
     storage = StorageUrl("postgresql://hpo:p@ss@db/hpo?sslpassword=key9")
     said = storage.mask(f"could not connect to {storage.text}: password p@ss rejected, key9 too")
     assert (
-        said
-        == "could not connect to postgresql://hpo:***@db/hpo?sslpassword=***: password *** rejected, *** too"
+        said == "could not connect to postgresql://hpo:***@db/hpo?sslpassword=***: "
+        "password *** rejected, *** too"
     )
     assert redact(storage.text, "p@ss") == "***" and redact(storage) == storage.redacted
 
@@ -127,8 +127,12 @@ def test_a_value_compared_and_hashed_by_its_text():
 
 
 def test_the_spec_gives_the_value_and_loads_without_optuna(tmp_path):
-    """The spec resolves the storage, so the type lives outside hpo.study (whose __init__ imports optuna)."""
-    code = "import sys, hpo.spec, hpo.storage_url; print(sorted({'optuna', 'torch', 'transformers'} & set(sys.modules)))"
+    """The spec resolves the storage, so the type lives outside hpo.study (whose __init__ imports
+    optuna)."""
+    code = (
+        "import sys, hpo.spec, hpo.storage_url; "
+        "print(sorted({'optuna', 'torch', 'transformers'} & set(sys.modules)))"
+    )
     assert (
         subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True

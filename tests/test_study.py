@@ -518,7 +518,7 @@ def test_none_pruner_never_prunes(storage_url, study_name):
     assert not bad.should_prune()
 
 
-# ---- studies ----------------------------------------------------------------------------------------
+# ---- studies -------------------------------------------------------------------------------------
 
 
 def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
@@ -713,7 +713,7 @@ def test_load_existing_study_on_an_empty_storage_says_none(sqlite_url):
         load_existing_study("missing", sqlite_url)
 
 
-# ---- conditional spaces and warm starts ------------------------------------------------------------
+# ---- conditional spaces and warm starts ----------------------------------------------------------
 
 CONDITIONAL = """\
 name: {name}
@@ -721,7 +721,8 @@ task: criteria
 data_dir: unused
 n_trials: {n_trials}
 storage: {storage}
-sampler: {{name: tpe, seed: 0, options: {{n_startup_trials: 5, multivariate: true, group: true, constant_liar: true}}}}
+sampler: {{name: tpe, seed: 0, options: {{n_startup_trials: 5, multivariate: true, group: true, \
+constant_liar: true}}}}
 pruner: {{name: none}}
 train: {{encoder: tiny-roberta}}
 search_space:

@@ -49,7 +49,8 @@ def _config(encoder, data_dir, **overrides) -> TrainConfig:
 
 
 def test_evidence_training_beats_chance(tiny_roberta, sample_dir):
-    # Training draws 3 unannotated sentences per annotated one each epoch; validation keeps every sentence.
+    # Training draws 3 unannotated sentences per annotated one each epoch; validation keeps every
+    # sentence.
     result = train(_config(tiny_roberta, sample_dir, epochs=6, evidence_negative_ratio=3.0))
     assert result.metrics["macro_f1"] > 0.65, (
         result.history
