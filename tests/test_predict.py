@@ -148,7 +148,7 @@ def test_criteria_cli_equals_the_api_and_the_training_code(
     from_cli = cli_matrix(rows, ids)
 
     steps = []
-    monkeypatch.setattr("hpo.predict.BLOCK_BATCHES", 1)
+    monkeypatch.setattr("hpo.predict._model.BLOCK_BATCHES", 1)
     api = load_classifier(model_dir, device="cpu").predict(
         texts, batch_size=3, progress=steps.append
     )

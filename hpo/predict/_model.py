@@ -1,22 +1,10 @@
-"""Predictions from a saved classifier on new posts, read exactly as training read its data.
-
-A model folder is what ``save_classifier`` writes (a trial's ``checkpoint/``, finalize's
-model). Its ``inference`` block (``InferenceSettings``) says how training turned text into
-model inputs (formulation, max_length, long_text, criterion descriptions) and where to
-decide. Loading is
-training's meta-safe path, tokenizing is ``tokenize_pairs`` and scoring is
-``evaluate.split_probabilities``, so a post gets the probabilities the training code would give it.
-
-    predictor = load_classifier("final/model")
-    predictor.predict(["I can't sleep and nothing feels fun anymore."]).probabilities
-"""
+"""A saved classifier, loaded meta-safe, on new texts: the ``Predictor``, and how a model
+folder is read."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +15,6 @@ from safetensors import SafetensorError
 
 from hpo.data import load_descriptions
 from hpo.data.collate import Collator
-from hpo.data.posts import load_posts
 from hpo.data.sentences import split_sentences
 from hpo.data.tokenize import tokenize_pairs
 from hpo.errors import UsageError
@@ -36,7 +23,6 @@ from hpo.models.classifier_file import InvalidClassifierFile, read_classifier_fi
 from hpo.models.device import forward_keys
 from hpo.models.hardware import resolve_device
 from hpo.models.inference import InferenceSettings
-from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.train.config import CPU_INFERENCE_TOKENS
 from hpo.train.evaluate import split_probabilities
 
@@ -44,8 +30,6 @@ DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
 BLOCK_BATCHES = 8  # examples are tokenized and scored about this many batches at a time
 Progress = Callable[[int], None]  # called with the number of posts just finished
-EVIDENCE_HEADER = ("post_id", "symptom", "rank", "sentence", "score", "evidence")
-HEADER_BYTES = 1 << 16  # read to recognise an earlier predictions file: any header fits
 
 
 class NotAModel(UsageError):
@@ -317,95 +301,6 @@ def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
     return Predictor(model, tokenizer, settings, target)
 
 
-@dataclass(frozen=True)
-class FileSummary:
-    task: str
-    posts: int
-    rows: int
-    load_seconds: float  # reading the posts and loading the model
-    predict_seconds: float
-
-    @property
-    def posts_per_second(self) -> float:
-        return self.posts / max(self.predict_seconds, 1e-9)
-
-
-def predict_file(
-    model_dir: str | Path,
-    input_path: str | Path,
-    out: str | Path,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    device: str = "auto",
-    top_k: int | None = DEFAULT_TOP_K,
-    progress: Callable[[int], Progress] | None = None,
-    force: bool = False,
-) -> FileSummary:
-    """Predict every post of ``input_path`` and write one CSV to ``out``, whole or not at all.
-
-    Criteria: one row per post, each symptom's decision (0/1) and ``<symptom>_prob``.
-    Evidence: one row per post, symptom and ranked sentence (``top_k``; None: every sentence).
-    ``progress(total_posts)`` is called once, after loading, and returns the per-block callback.
-    ``out`` is never the input, inside the model folder or a database; an existing file that
-    is not an earlier predictions CSV is replaced only with ``force``."""
-    started = time.perf_counter()
-    out_rules = {
-        "protected": {input_path: "the --input file", model_dir: "the model folder"},
-        "may_replace": is_predictions_file,
-        "kind": "predictions file",
-        "force": force,
-    }
-    refuse_unsafe_output(out, **out_rules)  # before anything costs time; checked again when written
-    posts = load_posts(input_path)  # bad input fails here, before the model costs anything
-    predictor = load_classifier(model_dir, device)
-    loaded = time.perf_counter()
-    step = progress(len(posts)) if progress is not None else None
-    texts = [post.text for post in posts]
-    if predictor.task == "criteria":
-        predictions = predictor.predict(texts, batch_size, step)
-        labels = predictions.labels
-        header = criteria_header(labels)
-        rows = [
-            [post.post_id, *map(int, decided), *map(float, probs)]
-            for post, decided, probs in zip(
-                posts, predictions.decisions, predictions.probabilities, strict=True
-            )
-        ]
-    else:
-        header = list(EVIDENCE_HEADER)
-        rows = [
-            [post.post_id, label, s.rank, s.text, s.score, int(s.decision)]
-            for post, top in zip(
-                posts, predictor.predict_evidence(texts, top_k, batch_size, step), strict=True
-            )
-            for label, sentences in top.items()
-            for s in sentences
-        ]
-    predicted = time.perf_counter()
-    with atomic_text(out, **out_rules) as stream:
-        writer = csv.writer(stream)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return FileSummary(predictor.task, len(posts), len(rows), loaded - started, predicted - loaded)
-
-
-def criteria_header(labels: Sequence[str]) -> list[str]:
-    return ["post_id", *labels, *(f"{label}_prob" for label in labels)]
-
-
-def is_predictions_file(path: Path) -> bool:
-    """``path`` starts with the header ``predict_file`` writes: a rerun may replace it."""
-    try:
-        with path.open(encoding="utf-8", newline="") as stream:
-            first = stream.read(HEADER_BYTES).splitlines()[:1]
-    except (OSError, UnicodeDecodeError):
-        return False
-    header = next(csv.reader(first), [])
-    labels = header[1 : 1 + (len(header) - 1) // 2]
-    return tuple(header) == EVIDENCE_HEADER or (
-        len(header) >= 3 and header == criteria_header(labels)
-    )
-
-
 def _read_meta(path: Path) -> dict:
     """classifier.json, once the folder is known to hold every part of a saved classifier:
     naming what is missing beats a long traceback from deep inside transformers."""
@@ -459,16 +354,3 @@ def _device(name: str) -> torch.device:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-__all__ = [
-    "CriteriaPredictions",
-    "FileSummary",
-    "NotAModel",
-    "Predictor",
-    "ScoredSentence",
-    "is_predictions_file",
-    "load_classifier",
-    "predict_file",
-    "read_settings",
-]
