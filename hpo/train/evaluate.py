@@ -17,7 +17,7 @@ from torch import nn
 
 from hpo.data import SYMPTOMS
 from hpo.data.collate import sorted_batches
-from hpo.data.tokenize import TokenizedSplit
+from hpo.data.tokenized import TokenizedSplit
 from hpo.train.config import TrainConfig
 from hpo.train.memory import guard_host_memory, release_free_memory
 from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds

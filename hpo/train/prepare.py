@@ -24,7 +24,8 @@ from hpo.data import (
     symptom_profiles,
 )
 from hpo.data.augment import augment_examples
-from hpo.data.tokenize import TokenizedSplit, tokenize_pairs
+from hpo.data.tokenize import tokenize_pairs
+from hpo.data.tokenized import TokenizedSplit
 from hpo.errors import DataError
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hpo.data.tokenize import TokenizedSplit
+from hpo.data.tokenized import TokenizedSplit
 from hpo.errors import OutOfMemoryError
 from hpo.train.evaluate import free_memory, is_out_of_memory
 from hpo.train.memory import guard_host_memory, memory_ceiling_mb

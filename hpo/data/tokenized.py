@@ -1,0 +1,141 @@
+"""A tokenized split: unpadded token ids per sequence, in memory and on disk.
+
+On disk it is plain ``.npy`` arrays in one folder, written aside and renamed into place (workers
+race for it) and loaded with ``allow_pickle=False``: a shared cache directory must never be a
+way to run code in a worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TokenizedSplit:
+    """Unpadded token ids of one split; batches are padded later, per batch.
+
+    An example is one or more sequences (several only with ``chunks``); ``offsets[i]`` is
+    its first sequence, so an example's sequences are ``offsets[i]:offsets[i + 1]``.
+    """
+
+    input_ids: list[np.ndarray]  # per sequence
+    token_type_ids: (
+        list[np.ndarray] | None
+    )  # per sequence; None when the tokenizer does not produce them
+    offsets: np.ndarray  # per example + 1
+    labels: np.ndarray  # per example: (n,) or (n, labels) for multilabel
+    text_tokens: np.ndarray  # per example: tokens of its (second) text, uncut
+    seen_tokens: np.ndarray  # per example: of those, how many some sequence holds
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    # read by every training step and scoring pass: computed once per split
+    @functools.cached_property
+    def lengths(self) -> np.ndarray:
+        """Per example, the tokens of all its sequences: the cost batching plans with."""
+        return (
+            np.add.reduceat(self.sequence_lengths, self.offsets[:-1])
+            if len(self)
+            else np.zeros(0, np.int64)
+        )
+
+    @functools.cached_property
+    def sequence_lengths(self) -> np.ndarray:
+        return np.fromiter(
+            (len(ids) for ids in self.input_ids), dtype=np.int64, count=len(self.input_ids)
+        )
+
+    @property
+    def coverage(self) -> float:
+        """The share of the texts' tokens the model sees."""
+        return float(self.seen_tokens.sum() / max(self.text_tokens.sum(), 1))
+
+    def sequences(self, examples: Sequence[int]) -> tuple[list[dict[str, np.ndarray]], list[int]]:
+        """Model inputs of ``examples``' sequences, in order, and how many each example has."""
+        ranges = [range(int(self.offsets[i]), int(self.offsets[i + 1])) for i in examples]
+        return self.features([j for span in ranges for j in span]), [len(span) for span in ranges]
+
+    def features(self, sequence_ids: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        """Model inputs of single sequences (of any examples), in order."""
+        features = []
+        for j in sequence_ids:
+            ids = self.input_ids[j]
+            feature = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            if self.token_type_ids is not None:
+                feature["token_type_ids"] = self.token_type_ids[j]
+            features.append(feature)
+        return features
+
+    def example_of_sequence(self) -> np.ndarray:
+        """Per sequence, the example it belongs to."""
+        return np.repeat(np.arange(len(self)), np.diff(self.offsets))
+
+
+def save_tokenized(folder: Path, split: TokenizedSplit) -> None:
+    """Written aside, then renamed into place: a worker never reads a half-written folder."""
+    arrays = {
+        "input_ids": np.concatenate(split.input_ids),
+        "sequence_offsets": np.concatenate([[0], np.cumsum(split.sequence_lengths)]),
+        "offsets": split.offsets,
+        "labels": split.labels,
+        "text_tokens": split.text_tokens,
+        "seen_tokens": split.seen_tokens,
+    }
+    if split.token_type_ids is not None:
+        arrays["token_type_ids"] = np.concatenate(split.token_type_ids)
+    staging = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")  # workers race
+    staging.mkdir(parents=True, exist_ok=True)
+    for name, array in arrays.items():
+        np.save(staging / f"{name}.npy", array, allow_pickle=False)
+    try:
+        staging.rename(folder)
+    except OSError:  # another worker got there first with the same content
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def load_tokenized(folder: Path, n_examples: int) -> TokenizedSplit:
+    """The cached split, checked for consistency: a damaged file raises instead of training on
+    garbage."""
+    arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
+    ids, bounds, offsets = arrays["input_ids"], arrays["sequence_offsets"], arrays["offsets"]
+    types = arrays.get("token_type_ids")
+    n_sequences = len(bounds) - 1
+    per_example = [arrays[name] for name in ("labels", "text_tokens", "seen_tokens")]
+    if (
+        any(len(array) != n_examples for array in per_example)
+        or len(offsets) != n_examples + 1
+        or offsets[0] != 0
+        or offsets[-1] != n_sequences
+        or np.any(np.diff(offsets) < 1)
+        or bounds[0] != 0
+        or bounds[-1] != len(ids)
+        or np.any(np.diff(bounds) < 1)
+        or (types is not None and len(types) != len(ids))
+    ):
+        raise ValueError(f"arrays do not fit {n_examples} examples")
+    return TokenizedSplit(
+        input_ids=np.split(ids, bounds[1:-1]),
+        token_type_ids=None if types is None else np.split(types, bounds[1:-1]),
+        offsets=offsets,
+        labels=per_example[0],
+        text_tokens=per_example[1],
+        seen_tokens=per_example[2],
+    )
+
+
+def discard_tokenized(folder: Path) -> None:
+    """Move aside first, so a worker reading it meanwhile never sees a half-deleted folder."""
+    doomed = folder.with_name(f"{folder.name}.{os.getpid()}.damaged")
+    try:
+        folder.rename(doomed)
+    except OSError:  # another worker moved it already
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
