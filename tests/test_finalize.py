@@ -109,15 +109,13 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         and "hpo finalize" in card
     )
 
-    from hpo.finalize import (
-        pipeline as module,  # the card's command line never shows a storage password
-    )
+    from hpo.finalize.model_card import command_line  # never shows a storage password
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
             sys, "argv", ["hpo", "finalize", "x.yaml", "--storage", "postgresql://u:s3cret@db/hpo"]
         )
-        assert "s3cret" not in module._command_line() and "db/hpo" in module._command_line()
+        assert "s3cret" not in command_line() and "db/hpo" in command_line()
 
     # The card's test numbers are what a fresh evaluation of the saved model gives.
     spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])

@@ -4,6 +4,12 @@ text out)."""
 from __future__ import annotations
 
 import json
+import sys
+from importlib import metadata
+
+from hpo.storage_url import redact
+
+LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
 
 
 def model_card(summary: dict) -> str:
@@ -95,3 +101,19 @@ def model_card(summary: dict) -> str:
 
 def _number(value) -> str:
     return "" if value is None else f"{value:.4f}"
+
+
+def command_line() -> str:
+    """How finalize was run, for the card, with any storage password masked."""
+    return " ".join(["hpo", *(redact(arg) if "://" in arg else arg for arg in sys.argv[1:])])
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of the libraries that decide a model's numbers, for the card."""
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found

@@ -20,22 +20,19 @@ import dataclasses
 import json
 import shutil
 import statistics
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
 from hpo.finalize.holdout import score_on_test
-from hpo.finalize.model_card import model_card
+from hpo.finalize.model_card import command_line, library_versions, model_card
 from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.models.classifier_file import read_inference
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec, load_spec
-from hpo.storage_url import redact
 from hpo.study import (
     artifact_store,
     check_spec,
@@ -53,7 +50,6 @@ from hpo.train.evaluate import objective_value
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
 DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train"}  # --top-k, --seeds, --refit
-LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
 
 __all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
@@ -125,8 +121,8 @@ def finalize(
             "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
             "settings": settings,
             "search": search,
-            "libraries": _versions(),
-            "command": _command_line(),
+            "libraries": library_versions(),
+            "command": command_line(),
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         _publish(final_dir, model_dir, summary)
@@ -389,18 +385,3 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
 def _test_value(spec: StudySpec, summary: dict) -> float:
     """The test score at the model's decision thresholds, as a trial's value is judged."""
     return objective_value(summary["test"]["metrics"], spec.metric, summary["chosen"]["threshold"])
-
-
-def _command_line() -> str:
-    """How finalize was run, for the card, with any storage password masked."""
-    return " ".join(["hpo", *(redact(arg) if "://" in arg else arg for arg in sys.argv[1:])])
-
-
-def _versions() -> dict[str, str]:
-    found = {}
-    for name in LIBRARIES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
