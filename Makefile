@@ -41,6 +41,7 @@ test: install
 # Style (ruff) and the layering contracts in pyproject.toml (import-linter; also run by the tests).
 lint: install
 	$(BIN)/ruff check hpo tests bench
+	$(BIN)/ruff format --check hpo tests bench
 	$(BIN)/lint-imports
 
 # The main job on the embedded default: tiny offline encoders, sample data, the criteria
