@@ -158,9 +158,8 @@ def main() -> None:
         train_seconds = train_pair(encoder, data_dir, Path(tmp))
         print(f"trained the pair in {train_seconds}", flush=True)
         pair = load_pair(Path(tmp) / "criteria", Path(tmp) / "evidence", device="cpu")
-        everything = pair.explain(
-            texts, TOP_K
-        )  # also the warm-up: first-call allocations, lazy pysbd import
+        # also the warm-up: first-call allocations, lazy pysbd import
+        everything = pair.explain(texts, TOP_K)
         quality = {
             **joint_metric(ids, everything.posts, present, annotated),
             **timing(texts, everything),

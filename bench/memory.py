@@ -145,9 +145,8 @@ def one_trial(code_dir: Path, data_dir: Path, encoder: str, batch: int, max_leng
     watcher.start()
     out, err = proc.communicate()
     watcher.join()
-    peak = (
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    )  # our only child: its peak (KiB)
+    # our only child: its peak (KiB)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     run = {
         "peak_rss_mb": round(peak, 1),
         "exit_code": proc.returncode,

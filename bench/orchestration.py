@@ -40,9 +40,8 @@ SPACE = {
 def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int = 40) -> None:
     """``runs`` rounds, each a run of both sides in alternating order. Per run, the mean and the
     median interval between the measured trials' completions; per round, service / raw of each."""
-    optuna.logging.set_verbosity(
-        optuna.logging.WARNING
-    )  # 800 "trial finished" lines say nothing here
+    # 800 "trial finished" lines say nothing here
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         _ensure_database(url)
         get_storage(url)

@@ -16,9 +16,8 @@ from bench.memory import TRIAL
 from bench.results import write_results
 
 POSTS = 80  # 64 training posts: 4 steps of 16 posts, one epoch (the issue's run had 1,187)
-ISSUE_PEAK_MB = (
-    4099  # issue #25: peak_memory_mb of one such trial on the real data before #29, one thread
-)
+# issue #25: peak_memory_mb of one such trial on the real data before #29, one thread
+ISSUE_PEAK_MB = 4099
 CASES = {
     "truncate": {"long_text": "truncate"},
     "head_tail": {"long_text": "head_tail"},

@@ -299,9 +299,8 @@ def main() -> None:
     only = set(args.only or MEASURES)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     shutil.rmtree(RUNS / "studies", ignore_errors=True)
-    shutil.rmtree(
-        RUNS / "cache", ignore_errors=True
-    )  # no tokenization carried over from an earlier run
+    # no tokenization carried over from an earlier run
+    shutil.rmtree(RUNS / "cache", ignore_errors=True)
     encoder, encoder_name = encoder_path()
     data_dir = sample_data(f"data-{POSTS}", POSTS, args.data_dir)
     data = (

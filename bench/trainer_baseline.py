@@ -112,9 +112,8 @@ def main() -> None:
     started = time.perf_counter()
 
     corpus = load_redsm5(args.data_dir)
-    posts = split_posts(
-        symptom_profiles(corpus), tuple(args.fractions), seed=0
-    )  # the service's split (split_seed 0)
+    # the service's split (split_seed 0)
+    posts = split_posts(symptom_profiles(corpus), tuple(args.fractions), seed=0)
     splits = partition(build_examples(corpus, args.task, load_descriptions()), posts)
     tokenizer = AutoTokenizer.from_pretrained(args.encoder)
 

@@ -18,9 +18,8 @@ from typing import BinaryIO, TextIO
 
 from hpo.errors import UsageError
 
-UID_DIGITS = (
-    8  # of the study's uid in its folder name: plenty to tell a few studies of one name apart
-)
+# of the study's uid in its folder name: plenty to tell a few studies of one name apart
+UID_DIGITS = 8
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database

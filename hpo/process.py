@@ -21,9 +21,8 @@ STOP_SIGNALS = (
     signal.SIGHUP,
 )  # Ctrl-C, kill/docker stop, terminal closed
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-PARENT_POLL_SECONDS = (
-    1.0  # where the kernel cannot signal a parent's death, how often a thread looks
-)
+# where the kernel cannot signal a parent's death, how often a thread looks
+PARENT_POLL_SECONDS = 1.0
 GO = "go\n"  # the line `hpo tune` writes to a waiting worker's stdin once the study exists
 LOST_OUTPUT = (errno.EIO, errno.EPIPE)  # the terminal was closed; whoever read our pipe went away
 

@@ -22,13 +22,11 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 DEFAULT = "sqlite:///_runs/hpo.db"  # embedded default: one machine, a few workers
 ENV = "HPO_STORAGE"  # the storage URL from the environment: beats the spec, loses to --storage
-HIDDEN = (
-    "<storage URL hidden>"  # what is shown of a URL that cannot be parsed: all of it may be secret
-)
+# what is shown of a URL that cannot be parsed: all of it may be secret
+HIDDEN = "<storage URL hidden>"
 MASK = "***"
-_SECRET_KEY = re.compile(
-    r"pass|pwd|secret|token|key", re.IGNORECASE
-)  # query parameters that carry secrets
+# query parameters that carry secrets
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -94,9 +92,8 @@ class StorageUrl:
     Any text is accepted: whether the storage can be used is ``hpo.study``'s question
     (``check_storage``, ``get_storage``), answered in one line that shows ``redacted``."""
 
-    text: str = field(
-        repr=False
-    )  # as given, secrets included: for the storage and a child's environment only
+    # as given, secrets included: for the storage and a child's environment only
+    text: str = field(repr=False)
     _parts: _Parts | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

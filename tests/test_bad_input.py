@@ -100,9 +100,8 @@ class Case:
     edit: Callable[[dict, dict], None] | None = None  # (spec, assets) -> None, edits the spec
     args: tuple[str, ...] = ()
     storage: str | None = None  # None: sqlite in tmp_path
-    validate: bool = (
-        True  # also `hpo validate` (it connects to the storage read-only, and takes no --workers)
-    )
+    # also `hpo validate` (it connects to the storage read-only, and takes no --workers)
+    validate: bool = True
     postgres: bool = False  # the study must also be absent from the real PostgreSQL
     secret: str | None = None  # must never be echoed
     spec_file: bool = True  # False: the spec file does not exist

@@ -570,9 +570,8 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
         "lora_r": 12,
         "learning_rate": 5e-5,
     }
-    assert (
-        len(waiting) == 3
-    )  # the spec's two warm-start sets, queued when enqueue created the study, and this one
+    # the spec's two warm-start sets, queued when enqueue created the study, and this one
+    assert len(waiting) == 3
     code, out, _ = hpo(
         capsys,
         "enqueue",

@@ -127,9 +127,8 @@ def test_named_volumes_are_declared():
 def test_dashboard_port_mapping_targets_the_port_it_listens_on():
     dashboard = SERVICES["dashboard"]
     port = _flag_value(dashboard["command"], "--port")
-    assert (
-        _flag_value(dashboard["command"], "--host") == "0.0.0.0"
-    )  # reachable through the published port
+    # reachable through the published port
+    assert _flag_value(dashboard["command"], "--host") == "0.0.0.0"
     published = [_defaults(str(p)) for p in dashboard["ports"]]
     assert [p.rsplit(":", 1)[1] for p in published] == [port]
     assert all(p.startswith("127.0.0.1:") for p in published), (

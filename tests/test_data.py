@@ -180,9 +180,8 @@ def test_duplicated_column_is_an_error_not_the_last_one_silently(tmp_path):
 
 
 def test_a_five_megabyte_post_loads(tmp_path):
-    long_text = (
-        "I cannot sleep and nothing helps. " * 150_000
-    )  # ~5 MB, past csv's default field limit
+    # ~5 MB, past csv's default field limit
+    long_text = "I cannot sleep and nothing helps. " * 150_000
     corpus = load_redsm5(write_fixture(tmp_path, posts=[*POSTS[1:], ["p1", long_text]]))
     assert corpus.posts["p1"].text == long_text
 

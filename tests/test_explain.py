@@ -167,9 +167,8 @@ def test_joined_prediction_gives_every_symptom_and_the_found_ones_their_sentence
             assert [(s.index, round(s.score, 5)) for s in finding.evidence] == [
                 (s.index, round(s.score, 5)) for s in every[symptom][:2]
             ]
-    assert (
-        0 < found < len(SYMPTOMS) * len(texts)
-    )  # some found, some not: the test below means something
+    # some found, some not: the test below means something
+    assert 0 < found < len(SYMPTOMS) * len(texts)
 
 
 def test_only_symptoms_found_go_through_the_evidence_model(models, posts):
@@ -368,7 +367,6 @@ def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
         for s in f["evidence"]
     }
     assert len(re.findall(r'<mark class="evidence', dom)) == len(sentences) > 0
-    assert (
-        "<title>Symptoms and their evidence" in dom
-    )  # the post's script never ran (it would retitle the page)
+    # the post's script never ran (it would retitle the page)
+    assert "<title>Symptoms and their evidence" in dom
     assert "<script" not in dom and "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom

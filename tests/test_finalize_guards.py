@@ -121,9 +121,8 @@ def test_a_stopped_or_killed_finalize_leaves_no_process_behind_and_a_rerun_resum
     runs = final_dir(tmp_path, storage, args) / "runs"
     for stop in (signal.SIGTERM, signal.SIGKILL):
         before = len(_results(runs))
-        log = (
-            tmp_path / f"finalize-{stop.name}.log"
-        )  # a file: a pipe would stay open as long as any orphan lives
+        # a file: a pipe would stay open as long as any orphan lives
+        log = tmp_path / f"finalize-{stop.name}.log"
         with log.open("w") as stream:
             process = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stream)
         descendants: list[psutil.Process] = []
@@ -416,9 +415,8 @@ def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storag
         assert (
             cmd[cmd.index("--parent-pid") + 1] == "4242" and cmd[cmd.index("--threads") + 1] == "3"
         )
-        assert (
-            cmd[cmd.index("--memory-limit") + 1] == "5000"
-        )  # each retraining's share of the host memory
+        # each retraining's share of the host memory
+        assert cmd[cmd.index("--memory-limit") + 1] == "5000"
         assert cmd[-2:] == ["--set", "train.epochs=1"]
         assert (
             env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"

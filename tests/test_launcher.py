@@ -349,9 +349,8 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
     assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
     assert all(proc.returncode == 0 for proc in supervisor.procs.values())
     assert any("stopping workers" in line for line in progress.lines)
-    assert (
-        "requeued a" in progress.lines and "requeued b" in progress.lines
-    )  # relayed before run() returns
+    # relayed before run() returns
+    assert "requeued a" in progress.lines and "requeued b" in progress.lines
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
 
 
@@ -699,9 +698,8 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
     ]
     assert all("time budget" in t.user_attrs.get("stopped_by", "") for t in trials), output[-3000:]
     assert all(t.user_attrs["epochs_run"] < 400 for t in trials)
-    deadline = (
-        trials[0].datetime_start.timestamp() + 20 + 60
-    )  # the budget, and start-up, and an epoch's slack
+    # the budget, and start-up, and an epoch's slack
+    deadline = trials[0].datetime_start.timestamp() + 20 + 60
     assert all(t.datetime_complete.timestamp() < deadline for t in trials)
     print(f"stopped {took:.0f}s after start with a 20 s budget; {len(trials)} trials kept")
     status = subprocess.run(

@@ -109,9 +109,8 @@ def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(
     outputs = TrialOutputs(tmp_path, "s", "uid12345", keep_top_k=0, direction="maximize")
     library = logging.getLogger("transformers")
     level = library.level
-    library.setLevel(
-        logging.WARNING
-    )  # as a worker sets it (`hpo` itself starts transformers at ERROR)
+    # as a worker sets it (`hpo` itself starts transformers at ERROR)
+    library.setLevel(logging.WARNING)
     try:
         with outputs.trial_log(0) as path:
             load_pretrained(tiny_roberta_mlm)

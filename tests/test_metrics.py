@@ -89,9 +89,8 @@ def test_tuned_thresholds_maximise_validation_f1_per_column():
     thresholds = tune_thresholds(truth, scores)
     assert thresholds[0] == pytest.approx(0.30)  # both positives, no negative: F1 1.0
     assert criteria_metrics(truth[:, :1], scores[:, :1], thresholds[:1])["post_macro_f1"] == 1.0
-    assert (
-        tune_thresholds(np.zeros((3, 1)), np.full((3, 1), 0.9))[0] == 0.5
-    )  # no positives: kept at 0.5
+    # no positives: kept at 0.5
+    assert tune_thresholds(np.zeros((3, 1)), np.full((3, 1), 0.9))[0] == 0.5
 
 
 def test_criteria_metrics_reject_mismatched_shapes():

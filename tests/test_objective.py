@@ -44,9 +44,8 @@ def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
     uid = study_uid(study)
     recorded = json.loads((spec.study_dir(uid) / "trial_0" / "metrics.json").read_text())
     assert (recorded["study_uid"], recorded["trial"]) == (uid, 0)
-    assert (
-        study.trials[0].user_attrs["seed"] == recorded["seed"] == 7
-    )  # each trial records the seed it ran with
+    # each trial records the seed it ran with
+    assert study.trials[0].user_attrs["seed"] == recorded["seed"] == 7
 
 
 def test_a_trial_records_where_it_stands_and_says_it_in_its_log(spec, caplog):

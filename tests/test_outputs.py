@@ -73,9 +73,8 @@ def test_trial_and_checkpoint_folders_lie_inside_the_study_folder(tmp_path):
 
 
 def test_metrics_name_the_study_and_trial_they_belong_to(tmp_path):
-    path = outputs(tmp_path / "out").write_metrics(
-        3, {"value": 0.5, "trial": 7}
-    )  # the owner is not the caller's to set
+    # the owner is not the caller's to set
+    path = outputs(tmp_path / "out").write_metrics(3, {"value": 0.5, "trial": 7})
     assert json.loads(path.read_text()) == {"value": 0.5, "study_uid": UID, "trial": 3}
 
 
@@ -97,9 +96,8 @@ def test_atomic_text_appears_whole_or_not_at_all(tmp_path):
     ]
     umask = os.umask(0)
     os.umask(umask)
-    assert (
-        target.stat().st_mode & 0o777 == 0o666 & ~umask
-    )  # as any new file, not mkstemp's private 0600
+    # as any new file, not mkstemp's private 0600
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def sqlite_database(path: Path) -> Path:

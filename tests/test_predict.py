@@ -152,9 +152,8 @@ def test_criteria_cli_equals_the_api_and_the_training_code(
     api = load_classifier(model_dir, device="cpu").predict(
         texts, batch_size=3, progress=steps.append
     )
-    assert len(steps) > 1 and sum(steps) == len(
-        texts
-    )  # several blocks of other batches, same numbers
+    # several blocks of other batches, same numbers
+    assert len(steps) > 1 and sum(steps) == len(texts)
     np.testing.assert_allclose(api.probabilities, from_cli, rtol=1e-5, atol=1e-6)
     decided = np.array([[int(row[symptom]) for symptom in SYMPTOMS] for row in rows], dtype=bool)
     assert (api.decisions == decided).all()
@@ -537,9 +536,8 @@ def test_predict_writes_into_a_device_or_fifo_and_leaves_it_one(trained, tmp_pat
     assert read and read[0].startswith("post_id,") and stat.S_ISFIFO(fifo.stat().st_mode)
     null = tmp_path / "null"
     try:
-        os.mknod(
-            null, stat.S_IFCHR | 0o666, os.makedev(1, 3)
-        )  # /dev/null's own device, in a temp folder
+        # /dev/null's own device, in a temp folder
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
         null.open("w").close()
     except OSError:
         pytest.skip("making and opening a device node needs root with CAP_MKNOD")

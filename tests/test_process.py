@@ -141,9 +141,8 @@ def test_output_to_a_closed_terminal_is_dropped_without_an_error(tmp_path):
     os.close(side)
     os.close(terminal)  # closed before the child writes anything
     go.touch()
-    assert (
-        child.wait(timeout=30) == 7
-    )  # not 1 (an OSError) nor 120 (stdout failed to flush at exit)
+    # not 1 (an OSError) nor 120 (stdout failed to flush at exit)
+    assert child.wait(timeout=30) == 7
     assert go.read_text() == "done"
 
 

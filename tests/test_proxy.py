@@ -28,9 +28,8 @@ from hpo.study import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::optuna.exceptions.ExperimentalWarning"
-)  # the gRPC proxy
+# the gRPC proxy
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 if not os.environ.get("CI"):  # CI installs hpo[proxy] (the Makefile's EXTRAS) and must never skip
     pytest.importorskip("grpc", reason="needs grpcio: pip install 'hpo[proxy]'")
@@ -136,9 +135,8 @@ def test_three_workers_through_the_proxy_finish_exactly_n_trials(
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "grpc://127.0.0.1" in run.stdout and "best trial" in run.stdout
 
-    study = optuna.load_study(
-        study_name=study_name, storage=postgres_url
-    )  # straight from PostgreSQL
+    # straight from PostgreSQL
+    study = optuna.load_study(study_name=study_name, storage=postgres_url)
     finished = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
     assert len(finished) == 5, [(t.number, t.state.name) for t in study.trials]
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))

@@ -222,9 +222,8 @@ def test_password_is_not_in_status_best_or_export(secret_study):
 def test_password_is_not_in_study_or_trial_attributes(secret_study, postgres_url):
     study = optuna.load_study(study_name=secret_study["name"], storage=postgres_url)
     assert len(study.trials) >= 2
-    study_system_attrs = study._storage.get_study_system_attrs(
-        study._study_id
-    )  # no public getter in Optuna 5
+    # no public getter in Optuna 5
+    study_system_attrs = study._storage.get_study_system_attrs(study._study_id)
     recorded = json.dumps(
         [
             study.user_attrs,

@@ -577,9 +577,8 @@ def test_a_condition_decides_which_parameters_apply(tmp_path):
     assert spec.applies("lora_r", {"adapter": "lora"}) and not spec.applies(
         "lora_r", {"adapter": "full"}
     )
-    assert not spec.applies(
-        "lora_r", {}
-    )  # a parent that was not sampled fails its children's conditions
+    # a parent that was not sampled fails its children's conditions
+    assert not spec.applies("lora_r", {})
     assert spec.search_space["head_hidden_size"].condition_text() == "head_layers is 1"
 
 

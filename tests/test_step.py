@@ -197,9 +197,8 @@ def test_the_watcher_interrupts_a_block_that_grows_past_the_ceiling():
             hoard = []
             for _ in range(150):  # up to 1.2 GiB, 8 MiB at a time, touched so it is resident
                 hoard.append(np.ones(2**20))
-                time.sleep(
-                    0.005
-                )  # a step's pace: the watcher samples every 50 ms, even on a busy machine
+                # a step's pace: the watcher samples every 50 ms, even on a busy machine
+                time.sleep(0.005)
             pytest.fail("the block grew past its ceiling without being stopped")
         assert len(hoard) < 150
     finally:

@@ -126,9 +126,8 @@ def test_claim_records_the_worker_and_counts_earlier_trials_in_one_commit(storag
     )
     study.tell(study.ask(X), 0.1)
     running_before = study.ask(X)
-    study.enqueue_trial(
-        {"x": 0.5}, user_attrs={"worker": "node/1"}
-    )  # a re-queued retry keeps its attributes
+    # a re-queued retry keeps its attributes
+    study.enqueue_trial({"x": 0.5}, user_attrs={"worker": "node/1"})
     trial = study.ask(X)  # takes the queued one: nothing is waiting now
     study.ask(X)  # started after it: not "before"
     commits = []
@@ -545,9 +544,8 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     rerun = open_study(
         smoke_spec("n_trials=20", storage=storage_url, name=study_name), allow_spec_change=True
     )
-    assert (
-        rerun.user_attrs["n_trials"] == 20
-    )  # a rerun asking for more trials moves the target, when told to
+    # a rerun asking for more trials moves the target, when told to
+    assert rerun.user_attrs["n_trials"] == 20
     assert rerun.user_attrs["spec_fingerprint"]["n_trials"] == 20
     assert len(rerun.trials) == 1
 
@@ -611,9 +609,8 @@ def test_the_data_is_part_of_the_fingerprint_by_content_not_path(tmp_path, stora
         write_sample(tmp_path / d, posts=20, seed=s) for d, s in (("a", 0), ("b", 0), ("c", 1))
     )
     open_study(smoke_spec(f"data_dir={here}", storage=storage_url, name=study_name))
-    open_study(
-        smoke_spec(f"data_dir={there}", storage=storage_url, name=study_name)
-    )  # same bytes elsewhere
+    # same bytes elsewhere
+    open_study(smoke_spec(f"data_dir={there}", storage=storage_url, name=study_name))
     with pytest.raises(UsageError, match="data: "):
         open_study(smoke_spec(f"data_dir={other}", storage=storage_url, name=study_name))
 
@@ -639,9 +636,8 @@ def test_an_opener_waits_for_the_creator_to_record_the_uid(storage_url, study_na
     created = optuna.create_study(
         study_name=study_name, storage=get_storage(storage_url), direction="maximize"
     )
-    creator = threading.Timer(
-        0.5, created.set_user_attr, ("uid", "c0ffee" * 5 + "00")
-    )  # between create and set
+    # between create and set
+    creator = threading.Timer(0.5, created.set_user_attr, ("uid", "c0ffee" * 5 + "00"))
     creator.start()
     try:
         assert (
@@ -653,9 +649,8 @@ def test_an_opener_waits_for_the_creator_to_record_the_uid(storage_url, study_na
 
 
 def test_a_study_made_without_a_uid_gets_one_when_opened(monkeypatch, storage_url, study_name):
-    monkeypatch.setattr(
-        "hpo.study._open.UID_WAIT_SECONDS", 0.3
-    )  # Optuna's CLI made it: nobody else will record one
+    # Optuna's CLI made it: nobody else will record one
+    monkeypatch.setattr("hpo.study._open.UID_WAIT_SECONDS", 0.3)
     optuna.create_study(
         study_name=study_name, storage=get_storage(storage_url), direction="maximize"
     )
@@ -827,9 +822,8 @@ def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(
     assert enqueue(study, spec, {"adapter": "lora", "lora_r": 12}) is False
     with pytest.raises(SpecError, match="lora_r: applies only when adapter is lora"):
         enqueue(study, spec, {"lora_r": 12})
-    assert (
-        len(study.get_trials(states=(TrialState.WAITING,))) == 3
-    )  # the warm start's two and this one
+    # the warm start's two and this one
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 3
 
 
 @pytest.mark.parametrize(

@@ -328,14 +328,12 @@ def test_chunks_cover_every_token_of_a_long_text(tokenizers, name):
     whole = tokenizer(post, add_special_tokens=False)["input_ids"]
     criterion = tokenizer(CRITERIA[0], add_special_tokens=False)["input_ids"]
     first, last = split.offsets[0], split.offsets[1]
-    assert (
-        last - first > 3 and split.offsets[2] - split.offsets[1] == 1
-    )  # the short post is one sequence
+    # the short post is one sequence
+    assert last - first > 3 and split.offsets[2] - split.offsets[1] == 1
     seen = []
     for ids in split.input_ids[first:last]:
-        assert (
-            len(ids) <= 32 and ids[1 : 1 + len(criterion)].tolist() == criterion
-        )  # every chunk is a full pair
+        # every chunk is a full pair
+        assert len(ids) <= 32 and ids[1 : 1 + len(criterion)].tolist() == criterion
         body = [t for t in ids.tolist()[1 + len(criterion) :] if t not in tokenizer.all_special_ids]
         seen.append(body)
     covered = seen[0]

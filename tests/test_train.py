@@ -52,9 +52,8 @@ def test_evidence_training_beats_chance(tiny_roberta, sample_dir):
     # Training draws 3 unannotated sentences per annotated one each epoch; validation keeps every
     # sentence.
     result = train(_config(tiny_roberta, sample_dir, epochs=6, evidence_negative_ratio=3.0))
-    assert result.metrics["macro_f1"] > 0.65, (
-        result.history
-    )  # one-class answers score ~0.4, coin flips ~0.5
+    # one-class answers score ~0.4, coin flips ~0.5
+    assert result.metrics["macro_f1"] > 0.65, result.history
     assert result.epochs_run == 6 and len(result.history) == 6
 
 
@@ -297,9 +296,8 @@ def test_label_smoothing_and_focal_loss_match_their_formulas():
     p_true = torch.where(labels == 1, p, 1 - p)
     focal = (plain * (1 - p_true) ** 2).sum()
     assert bce_loss(logits, labels, focal_gamma=2.0).item() == pytest.approx(focal.item(), rel=1e-6)
-    assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(
-        logits, labels
-    )  # easy examples weigh less
+    # easy examples weigh less
+    assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(logits, labels)
 
 
 def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
@@ -312,9 +310,8 @@ def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypat
         "HCCL_DETERMINISTIC",
         "FLASH_ATTENTION_DETERMINISTIC",
     ):
-        monkeypatch.setenv(
-            name, "restored after the test"
-        )  # enable_full_determinism sets them process-wide
+        # enable_full_determinism sets them process-wide
+        monkeypatch.setenv(name, "restored after the test")
     config = TrainConfig(task="criteria", encoder="x", data_dir="unused", seed=5)
     _seed(config)
     first = (torch.rand(3), np.random.rand())

@@ -44,9 +44,8 @@ def run(args) -> int:
         )
     from hpo.study import enqueue, open_study
 
-    study = open_study(
-        spec, allow_spec_change=args.allow_spec_change, adopt_spec=False
-    )  # queues; never changes the spec
+    # queues; never changes the spec
+    study = open_study(spec, allow_spec_change=args.allow_spec_change, adopt_spec=False)
     shown = ", ".join(f"{k}={v}" for k, v in spec.typed_point(point).items())
     if enqueue(study, spec, point):
         print(f"queued {shown} on study {spec.name!r}; the next free worker runs it")

@@ -66,9 +66,8 @@ def run(args) -> int:
                 f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process "
                 "this worker should stop with (hpo tune passes its own), or leave the flag out"
             )
-        exit_with_parent(
-            args.parent_pid
-        )  # first: a launcher killed during our start-up is noticed too
+        # first: a launcher killed during our start-up is noticed too
+        exit_with_parent(args.parent_pid)
     from hpo.run.worker import WorkerStopped, run_worker
     from hpo.spec import load_spec
 

@@ -132,9 +132,8 @@ def _read_table(
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DataError(f"{path}: line {line}: not valid UTF-8; re-save the file as UTF-8") from exc
-    csv.field_size_limit(
-        max(csv.field_size_limit(), len(text))
-    )  # a field can be as long as the file: real posts run to ~7,000 words
+    # a field can be as long as the file: real posts run to ~7,000 words
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [name.strip() for name in next(reader, [])]

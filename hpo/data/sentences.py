@@ -12,9 +12,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-_BLOCKS = re.compile(
-    r"\n\s*"
-)  # a line break ends a sentence in a Reddit post, whatever pysbd thinks
+# a line break ends a sentence in a Reddit post, whatever pysbd thinks
+_BLOCKS = re.compile(r"\n\s*")
 NOT_IN_POST = "its text is not in the post, verbatim or up to whitespace"
 NO_SENTENCE = "it covers no split sentence by half or more"
 

@@ -34,9 +34,8 @@ log = logging.getLogger(__name__)
 LONG_TEXT = ("truncate", "head_tail", "chunks")
 # head_tail keeps the first quarter and the last three quarters (Sun et al., 2019: 128 + 382)
 HEAD_SHARE = 0.25
-CHUNK_OVERLAP = (
-    0.25  # chunks overlap by a quarter window, so a sentence cut at one edge is whole in the next
-)
+# chunks overlap by a quarter window, so a sentence cut at one edge is whole in the next
+CHUNK_OVERLAP = 0.25
 
 
 @dataclass

@@ -26,9 +26,8 @@ class TokenizedSplit:
     """
 
     input_ids: list[np.ndarray]  # per sequence
-    token_type_ids: (
-        list[np.ndarray] | None
-    )  # per sequence; None when the tokenizer does not produce them
+    # per sequence; None when the tokenizer does not produce them
+    token_type_ids: list[np.ndarray] | None
     offsets: np.ndarray  # per example + 1
     labels: np.ndarray  # per example: (n,) or (n, labels) for multilabel
     text_tokens: np.ndarray  # per example: tokens of its (second) text, uncut

@@ -34,9 +34,8 @@ class ExplainSummary:
     load_seconds: float  # reading the posts and loading both models
     criteria_seconds: float
     evidence_seconds: float
-    unchecked_data: (
-        str | None
-    )  # why the pair's training data could not be compared, if it could not
+    # why the pair's training data could not be compared, if it could not
+    unchecked_data: str | None
 
     @property
     def posts_per_second(self) -> float:
@@ -75,9 +74,8 @@ def explain_file(
             raise UsageError(f"--html {html} is the --out file; give the report its own path")
         outputs[Path(html)] = _rules(protected, is_report_file, "predictions report (HTML)", force)
     for path, rules in outputs.items():
-        refuse_unsafe_output(
-            path, **rules
-        )  # before anything costs time; checked again when written
+        # before anything costs time; checked again when written
+        refuse_unsafe_output(path, **rules)
     check_pair(criteria_dir, evidence_dir)
     posts = load_posts(input_path)
     pair = load_pair(criteria_dir, evidence_dir, device)

@@ -54,9 +54,8 @@ class Explanations:
 class Pair:
     criteria: Predictor
     evidence: Predictor
-    unchecked_data: str | None = (
-        None  # None: both recorded the same training data; else why it was not checked
-    )
+    # None: both recorded the same training data; else why it was not checked
+    unchecked_data: str | None = None
 
     def explain(
         self,

@@ -95,9 +95,8 @@ def finalize(
         )
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
-        _require_test_split(
-            train_config(spec, runs[0].params, runs[0].seed, None)
-        )  # before hours of retraining
+        # before hours of retraining
+        _require_test_split(train_config(spec, runs[0].params, runs[0].seed, None))
         records = retrain_all(
             spec, spec_path, overrides, runs, final_dir / "runs", workers, progress, say
         )

@@ -41,9 +41,8 @@ from hpo.train.memory import memory_share_mb, set_memory_ceiling
 PLAN_FILE = "plan.json"  # in runs/: the runs the children share
 RESULT_FILE = "result.json"  # in a run's folder, written last: the run and its model are complete
 CLAIM_FILE = "claim.lock"  # in a run's folder: locked while a process trains the run
-STOP_SECONDS = (
-    10  # after Ctrl-C or SIGTERM, how long children get before SIGKILL (they have nothing to save)
-)
+# after Ctrl-C or SIGTERM, how long children get before SIGKILL (they have nothing to save)
+STOP_SECONDS = 10
 POLL_SECONDS = 0.5  # how often the progress bar counts finished runs
 
 Say = Callable[[str], None]
@@ -240,9 +239,8 @@ def retrain_child(
 ) -> int:
     """``hpo retrain``: one of finalize's retraining processes (see the module's docstring)."""
     exit_with_parent(parent_pid)  # first: a finalize killed while this one starts is noticed too
-    spec = load_spec(
-        spec_path, overrides
-    )  # the storage comes from $HPO_STORAGE, as finalize resolved it
+    # the storage comes from $HPO_STORAGE, as finalize resolved it
+    spec = load_spec(spec_path, overrides)
     runs = [Run(**record) for record in json.loads((Path(runs_dir) / PLAN_FILE).read_text())]
     import torch
 
@@ -267,9 +265,8 @@ def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
         "metrics": rounded(result.metrics),
         "wall_seconds": round(result.wall_seconds, 1),
     }
-    write_json(
-        run_dir / RESULT_FILE, record
-    )  # last: its presence means the run and its model are complete
+    # last: its presence means the run and its model are complete
+    write_json(run_dir / RESULT_FILE, record)
     return record
 
 

@@ -134,9 +134,8 @@ def save_classifier(
         "inference": inference.to_json() if inference is not None else {},
     }
     if is_lora(real.encoder):
-        real.encoder.save_pretrained(
-            out / "adapter"
-        )  # the adapters only; the base encoder is named
+        # the adapters only; the base encoder is named
+        real.encoder.save_pretrained(out / "adapter")
         meta["base_encoder"] = real.encoder.get_base_model().name_or_path
     else:
         real.encoder.save_pretrained(out / "encoder")

@@ -42,9 +42,8 @@ class _Envelope(_Strict):
     task: Literal["criteria", "evidence"]
     head: HeadFile
     inference: dict[str, Any]  # read by InferenceSettings.from_json
-    base_encoder: str | None = (
-        None  # a LoRA model's base encoder; the folder holds only the adapter
-    )
+    # a LoRA model's base encoder; the folder holds only the adapter
+    base_encoder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,9 +94,8 @@ def _check_consistent(saved: ClassifierFile) -> None:
             f"{saved.task!r} does not fit inference.formulation "
             f"{block.formulation!r} (a {task_of(block.formulation)} model)",
         )
-    outputs = (
-        len(block.labels) if block.formulation == "multilabel" else 1
-    )  # pairs and evidence: one logit
+    # pairs and evidence: one logit
+    outputs = len(block.labels) if block.formulation == "multilabel" else 1
     if saved.head.num_labels != outputs:
         raise InvalidClassifierFile(
             "head.num_labels",

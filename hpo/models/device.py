@@ -135,9 +135,8 @@ def _meta_groups(model: nn.Module) -> Iterator[tuple[list[str], torch.Tensor, bo
 def _candidate_keys(name: str, prefixes: set[str]) -> Iterator[str]:
     """Checkpoint keys that may hold ``name``: the name itself, then shorter dotted
     suffixes (a wrapper adds leading components), each also under ``base_model_prefix``."""
-    peft_free = name.replace("base_model.model.", "").replace(
-        ".base_layer.", "."
-    )  # peft's renaming
+    # peft's renaming
+    peft_free = name.replace("base_model.model.", "").replace(".base_layer.", ".")
     if peft_free != name:
         yield from _candidate_keys(peft_free, prefixes)
     parts = name.split(".")

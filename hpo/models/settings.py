@@ -16,9 +16,8 @@ class HeadConfig:
     hidden_size: int = 256
     activation: str = "gelu"
     dropout: float = 0.1
-    num_labels: int = (
-        1  # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
-    )
+    # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
+    num_labels: int = 1
 
     def __post_init__(self):
         if self.pooling not in ("cls", "mean"):
@@ -38,9 +37,8 @@ class LoraSettings:
     r: int = 8
     alpha: int = 16
     dropout: float = 0.05
-    target_modules: str | None = (
-        None  # comma-separated module names, "all-linear", or None: peft's default
-    )
+    # comma-separated module names, "all-linear", or None: peft's default
+    target_modules: str | None = None
 
     def target_list(self) -> list[str] | str | None:
         if self.target_modules in (None, "all-linear"):

@@ -40,9 +40,8 @@ class NotAModel(UsageError):
 class CriteriaPredictions:
     labels: tuple[str, ...]  # the symptoms, in column order
     probabilities: np.ndarray  # (posts, labels)
-    decisions: (
-        np.ndarray
-    )  # (posts, labels), bool: probability >= the model's threshold for that symptom
+    # (posts, labels), bool: probability >= the model's threshold for that symptom
+    decisions: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -93,9 +92,8 @@ class Predictor:
             settings,
             device,
         )
-        self.thresholds = np.array(
-            [settings.thresholds[label] for label in settings.labels]
-        )  # in column order
+        # in column order
+        self.thresholds = np.array([settings.thresholds[label] for label in settings.labels])
         self.collate = Collator(
             tokenizer.pad_token_id,
             pad_to_multiple_of=8 if device.type == "cuda" else None,
@@ -254,9 +252,8 @@ class Predictor:
             cache_key=None,
             long_text=self.settings.long_text,
         )
-        budget = (
-            CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None
-        )  # as training's evaluation reads
+        # as training's evaluation reads
+        budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None
         return split_probabilities(
             self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget
         )

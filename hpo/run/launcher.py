@@ -190,9 +190,8 @@ class Supervisor:
         self.stopped_because: str | None = None  # set when the circuit breaker stopped the study
         self._failed_seen = 0
         self.peaks: dict[str, float] = {}  # worker -> peak resident MiB, as last seen alive
-        self._exited = (
-            threading.Event()
-        )  # a worker closed its output: look at once, not at the next poll
+        # a worker closed its output: look at once, not at the next poll
+        self._exited = threading.Event()
 
     def start(self) -> None:
         """Start every worker; each loads its libraries, then waits for ``run`` to say go."""
@@ -238,9 +237,8 @@ class Supervisor:
                     )
                     continue
                 del self.procs[launch.name]
-                self.relays.pop(launch.name).join(
-                    RELAY_DRAIN_SECONDS
-                )  # its last lines before our notice
+                # its last lines before our notice
+                self.relays.pop(launch.name).join(RELAY_DRAIN_SECONDS)
                 if proc.returncode != 0:
                     self.deaths += 1
                     replace = self.restart_dead and proc.returncode != USAGE_EXIT

@@ -74,9 +74,8 @@ class Objective:
             if self.spec.keep_top_k
             else None,
         )
-        trial.set_user_attr(
-            "seed", config.seed
-        )  # at the start: a pruned or failed trial reruns from it too
+        # at the start: a pruned or failed trial reruns from it too
+        trial.set_user_attr("seed", config.seed)
         epochs = []
 
         judged_by = self.spec.prune_on or self.spec.metric
@@ -84,9 +83,8 @@ class Objective:
         def report(epoch: int, value: float, metrics: dict[str, float]) -> None:
             epochs.append(epoch)
             run.log_epoch(f"val_{self.spec.metric}", value, epoch)
-            signal = (
-                metrics[judged_by] if self.spec.prune_on else value
-            )  # the intermediate values pruning reads
+            # the intermediate values pruning reads
+            signal = metrics[judged_by] if self.spec.prune_on else value
             trial.report(signal, step=epoch)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after epoch {epoch} at {judged_by}={signal:.4f}")

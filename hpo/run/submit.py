@@ -57,9 +57,8 @@ def submit_slurm(
         spec.tracking.mlflow, spec.name
     ).prepare()  # as the study: the tasks never race to create it
     log_dir = (Path(spec.output_dir) / "slurm").resolve()
-    log_dir.mkdir(
-        parents=True, exist_ok=True
-    )  # Slurm does not create it, and a task without it has no log
+    # Slurm does not create it, and a task without it has no log
+    log_dir.mkdir(parents=True, exist_ok=True)
     job = ArrayJob(
         spec_path=str(Path(spec_path).resolve()),
         study=spec.name,

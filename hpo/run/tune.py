@@ -59,9 +59,8 @@ def tune(
         # Created here, so workers never race to create it; a changed spec is recorded before
         # they start.
         study = open_study(spec, allow_spec_change=allow_spec_change)
-        deadline = start_time_budget(
-            study, spec.timeout
-        )  # before the workers go: they read it once
+        # before the workers go: they read it once
+        deadline = start_time_budget(study, spec.timeout)
         Tracker(
             spec.tracking.mlflow, spec.name
         ).prepare()  # as the study: workers never race to create it

@@ -49,9 +49,8 @@ log = logging.getLogger(__name__)
 # an interrupted trial's fail_reason
 INTERRUPTED = "interrupted (Ctrl-C, SIGTERM, or its launcher stopping it)"
 MAX_CONSECUTIVE_FAILURES = 5  # a worker whose every trial fails stops instead of burning the budget
-IDLE_POLL_SECONDS = (
-    1.0  # while the last trials run elsewhere: one COUNT query a second sees the study end
-)
+# while the last trials run elsewhere: one COUNT query a second sees the study end
+IDLE_POLL_SECONDS = 1.0
 DATABASE_RETRY_SECONDS = (
     1,
     2,
@@ -60,9 +59,8 @@ DATABASE_RETRY_SECONDS = (
     20,
     30,
 )  # back-off while the database is unreachable, then every 30 s
-DATABASE_OUTAGE_SECONDS = (
-    600  # rides out a restart or a maintenance window; then stops, in one line
-)
+# rides out a restart or a maintenance window; then stops, in one line
+DATABASE_OUTAGE_SECONDS = 600
 
 
 class WorkerStopped(RuntimeError):
@@ -106,9 +104,8 @@ def run_worker(
     look_for_stale = _StaleLook(spec.heartbeat.interval)
     ran, failures = 0, 0
     outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
-    lost: str | None = (
-        None  # why the database dropped this worker's trial, until the trial is failed for it
-    )
+    # why the database dropped this worker's trial, until the trial is failed for it
+    lost: str | None = None
     with interruptible():
         try:
             while True:

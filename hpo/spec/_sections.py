@@ -29,16 +29,14 @@ StorageField = Annotated[
 class SamplerSpec(_Strict):
     name: Literal["tpe", "gp", "random", "cmaes"] = "tpe"
     seed: int | None = None
-    options: dict[str, Any] = Field(
-        default_factory=dict
-    )  # sampler keyword arguments, checked when it is built
+    # sampler keyword arguments, checked when it is built
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class PrunerSpec(_Strict):
     name: Literal["median", "hyperband", "successive_halving", "patient", "none"] = "median"
-    options: dict[str, Any] = Field(
-        default_factory=dict
-    )  # pruner keyword arguments, checked when it is built
+    # pruner keyword arguments, checked when it is built
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_patient(self) -> PrunerSpec:
@@ -77,9 +75,8 @@ class HeartbeatSpec(_Strict):
 class TrackingSpec(_Strict):
     """Where trials are logged besides the study (optional; needs the ``tracking`` extra)."""
 
-    mlflow: str | None = Field(
-        default=None, min_length=1
-    )  # tracking URI: http://host:5000, sqlite:///mlflow.db
+    # tracking URI: http://host:5000, sqlite:///mlflow.db
+    mlflow: str | None = Field(default=None, min_length=1)
 
 
 Metric = Literal[

@@ -58,9 +58,8 @@ SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
 )
-_TRAIN_CONFIG = TypeAdapter(
-    TrainConfig
-)  # checks field types (and coerces "1e-5"), then runs __post_init__
+# checks field types (and coerces "1e-5"), then runs __post_init__
+_TRAIN_CONFIG = TypeAdapter(TrainConfig)
 
 
 class StudySpec(_Strict):
@@ -76,9 +75,8 @@ class StudySpec(_Strict):
     # has gone
     prune_on: Metric | None = None
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
-    storage: StorageField = StorageUrl(
-        DEFAULT_STORAGE
-    )  # load_spec resolves it: --storage, $HPO_STORAGE, file
+    # load_spec resolves it: --storage, $HPO_STORAGE, file
+    storage: StorageField = StorageUrl(DEFAULT_STORAGE)
     output_dir: str = DEFAULT_OUTPUT_DIR
     keep_top_k: int = Field(default=3, ge=0)
     timeout_per_trial: float | None = Field(default=None, gt=0)

@@ -9,9 +9,8 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-DEADLINE_ATTR = (
-    "deadline"  # epoch seconds; set when `hpo tune --timeout` starts the study's workers
-)
+# epoch seconds; set when `hpo tune --timeout` starts the study's workers
+DEADLINE_ATTR = "deadline"
 
 
 def start_time_budget(study: optuna.Study, seconds: float | None) -> float | None:

@@ -15,9 +15,8 @@ from hpo.study._storage import rdb_backend
 from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-SURPLUS = (
-    "surplus:"  # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
-)
+# starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
+SURPLUS = "surplus:"
 
 
 def is_surplus(trial: FrozenTrial) -> bool:

@@ -26,9 +26,8 @@ from hpo.errors import StudyBusy
 from hpo.study._optuna_private import study_id, study_storage
 from hpo.study._storage import rdb_backend
 
-LOCK_CLASS = (
-    zlib.crc32(b"hpo finalize") & 0x7FFFFFFF
-)  # the advisory lock's first key; the study id is the second
+# the advisory lock's first key; the study id is the second
+LOCK_CLASS = zlib.crc32(b"hpo finalize") & 0x7FFFFFFF
 # The server probes an idle lock connection after 30 s and drops it after 9 unanswered probes
 # 10 s apart.
 KEEPALIVES = "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=9"

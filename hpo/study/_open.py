@@ -24,9 +24,8 @@ FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 PARAMETERS = "parameters"
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
-UID_WAIT_SECONDS = (
-    3.0  # how long a process that finds a study without a uid waits for its creator to record one
-)
+# how long a process that finds a study without a uid waits for its creator to record one
+UID_WAIT_SECONDS = 3.0
 _UID_POLL_SECONDS = 0.1
 
 _SAMPLERS = {
@@ -286,9 +285,8 @@ def _create_or_load(
     for point in spec.warm_start:
         enqueue(study, spec, point)
     study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
-    study.set_metric_names(
-        [spec.metric]
-    )  # the dashboard's charts name the objective, not "Objective 0"
+    # the dashboard's charts name the objective, not "Objective 0"
+    study.set_metric_names([spec.metric])
     return study, True
 
 
@@ -304,9 +302,8 @@ def _await_uid(study: optuna.Study) -> None:
     while study_uid(study) is None:
         if time.monotonic() >= deadline:
             study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
-            time.sleep(
-                UID_WAIT_SECONDS / 10
-            )  # lets a simultaneous writer land before anyone reads the uid
+            # lets a simultaneous writer land before anyone reads the uid
+            time.sleep(UID_WAIT_SECONDS / 10)
             return
         time.sleep(_UID_POLL_SECONDS)
 
@@ -327,9 +324,8 @@ def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Stud
 def study_exists(study: optuna.Study) -> bool:
     """False once the study was deleted from its storage (``optuna delete-study``)."""
     try:
-        study_storage(study).get_study_id_from_name(
-            study.study_name
-        )  # the storage's own lookup: one query
+        # the storage's own lookup: one query
+        study_storage(study).get_study_id_from_name(study.study_name)
     except KeyError:
         return False
     return True

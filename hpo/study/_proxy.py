@@ -27,9 +27,8 @@ from hpo.study._trials import requeue
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RETRY = (
-    HeartbeatSpec().max_retry
-)  # for trials that never beat (theirs travels with the beat)
+# for trials that never beat (theirs travels with the beat)
+DEFAULT_MAX_RETRY = HeartbeatSpec().max_retry
 
 # {trial id: (last beat seen, time.monotonic() when first seen)}, kept between sweeps.
 Beats = dict[int, tuple[object, float]]

@@ -37,9 +37,8 @@ def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, ob
     fails here, before any real study exists."""
     sampler, pruner = make_sampler(spec), make_pruner(spec)
     verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(
-        optuna.logging.WARNING
-    )  # the throw-away study is no news to the user
+    # the throw-away study is no news to the user
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     points = []
     try:
         study = optuna.create_study(direction=spec.direction, sampler=sampler, pruner=pruner)

@@ -28,9 +28,8 @@ from hpo.study._optuna_private import uncached
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_ATTR = (
-    "hpo:heartbeat"  # a running trial's beat through the gRPC proxy; see hpo/run/proxy.py
-)
+# a running trial's beat through the gRPC proxy; see hpo/run/proxy.py
+HEARTBEAT_ATTR = "hpo:heartbeat"
 PROXY_CONNECT_SECONDS = 10
 
 # Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.

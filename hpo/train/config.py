@@ -8,9 +8,8 @@ from typing import Literal
 
 from hpo.models.settings import HeadConfig, LoraSettings
 
-CPU_MICRO_BATCH_TOKENS = (
-    1024  # micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
-)
+# micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
+CPU_MICRO_BATCH_TOKENS = 1024
 INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
 CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN
 
@@ -27,28 +26,23 @@ class TrainConfig:
     head_hidden_size: int = HeadConfig.hidden_size
     head_activation: str = HeadConfig.activation
     head_dropout: float = HeadConfig.dropout
-    encoder_dropout: float | None = (
-        None  # hidden and attention dropout; None keeps the checkpoint's
-    )
-    attention_dropout: float | None = (
-        None  # attention-probability dropout alone (beats encoder_dropout's)
-    )
-    adapter: Literal["full", "lora"] = (
-        "full"  # lora: train LoRA adapters (peft), base encoder frozen
-    )
+    # hidden and attention dropout; None keeps the checkpoint's
+    encoder_dropout: float | None = None
+    # attention-probability dropout alone (beats encoder_dropout's)
+    attention_dropout: float | None = None
+    # lora: train LoRA adapters (peft), base encoder frozen
+    adapter: Literal["full", "lora"] = "full"
     lora_r: int = LoraSettings.r
     lora_alpha: int = LoraSettings.alpha
     lora_dropout: float = LoraSettings.dropout
-    lora_target_modules: str | None = (
-        LoraSettings.target_modules
-    )  # comma-separated names or "all-linear"; None: peft's default
+    # comma-separated names or "all-linear"; None: peft's default
+    lora_target_modules: str | None = LoraSettings.target_modules
 
     # optimisation
     learning_rate: float = 3e-5
     head_learning_rate: float | None = None  # None: same as learning_rate
-    layerwise_lr_decay: float = (
-        1.0  # encoder layer i of L trains at learning_rate * decay^(L - i); 1: off
-    )
+    # encoder layer i of L trains at learning_rate * decay^(L - i); 1: off
+    layerwise_lr_decay: float = 1.0
     freeze_layers: int = 0  # > 0: embeddings and the bottom n encoder layers are not trained
     weight_decay: float = 0.01
     batch_size: int = 16  # effective batch per optimizer step
@@ -65,38 +59,29 @@ class TrainConfig:
     max_grad_norm: float | None = 1.0
     class_weighting: Literal["none", "balanced", "sqrt"] = "none"
     label_smoothing: float = 0.0  # targets pulled to eps/2 and 1 - eps/2
-    focal_gamma: float = (
-        0.0  # > 0: focal loss, down-weighting examples the model already gets right
-    )
+    # > 0: focal loss, down-weighting examples the model already gets right
+    focal_gamma: float = 0.0
     early_stopping_patience: int | None = None  # epochs without improvement
     max_length: int = 256
-    mixed_precision: Literal["auto", "bf16", "fp16", "no"] = (
-        "auto"  # auto: bf16 where the hardware has it
-    )
+    # auto: bf16 where the hardware has it
+    mixed_precision: Literal["auto", "bf16", "fp16", "no"] = "auto"
     activation_checkpointing: bool = False
 
     # the task as the model sees it
-    criteria_formulation: Literal["pairs", "multilabel"] = (
-        "pairs"  # criteria: 9 (criterion, post) pairs, or one post
-    )
-    long_text: Literal["truncate", "head_tail", "chunks"] = (
-        "truncate"  # texts longer than max_length
-    )
-    evidence_scope: Literal["positive_criteria", "all_criteria"] = (
-        "positive_criteria"  # criteria each post is paired with
-    )
-    evidence_negative_ratio: float | None = (
-        None  # training: unannotated sentences per annotated one; None: all
-    )
-    augmentation: Literal["none", "word_dropout", "word_swap"] = (
-        "none"  # training texts only, fixed per seed
-    )
-    augmentation_rate: float = (
-        0.1  # word_dropout: share of words left out; word_swap: swaps per word
-    )
-    threshold: Literal["fixed", "tuned"] = (
-        "fixed"  # decide at 0.5, or at per-symptom thresholds tuned on validation
-    )
+    # criteria: 9 (criterion, post) pairs, or one post
+    criteria_formulation: Literal["pairs", "multilabel"] = "pairs"
+    # texts longer than max_length
+    long_text: Literal["truncate", "head_tail", "chunks"] = "truncate"
+    # criteria each post is paired with
+    evidence_scope: Literal["positive_criteria", "all_criteria"] = "positive_criteria"
+    # training: unannotated sentences per annotated one; None: all
+    evidence_negative_ratio: float | None = None
+    # training texts only, fixed per seed
+    augmentation: Literal["none", "word_dropout", "word_swap"] = "none"
+    # word_dropout: share of words left out; word_swap: swaps per word
+    augmentation_rate: float = 0.1
+    # decide at 0.5, or at per-symptom thresholds tuned on validation
+    threshold: Literal["fixed", "tuned"] = "fixed"
 
     # data and evaluation
     objective_metric: str = "macro_f1"
@@ -111,14 +96,12 @@ class TrainConfig:
 
     # runtime
     seed: int = 0  # python, numpy and torch, as transformers.set_seed seeds them
-    deterministic: bool = (
-        False  # deterministic kernels, as transformers.enable_full_determinism sets them: slower
-    )
+    # deterministic kernels, as transformers.enable_full_determinism sets them: slower
+    deterministic: bool = False
     device: str = "auto"  # auto: cuda when available
     gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
-    checkpoint_dir: str | None = (
-        None  # the folder the best checkpoint is saved into; None: not saved
-    )
+    # the folder the best checkpoint is saved into; None: not saved
+    checkpoint_dir: str | None = None
 
     def __post_init__(self):
         for name in ("batch_size", "epochs", "max_length", "eval_batch_size"):

@@ -41,9 +41,8 @@ Report = Callable[
 ]  # epoch, objective value, the epoch's metrics;
 # True: stop after this epoch and keep the best so far (a spent time budget)
 Progress = Callable[[dict], None]
-PROGRESS_SECONDS = (
-    30.0  # a long trial says where it is this often; a study of minutes-long trials is not silent
-)
+# a long trial says where it is this often; a study of minutes-long trials is not silent
+PROGRESS_SECONDS = 30.0
 log = logging.getLogger(__name__)
 
 
@@ -57,16 +56,14 @@ class TrainResult:
     epochs_run: int
     micro_batch_size: int  # after any out-of-memory back-off
     samples_trained: int
-    setup_seconds: (
-        float  # run start to the start of the first optimizer step (loading, data, transfer)
-    )
+    # run start to the start of the first optimizer step (loading, data, transfer)
+    setup_seconds: float
     wall_seconds: float
     train_samples_per_second: float
     peak_memory_mb: float
     tokens_trained: int = 0  # encoder input tokens of every training forward, padding excluded
-    token_coverage: dict[str, float] = field(
-        default_factory=dict
-    )  # per split: share of text tokens the model sees
+    # per split: share of text tokens the model sees
+    token_coverage: dict[str, float] = field(default_factory=dict)
     thresholds: dict[str, float] | None = None  # per symptom, tuned on validation at the best epoch
     history: list[dict[str, float]] = field(default_factory=list)
     checkpoint: str | None = None
@@ -97,9 +94,8 @@ def train(
     ):  # one trial on several GPUs; methods are reached through unwrap_model
         check_gpus(config.gpus_per_trial)
         model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
-    optimizer = build_optimizer(
-        model, config, device
-    )  # after the transfer: restored tensors are new objects
+    # after the transfer: restored tensors are new objects
+    optimizer = build_optimizer(model, config, device)
     per_epoch = len(data.train.training_sample(config.evidence_negative_ratio, config.seed))
     steps_per_epoch = -(-per_epoch // config.batch_size)
     scheduler = warmup_schedule(
@@ -395,6 +391,5 @@ def _seed(config: TrainConfig) -> None:
 def _peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return (
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    )  # process peak; Linux reports KiB
+    # process peak; Linux reports KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -29,9 +29,8 @@ _INTERRUPT = signal.SIGUSR2  # simulated by _thread.interrupt_main: no real sign
 _PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20 if hasattr(os, "sysconf") else 0.0
 
 
-MEMORY_SHARE = (
-    0.9  # of the machine's memory, split between workers; the rest for the launcher and the system
-)
+# of the machine's memory, split between workers; the rest for the launcher and the system
+MEMORY_SHARE = 0.9
 
 
 def memory_share_mb(n_workers: int, total_mb: float | None = None) -> int | None:
@@ -93,9 +92,8 @@ def _libc_function(name: str):
 _malloc_trim = _libc_function("malloc_trim")
 _mallopt = _libc_function("mallopt")
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # from <malloc.h>
-MMAP_THRESHOLD = (
-    1 << 20
-)  # blocks this large (activations, gradients) are mapped alone and unmapped when freed
+# blocks this large (activations, gradients) are mapped alone and unmapped when freed
+MMAP_THRESHOLD = 1 << 20
 
 
 def return_freed_memory_promptly() -> None:

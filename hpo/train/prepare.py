@@ -154,7 +154,6 @@ def _split_examples(
     else:
         examples = build_examples(corpus, task, descriptions, evidence_scope=variant)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
-    posts = split_posts(
-        symptom_profiles(corpus), fractions, seed=split_seed
-    )  # the same for both tasks
+    # the same for both tasks
+    posts = split_posts(symptom_profiles(corpus), fractions, seed=split_seed)
     return f"{corpus.fingerprint[:16]}-{described}", partition(examples, posts)

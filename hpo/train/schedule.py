@@ -28,8 +28,7 @@ def warmup_schedule(
         if kind == "linear":
             return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
         progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-        return max(
-            0.0, 0.5 * (1.0 + math.cos(math.pi * progress))
-        )  # cosine: half a cycle, as transformers'
+        # cosine: half a cycle, as transformers'
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
     return LambdaLR(optimizer, factor)

@@ -58,9 +58,8 @@ def plan_units(
         logits = score_chunks(chunk_ids)
         start = 0
         for example, count in zip(batch[~single], multi_counts, strict=True):
-            winners = logits[start : start + count].argmax(
-                0
-            )  # per label: the chunk holding its max
+            # per label: the chunk holding its max
+            winners = logits[start : start + count].argmax(0)
             for winner in np.unique(winners):
                 sequences.append(chunk_ids[start + winner : start + winner + 1])
                 examples.append(np.array([example]))
