@@ -146,10 +146,12 @@ def start_child(cmd: Sequence[str], env: Mapping[str, str], **popen) -> subproce
     return subprocess.Popen(list(cmd), env=dict(env), start_new_session=True, **popen)
 
 
-def stop_children(procs: Iterable[subprocess.Popen], signum: int, grace_seconds: float) -> None:
+def stop_children(
+    procs: Iterable[subprocess.Popen], signum: int, grace_seconds: float
+) -> list[subprocess.Popen]:
     """Send ``signum`` to the process group of each child still running, then SIGKILL the
-    groups of those still running ``grace_seconds`` later."""
-    procs = list(procs)
+    groups of those still running ``grace_seconds`` later; returns the ones it killed."""
+    procs, killed = list(procs), []
     for proc in procs:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
@@ -162,6 +164,8 @@ def stop_children(procs: Iterable[subprocess.Popen], signum: int, grace_seconds:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            killed.append(proc)
+    return killed
 
 
 @contextmanager

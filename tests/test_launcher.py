@@ -173,6 +173,20 @@ class FakeProgress:
         self.deaths.append((worker, how))
 
 
+def interrupt_when(ready, signum=signal.SIGINT) -> None:
+    """Send this process ``signum`` (as Ctrl-C would) once ``ready()``, from a thread."""
+
+    def wait_then_interrupt():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if ready():
+                os.kill(os.getpid(), signum)
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=wait_then_interrupt, daemon=True).start()
+
+
 def script(name: str, code: str) -> WorkerLaunch:
     return WorkerLaunch(name, [sys.executable, "-c", code], dict(os.environ, PYTHONUNBUFFERED="1"))
 
@@ -331,18 +345,12 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
         for name in ("a", "b")
     ]
     progress = FakeProgress()
-
-    def interrupt_when_ready():  # Ctrl-C only while run() supervises both workers
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if progress.lines.count("ready") == 2 and len(supervisor.procs) == 2:
-                os.kill(os.getpid(), signum)
-                return
-            time.sleep(0.02)
-
     supervisor = Supervisor(workers, progress, poll_seconds=0.1)
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    threading.Thread(target=interrupt_when_ready, daemon=True).start()
+    # Ctrl-C only while run() supervises both workers
+    interrupt_when(
+        lambda: progress.lines.count("ready") == 2 and len(supervisor.procs) == 2, signum
+    )
     started = time.monotonic()
     assert supervisor.run() == 130
     assert time.monotonic() - started < 20
@@ -352,6 +360,37 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
     # relayed before run() returns
     assert "requeued a" in progress.lines and "requeued b" in progress.lines
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_a_worker_that_does_not_stop_is_killed_and_its_trials_failed_for_it():
+    """A worker still running stop_seconds after Ctrl-C is SIGKILLed; it can no longer re-queue
+    its trial, so the supervisor fails it (worker_died), or it would stay RUNNING for good."""
+    stubborn = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    progress = FakeProgress()
+    supervisor = Supervisor(
+        [script("stubborn", stubborn)], progress, poll_seconds=0.05, stop_seconds=1
+    )
+    interrupt_when(lambda: "ready" in progress.lines and bool(supervisor.procs))
+    started = time.monotonic()
+    assert supervisor.run() == 130
+    assert time.monotonic() - started < 20
+    assert supervisor.procs["stubborn"].returncode == -signal.SIGKILL
+    assert [worker for worker, _ in progress.deaths] == ["stubborn"]
+    assert "had not stopped 1 s after being asked" in progress.deaths[0][1]
+
+
+def test_workers_that_stop_when_asked_have_nothing_failed_for_them():
+    prompt = "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    progress = FakeProgress()
+    supervisor = Supervisor([script("quick", prompt)], progress, poll_seconds=0.05)
+    interrupt_when(lambda: "ready" in progress.lines and bool(supervisor.procs))
+    assert supervisor.run() == 130
+    assert progress.deaths == []
 
 
 # ---- StudyProgress while the database is unreachable ----------------------------------------

@@ -197,7 +197,9 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
             proc.kill()
     assert proc.returncode == 130, output[-3000:]
     study = optuna.load_study(study_name=study_name, storage=postgres_url)
-    assert not study.get_trials(states=(TrialState.RUNNING,)), "nothing may be left RUNNING"
+    assert not study.get_trials(states=(TrialState.RUNNING,)), (
+        "nothing may be left RUNNING\n" + output[-3000:]
+    )
     interrupted = study.get_trials(states=(TrialState.FAIL,))
     queued = study.get_trials(states=(TrialState.WAITING,))
     assert len(interrupted) == 2 and len(queued) == 2

@@ -180,8 +180,10 @@ class Supervisor:
         restart_dead: bool = False,
         poll_seconds: float = 2.0,
         breaker: CircuitBreaker | None = None,
+        stop_seconds: float = WORKER_STOP_SECONDS,
     ):
         self.launches, self.progress = list(launches), progress
+        self.stop_seconds = stop_seconds  # after a stop signal, how long before SIGKILL
         self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
         self.breaker = breaker or CircuitBreaker()
         self.procs: dict[str, subprocess.Popen] = {}
@@ -202,7 +204,7 @@ class Supervisor:
     def abandon(self) -> None:
         """The study will not run (a check failed, Ctrl-C): end the workers, which have
         touched nothing yet. SIGTERM ends them at once: before go they handle no signal."""
-        self.stop(signal.SIGTERM)
+        self.stop(signal.SIGTERM, workers_ran=False)
         self.procs.clear()
 
     def run(self, progress=None) -> int:
@@ -297,11 +299,20 @@ class Supervisor:
             self.progress.write(line.rstrip())
         self._exited.set()
 
-    def stop(self, signum: signal.Signals = signal.SIGINT) -> None:
-        """Signal every worker (SIGINT: each re-queues its trial), then SIGKILL whoever lingers."""
-        stop_children(self.procs.values(), signum, WORKER_STOP_SECONDS)
+    def stop(self, signum: signal.Signals = signal.SIGINT, workers_ran: bool = True) -> None:
+        """Signal every worker (SIGINT: each re-queues its trial), then SIGKILL whoever lingers
+        and fail its trials: the worker that would have re-queued them is gone, and once the
+        launcher exits no heartbeat sweep may ever run."""
+        killed = stop_children(self.procs.values(), signum, self.stop_seconds)
         for relay in self.relays.values():
             relay.join(RELAY_DRAIN_SECONDS)  # what workers said while stopping
+        if not workers_ran:
+            return
+        for name, proc in self.procs.items():
+            if proc in killed:
+                how = f"killed: it had not stopped {self.stop_seconds:g} s after being asked"
+                self.progress.write(f"worker {name} {how}")
+                self.progress.worker_died(name, how)
 
 
 class StudyProgress:

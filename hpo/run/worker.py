@@ -11,6 +11,7 @@ elsewhere it waits, failing stale ones, in case one of them dies.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -196,9 +197,12 @@ def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> 
             state, error = TrialState.FAIL, exc
     if isinstance(error, Exception) and caused_by_database(error):
         raise error  # left RUNNING: once the database is back, run_worker fails it saying so
-    finished = study.tell(trial, value, state=state)
     if isinstance(error, KeyboardInterrupt):
-        raise error  # FAIL now; run_worker re-queues it
+        # FAIL now, or still RUNNING if the tell failed; run_worker re-queues it either way
+        with contextlib.suppress(Exception):
+            study.tell(trial, value, state=state)
+        raise error
+    finished = study.tell(trial, value, state=state)
     trial_log(finished)
 
 
@@ -297,7 +301,10 @@ class _Guarded:
                 trial.set_user_attr("fail_reason", failure_reason(exc))
             raise
         except KeyboardInterrupt:
-            trial.set_user_attr("fail_reason", INTERRUPTED)
+            # the interrupt must win over a database error here, or the worker would carry on
+            # as if in an outage; without the reason the trial still counts as interrupted
+            with contextlib.suppress(Exception):
+                trial.set_user_attr("fail_reason", INTERRUPTED)
             raise
 
 
