@@ -156,6 +156,7 @@ MARKERS = (
     ("build_classifier", "trial: model load"),
     ("prepare_data", "trial: data"),
     ("hpo/train/loop.py", "trial: training and evaluation"),
+    ("hpo/train/setup.py", "trial: training and evaluation"),
     ("load_spec", "spec"),
     ("Supervisor", "supervising workers"),
 )

@@ -11,8 +11,8 @@ import torch
 from transformers import get_scheduler, set_seed
 
 from hpo.train.config import TrainConfig
-from hpo.train.loop import _seed
 from hpo.train.schedule import warmup_schedule
+from hpo.train.setup import _seed
 
 TRANSFORMERS_NAME = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
 

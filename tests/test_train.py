@@ -301,7 +301,7 @@ def test_label_smoothing_and_focal_loss_match_their_formulas():
 
 
 def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
-    from hpo.train.loop import _seed
+    from hpo.train.setup import _seed
 
     for name in (
         "CUDA_LAUNCH_BLOCKING",

@@ -8,33 +8,22 @@ and handed to ``progress`` (which must not raise) for whoever shows it.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
-import random
 import resource
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
-from torch import nn
 
 from hpo.data import SYMPTOMS, files_fingerprint, load_descriptions
-from hpo.data.collate import Collator, length_grouped_batches
-from hpo.models.classifier import build_classifier, save_classifier
-from hpo.models.device import forward_keys, safe_to_device, unwrap_model
-from hpo.models.hardware import check_gpus, cpu_has_native_bf16, resolve_device
+from hpo.models.classifier import save_classifier
+from hpo.models.device import unwrap_model
 from hpo.models.inference import InferenceSettings
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import evaluate, objective_value, sequence_logits
-from hpo.train.losses import bce_loss
-from hpo.train.optim import build_optimizer, freeze_bottom
-from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
-from hpo.train.schedule import warmup_schedule
-from hpo.train.step import accumulate_gradients, plan_units
+from hpo.train.evaluate import evaluate, objective_value
+from hpo.train.prepare import PreparedData
+from hpo.train.setup import set_up
 
 Report = Callable[
     [int, float, dict[str, float]], bool | None
@@ -73,124 +62,24 @@ def train(
     config: TrainConfig, report: Report | None = None, progress: Progress | None = None
 ) -> TrainResult:
     started = time.perf_counter()
-    _seed(config)
-    device = resolve_device(config.device)
-    data = prepare_data(config)
+    run = set_up(config)
+    model, data, device = run.model, run.data, run.device
     coverage = _log_coverage(data, config)
-    model = build_classifier(
-        config.task,
-        config.encoder,
-        config.head_config(data.train.num_labels),
-        config.encoder_dropout,
-        lora=config.lora_settings(),
-        attention_dropout=config.attention_dropout,
-    )
-    model = safe_to_device(model, device, checkpoint=config.encoder)
-    freeze_bottom(model, config.freeze_layers)
-    if config.activation_checkpointing:
-        model.encoder.activation_checkpointing_enable()
-    if (
-        config.gpus_per_trial > 1
-    ):  # one trial on several GPUs; methods are reached through unwrap_model
-        check_gpus(config.gpus_per_trial)
-        model = nn.DataParallel(model, device_ids=list(range(config.gpus_per_trial)))
-    # after the transfer: restored tensors are new objects
-    optimizer = build_optimizer(model, config, device)
-    per_epoch = len(data.train.training_sample(config.evidence_negative_ratio, config.seed))
-    steps_per_epoch = -(-per_epoch // config.batch_size)
-    scheduler = warmup_schedule(
-        optimizer,
-        config.scheduler,
-        warmup_steps=int(config.warmup_ratio * steps_per_epoch * config.epochs),
-        total_steps=steps_per_epoch * config.epochs,
-    )
-    amp_dtype = _amp_dtype(config.mixed_precision, device)
-    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
-    autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else nullcontext
-    collate = Collator(
-        data.tokenizer.pad_token_id,
-        pad_to_multiple_of=8 if device.type == "cuda" else None,
-        keep_keys=forward_keys(model),
-    )
-    pos_weight = _positive_weights(
-        data.train,
-        data.train.training_sample(config.evidence_negative_ratio, config.seed),
-        config.class_weighting,
-        device,
-    )
-    loss_fn = functools.partial(
-        bce_loss,
-        pos_weight=pos_weight,
-        label_smoothing=config.label_smoothing,
-        focal_gamma=config.focal_gamma,
-    )
-
-    micro = config.micro_batch_size or config.batch_size  # sequences per forward pass
-    max_tokens = config.token_budget(device.type)
-
-    def score_chunks(sequence_ids):  # a long post's chunks, scored to pick each label's winner
-        return sequence_logits(
-            model,
-            data.train.tokens,
-            sequence_ids,
-            collate,
-            config.eval_batch_size,
-            device,
-            autocast,
-            config.inference_token_budget(device.type),
-        )
-
     setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
-    example_lengths, sequence_lengths = (
-        data.train.tokens.lengths,
-        data.train.tokens.sequence_lengths,
-    )
-    pace = _Pace(config.epochs, steps_per_epoch, progress)
+    pace = _Pace(config.epochs, run.steps_per_epoch, progress)
     model.train()
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
-        sample = data.train.training_sample(config.evidence_negative_ratio, config.seed + epoch)
-        for step, planned in enumerate(
-            length_grouped_batches(
-                example_lengths[sample], config.batch_size, seed=config.seed + epoch
-            ),
-            start=1,
-        ):
-            batch = sample[planned].tolist()
-            units = plan_units(data.train.tokens, batch, data.train.num_labels, score_chunks)
-            micro, loss = accumulate_gradients(
-                model,
-                data.train.tokens,
-                units,
-                len(batch),
-                micro,
-                collate,
-                loss_fn,
-                autocast,
-                scaler,
-                optimizer,
-                device,
-                max_tokens,
-            )
-            if scaler:
-                scaler.unscale_(optimizer)
-            if config.max_grad_norm:
-                nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+        for step, batch in enumerate(run.batches(epoch), start=1):
+            loss, read = run.step(batch)
             samples += len(batch)
-            tokens += int(sequence_lengths[units.sequences].sum())
+            tokens += read
             pace.step(epoch, step, len(batch), loss)
         train_seconds += time.perf_counter() - epoch_started
         evaluation_started = time.perf_counter()
-        evaluation = evaluate(model, data.validation, collate, config, device, autocast)
+        evaluation = evaluate(model, data.validation, run.collate, config, device, run.autocast)
         pace.epoch_end(epoch, time.perf_counter() - evaluation_started)
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
         history.append(evaluation.metrics)
@@ -233,7 +122,7 @@ def train(
         value=best_value,
         best_epoch=best_epoch,
         epochs_run=len(history),
-        micro_batch_size=micro,
+        micro_batch_size=run.micro,
         samples_trained=samples,
         setup_seconds=setup_seconds,
         wall_seconds=time.perf_counter() - started,
@@ -300,13 +189,14 @@ class _Pace:
             self.steps_per_epoch,
             state["loss"],
             state["examples_per_second"],
-            _clock(eta),
+            clock(eta),
         )
         if self.progress is not None:
             self.progress(state)
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """A duration as 1h05m, 3m07s: what a person reads in a progress line."""
     minutes, seconds = divmod(int(seconds), 60)
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"
 
@@ -341,51 +231,6 @@ def _inference_settings(config: TrainConfig, tuned: dict[str, float]) -> Inferen
         descriptions=load_descriptions(config.descriptions_path),
         data_fingerprint=files_fingerprint(config.data_dir),
     )  # what a criteria/evidence pair must share
-
-
-def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
-    """auto: bf16 (fp16 on GPUs without it); on CPU bf16 only with native bf16 units,
-    where it runs matmuls 2-3x faster; elsewhere it would be slower than float32."""
-    if mode == "no":
-        return None
-    if mode == "auto" and device.type == "cpu":
-        return torch.bfloat16 if cpu_has_native_bf16() else None
-    if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
-        return torch.bfloat16
-    return torch.float16
-
-
-def _positive_weights(
-    split: PreparedSplit, sample: np.ndarray, mode: str, device
-) -> torch.Tensor | None:
-    """BCE's pos_weight per label from the examples an epoch trains on: negatives / positives
-    (balanced) or its square root (sqrt)."""
-    if mode == "none":
-        return None
-    labels = split.tokens.labels[sample].reshape(len(sample), -1)
-    positives = labels.sum(0).astype(np.float64)
-    weights = (len(sample) - positives) / np.maximum(positives, 1)
-    if mode == "sqrt":
-        weights = np.sqrt(weights)
-    return torch.tensor(weights, dtype=torch.float32, device=device)
-
-
-def _seed(config: TrainConfig) -> None:
-    """Python, NumPy and torch (every GPU too) seeded from config.seed, as transformers.set_seed
-    does. ``deterministic`` also makes torch use deterministic kernels, as transformers'
-    enable_full_determinism does (slower; process-wide, so it stays on for the worker's later
-    trials: set it for the whole study, in train). Not imported from transformers: see
-    schedule.py."""
-    random.seed(config.seed)
-    np.random.seed(config.seed)
-    torch.manual_seed(config.seed)  # seeds every CUDA device too
-    if config.deterministic:
-        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
-        os.environ["FLASH_ATTENTION_DETERMINISTIC"] = "1"
-        torch.use_deterministic_algorithms(True)
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
 
 
 def _peak_memory_mb(device: torch.device) -> float:
