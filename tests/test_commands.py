@@ -665,3 +665,57 @@ def test_enqueue_never_changes_the_studys_spec(capsys, conditional, sqlite_url, 
 def test_enqueue_without_a_parameter_is_a_usage_error(conditional):
     result = hpo_process("enqueue", str(conditional))
     assert result.returncode == 2 and "--set" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_validate_estimate_times_the_real_step_and_sizes_the_study(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    path = tmp_path / "sized.yaml"
+    path.write_text(f"""name: {study_name}
+task: criteria
+data_dir: {tmp_path / "data"}
+n_trials: 40
+timeout: 7200
+output_dir: {tmp_path / "out"}
+model_paths: {{tiny: {tiny_roberta}}}
+train: {{encoder: tiny, batch_size: 4, max_length: 64}}
+search_space:
+  epochs: {{type: int, low: 2, high: 4}}
+""")
+    code, out, err = hpo(
+        capsys, "validate", str(path), "--storage", sqlite_url, "--estimate", "--workers", "2"
+    )
+    assert code == 0, err
+    line = re.search(
+        r"compute, encoder tiny on cpu \(\d+ threads, 3 steps timed at batch 4, max_length 64\): "
+        r"an epoch ≈ (\S+) training \((\d+) steps\) \+ (\S+) validation; a trial of 2–4 epochs "
+        r"≈ (\S+)–(\S+); 40 trials ≈ (\S+) with 2 at a time",
+        out,
+    )
+    assert line, out
+    assert re.search(r"timeout 2h00m: about \d+ trials of 4 epochs fit", out), out
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # validate creates nothing
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_step_timing_counts_the_tokens_an_epoch_reads(tiny_roberta, tmp_path):
+    from hpo.train.config import TrainConfig
+    from hpo.train.prepare import prepare_data
+    from hpo.train.setup import time_steps
+
+    config = TrainConfig(
+        task="criteria",
+        encoder=str(tiny_roberta),
+        data_dir=str(write_sample(tmp_path / "data", posts=30, seed=0)),
+        batch_size=4,
+        max_length=64,
+        device="cpu",
+        mixed_precision="no",
+    )
+    timing = time_steps(config, steps=2)
+    train = prepare_data(config).train
+    assert timing.timed_steps == 2 and timing.seconds_per_token > 0
+    assert timing.steps_per_epoch == -(-len(train) // 4)
+    assert timing.train_tokens_per_epoch == int(train.tokens.lengths.sum())
+    assert timing.validation_tokens == int(prepare_data(config).validation.tokens.lengths.sum())

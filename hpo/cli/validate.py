@@ -3,7 +3,7 @@ it starts; creates nothing."""
 
 from __future__ import annotations
 
-from hpo.cli._common import add_spec_args
+from hpo.cli._common import _positive_int, add_spec_args
 
 
 def add_parser(subparsers) -> None:
@@ -11,6 +11,18 @@ def add_parser(subparsers) -> None:
         "validate", help="check a study file, its data and encoders; creates nothing"
     )
     add_spec_args(parser)
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="also time a few training steps of each encoder (seconds to minutes) and estimate "
+        "the study's compute: per epoch, per trial, the whole study, what its timeout buys",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="trials at a time, for the estimate (default 1)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -21,6 +33,12 @@ def run(args) -> int:
     spec = load_spec(args.spec, args.overrides, args.storage)
     for note in preflight(spec) + _search_notes(spec):
         print(f"  {note}")
+    if args.estimate:
+        from hpo.run.estimate import estimate_notes
+        from hpo.run.preflight import sampled_configs
+
+        for note in estimate_notes(spec, sampled_configs(spec), args.workers):
+            print(f"  {note}", flush=True)
     print(
         f"{args.spec}: valid — study {spec.name!r}, {spec.n_trials} trials, "
         f"{len(spec.search_space)} searched parameters, storage {spec.storage}"

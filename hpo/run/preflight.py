@@ -23,9 +23,9 @@ def preflight(spec: StudySpec) -> list[str]:
         split_posts,
         symptom_profiles,
     )
-    from hpo.study import check_storage, sample_points
+    from hpo.study import check_storage
 
-    configs = [_train_config(spec, point) for point in sample_points(spec)]
+    configs = sampled_configs(spec)
     first = configs[0]
     _check_writable(spec.output_dir)
     storage_note = check_storage(spec.storage)  # connects, creates nothing
@@ -66,6 +66,14 @@ def preflight(spec: StudySpec) -> list[str]:
             str(name), path, [post.text for post in corpus.posts.values()], spec, configs
         )
     return notes
+
+
+def sampled_configs(spec: StudySpec) -> list:
+    """The TrainConfigs of a few points the spec's own sampler draws (UsageError if one is
+    not a valid training setting)."""
+    from hpo.study import sample_points
+
+    return [_train_config(spec, point) for point in sample_points(spec)]
 
 
 def _train_config(spec: StudySpec, point: dict):
@@ -117,7 +125,7 @@ def _shortest_max_length(spec: StudySpec, fixed: int) -> int:
     return int(min(searched.choices) if hasattr(searched, "choices") else searched.low)
 
 
-def _searched_values(spec: StudySpec, name: str, fixed) -> list:
+def searched_values(spec: StudySpec, name: str, fixed) -> list:
     param = spec.search_space.get(name)
     if param is None:
         return [fixed]
@@ -143,7 +151,7 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
         "(p50 / p99 / max)"
     ]
     first = configs[0]
-    max_lengths = _searched_values(spec, "max_length", first.max_length)
+    max_lengths = searched_values(spec, "max_length", first.max_length)
     if any(config.long_text == "chunks" for config in configs) or "long_text" in spec.search_space:
         specials = tokenizer.num_special_tokens_to_add(pair=False)
         for max_length in max_lengths:
@@ -153,7 +161,7 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
                 f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / "
                 f"{chunks.max()} chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
             )
-    batch = max(_searched_values(spec, "batch_size", first.batch_size))
+    batch = max(searched_values(spec, "batch_size", first.batch_size))
     sequences = max(config.micro_batch_size or batch for config in configs)
     estimate = _step_memory_mb(path, max(max_lengths), sequences)
     if estimate is not None:

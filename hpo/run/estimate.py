@@ -1,0 +1,60 @@
+"""How much compute a study wants (``hpo validate --estimate``), from a timing of its own
+training step: a few optimizer steps of the real run, scaled by the tokens an epoch reads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hpo.spec import StudySpec
+
+# Validation runs forward passes only: about a third of a training step's forward + backward
+# per token (backward costs about twice the forward).
+FORWARD_SHARE = 1 / 3
+ENCODERS_TIMED = 3  # a spec searching more encoders gets the first three sampled
+
+
+def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str]:
+    """A note per encoder among ``configs`` (sampled points' TrainConfigs): one epoch's
+    training and validation, one trial over the epochs searched, the whole study with
+    ``workers`` trials at a time, and how many trials ``timeout`` buys."""
+    from hpo.run.preflight import searched_values
+    from hpo.train.loop import clock
+    from hpo.train.setup import time_steps
+
+    by_encoder = {}
+    for config in configs:
+        by_encoder.setdefault(config.encoder, config)
+    epochs = searched_values(spec, "epochs", configs[0].epochs)
+    low, high = min(epochs), max(epochs)
+    notes = []
+    for encoder, config in list(by_encoder.items())[:ENCODERS_TIMED]:
+        timing = time_steps(dataclasses.replace(config, checkpoint_dir=None, epochs=high))
+        train = timing.seconds_per_token * timing.train_tokens_per_epoch
+        validation = timing.seconds_per_token * FORWARD_SHARE * timing.validation_tokens
+        shortest, longest = (timing.setup_seconds + n * (train + validation) for n in (low, high))
+        span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
+        study = spec.n_trials * (shortest + longest) / 2 / workers
+        notes.append(
+            f"compute, encoder {_name(spec, encoder)} on {timing.device} "
+            f"({timing.threads} threads, {timing.timed_steps} steps timed at batch "
+            f"{config.batch_size}, max_length {config.max_length}): an epoch ≈ {clock(train)} "
+            f"training ({timing.steps_per_epoch} steps) + {clock(validation)} validation; a trial "
+            f"of {low if low == high else f'{low}–{high}'} epochs ≈ {span}; {spec.n_trials} trials "
+            f"≈ {clock(study)} with {workers} at a time (unpruned; pruning ends many sooner)"
+        )
+        if spec.timeout:
+            fits = int(spec.timeout * workers // longest)
+            notes.append(
+                f"  timeout {clock(spec.timeout)}: about {fits} trials of {high} epochs fit "
+                f"({fits / spec.n_trials:.0%} of n_trials)"
+            )
+    notes.append(
+        "  the times scale with this machine: workers on their own GPUs or machines divide the "
+        "study's time; workers sharing one CPU split its cores and barely do"
+    )
+    return notes
+
+
+def _name(spec: StudySpec, encoder: str) -> str:
+    """The spec's short name for an encoder path, where it has one."""
+    return next((name for name, path in spec.model_paths.items() if str(path) == encoder), encoder)
