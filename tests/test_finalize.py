@@ -17,11 +17,12 @@ import pytest
 from optuna.artifacts import get_all_artifact_meta
 
 from hpo.data.posts import load_posts
-from hpo.finalize.holdout import score_on_test
+from hpo.finalize.holdout import score_on_test, score_on_validation
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
 from hpo.predict import load_classifier
 from hpo.spec import load_spec
+from hpo.train.evaluate import objective_value
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -108,6 +109,22 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         and "| DEPRESSED_MOOD |" in card
         and "hpo finalize" in card
     )
+    # the chosen configuration's two seeds, averaged into one model (--ensemble seeds, the default)
+    members = [seed["run"] for seed in summary["configurations"][0]["seeds"]]
+    assert summary["ensemble"]["members"] == members and chosen["seed"] is None
+    assert json.loads((final / "model" / "ensemble.json").read_text())["members"] == members
+    assert "each seed alone vs their ensemble" in card and "| ensemble (mean probability) |" in card
+    seed_models = [final / "runs" / run / "model" for run in members]
+    spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
+    config = spec.train_config(chosen["params"], checkpoint_dir=None)
+    value = lambda models: objective_value(  # noqa: E731 - as finalize judges a model
+        score_on_validation(config, models).metrics, "macro_f1", config.threshold
+    )
+    alone = [value([path]) for path in seed_models]
+    assert summary["ensemble"]["value"] == pytest.approx(value(seed_models), abs=1e-6)
+    assert [s["value"] for s in summary["configurations"][0]["seeds"]] == pytest.approx(
+        alone, abs=1e-5
+    ), "each seed's validation value is what its model scores there"
 
     from hpo.finalize.model_card import command_line  # never shows a storage password
 
@@ -118,8 +135,6 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         assert "s3cret" not in command_line() and "db/hpo" in command_line()
 
     # The card's test numbers are what a fresh evaluation of the saved model gives.
-    spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
-    config = spec.train_config(chosen["params"], checkpoint_dir=None)
     again = score_on_test(config, final / "model")
     for name, value in summary["test"]["metrics"].items():
         assert again.metrics[name] == pytest.approx(value, abs=1e-5, nan_ok=True), name
@@ -213,7 +228,12 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
 
 
 @pytest.mark.parametrize(
-    "extra, problem", [((), "no study named"), (("--seeds", "0"), "--seeds: must be a positive")]
+    "extra, problem",
+    [
+        ((), "no study named"),
+        (("--seeds", "0"), "--seeds: must be a positive"),
+        (("--refit", "train+val", "--ensemble", "seeds"), "pass --ensemble none with it"),
+    ],
 )
 def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
     run = _hpo(

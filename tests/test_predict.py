@@ -5,6 +5,7 @@ exit 2, with nothing left at --out."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -34,7 +35,9 @@ from hpo.data.tokenize import tokenize_pairs
 from hpo.fixtures import write_sample
 from hpo.models.classifier import load_classifier as load_model
 from hpo.models.device import forward_keys
-from hpo.predict import load_classifier
+from hpo.models.ensemble_file import ENSEMBLE_FILE, write_ensemble
+from hpo.models.inference import InvalidClassifierFile
+from hpo.predict import load_classifier, read_settings
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import post_matrix, split_probabilities
 from hpo.train.loop import train
@@ -659,3 +662,65 @@ def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd
     finally:
         (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
     assert "Loading weights" not in err and "%|" not in err, err
+
+
+@pytest.fixture(scope="module")
+def two_seeds(trained, tmp_path_factory):
+    """The multilabel model and the same configuration trained with another seed."""
+    config, first = trained("multilabel")
+    second = tmp_path_factory.mktemp("seed1") / "checkpoint"
+    train(dataclasses.replace(config, seed=1, checkpoint_dir=str(second)))
+    return config, first, second
+
+
+def test_an_ensemble_folder_predicts_the_mean_of_its_members_through_the_cli(
+    two_seeds, sample_dir, tmp_path
+):
+    config, first, second = two_seeds
+    folder = tmp_path / "ensemble"
+    write_ensemble(folder, {"seed0": first, "seed1": second}, dict.fromkeys(SYMPTOMS, 0.3), None)
+    input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
+    rows = run_cli(folder, input_path, tmp_path / "predictions.csv")
+    alone = [
+        load_classifier(path, device="cpu").predict(texts).probabilities for path in (first, second)
+    ]
+    assert not np.allclose(alone[0], alone[1]), "two seeds, two models"
+    mean = (alone[0] + alone[1]) / 2
+    np.testing.assert_allclose(cli_matrix(rows, ids), mean, rtol=1e-5, atol=1e-6)
+    decided = np.array([[int(row[symptom]) for symptom in SYMPTOMS] for row in rows], dtype=bool)
+    assert (decided == (mean >= 0.3)).all(), "the ensemble decides at its own thresholds"
+    assert read_settings(folder).thresholds == dict.fromkeys(SYMPTOMS, 0.3)
+
+
+def test_an_ensemble_of_models_that_predict_different_things_is_refused(
+    two_seeds, trained, tmp_path, capsys
+):
+    _, first, _ = two_seeds
+    _, pairs = trained("pairs")
+    with pytest.raises(InvalidClassifierFile, match="formulation differs"):
+        write_ensemble(
+            tmp_path / "mixed", {"a": first, "b": pairs}, dict.fromkeys(SYMPTOMS, 0.5), None
+        )
+    assert not (tmp_path / "mixed").exists(), "nothing half-written"
+
+    good = tmp_path / "good"
+    write_ensemble(good, {"a": first, "b": first}, dict.fromkeys(SYMPTOMS, 0.5), None)
+    input_path = write_posts(tmp_path / "posts.csv")
+    out = tmp_path / "predictions.csv"
+    cases = {
+        "escaping member": (lambda body: body | {"members": ["a", "../a"]}, "not a folder name"),
+        "missing member": (lambda body: body | {"members": ["a", "c"]}, "members/c holds no"),
+        "one member": (lambda body: body | {"members": ["a"]}, "members"),
+        "unknown key": (lambda body: body | {"extra": 1}, "extra"),
+    }
+    for case, (edit, message) in cases.items():
+        broken = Path(shutil.copytree(good, tmp_path / case.replace(" ", "-")))
+        body = json.loads((broken / ENSEMBLE_FILE).read_text())
+        (broken / ENSEMBLE_FILE).write_text(json.dumps(edit(body)))
+        assert_refused(
+            capsys,
+            ["predict", str(broken), "--input", str(input_path), "--out", str(out)],
+            out,
+            "not a valid ensemble.json",
+            message,
+        )

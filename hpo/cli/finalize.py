@@ -9,12 +9,12 @@ from hpo.cli._common import _positive_int, add_spec_args
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "finalize",
-        help="retrain the best configurations with several seeds, choose "
-        "one on validation, score it once on the test split, save it with a model card",
+        help="retrain the best configurations with several seeds, average the best one's seeds "
+        "(or pick one) on validation, score it once on the test split, save it with a model card",
     )
     add_spec_args(parser)
-    # --top-k, --seeds, --refit: None when not given, so a rerun of a finalized study names those
-    # it ignores
+    # --top-k, --seeds, --refit, --ensemble: None when not given, so a rerun of a finalized study
+    # names those it ignores
     parser.add_argument("--top-k", type=_positive_int, help="configurations to retrain (default 3)")
     parser.add_argument("--seeds", type=_positive_int, help="seeds per configuration (default 3)")
     parser.add_argument(
@@ -25,6 +25,12 @@ def add_parser(subparsers) -> None:
         choices=("train", "train+val"),
         help="train: the chosen seed's model as retrained (default); train+val: retrain it once "
         "more on train + validation for its best epoch count, at the thresholds it chose",
+    )
+    parser.add_argument(
+        "--ensemble",
+        choices=("seeds", "none"),
+        help="seeds: the chosen configuration's seeds averaged into one model, which hpo "
+        "predict loads like any other (default with --seeds > 1); none: its best seed alone",
     )
     parser.add_argument(
         "--partial",
@@ -47,6 +53,7 @@ def run(args) -> int:
         seeds=args.seeds,
         workers=args.workers,
         refit=args.refit,
+        ensemble=args.ensemble,
         partial=args.partial,
         progress=not args.no_progress,
     )

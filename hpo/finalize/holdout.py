@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from hpo.data.collate import Collator
@@ -13,10 +14,11 @@ from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.classifier_file import read_inference
 from hpo.models.device import forward_keys
+from hpo.models.ensemble_file import is_ensemble, read_ensemble
 from hpo.models.hardware import resolve_device
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import per_symptom, score, split_probabilities
-from hpo.train.prepare import prepare_data
+from hpo.train.evaluate import Evaluation, per_symptom, score, split_probabilities
+from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 
 
 @dataclass(frozen=True)
@@ -28,27 +30,16 @@ class TestScore:
 
 
 def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
-    """``model_dir`` (a ``save_classifier`` folder) on the test split of ``config``'s data,
-    through the same meta-safe load and transfer as training."""
+    """``model_dir`` (a ``save_classifier`` folder, or an ensemble of them) on the test split
+    of ``config``'s data, through the same meta-safe load and transfer as training."""
     data = prepare_data(config)
     if data.test is None:
         raise UsageError(
             "the split gives the test split no posts; "
             "set train.split_fractions so its third share is > 0"
         )
-    device = resolve_device(config.device)
-    model, _ = load_classifier_on(model_dir, device)
-    inference = read_inference(model_dir)
-    collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
-    with torch.inference_mode():
-        probs = split_probabilities(
-            model,
-            data.test.tokens,
-            collate,
-            config.eval_batch_size,
-            device,
-            max_tokens=config.inference_token_budget(device.type),
-        )
+    probs = model_probabilities(config, data, data.test, model_dir)
+    inference = read_ensemble(model_dir)[1] if is_ensemble(model_dir) else read_inference(model_dir)
     evaluation = score(data.test, probs, thresholds=inference.validation_thresholds)
     decision = dict(inference.thresholds)
     sizes = {
@@ -57,3 +48,44 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         if (split := getattr(data, name)) is not None
     }
     return TestScore(evaluation.metrics, per_symptom(data.test, probs, decision), decision, sizes)
+
+
+def score_on_validation(config: TrainConfig, model_dirs: list[Path]) -> Evaluation:
+    """The average of ``model_dirs``' probabilities (seeds of ``config``) scored on the
+    validation split, with thresholds tuned there, as a trial's model is."""
+    data = prepare_data(config)
+    probs = [model_probabilities(config, data, data.validation, path) for path in model_dirs]
+    return score(data.validation, np.mean(probs, axis=0))
+
+
+def model_probabilities(
+    config: TrainConfig, data: PreparedData, split: PreparedSplit, model_dir: str | Path
+) -> np.ndarray:
+    """A saved classifier's probabilities on ``split``, or the mean of an ensemble's members'.
+    Each must read text as ``config`` tokenized ``split``: finalize's ensembles are seeds of
+    one configuration."""
+    folders = read_ensemble(model_dir)[0] if is_ensemble(model_dir) else [Path(model_dir)]
+    device = resolve_device(config.device)
+    probs = []
+    for folder in folders:
+        inference = read_inference(folder)
+        if (inference.max_length, inference.long_text) != (config.max_length, config.long_text):
+            raise UsageError(
+                f"{folder} reads text with max_length {inference.max_length} and long_text "
+                f"{inference.long_text}, not as this configuration; score it with hpo predict"
+            )
+        model, _ = load_classifier_on(folder, device)
+        collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
+        with torch.inference_mode():
+            probs.append(
+                split_probabilities(
+                    model,
+                    split.tokens,
+                    collate,
+                    config.eval_batch_size,
+                    device,
+                    max_tokens=config.inference_token_budget(device.type),
+                )
+            )
+        del model  # one member in memory at a time
+    return np.mean(probs, axis=0)

@@ -14,10 +14,16 @@ LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
 
 def model_card(summary: dict) -> str:
     metric, chosen, test = summary["metric"], summary["chosen"], summary["test"]
+    ensemble = summary.get("ensemble")
+    which = (
+        f"the average of its {len(ensemble['members'])} seeds' probabilities (one ensemble model)"
+        if ensemble
+        else f"seed {chosen['seed']}"
+    )
     lines = [
         f"# {summary['study']}: final model",
         "",
-        f"Chosen: the configuration of trial {chosen['trial']}, seed {chosen['seed']}, "
+        f"Chosen: the configuration of trial {chosen['trial']}, {which}, "
         "by mean validation "
         f"{metric} over seeds"
         + (
@@ -64,6 +70,7 @@ def model_card(summary: dict) -> str:
             for c in summary["configurations"]
         ),
         "",
+        *(_ensemble_rows(metric, summary) if ensemble else []),
         "## Test (held out, scored once)",
         "",
         "| metric | validation | test |",
@@ -97,6 +104,20 @@ def model_card(summary: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _ensemble_rows(metric: str, summary: dict) -> list[str]:
+    """The chosen configuration's seeds alone and averaged, on validation."""
+    seeds = summary["configurations"][0]["seeds"]
+    return [
+        "## Validation: each seed alone vs their ensemble",
+        "",
+        f"| model | {metric} |",
+        "|---|---|",
+        *(f"| seed {s['seed']} | {s['value']:.4f} |" for s in seeds),
+        f"| ensemble (mean probability) | {summary['ensemble']['value']:.4f} |",
+        "",
+    ]
 
 
 def _number(value) -> str:

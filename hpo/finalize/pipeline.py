@@ -26,10 +26,11 @@ from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
-from hpo.finalize.holdout import score_on_test
+from hpo.finalize.holdout import score_on_test, score_on_validation
 from hpo.finalize.model_card import command_line, library_versions, model_card
 from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.models.classifier_file import read_inference
+from hpo.models.ensemble_file import write_ensemble
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec, load_spec
@@ -49,7 +50,9 @@ from hpo.train.evaluate import objective_value
 
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
-DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train"}  # --top-k, --seeds, --refit
+# seeds: the chosen configuration's seeds averaged into one model; none: its best seed alone
+ENSEMBLES = ("seeds", "none")
+DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train", "ensemble": "seeds"}  # their flags
 
 __all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
@@ -62,21 +65,32 @@ def finalize(
     seeds: int | None = None,
     workers: int = 1,
     refit: str | None = None,
+    ensemble: str | None = None,
     partial: bool = False,
     progress: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict:
-    """``top_k``, ``seeds`` and ``refit`` left None take their DEFAULTS; given, they are
-    named as ignored when the study was finalized already with others."""
-    asked = {"top_k": top_k, "seeds": seeds, "refit": refit}
+    """``top_k``, ``seeds``, ``refit`` and ``ensemble`` left None take their DEFAULTS; given,
+    they are named as ignored when the study was finalized already with others."""
+    asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
+    if refit == "train+val" and ensemble is None:
+        settings["ensemble"] = "none"  # the refit retrains one model
     top_k, seeds, refit = settings["top_k"], settings["seeds"], settings["refit"]
+    ensemble = settings["ensemble"]
     if top_k < 1 or seeds < 1 or workers < 1:
         raise UsageError(
             f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}"
         )
     if refit not in REFITS:
         raise UsageError(f"--refit must be one of {', '.join(REFITS)}, got {refit!r}")
+    if ensemble not in ENSEMBLES:
+        raise UsageError(f"--ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
+    if ensemble != "none" and refit == "train+val":
+        raise UsageError(
+            "--refit train+val retrains one model, so it cannot be an ensemble; "
+            "pass --ensemble none with it, or leave --refit out"
+        )
     if not progress:
         hide_progress_bars()  # transformers' too, where the retrainings run in this process
     spec = load_spec(spec_path, overrides, storage)
@@ -105,6 +119,8 @@ def finalize(
         config = train_config(spec, chosen["params"], chosen["seed"], None)
         chosen["threshold"] = config.threshold
         model_dir = final_dir / "runs" / chosen["run"] / "model"
+        if ensemble == "seeds" and seeds > 1:
+            model_dir = _ensemble(spec, config, summary, final_dir, say)
         if refit == "train+val":
             config, model_dir = _refit(config, chosen, model_dir, final_dir / "refit", say)
         summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
@@ -209,11 +225,12 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
     if _intact(model, summary):
         say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
     else:
-        source = (
-            final_dir / "refit"
-            if summary.get("refit", {}).get("on") == "train+val"
-            else final_dir / "runs" / summary["chosen"]["run"]
-        ) / "model"
+        if summary.get("refit", {}).get("on") == "train+val":
+            source = final_dir / "refit" / "model"
+        elif summary.get("ensemble"):
+            source = final_dir / "ensemble"
+        else:
+            source = final_dir / "runs" / summary["chosen"]["run"] / "model"
         if not _intact(source, summary):
             raise UsageError(
                 f"{spec.name}: finalized, but {model} is missing or incomplete, "
@@ -228,10 +245,12 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
             f"and is restored from {source}, "
             f"the model metrics.json scored"
         )
-    done = summary.get("settings") or {
+    done = {
         "top_k": len(summary["configurations"]),
         "seeds": len(summary["configurations"][0]["seeds"]),
         "refit": summary.get("refit", {}).get("on", "train"),
+        "ensemble": "seeds" if summary.get("ensemble") else "none",
+        **summary.get("settings", {}),
     }
     ignored = [
         f"--{key.replace('_', '-')} {value}"
@@ -295,6 +314,28 @@ def _choose(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
             "validation": records[pick["run"]]["metrics"],
         },
     }
+
+
+def _ensemble(spec: StudySpec, config: TrainConfig, summary: dict, final_dir: Path, say) -> Path:
+    """The chosen configuration's seeds averaged into one model (``final/ensemble``), scored on
+    validation beside each seed alone; it becomes the chosen model. No seed is picked, so no
+    selection on validation inflates the score that test then checks."""
+    best = summary["configurations"][0]
+    members = {seed["run"]: final_dir / "runs" / seed["run"] / "model" for seed in best["seeds"]}
+    evaluation = score_on_validation(config, list(members.values()))
+    labels = read_inference(next(iter(members.values()))).labels
+    thresholds = (
+        evaluation.thresholds if config.threshold == "tuned" else dict.fromkeys(labels, 0.5)
+    )
+    folder = final_dir / "ensemble"
+    shutil.rmtree(folder, ignore_errors=True)  # rebuilt from the kept runs on a resumed finalize
+    write_ensemble(folder, members, thresholds, evaluation.thresholds)
+    value = objective_value(evaluation.metrics, spec.metric, config.threshold)
+    summary["ensemble"] = {"members": list(members), "value": value}
+    summary["chosen"] |= {"seed": None, "validation": rounded(evaluation.metrics)}
+    alone = ", ".join(f"{seed['value']:.4f}" for seed in best["seeds"])
+    say(f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} (alone: {alone})")
+    return folder
 
 
 def _refit(
@@ -371,7 +412,8 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
         FINAL_ATTR,
         {
             "trial": chosen["trial"],
-            "seed": chosen["seed"],
+            "seed": chosen["seed"],  # None: the ensemble of the configuration's seeds
+            "ensemble_of": summary.get("ensemble", {}).get("members"),
             "model": str(final_dir / "model"),
             f"validation_{spec.metric}_mean": round(summary["configurations"][0]["mean"], 6),
             f"test_{spec.metric}": round(_test_value(spec, summary), 6),

@@ -21,6 +21,7 @@ from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.classifier_file import InvalidClassifierFile, read_classifier_file
 from hpo.models.device import forward_keys
+from hpo.models.ensemble_file import ENSEMBLE_FILE, is_ensemble, read_ensemble
 from hpo.models.hardware import resolve_device
 from hpo.models.inference import InferenceSettings
 from hpo.train.config import CPU_INFERENCE_TOKENS
@@ -266,17 +267,35 @@ class Predictor:
             raise UsageError(f"this is a {self.task} model; call {other}() instead")
 
 
+class EnsemblePredictor(Predictor):
+    """Saved classifiers as one model: each scores the examples its own way, their
+    probabilities are averaged, and the ensemble decides at its own thresholds."""
+
+    def __init__(self, members: Sequence[Predictor], settings: InferenceSettings):
+        self.members, self.settings, self.device = list(members), settings, members[0].device
+        self.thresholds = np.array([settings.thresholds[label] for label in settings.labels])
+
+    def score(
+        self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> np.ndarray:
+        return np.mean([member.score(pairs, batch_size) for member in self.members], axis=0)
+
+
 def read_settings(path: str | Path) -> InferenceSettings:
-    """The checked ``inference`` block of the classifier saved at ``path``, without loading
-    any weight: enough to tell whether two models fit together before either costs time.
-    A model saved before the criterion texts travelled with it gets the packaged ones,
-    which its training used."""
+    """The checked ``inference`` block of the classifier (or ensemble) saved at ``path``,
+    without loading any weight: enough to tell whether two models fit together before either
+    costs time. A model saved before the criterion texts travelled with it gets the packaged
+    ones, which its training used."""
     path = Path(path)
     try:
-        settings = read_classifier_file(_read_meta(path)).inference
+        if is_ensemble(path):
+            settings = read_ensemble(path)[1]
+        else:
+            settings = read_classifier_file(_read_meta(path)).inference
     except InvalidClassifierFile as exc:
+        name = ENSEMBLE_FILE if is_ensemble(path) else "classifier.json"
         raise NotAModel(
-            f"{path}: not a valid classifier.json: {exc}; save the model again with hpo (retrain "
+            f"{path}: not a valid {name}: {exc}; save the model again with hpo (retrain "
             "or re-finalize) rather than editing the file"
         ) from None
     if settings.descriptions is None:
@@ -285,10 +304,13 @@ def read_settings(path: str | Path) -> InferenceSettings:
 
 
 def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
-    """The classifier saved at ``path``, loaded as training loads models, on ``device``
-    (auto: a GPU when there is one)."""
+    """The classifier (or ensemble of them) saved at ``path``, loaded as training loads
+    models, on ``device`` (auto: a GPU when there is one)."""
     path = Path(path)
     settings = read_settings(path)
+    if is_ensemble(path):
+        members = [load_classifier(member, device) for member in read_ensemble(path)[0]]
+        return EnsemblePredictor(members, settings)
     target = _device(device)
     try:
         model, tokenizer = load_classifier_on(path, target)
