@@ -58,6 +58,29 @@ def _hpo(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _finalize_argv(tuned, out: Path, *flags: str) -> list[str]:
+    """``hpo finalize`` of the tuned study with ``flags``, into its own output_dir ``out``."""
+    return [
+        "finalize",
+        SPEC,
+        "--storage",
+        tuned["storage"],
+        *flags,
+        "--no-progress",
+        *tuned["args"],
+        "--set",
+        f"output_dir={out}",
+    ]
+
+
+def _finalize_into(tuned, folder: str, *flags: str) -> Path:
+    """``hpo finalize --top-k 1 --seeds 1 *flags``, run to the end; its final/ folder."""
+    out = tuned["root"] / folder
+    run = _hpo(*_finalize_argv(tuned, out, "--top-k", "1", "--seeds", "1", *flags), cwd=out.parent)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return _final_dir(tuned, out)
+
+
 def _final_dir(tuned, output_dir: Path) -> Path:
     study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
     return study_dir(output_dir, tuned["name"], study.user_attrs["uid"]) / "final"
@@ -189,18 +212,7 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
         sys.executable,
         "-m",
         "hpo",
-        "finalize",
-        SPEC,
-        "--storage",
-        tuned["storage"],
-        "--top-k",
-        "1",
-        "--seeds",
-        "4",
-        "--no-progress",
-        *tuned["args"],
-        "--set",
-        f"output_dir={out}",
+        *_finalize_argv(tuned, out, "--top-k", "1", "--seeds", "4"),
     ]
     runs = _final_dir(tuned, out) / "runs"
     process = subprocess.Popen(
@@ -233,6 +245,7 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
         ((), "no study named"),
         (("--seeds", "0"), "--seeds: must be a positive"),
         (("--refit", "train+val", "--ensemble", "seeds"), "pass --ensemble none with it"),
+        (("--cv", "1"), "--cv K needs K >= 2 folds"),
     ],
 )
 def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
@@ -264,26 +277,7 @@ def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
 
 
 def test_refit_on_train_and_validation_keeps_the_thresholds_chosen_on_validation(tuned):
-    out = tuned["root"] / "refit"
-    run = _hpo(
-        "finalize",
-        SPEC,
-        "--storage",
-        tuned["storage"],
-        "--top-k",
-        "1",
-        "--seeds",
-        "1",
-        "--refit",
-        "train+val",
-        "--no-progress",
-        *tuned["args"],
-        "--set",
-        f"output_dir={out}",
-        cwd=tuned["root"],
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    final = _final_dir(tuned, out)
+    final = _finalize_into(tuned, "refit", "--refit", "train+val")
     summary = json.loads((final / "metrics.json").read_text())
     chosen = summary["chosen"]
     assert summary["refit"] == {"on": "train+val", "epochs": chosen["best_epoch"]}
@@ -304,3 +298,22 @@ def test_refit_on_train_and_validation_keeps_the_thresholds_chosen_on_validation
         > score_on_test(plain, final / "model").split_sizes["train"]["examples"]
     )
     assert "retrained on train + validation" in (final / "model_card.md").read_text()
+
+
+def test_cv_retrains_the_chosen_configuration_on_k_folds_and_reports_them(tuned):
+    final = _finalize_into(tuned, "out-cv", "--cv", "2")
+    summary = json.loads((final / "metrics.json").read_text())
+    cv = summary["cv"]
+    assert cv["k"] == 2 and len(cv["values"]) == 2 and summary["settings"]["cv"] == 2
+    records = [
+        json.loads((final / "runs" / name / "result.json").read_text()) for name in cv["runs"]
+    ]
+    assert [r["value"] for r in records] == cv["values"] and [r["fold"] for r in records] == [
+        [2, 0],
+        [2, 1],
+    ]
+    assert cv["mean"] == pytest.approx(sum(cv["values"]) / 2)
+    assert not any((final / "runs" / name / "model").exists() for name in cv["runs"])
+    card = (final / "model_card.md").read_text()
+    assert "## Cross-validation: 2 folds of train + validation" in card and "| mean ± sd |" in card
+    assert "ensemble" not in summary, "one seed: nothing to average"

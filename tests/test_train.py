@@ -342,3 +342,21 @@ def test_layerwise_decay_frozen_layers_and_attention_dropout_train_end_to_end(
     )
     result = train(config)
     assert result.epochs_run == 1 and 0.0 <= result.value <= 1.0
+
+
+def test_cv_folds_hold_out_each_train_or_validation_post_once_and_leave_test_alone(
+    tiny_roberta, sample_dir
+):
+    config = _config(tiny_roberta, sample_dir, task="criteria", criteria_formulation="multilabel")
+    plain = prepare_data(config)
+    pool = {*plain.train.post_ids, *plain.validation.post_ids}
+    held = []
+    for fold in range(3):
+        data = prepare_data(dataclasses.replace(config, cv_fold=(3, fold)))
+        assert set(data.test.post_ids) == set(plain.test.post_ids), "test is untouched"
+        assert {*data.train.post_ids, *data.validation.post_ids} == pool
+        assert not set(data.train.post_ids) & set(data.validation.post_ids)
+        held.append(set(data.validation.post_ids))
+    assert sorted(post for fold in held for post in fold) == sorted(pool), "each post held once"
+    with pytest.raises(ValueError, match="cv_fold must be"):
+        dataclasses.replace(config, cv_fold=(3, 3))

@@ -13,8 +13,8 @@ def add_parser(subparsers) -> None:
         "(or pick one) on validation, score it once on the test split, save it with a model card",
     )
     add_spec_args(parser)
-    # --top-k, --seeds, --refit, --ensemble: None when not given, so a rerun of a finalized study
-    # names those it ignores
+    # --top-k, --seeds, --refit, --ensemble, --cv: None when not given, so a rerun of a finalized
+    # study names those it ignores
     parser.add_argument("--top-k", type=_positive_int, help="configurations to retrain (default 3)")
     parser.add_argument("--seeds", type=_positive_int, help="seeds per configuration (default 3)")
     parser.add_argument(
@@ -31,6 +31,13 @@ def add_parser(subparsers) -> None:
         choices=("seeds", "none"),
         help="seeds: the chosen configuration's seeds averaged into one model, which hpo "
         "predict loads like any other (default with --seeds > 1); none: its best seed alone",
+    )
+    parser.add_argument(
+        "--cv",
+        type=_positive_int,
+        metavar="K",
+        help="also retrain the chosen configuration on K folds of train + validation, each "
+        "validated on the fold it left out, and report the mean ± sd (chooses nothing)",
     )
     parser.add_argument(
         "--partial",
@@ -54,6 +61,7 @@ def run(args) -> int:
         workers=args.workers,
         refit=args.refit,
         ensemble=args.ensemble,
+        cv=args.cv,
         partial=args.partial,
         progress=not args.no_progress,
     )

@@ -71,6 +71,7 @@ def model_card(summary: dict) -> str:
         ),
         "",
         *(_ensemble_rows(metric, summary) if ensemble else []),
+        *(_cv_rows(metric, summary["cv"]) if summary.get("cv") else []),
         "## Test (held out, scored once)",
         "",
         "| metric | validation | test |",
@@ -116,6 +117,22 @@ def _ensemble_rows(metric: str, summary: dict) -> list[str]:
         "|---|---|",
         *(f"| seed {s['seed']} | {s['value']:.4f} |" for s in seeds),
         f"| ensemble (mean probability) | {summary['ensemble']['value']:.4f} |",
+        "",
+    ]
+
+
+def _cv_rows(metric: str, cv: dict) -> list[str]:
+    """--cv K: the chosen configuration on each fold of train + validation."""
+    return [
+        f"## Cross-validation: {cv['k']} folds of train + validation (seed {cv['seed']})",
+        "",
+        f"Each fold's model trained on the other {cv['k'] - 1} folds and was validated on it; "
+        "a report of how much the score moves with the data, which chose nothing.",
+        "",
+        f"| fold | {metric} |",
+        "|---|---|",
+        *(f"| {i} | {value:.4f} |" for i, value in enumerate(cv["values"], start=1)),
+        f"| mean ± sd | {cv['mean']:.4f} ± {cv['sd']:.4f} |",
         "",
     ]
 

@@ -16,21 +16,19 @@ anything is retrained: a search still running or short of its n_trials (unless
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import shutil
-import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
-from hpo.finalize.holdout import score_on_test, score_on_validation
+from hpo.finalize import choose
+from hpo.finalize.holdout import score_on_test
 from hpo.finalize.model_card import command_line, library_versions, model_card
 from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
-from hpo.models.classifier_file import read_inference
-from hpo.models.ensemble_file import write_ensemble
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec, load_spec
@@ -52,7 +50,8 @@ FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
 # seeds: the chosen configuration's seeds averaged into one model; none: its best seed alone
 ENSEMBLES = ("seeds", "none")
-DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train", "ensemble": "seeds"}  # their flags
+# their flags; cv 0: no cross-validation
+DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train", "ensemble": "seeds", "cv": 0}
 
 __all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
@@ -66,18 +65,21 @@ def finalize(
     workers: int = 1,
     refit: str | None = None,
     ensemble: str | None = None,
+    cv: int | None = None,
     partial: bool = False,
     progress: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict:
-    """``top_k``, ``seeds``, ``refit`` and ``ensemble`` left None take their DEFAULTS; given,
-    they are named as ignored when the study was finalized already with others."""
-    asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble}
+    """``top_k``, ``seeds``, ``refit``, ``ensemble`` and ``cv`` left None take their DEFAULTS;
+    given, they are named as ignored when the study was finalized already with others."""
+    asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble, "cv": cv}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
     if refit == "train+val" and ensemble is None:
         settings["ensemble"] = "none"  # the refit retrains one model
     top_k, seeds, refit = settings["top_k"], settings["seeds"], settings["refit"]
-    ensemble = settings["ensemble"]
+    ensemble, cv = settings["ensemble"], settings["cv"]
+    if cv == 1 or cv < 0:
+        raise UsageError(f"--cv K needs K >= 2 folds (or 0 for none), got {cv}")
     if top_k < 1 or seeds < 1 or workers < 1:
         raise UsageError(
             f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}"
@@ -110,19 +112,28 @@ def finalize(
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
         # before hours of retraining
-        _require_test_split(train_config(spec, runs[0].params, runs[0].seed, None))
-        records = retrain_all(
-            spec, spec_path, overrides, runs, final_dir / "runs", workers, progress, say
+        _require_splits(train_config(spec, runs[0].params, runs[0].seed, None), cv)
+        retrain = functools.partial(
+            retrain_all,
+            spec,
+            spec_path,
+            overrides,
+            runs_dir=final_dir / "runs",
+            workers=workers,
+            progress=progress,
+            say=say,
         )
-        summary = _choose(spec, runs, records)
+        summary = choose.by_mean_validation(spec, runs, retrain(runs))
+        if cv:
+            summary["cv"] = choose.cross_validate(summary, cv, retrain, say)
         chosen = summary["chosen"]
         config = train_config(spec, chosen["params"], chosen["seed"], None)
         chosen["threshold"] = config.threshold
         model_dir = final_dir / "runs" / chosen["run"] / "model"
         if ensemble == "seeds" and seeds > 1:
-            model_dir = _ensemble(spec, config, summary, final_dir, say)
+            model_dir = choose.ensemble_of_seeds(spec, config, summary, final_dir, say)
         if refit == "train+val":
-            config, model_dir = _refit(config, chosen, model_dir, final_dir / "refit", say)
+            config, model_dir = choose.refit(config, chosen, model_dir, final_dir / "refit", say)
         summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
         lock.confirm()  # the test split is scored by one finalize only
         tested = score_on_test(config, model_dir)
@@ -206,7 +217,8 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     }
 
 
-def _require_test_split(config: TrainConfig) -> None:
+def _require_splits(config: TrainConfig, cv: int) -> None:
+    """A test split to score, and (--cv K) at least K train + validation posts to fold."""
     corpus = load_redsm5(config.data_dir)
     split = split_posts(symptom_profiles(corpus), config.split_fractions, seed=config.split_seed)
     split.require(
@@ -214,6 +226,8 @@ def _require_test_split(config: TrainConfig) -> None:
         config.split_fractions,
         why=" and hpo finalize scores its model there",
     )
+    if cv > (pool := len(split.train) + len(split.validation)):
+        raise UsageError(f"--cv {cv}: the train and validation splits hold only {pool} posts")
 
 
 def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str], None]) -> dict:
@@ -250,6 +264,7 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
         "seeds": len(summary["configurations"][0]["seeds"]),
         "refit": summary.get("refit", {}).get("on", "train"),
         "ensemble": "seeds" if summary.get("ensemble") else "none",
+        "cv": summary.get("cv", {}).get("k", 0),
         **summary.get("settings", {}),
     }
     ignored = [
@@ -277,108 +292,6 @@ def _intact(model: Path, summary: dict) -> bool:
         (path := model / name).is_file() and path.stat().st_size == size
         for name, size in files.items()
     )
-
-
-def _choose(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
-    """Per configuration the mean ± sd of the validation value over seeds; the best mean
-    wins, and of its seeds the best validation value gives the model."""
-    maximize = spec.direction == "maximize"
-    configurations = []
-    for rank in sorted({run.rank for run in runs}):
-        mine = [records[run.name] for run in runs if run.rank == rank]
-        values = [r["value"] for r in mine]
-        configurations.append(
-            {
-                "rank": rank,
-                "trial": mine[0]["trial"],
-                "params": mine[0]["params"],
-                "mean": statistics.fmean(values),
-                "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                "seeds": [{k: r[k] for k in ("seed", "value", "best_epoch", "run")} for r in mine],
-            }
-        )
-    configurations.sort(key=lambda c: c["mean"], reverse=maximize)
-    best = configurations[0]
-    pick = (max if maximize else min)(best["seeds"], key=lambda s: s["value"])
-    return {
-        "study": spec.name,
-        "metric": spec.metric,
-        "direction": spec.direction,
-        "configurations": configurations,
-        "chosen": {
-            "trial": best["trial"],
-            "params": best["params"],
-            "seed": pick["seed"],
-            "run": pick["run"],
-            "best_epoch": pick["best_epoch"],
-            "validation": records[pick["run"]]["metrics"],
-        },
-    }
-
-
-def _ensemble(spec: StudySpec, config: TrainConfig, summary: dict, final_dir: Path, say) -> Path:
-    """The chosen configuration's seeds averaged into one model (``final/ensemble``), scored on
-    validation beside each seed alone; it becomes the chosen model. No seed is picked, so no
-    selection on validation inflates the score that test then checks."""
-    best = summary["configurations"][0]
-    members = {seed["run"]: final_dir / "runs" / seed["run"] / "model" for seed in best["seeds"]}
-    evaluation = score_on_validation(config, list(members.values()))
-    labels = read_inference(next(iter(members.values()))).labels
-    thresholds = (
-        evaluation.thresholds if config.threshold == "tuned" else dict.fromkeys(labels, 0.5)
-    )
-    folder = final_dir / "ensemble"
-    shutil.rmtree(folder, ignore_errors=True)  # rebuilt from the kept runs on a resumed finalize
-    write_ensemble(folder, members, thresholds, evaluation.thresholds)
-    value = objective_value(evaluation.metrics, spec.metric, config.threshold)
-    summary["ensemble"] = {"members": list(members), "value": value}
-    summary["chosen"] |= {"seed": None, "validation": rounded(evaluation.metrics)}
-    alone = ", ".join(f"{seed['value']:.4f}" for seed in best["seeds"])
-    say(f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} (alone: {alone})")
-    return folder
-
-
-def _refit(
-    config: TrainConfig,
-    chosen: dict,
-    chosen_model: Path,
-    refit_dir: Path,
-    say: Callable[[str], None],
-) -> tuple[TrainConfig, Path]:
-    """The chosen configuration and seed retrained on train + validation for its best epoch
-    count, deciding at the thresholds its train-only run chose on validation (the refit
-    has seen validation, so it cannot choose them)."""
-    epochs = chosen["best_epoch"]
-    config = dataclasses.replace(
-        config,
-        train_on="train+validation",
-        epochs=epochs,
-        early_stopping_patience=None,
-        checkpoint_dir=str(refit_dir / "model"),
-    )
-    if not (refit_dir / "result.json").exists():
-        say(
-            f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, "
-            "on train + validation "
-            f"for {epochs} epochs"
-        )
-        from hpo.train.loop import train
-
-        train(config)
-        chosen_inference = read_inference(chosen_model)
-        meta_path = refit_dir / "model" / "classifier.json"
-        meta = json.loads(meta_path.read_text())
-        meta["inference"] = dataclasses.replace(
-            read_inference(meta_path.parent),
-            thresholds=chosen_inference.thresholds,
-            validation_thresholds=chosen_inference.validation_thresholds,
-        ).to_json()
-        write_json(meta_path, meta)
-        write_json(
-            refit_dir / "result.json",
-            {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]},
-        )
-    return config, refit_dir / "model"
 
 
 def _publish(final_dir: Path, model_dir: Path, summary: dict) -> None:

@@ -50,25 +50,37 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Run:
-    """One retraining: a configuration (the trial it comes from) with one seed."""
+    """One retraining: a configuration (the trial it comes from) with one seed, on the
+    search's split or (``folds`` > 0, finalize --cv) on one fold of train + validation."""
 
     rank: int  # of the configuration in the study, 1 = best
     trial: int
     params: dict
     seed: int
+    folds: int = 0  # K of --cv K; 0: the search's own split
+    fold: int = 0  # the held-out fold, 0..K-1
 
     @property
     def name(self) -> str:
-        return f"trial_{self.trial}-seed_{self.seed}"
+        base = f"trial_{self.trial}-seed_{self.seed}"
+        return f"{base}-fold_{self.fold + 1}of{self.folds}" if self.folds else base
+
+    @property
+    def cv_fold(self) -> tuple[int, int] | None:
+        return (self.folds, self.fold) if self.folds else None
 
 
 def train_config(
-    spec: StudySpec, params: dict, seed: int, checkpoint_dir: Path | None
+    spec: StudySpec,
+    params: dict,
+    seed: int,
+    checkpoint_dir: Path | None,
+    cv_fold: tuple[int, int] | None = None,
 ) -> TrainConfig:
     config = spec.train_config(
         params, checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None
     )
-    return dataclasses.replace(config, seed=seed)
+    return dataclasses.replace(config, seed=seed, cv_fold=cv_fold)
 
 
 def finished_runs(runs: Sequence[Run], runs_dir: Path) -> dict[str, dict]:
@@ -148,9 +160,10 @@ def retrain_pending(
             continue  # another retraining process has it
         try:
             if not (folder / RESULT_FILE).exists():  # finished by another process meanwhile
-                record = _retrain(
-                    train_config(spec, run.params, run.seed, folder / "model"), run, folder
-                )
+                # a fold's run is a measurement: its model is not kept
+                model = None if run.folds else folder / "model"
+                config = train_config(spec, run.params, run.seed, model, run.cv_fold)
+                record = _retrain(config, run, folder)
                 if on_done:
                     on_done(record)
         finally:
@@ -259,6 +272,7 @@ def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
         "rank": run.rank,
         "trial": run.trial,
         "seed": run.seed,
+        "fold": run.cv_fold,
         "params": run.params,
         "value": result.value,
         "best_epoch": result.best_epoch,

@@ -41,7 +41,10 @@ def is_ensemble(folder: str | Path) -> bool:
 
 
 def write_ensemble(
-    folder: str | Path, members: Mapping[str, Path], thresholds: Mapping[str, float], tuned
+    folder: str | Path,
+    members: Mapping[str, Path],
+    thresholds: Mapping[str, float],
+    tuned: Mapping[str, float] | None,
 ) -> InferenceSettings:
     """Copy ``members`` (name -> saved classifier folder) under ``folder/members/`` and write
     ensemble.json deciding at ``thresholds`` (``tuned``: the validation-tuned ones, recorded).
@@ -68,7 +71,7 @@ def read_ensemble(folder: str | Path) -> tuple[list[Path], InferenceSettings]:
         body = _EnsembleJson.model_validate(json.loads((folder / ENSEMBLE_FILE).read_text()))
     except ValueError as exc:  # ValidationError is one; so is a JSON syntax error
         first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-        where = ".".join(map(str, first["loc"])) if first else "top level"
+        where = (".".join(map(str, first["loc"])) if first else "") or "top level"
         raise InvalidClassifierFile(where, first["msg"].lower() if first else str(exc)) from None
     paths = []
     for name in body.members:

@@ -93,6 +93,9 @@ class TrainConfig:
     # hpo finalize --refit train+val only: train on both splits and keep the last epoch (validation
     # has been trained on, so it can no longer choose one); never a search setting
     train_on: Literal["train", "train+validation"] = "train"
+    # hpo finalize --cv K only: (K, i) trains on the other K-1 folds of the train + validation
+    # posts and validates on fold i; the test split is untouched. Never a search setting
+    cv_fold: tuple[int, int] | None = None
 
     # runtime
     seed: int = 0  # python, numpy and torch, as transformers.set_seed seeds them
@@ -104,6 +107,10 @@ class TrainConfig:
     checkpoint_dir: str | None = None
 
     def __post_init__(self):
+        if self.cv_fold is not None and not 0 <= self.cv_fold[1] < self.cv_fold[0]:
+            raise ValueError(f"cv_fold must be (K, i) with 0 <= i < K, got {self.cv_fold}")
+        if self.cv_fold is not None and self.train_on != "train":
+            raise ValueError("cv_fold chooses the training posts itself; keep train_on: train")
         for name in ("batch_size", "epochs", "max_length", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

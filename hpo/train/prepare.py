@@ -16,7 +16,9 @@ import numpy as np
 
 from hpo.data import (
     SYMPTOMS,
+    PostSplit,
     build_examples,
+    kfold_posts,
     load_descriptions,
     load_redsm5,
     partition,
@@ -80,6 +82,7 @@ def prepare_data(config: TrainConfig) -> PreparedData:
         config.descriptions_path,
         config.split_seed,
         tuple(config.split_fractions),
+        config.cv_fold and tuple(config.cv_fold),
     )
     prepared = {}
     for name in SPLITS:
@@ -88,6 +91,8 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             f"{config.task}|{variant}|{fingerprint}|{name}|"
             f"seed={config.split_seed}|{config.split_fractions}"
         )
+        if config.cv_fold and name != "test":
+            key += f"|fold={config.cv_fold[1]}of{config.cv_fold[0]}"
         if name == "train" and config.train_on == "train+validation":
             examples, key = [*examples, *splits.validation], key + "+validation"
         if name == "train" and config.augmentation != "none":  # never validation or test
@@ -146,6 +151,7 @@ def _split_examples(
     descriptions_path: str | None,
     split_seed: int,
     fractions: tuple[float, ...],
+    cv_fold: tuple[int, int] | None = None,
 ):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
@@ -155,5 +161,10 @@ def _split_examples(
         examples = build_examples(corpus, task, descriptions, evidence_scope=variant)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
     # the same for both tasks
-    posts = split_posts(symptom_profiles(corpus), fractions, seed=split_seed)
+    profiles = symptom_profiles(corpus)
+    posts = split_posts(profiles, fractions, seed=split_seed)
+    if cv_fold:  # K folds of train + validation; test stays as the search had it
+        pool = {post: profiles[post] for post in (*posts.train, *posts.validation)}
+        kept, held = kfold_posts(pool, cv_fold[0], seed=split_seed)[cv_fold[1]]
+        posts = PostSplit(kept, held, posts.test)
     return f"{corpus.fingerprint[:16]}-{described}", partition(examples, posts)
