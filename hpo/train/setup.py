@@ -4,6 +4,7 @@ loop and by ``time_steps`` (``hpo validate --estimate``), so a timing measures t
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import random
 import time
@@ -179,7 +180,8 @@ def time_steps(config: TrainConfig, steps: int = 3) -> StepTiming:
     setup = set_up(config)
     setup_seconds = time.perf_counter() - started
     setup.model.train()
-    batches = setup.batches(epoch=1)
+    # epoch after epoch: a small training split may hold fewer batches than the timing wants
+    batches = (batch for epoch in itertools.count(1) for batch in setup.batches(epoch))
     setup.step(next(batches))  # warm-up: first-call allocations and kernel choices
     seconds, tokens, timed = 0.0, 0, 0
     for batch in batches:
