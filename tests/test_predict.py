@@ -159,9 +159,12 @@ def test_criteria_cli_equals_the_api_and_the_training_code(
     assert len(steps) > 1 and sum(steps) == len(texts)
     np.testing.assert_allclose(api.probabilities, from_cli, rtol=1e-5, atol=1e-6)
     decided = np.array([[int(row[symptom]) for symptom in SYMPTOMS] for row in rows], dtype=bool)
-    assert (api.decisions == decided).all()
     saved = json.loads((model_dir / "classifier.json").read_text())["inference"]["thresholds"]
-    assert (api.decisions == (api.probabilities >= np.array([saved[s] for s in SYMPTOMS]))).all()
+    thresholds = np.array([saved[s] for s in SYMPTOMS])
+    # a probability within the tolerance above of its threshold may fall on either side of it
+    clear = np.abs(from_cli - thresholds) > 1e-5
+    assert clear.mean() > 0.5 and (api.decisions == decided)[clear].all()
+    assert (api.decisions == (api.probabilities >= thresholds)).all()
 
     split, probs = training_scores(config, model_dir)
     if formulation == "multilabel":

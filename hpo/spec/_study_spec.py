@@ -51,9 +51,8 @@ _FROM_TOP_LEVEL = {
     "objective_metric": "metric",
     "checkpoint_dir": "output_dir",
 }
-_FINALIZE_ONLY = {
-    "train_on"
-}  # a refit's setting: a search that trained on validation would judge itself on it
+# a refit's and --cv's settings: a search that trained on validation would judge itself on it
+_FINALIZE_ONLY = {"train_on", "cv_fold"}
 SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
