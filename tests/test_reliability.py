@@ -28,7 +28,7 @@ from hpo.models.classifier import EncoderClassifier
 from hpo.run import objective as objective_module
 from hpo.run.worker import run_worker
 from hpo.spec import load_spec
-from hpo.train import loop as loop_module
+from hpo.train import setup as train_setup  # where a run builds and moves its model
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -425,7 +425,7 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(
             model.register_buffer("stray_scale", torch.empty(3, device="meta"))
         return model
 
-    real_transfer = loop_module.safe_to_device
+    real_transfer = train_setup.safe_to_device
     restored = []
 
     def transfer(model, device, checkpoint=None):
@@ -433,8 +433,8 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(
         restored.append(model.encoder.embeddings.word_embeddings.weight.detach().clone())
         return moved
 
-    monkeypatch.setattr(loop_module, "build_classifier", build)
-    monkeypatch.setattr(loop_module, "safe_to_device", transfer)
+    monkeypatch.setattr(train_setup, "build_classifier", build)
+    monkeypatch.setattr(train_setup, "safe_to_device", transfer)
     spec = _in_process_spec(
         study_name,
         postgres_url,
