@@ -86,13 +86,11 @@ def ensemble_of_seeds(
     best = summary["configurations"][0]
     members = {seed["run"]: final_dir / "runs" / seed["run"] / "model" for seed in best["seeds"]}
     evaluation = score_on_validation(config, list(members.values()))
-    labels = read_inference(next(iter(members.values()))).labels
-    thresholds = (
-        evaluation.thresholds if config.threshold == "tuned" else dict.fromkeys(labels, 0.5)
-    )
+    tuned = evaluation.thresholds
+    thresholds = tuned if config.threshold == "tuned" else dict.fromkeys(tuned, 0.5)
     folder = final_dir / "ensemble"
     shutil.rmtree(folder, ignore_errors=True)  # rebuilt from the kept runs on a resumed finalize
-    write_ensemble(folder, members, thresholds, evaluation.thresholds)
+    write_ensemble(folder, members, thresholds, tuned)
     value = objective_value(evaluation.metrics, spec.metric, config.threshold)
     summary["ensemble"] = {"members": list(members), "value": value}
     summary["chosen"] |= {"seed": None, "validation": rounded(evaluation.metrics)}

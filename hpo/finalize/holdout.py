@@ -38,8 +38,12 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
             "the split gives the test split no posts; "
             "set train.split_fractions so its third share is > 0"
         )
-    probs = model_probabilities(config, data, data.test, model_dir)
-    inference = read_ensemble(model_dir)[1] if is_ensemble(model_dir) else read_inference(model_dir)
+    folders, inference = (
+        read_ensemble(model_dir)
+        if is_ensemble(model_dir)
+        else ([model_dir], read_inference(model_dir))
+    )
+    probs = mean_probabilities(config, data, data.test, folders)
     evaluation = score(data.test, probs, thresholds=inference.validation_thresholds)
     decision = dict(inference.thresholds)
     sizes = {
@@ -54,17 +58,15 @@ def score_on_validation(config: TrainConfig, model_dirs: list[Path]) -> Evaluati
     """The average of ``model_dirs``' probabilities (seeds of ``config``) scored on the
     validation split, with thresholds tuned there, as a trial's model is."""
     data = prepare_data(config)
-    probs = [model_probabilities(config, data, data.validation, path) for path in model_dirs]
-    return score(data.validation, np.mean(probs, axis=0))
+    return score(data.validation, mean_probabilities(config, data, data.validation, model_dirs))
 
 
-def model_probabilities(
-    config: TrainConfig, data: PreparedData, split: PreparedSplit, model_dir: str | Path
+def mean_probabilities(
+    config: TrainConfig, data: PreparedData, split: PreparedSplit, folders: list
 ) -> np.ndarray:
-    """A saved classifier's probabilities on ``split``, or the mean of an ensemble's members'.
-    Each must read text as ``config`` tokenized ``split``: finalize's ensembles are seeds of
-    one configuration."""
-    folders = read_ensemble(model_dir)[0] if is_ensemble(model_dir) else [Path(model_dir)]
+    """The mean of saved classifiers' probabilities on ``split``, loaded one at a time. Each
+    must read text as ``config`` tokenized ``split``: finalize's ensembles are seeds of one
+    configuration."""
     device = resolve_device(config.device)
     probs = []
     for folder in folders:

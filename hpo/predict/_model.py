@@ -284,33 +284,38 @@ class EnsemblePredictor(Predictor):
 def read_settings(path: str | Path) -> InferenceSettings:
     """The checked ``inference`` block of the classifier (or ensemble) saved at ``path``,
     without loading any weight: enough to tell whether two models fit together before either
-    costs time. A model saved before the criterion texts travelled with it gets the packaged
-    ones, which its training used."""
-    path = Path(path)
+    costs time."""
+    return _read_model(Path(path))[1]
+
+
+def _read_model(path: Path) -> tuple[list[Path] | None, InferenceSettings]:
+    """An ensemble's member folders (None for one classifier) and the checked settings. A
+    model saved before the criterion texts travelled with it gets the packaged ones, which
+    its training used."""
+    ensemble = is_ensemble(path)
     try:
-        if is_ensemble(path):
-            settings = read_ensemble(path)[1]
-        else:
-            settings = read_classifier_file(_read_meta(path)).inference
+        members, settings = (
+            read_ensemble(path)
+            if ensemble
+            else (None, read_classifier_file(_read_meta(path)).inference)
+        )
     except InvalidClassifierFile as exc:
-        name = ENSEMBLE_FILE if is_ensemble(path) else "classifier.json"
         raise NotAModel(
-            f"{path}: not a valid {name}: {exc}; save the model again with hpo (retrain "
-            "or re-finalize) rather than editing the file"
+            f"{path}: not a valid {ENSEMBLE_FILE if ensemble else 'classifier.json'}: {exc}; save "
+            "the model again with hpo (retrain or re-finalize) rather than editing the file"
         ) from None
     if settings.descriptions is None:
         settings = dataclasses.replace(settings, descriptions=load_descriptions())
-    return settings
+    return members, settings
 
 
 def load_classifier(path: str | Path, device: str = "auto") -> Predictor:
     """The classifier (or ensemble of them) saved at ``path``, loaded as training loads
     models, on ``device`` (auto: a GPU when there is one)."""
     path = Path(path)
-    settings = read_settings(path)
-    if is_ensemble(path):
-        members = [load_classifier(member, device) for member in read_ensemble(path)[0]]
-        return EnsemblePredictor(members, settings)
+    members, settings = _read_model(path)
+    if members is not None:
+        return EnsemblePredictor([load_classifier(m, device) for m in members], settings)
     target = _device(device)
     try:
         model, tokenizer = load_classifier_on(path, target)

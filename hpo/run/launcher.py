@@ -204,7 +204,7 @@ class Supervisor:
     def abandon(self) -> None:
         """The study will not run (a check failed, Ctrl-C): end the workers, which have
         touched nothing yet. SIGTERM ends them at once: before go they handle no signal."""
-        self.stop(signal.SIGTERM, workers_ran=False)
+        stop_children(self.procs.values(), signal.SIGTERM, self.stop_seconds)
         self.procs.clear()
 
     def run(self, progress=None) -> int:
@@ -299,15 +299,13 @@ class Supervisor:
             self.progress.write(line.rstrip())
         self._exited.set()
 
-    def stop(self, signum: signal.Signals = signal.SIGINT, workers_ran: bool = True) -> None:
-        """Signal every worker (SIGINT: each re-queues its trial), then SIGKILL whoever lingers
-        and fail its trials: the worker that would have re-queued them is gone, and once the
+    def stop(self) -> None:
+        """SIGINT every worker (each re-queues its trial), then SIGKILL whoever lingers and
+        fail its trials: the worker that would have re-queued them is gone, and once the
         launcher exits no heartbeat sweep may ever run."""
-        killed = stop_children(self.procs.values(), signum, self.stop_seconds)
+        killed = stop_children(self.procs.values(), signal.SIGINT, self.stop_seconds)
         for relay in self.relays.values():
             relay.join(RELAY_DRAIN_SECONDS)  # what workers said while stopping
-        if not workers_ran:
-            return
         for name, proc in self.procs.items():
             if proc in killed:
                 how = f"killed: it had not stopped {self.stop_seconds:g} s after being asked"
