@@ -15,6 +15,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
+from shared_storage import read_study
 
 from hpo.cli import main
 from hpo.fixtures import write_sample
@@ -269,7 +270,7 @@ def test_same_named_studies_sharing_an_output_dir_keep_apart_and_best_shows_its_
         runs.append((url, spec))
     folders = []
     for url, spec in runs:
-        study = optuna.load_study(study_name=study_name, storage=url)
+        study = read_study(study_name, url)
         folder = spec.study_dir(study.user_attrs["uid"])
         for trial in study.trials:  # the second study wrote trials 0 and 1 too, elsewhere
             recorded = json.loads((folder / f"trial_{trial.number}" / "metrics.json").read_text())

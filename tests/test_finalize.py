@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
+from shared_storage import read_study
 
 from hpo.data.posts import load_posts
 from hpo.finalize.holdout import score_on_test, score_on_validation
@@ -82,12 +83,12 @@ def _finalize_into(tuned, folder: str, *flags: str) -> Path:
 
 
 def _final_dir(tuned, output_dir: Path) -> Path:
-    study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
+    study = read_study(tuned["name"], tuned["storage"])
     return study_dir(output_dir, tuned["name"], study.user_attrs["uid"]) / "final"
 
 
 def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
-    study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
+    study = read_study(tuned["name"], tuned["storage"])
     assert study.metric_names == ["macro_f1"], "the dashboard names the objective"
     assert not [
         key
@@ -162,7 +163,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     for name, value in summary["test"]["metrics"].items():
         assert again.metrics[name] == pytest.approx(value, abs=1e-5, nan_ok=True), name
 
-    study = optuna.load_study(study_name=tuned["name"], storage=tuned["storage"])
+    study = read_study(tuned["name"], tuned["storage"])
     recorded = study.user_attrs["final"]
     assert recorded["trial"] == chosen["trial"] and "test_macro_f1" in recorded
     names = {meta.filename for meta in get_all_artifact_meta(study, storage=study._storage)}

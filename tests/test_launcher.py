@@ -15,6 +15,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from shared_storage import read_study, read_trials
 
 from hpo.run.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
 from hpo.train.memory import machine_memory_mb, memory_share_mb
@@ -518,15 +519,6 @@ def _start_tune(
     )
 
 
-def _trials(name: str, storage: str) -> list:
-    import optuna
-
-    try:
-        return optuna.load_study(study_name=name, storage=storage).get_trials()
-    except KeyError:  # not created yet
-        return []
-
-
 def _wait_for(condition, seconds: float, what: str):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -537,7 +529,7 @@ def _wait_for(condition, seconds: float, what: str):
 
 
 def _running(name: str, storage: str, n: int) -> list:
-    running = [t for t in _trials(name, storage) if t.state.name == "RUNNING"]
+    running = [t for t in read_trials(name, storage) if t.state.name == "RUNNING"]
     return running if len(running) >= n else []
 
 
@@ -572,7 +564,7 @@ def _kill_all(pids) -> None:
 def _assert_requeued(name: str, storage: str, interrupted: list) -> None:
     """Nothing left RUNNING; each interrupted trial failed and has a copy with the same
     parameters that is WAITING, or that already ran to the end."""
-    trials = _trials(name, storage)
+    trials = read_trials(name, storage)
     assert not [t.number for t in trials if t.state.name == "RUNNING"], (
         "nothing may be left RUNNING"
     )
@@ -613,7 +605,7 @@ def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
     stopped, workers = False, []
     try:
         _wait_for(
-            lambda: [t for t in _trials(study_name, postgres_url) if t.state.name in FINISHED],
+            lambda: [t for t in read_trials(study_name, postgres_url) if t.state.name in FINISHED],
             180,
             "a first finished trial",
         )
@@ -633,7 +625,7 @@ def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
     said = [line for line in output.splitlines() if line.startswith("database unreachable")]
     assert len(said) == 1, output[-5000:]
     assert output.count("database reachable again") == 1, output[-5000:]
-    trials = _trials(study_name, postgres_url)
+    trials = read_trials(study_name, postgres_url)
     assert len([t for t in trials if t.state.name in FINISHED]) == 10
     assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
 
@@ -703,7 +695,7 @@ def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
     finally:
         _kill_all([proc.pid])
     assert proc.returncode == 0, output[-3000:]
-    trials = _trials(study_name, postgres_url)
+    trials = read_trials(study_name, postgres_url)
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"], output[-3000:]
     assert all(
         t.params["long_text"] == "chunks" and t.user_attrs["peak_memory_mb"] < 3072 for t in trials
@@ -731,7 +723,7 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
         _kill_all([proc.pid])
     took = time.monotonic() - started
     assert proc.returncode == 0, output[-3000:]
-    trials = _trials(study_name, postgres_url)
+    trials = read_trials(study_name, postgres_url)
     assert trials and all(t.state.name == "COMPLETE" for t in trials), [
         (t.number, t.state.name) for t in trials
     ]
@@ -780,7 +772,7 @@ def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_na
         _wait_for(
             lambda: [
                 t
-                for t in _trials(study_name, postgres_url)
+                for t in read_trials(study_name, postgres_url)
                 if t.number == victim.number and t.state.name == "FAIL"
             ],
             60,
@@ -792,7 +784,7 @@ def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_na
     finally:
         _kill_all([proc.pid, *workers])
     assert "died (killed by signal 9 (SIGKILL) — out of memory? peak RSS" in output, output[-3000:]
-    trials = {t.number: t for t in _trials(study_name, postgres_url)}
+    trials = {t.number: t for t in read_trials(study_name, postgres_url)}
     assert "killed by signal 9" in trials[victim.number].user_attrs["fail_reason"]
     assert not [
         t.number
@@ -961,7 +953,7 @@ def test_tune_with_an_encoder_that_cannot_load_stops_in_one_line(
         line
     )
     assert "SafetensorError" in line, "the reason is the trials' own"
-    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{tmp_path / 'hpo.db'}")
+    study = read_study(study_name, f"sqlite:///{tmp_path / 'hpo.db'}")
     failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert 5 <= len(failed) < 40, "stopped early, not after burning the whole budget"
     assert all(t.user_attrs.get("fail_reason") for t in failed), "every failure says why"

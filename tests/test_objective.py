@@ -7,6 +7,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from shared_storage import read_study
 
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
@@ -119,7 +120,7 @@ def test_a_full_disk_fails_trials_with_the_reason_and_frees_what_they_wrote(spec
     spec = spec.model_copy(update={"output_dir": str(small_disk), "keep_top_k": 2})
     with pytest.raises(worker_module.TooManyFailures, match="No space left on device"):
         worker_module.run_worker(spec, worker="w", poll_seconds=0.1)
-    study = optuna.load_study(study_name=spec.name, storage=spec.storage.text)
+    study = read_study(spec.name, spec.storage.text)
     failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert len(failed) == worker_module.MAX_CONSECUTIVE_FAILURES
     assert all("No space left on device" in t.user_attrs["fail_reason"] for t in failed)

@@ -15,6 +15,7 @@ import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
+from shared_storage import read_study
 
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
@@ -136,7 +137,7 @@ def test_three_workers_through_the_proxy_finish_exactly_n_trials(
     assert "grpc://127.0.0.1" in run.stdout and "best trial" in run.stdout
 
     # straight from PostgreSQL
-    study = optuna.load_study(study_name=study_name, storage=postgres_url)
+    study = read_study(study_name, postgres_url)
     finished = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
     assert len(finished) == 5, [(t.number, t.state.name) for t in study.trials]
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 import torch
 from optuna.trial import TrialState
 from safetensors.torch import load_file
+from shared_storage import read_study
 
 from hpo.fixtures import write_sample
 from hpo.models import classifier as classifier_module
@@ -107,7 +108,7 @@ def _kill_leftovers(procs) -> None:
 
 
 def _study(name: str, storage: str) -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=storage)
+    return read_study(name, storage)
 
 
 def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):

@@ -15,12 +15,12 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-import optuna
 import pytest
 import sqlalchemy as sa
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+from shared_storage import read_study
 
 from hpo import outputs
 from hpo.fixtures import write_sample
@@ -159,7 +159,7 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
         stdout, stderr = read.communicate(timeout=120)
         assert read.returncode == 0, f"{key}: {stderr}"
         reads[key] = subprocess.CompletedProcess(read.args, read.returncode, stdout, stderr)
-    uid = optuna.load_study(study_name=name, storage=postgres_url).user_attrs["uid"]
+    uid = read_study(name, postgres_url).user_attrs["uid"]
     return {
         "name": name,
         "url": url,
@@ -220,7 +220,7 @@ def test_password_is_not_in_status_best_or_export(secret_study):
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_password_is_not_in_study_or_trial_attributes(secret_study, postgres_url):
-    study = optuna.load_study(study_name=secret_study["name"], storage=postgres_url)
+    study = read_study(secret_study["name"], postgres_url)
     assert len(study.trials) >= 2
     # no public getter in Optuna 5
     study_system_attrs = study._storage.get_study_system_attrs(study._study_id)
@@ -412,6 +412,7 @@ def test_the_checker_finds_every_unsafe_pattern():
     bad = """
 import pickle
 from yaml import load
+from shared_storage import read_study
 yaml.load(text)
 yaml.load(text, Loader=yaml.Loader)
 torch.load(path)

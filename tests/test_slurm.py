@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from shared_storage import read_trials
 
 from hpo.cli import main
 from hpo.errors import UsageError
@@ -410,12 +411,6 @@ def _submit(name: str, storage: str, assets, env, *extra: str) -> subprocess.Com
     )
 
 
-def _trials(name: str, storage: str) -> list:
-    import optuna
-
-    return optuna.load_study(study_name=name, storage=storage).get_trials()
-
-
 def _in_queue(job_id: str, env) -> bool:
     return bool(
         subprocess.run(
@@ -463,7 +458,7 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
         def task_1_training():  # past its first epoch: every parameter chosen, mid-training
             return [
                 t
-                for t in _trials(study_name, postgres_url)
+                for t in read_trials(study_name, postgres_url)
                 if t.state.name == "RUNNING"
                 and t.user_attrs.get("worker", "").endswith(f"/{job_id}_1")
                 and t.intermediate_values
@@ -476,7 +471,7 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
         subprocess.run(["scancel", job_id], env=slurm)
     logs = {task: (log_dir / f"{study_name}-{job_id}_{task}.log").read_text() for task in (0, 1)}
     shown = f"\n--- task 0:\n{logs[0][-3000:]}\n--- task 1:\n{logs[1][-3000:]}"
-    trials = {t.number: t for t in _trials(study_name, postgres_url)}
+    trials = {t.number: t for t in read_trials(study_name, postgres_url)}
     finished = [t for t in trials.values() if t.state.name in FINISHED]
     assert len(finished) == 4, shown
     assert not [t for t in trials.values() if t.state.name in ("RUNNING", "WAITING")], shown

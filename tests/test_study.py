@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from optuna.distributions import FloatDistribution
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
+from shared_storage import read_study
 
 from hpo.errors import UsageError
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
@@ -82,7 +83,7 @@ def test_worker_storage_is_rdb_with_heartbeats_and_retry_on_both_backends(storag
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
     study.tell(study.ask(X), 0.5)
     assert study_name in study_names(storage_url)
-    assert optuna.load_study(study_name=study_name, storage=storage_url).best_value == 0.5
+    assert read_study(study_name, storage_url).best_value == 0.5
 
 
 def test_set_user_attrs_records_them_all_in_one_commit(storage_url, study_name):
@@ -105,7 +106,7 @@ def test_set_user_attrs_records_them_all_in_one_commit(storage_url, study_name):
         sa.event.remove(sa.engine.Engine, "commit", count)
     assert len(commits) == 1
     study.tell(trial, 0.5)
-    reread = optuna.load_study(study_name=study_name, storage=storage_url).trials[0].user_attrs
+    reread = read_study(study_name, storage_url).trials[0].user_attrs
     assert reread == {"metrics": {"macro_f1": 0.5}, "epochs_run": 3, "worker": "node/1", "seed": 7}
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared_storage import read_trials
 
 from hpo.spec import SpecError, load_spec
 from hpo.study import is_surplus
@@ -112,12 +113,6 @@ def _tune(name: str, storage: str, assets, tracking_uri: str) -> subprocess.Comp
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=assets["root"])
 
 
-def _trials(name: str, storage: str) -> list:
-    import optuna
-
-    return optuna.load_study(study_name=name, storage=storage).get_trials()
-
-
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_every_trial_of_a_two_worker_study_is_an_mlflow_run(
@@ -127,7 +122,7 @@ def test_every_trial_of_a_two_worker_study_is_an_mlflow_run(
     run = _tune(study_name, postgres_url, assets, uri)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "MLflow tracking" not in run.stdout + run.stderr, "no tracking warning when it works"
-    trials = [t for t in _trials(study_name, postgres_url) if t.state.name in FINISHED]
+    trials = [t for t in read_trials(study_name, postgres_url) if t.state.name in FINISHED]
     assert len(trials) == 4
 
     client = MlflowClient(tracking_uri=uri)
@@ -165,7 +160,7 @@ def test_a_tracking_server_that_is_down_fails_no_trial_and_each_worker_warns_onc
     run = _tune(study_name, postgres_url, assets, _down_url())
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-3000:]
-    trials = _trials(study_name, postgres_url)
+    trials = read_trials(study_name, postgres_url)
     assert len([t for t in trials if t.state.name in FINISHED]) == 4
     assert not [t for t in trials if t.state.name == "FAIL" and not is_surplus(t)], (
         "tracking failed no trial"

@@ -13,6 +13,7 @@ import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
+from shared_storage import read_study
 
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
@@ -72,7 +73,7 @@ def _finished(study: optuna.Study) -> list:
 def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name, assets):
     run = _tune(f"{task}-smoke.yaml", study_name, postgres_url, assets, 2)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    study = optuna.load_study(study_name=study_name, storage=postgres_url)
+    study = read_study(study_name, postgres_url)
     finished = _finished(study)
     assert len(finished) == 6, [t.state for t in study.trials]
     # one-class answers score <= 0.46 here
@@ -121,7 +122,7 @@ def test_three_workers_end_at_exactly_n_trials(postgres_url, study_name, assets)
         "keep_top_k=0",
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    study = optuna.load_study(study_name=study_name, storage=postgres_url)
+    study = read_study(study_name, postgres_url)
     assert len(_finished(study)) == 7
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
     numbers = [t.number for t in study.trials]
@@ -134,7 +135,7 @@ def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, a
     assert first.returncode == 0, first.stderr[-2000:]
     again = _tune("evidence-smoke.yaml", study_name, postgres_url, assets, 2, *args)
     assert again.returncode == 0, again.stderr[-2000:]
-    study = optuna.load_study(study_name=study_name, storage=postgres_url)
+    study = read_study(study_name, postgres_url)
     assert len(study.trials) == 2
 
 
@@ -181,7 +182,7 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
             try:
                 if (
                     len(
-                        optuna.load_study(study_name=study_name, storage=postgres_url).get_trials(
+                        read_study(study_name, postgres_url).get_trials(
                             states=(TrialState.RUNNING,)
                         )
                     )
@@ -196,7 +197,7 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, output[-3000:]
-    study = optuna.load_study(study_name=study_name, storage=postgres_url)
+    study = read_study(study_name, postgres_url)
     assert not study.get_trials(states=(TrialState.RUNNING,)), (
         "nothing may be left RUNNING\n" + output[-3000:]
     )

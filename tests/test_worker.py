@@ -14,6 +14,7 @@ import optuna
 import pytest
 import sqlalchemy as sa
 from optuna.trial import TrialState
+from shared_storage import read_study
 
 from hpo.fixtures import write_sample
 from hpo.run import worker as worker_module
@@ -118,9 +119,7 @@ def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
-                if optuna.load_study(study_name=study_name, storage=postgres_url).get_trials(
-                    states=(TrialState.RUNNING,)
-                ):
+                if read_study(study_name, postgres_url).get_trials(states=(TrialState.RUNNING,)):
                     break
             except KeyError:  # not created yet
                 continue
@@ -154,7 +153,7 @@ def test_a_stop_signal_while_a_failure_is_recorded_keeps_its_reason_and_does_not
     monkeypatch.setattr(worker_module, "failure_reason", reason_then_stop)
     with pytest.raises(KeyboardInterrupt):
         worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
-    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    study = read_study(study_name, storage_url)
     assert [t.state for t in study.trials] == [TrialState.FAIL]
     assert study.trials[0].user_attrs["fail_reason"] == "ValueError: weights are damaged"
     assert not study.get_trials(states=(TrialState.WAITING,)), (
@@ -189,7 +188,7 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(
             objective=lambda t: suggest(t, spec)["learning_rate"],
             poll_seconds=0.1,
         )
-    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    study = read_study(study_name, storage_url)
     states = {t.number: t.state for t in study.trials}
     assert states[0] == TrialState.COMPLETE and states[1] == TrialState.FAIL, states
     assert TrialState.RUNNING not in states.values(), "nothing may be left RUNNING"
@@ -235,7 +234,7 @@ def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_sayin
         worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
     elapsed = time.monotonic() - started
     assert 1 <= len(looks) <= elapsed / 1 + 1, f"{len(looks)} looks in {elapsed:.1f}s"
-    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    study = read_study(study_name, storage_url)
     failed = study.trials[dead.number]
     assert failed.state == TrialState.FAIL
     assert failed.user_attrs["fail_reason"].startswith("no heartbeat for over 2s")
@@ -258,7 +257,7 @@ def test_an_interrupted_trial_is_one_line_not_a_traceback(storage_url, study_nam
 
     with caplog.at_level("INFO"), pytest.raises(KeyboardInterrupt):
         worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
-    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    study = read_study(study_name, storage_url)
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING], (
         "failed and re-queued"
     )
