@@ -22,7 +22,7 @@ import pytest
 from hpo.errors import StudyBusy
 from hpo.fixtures import write_sample
 from hpo.spec import load_spec
-from hpo.study import get_storage, open_study, study_lock, study_uid, suggest
+from hpo.study import get_storage, open_study, start_time_budget, study_lock, study_uid, suggest
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = str(REPO / "studies" / "criteria-smoke.yaml")
@@ -293,6 +293,31 @@ def test_finalize_refuses_a_search_that_is_still_running_or_short(tmp_path, asse
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 
 
+@pytest.mark.slow
+def test_a_search_its_time_budget_ended_finalizes_without_partial(tmp_path, assets):
+    """`hpo tune --timeout` ends a study short of n_trials; finalizing it needs no --partial,
+    and the card says the budget ended it."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "budget", finished=2)
+    spec = load_spec(SPEC, args[1::2], storage)
+    start_time_budget(open_study(spec), -1)  # a deadline that has passed
+    result = run(finalize_argv(storage, args, "--top-k", "1", "--seeds", "1"), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    final = final_dir(tmp_path, storage, args)
+    summary = json.loads((final / "metrics.json").read_text())
+    assert summary["search"] == {
+        "n_trials": 4,
+        "finished": 2,
+        "running": 0,
+        "partial": False,
+        "ended_by_time_budget": True,
+    }
+    assert (
+        "time budget (`hpo tune --timeout`) ended it after 2 of 4 trials"
+        in (final / "model_card.md").read_text()
+    )
+
+
 def test_finalize_refuses_data_other_than_the_studys(tmp_path, assets):
     storage = f"sqlite:///{tmp_path / 'hpo.db'}"
     args = searched(tmp_path, assets, storage, "edited")
@@ -349,7 +374,13 @@ def partial(tmp_path_factory, assets) -> dict:
 @pytest.mark.slow
 def test_partial_finalizes_and_says_so_in_the_metrics_and_the_card(partial):
     summary = json.loads((partial["final"] / "metrics.json").read_text())
-    assert summary["search"] == {"n_trials": 4, "finished": 3, "running": 1, "partial": True}
+    assert summary["search"] == {
+        "n_trials": 4,
+        "finished": 3,
+        "running": 1,
+        "partial": True,
+        "ended_by_time_budget": False,
+    }
     assert (
         "Partial search: finalized (--partial) when 3 of 4 trials had finished"
         in (partial["final"] / "model_card.md").read_text()

@@ -42,6 +42,15 @@ def model_card(summary: dict) -> str:
             if summary.get("search", {}).get("partial")
             else []
         ),
+        *(
+            [
+                f"The search's time budget (`hpo tune --timeout`) ended it after "
+                f"{summary['search']['finished']} of {summary['search']['n_trials']} trials.",
+                "",
+            ]
+            if summary.get("search", {}).get("ended_by_time_budget")
+            else []
+        ),
         "## Data",
         "",
         (

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,7 @@ from hpo.study import (
     check_spec,
     completed_trials,
     load_existing_study,
+    study_deadline,
     study_lock,
     study_uid,
     trial_census,
@@ -197,10 +199,14 @@ def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
 
 def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     """How far the search got; a search still running or short of its n_trials is refused
-    unless ``partial``: its best trials may not be the study's."""
+    unless ``partial``: its best trials may not be the study's. A search its time budget
+    (``hpo tune --timeout``) ended is finished: the user chose to stop it there."""
     census = trial_census(study)
     n_trials = study.user_attrs.get("n_trials", spec.n_trials)
-    unfinished = census["running"] > 0 or census["finished"] < n_trials
+    deadline = study_deadline(study)
+    budget_spent = deadline is not None and time.time() >= deadline
+    short = census["finished"] < n_trials and not budget_spent
+    unfinished = census["running"] > 0 or short
     if unfinished and not partial:
         raise UsageError(
             f"study {spec.name!r} is not finished: "
@@ -214,6 +220,7 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
         "finished": census["finished"],
         "running": census["running"],
         "partial": unfinished,
+        "ended_by_time_budget": budget_spent and census["finished"] < n_trials,
     }
 
 
