@@ -39,6 +39,8 @@ MEASURES = {
     "memory": "Peak memory (long posts, chunks)",
     "formulations": "Formulation tokens",
     "determinism": "deterministic: true",
+    "search_budget": "Search + finalize vs the standard recipe",
+    "pruning_regret": "Pruning regret",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
@@ -152,6 +154,8 @@ def details(measure: str, result: dict) -> list[str]:
     for name, value in (result.get("details") or {}).items():
         if isinstance(value, dict):
             lines += ["", f"{name}:", ""] + [f"- {k}: {fmt(v, name)}" for k, v in value.items()]
+        elif isinstance(value, list):  # raw records (curves): the results file has them
+            lines += ["", f"{name}: {len(value)} recorded in the results file"]
         else:
             lines += ["", f"{name}: {value}"]
     return lines + [""]

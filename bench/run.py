@@ -32,6 +32,8 @@ MEASURES = (
     "peak_memory",
     "formulations",
     "determinism",
+    "search_budget",
+    "pruning_regret",
 )
 SEARCH_SPACE = {
     "learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True},
@@ -398,6 +400,70 @@ def main() -> None:
             "wall time of one trial with deterministic: true / without",
             workload(encoder_name, "60 posts"),
         )
+    if "search_budget" in only:
+        search_budget_measure(encoder, encoder_name, args.data_dir, max(3, args.runs // 2 + 1))
+    if "pruning_regret" in only:
+        pruning_regret_measure(encoder, encoder_name, args.data_dir)
+
+
+def search_budget_measure(encoder: str, encoder_name: str, data_dir: str | None, repeats: int):
+    from bench import search_budget as sb
+
+    (RUNS / "search_budget.db").unlink(missing_ok=True)
+    data = sample_data(f"data-{sb.POSTS}", sb.POSTS, data_dir)
+    runs = sb.search_budget(encoder, data, repeats)
+    outcome = sb.verdict(runs)
+    write_results(
+        "search_budget",
+        workload(encoder_name, _data_words(data_dir, sb.POSTS, sb.FRACTIONS), **sb.WORKLOAD),
+        runs,
+        "test_post_macro_f1",
+        {
+            "key": "c_this_round",
+            "figure": "test_post_macro_f1",
+            "at_least": round(outcome["a_recipe_test_median"] + outcome["seed_spread"], 4),
+        },
+        definition="test post macro-F1 of the model each arm ends with, scored once; target: "
+        "(c) beats (a)'s median by more than (a)'s seed spread (its test range over repeats)",
+        also=("validation_post_macro_f1", "wall_s"),
+        details=outcome,
+        command="python -m bench.run --only search_budget",
+    )
+
+
+def pruning_regret_measure(encoder: str, encoder_name: str, data_dir: str | None):
+    from bench import pruning_regret as pr
+    from bench import search_budget as sb
+
+    data = sample_data(f"data-{sb.POSTS}", sb.POSTS, data_dir)
+    runs, details = pr.pruning_regret(encoder, data)
+    write_results(
+        "pruning_regret",
+        workload(
+            encoder_name,
+            _data_words(data_dir, sb.POSTS, sb.FRACTIONS),
+            shape=f"the recipe + {pr.CONFIGS} random configurations of bench/search_budget.py's "
+            f"space, {pr.EPOCHS} epochs each, replayed through HyperbandPruner "
+            f"(max_resource {pr.EPOCHS}, reduction_factor 3) in {pr.ORDERS} random orders",
+        ),
+        runs,
+        "best_pruned_share",
+        None,
+        definition="share of replay orders in which the pruner killed the configuration that "
+        "ends best; regret: its final post macro-F1 minus the best kept",
+        also=("mean_regret", "epochs_share"),
+        details=details,
+        command="python -m bench.run --only pruning_regret",
+    )
+
+
+def _data_words(data_dir: str | None, posts: int, fractions) -> str:
+    if data_dir:
+        return f"real ReDSM5 files ({data_dir}), split {fractions} by post"
+    return (
+        f"{posts} generated realistic posts (seed 0; ReDSM5's post lengths), "
+        f"split {fractions} by post"
+    )
 
 
 def p6_pruning(encoder: str, data_dir: str) -> dict:
