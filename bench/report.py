@@ -41,6 +41,7 @@ MEASURES = {
     "determinism": "deterministic: true",
     "search_budget": "Search + finalize vs the standard recipe",
     "pruning_regret": "Pruning regret",
+    "sizing": "Supermax trial cost (estimate)",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {

@@ -34,6 +34,7 @@ MEASURES = (
     "determinism",
     "search_budget",
     "pruning_regret",
+    "sizing",
 )
 SEARCH_SPACE = {
     "learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True},
@@ -404,6 +405,24 @@ def main() -> None:
         search_budget_measure(encoder, encoder_name, args.data_dir, max(3, args.runs // 2 + 1))
     if "pruning_regret" in only:
         pruning_regret_measure(encoder, encoder_name, args.data_dir)
+    if "sizing" in only:
+        from bench.sizing import REDSM5_POSTS, sizing
+
+        write_results(
+            "sizing",
+            workload(
+                "roberta-base and deberta-v3-base shapes, random weights, MiniLM's tokenizer",
+                f"{REDSM5_POSTS} generated realistic posts (ReDSM5's count and post lengths)",
+                shape="each supermax spec's warm-start recipe, one worker with every core",
+            ),
+            sizing(encoder),
+            "recipe_trial_s",
+            None,
+            definition="hpo validate --estimate's figures for the spec's standard recipe: "
+            "seconds of one trial (set-up + its epochs of training and validation)",
+            also=("epoch_s", "study_s"),
+            command="python -m bench.run --only sizing",
+        )
 
 
 def search_budget_measure(encoder: str, encoder_name: str, data_dir: str | None, repeats: int):

@@ -35,7 +35,9 @@ def settings(**changes) -> InferenceSettings:
 
 
 def test_the_schema_offers_every_choice_training_can_save():
+    # spelled three times (data and models may not import each other): held equal here
     assert set(SAVED_LONG_TEXT) == set(LONG_TEXT)
+    assert set(get_args(get_type_hints(TrainConfig)["long_text"])) == set(LONG_TEXT)
     assert set(get_args(HeadFile.model_fields["activation"].annotation)) == set(ACTIVATIONS)
     assert set(HeadFile.model_fields) == set(HeadConfig.__dataclass_fields__)
     criteria = get_args(get_type_hints(TrainConfig)["criteria_formulation"])

@@ -387,7 +387,9 @@ def test_a_folder_that_is_not_a_model_is_one_line_exit_2(trained, tmp_path, caps
     input_path = tmp_path / "posts.csv"
     input_path.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
     out = tmp_path / "predictions.csv"
-    for case, (folder, message) in broken_models(model_dir, tmp_path / "models").items():
+    cases = broken_models(model_dir, tmp_path / "models")
+    capsys.readouterr()  # what training the model printed, when this test runs first
+    for case, (folder, message) in cases.items():
         assert main(["predict", str(folder), "--input", str(input_path), "--out", str(out)]) == 2, (
             case
         )

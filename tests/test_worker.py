@@ -271,19 +271,18 @@ def test_an_interrupted_trial_is_one_line_not_a_traceback(storage_url, study_nam
 def test_no_trial_starts_that_the_time_budget_cannot_fit(sqlite_url, study_name):
     import optuna
 
-    from hpo.run.worker import _budget_too_short
-    from hpo.study import get_storage, start_time_budget
+    from hpo.study import get_storage, start_time_budget, time_budget_spent
 
     study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
-    assert _budget_too_short(study, start_time_budget(study, 5)) is None, (
+    assert time_budget_spent(study, start_time_budget(study, 5)) is None, (
         "no finished trial: nothing to go by"
     )
     for seconds in (90, 100, 400):
         trial = study.ask()
         trial.set_user_attr("wall_seconds", seconds)
         study.tell(trial, 0.5)
-    assert "less than a trial takes (100s, the median)" in _budget_too_short(
+    assert "less than a trial takes (100s, the median)" in time_budget_spent(
         study, start_time_budget(study, 60)
     )
-    assert _budget_too_short(study, start_time_budget(study, 500)) is None
-    assert _budget_too_short(study, start_time_budget(study, None)) is None
+    assert time_budget_spent(study, start_time_budget(study, 500)) is None
+    assert time_budget_spent(study, start_time_budget(study, None)) is None

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +40,7 @@ from hpo.study import (
     study_deadline,
     study_lock,
     study_uid,
+    time_budget_spent,
     trial_census,
     upload,
 )
@@ -203,8 +203,8 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     (``hpo tune --timeout``) ended is finished: the user chose to stop it there."""
     census = trial_census(study)
     n_trials = study.user_attrs.get("n_trials", spec.n_trials)
-    deadline = study_deadline(study)
-    budget_spent = deadline is not None and time.time() >= deadline
+    # the workers' own rule: no trial starts that the budget left cannot fit
+    budget_spent = time_budget_spent(study, study_deadline(study)) is not None
     short = census["finished"] < n_trials and not budget_spent
     unfinished = census["running"] > 0 or short
     if unfinished and not partial:

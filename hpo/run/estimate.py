@@ -13,12 +13,11 @@ FORWARD_SHARE = 1 / 3
 ENCODERS_TIMED = 3  # a spec searching more encoders gets the first three sampled
 
 
-def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str]:
-    """A note per encoder among ``configs`` (sampled points' TrainConfigs): one epoch's
-    training and validation, one trial over the epochs searched, the whole study with
-    ``workers`` trials at a time, and how many trials ``timeout`` buys."""
+def encoder_estimates(spec: StudySpec, configs: list, workers: int = 1) -> list[dict]:
+    """Per encoder among ``configs`` (sampled points' TrainConfigs), in seconds: one epoch's
+    training and validation, a trial over the fewest and most epochs searched, the whole
+    study with ``workers`` trials at a time, and how many trials ``timeout`` buys."""
     from hpo.run.preflight import searched_values
-    from hpo.train.loop import clock
     from hpo.train.setup import time_steps
 
     by_encoder = {}
@@ -26,24 +25,53 @@ def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str
         by_encoder.setdefault(config.encoder, config)
     epochs = searched_values(spec, "epochs", configs[0].epochs)
     low, high = min(epochs), max(epochs)
-    notes = []
+    estimates = []
     for encoder, config in list(by_encoder.items())[:ENCODERS_TIMED]:
         timing = time_steps(dataclasses.replace(config, checkpoint_dir=None, epochs=high))
         train = timing.seconds_per_token * timing.train_tokens_per_epoch
         validation = timing.seconds_per_token * FORWARD_SHARE * timing.validation_tokens
         shortest, longest = (timing.setup_seconds + n * (train + validation) for n in (low, high))
-        span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
-        study = spec.n_trials * (shortest + longest) / 2 / workers
-        notes.append(
-            f"compute, encoder {_name(spec, encoder)} on {timing.device} "
-            f"({timing.threads} threads, {timing.timed_steps} steps timed at batch "
-            f"{config.batch_size}, max_length {config.max_length}): an epoch ≈ {clock(train)} "
-            f"training ({timing.steps_per_epoch} steps) + {clock(validation)} validation; a trial "
-            f"of {low if low == high else f'{low}–{high}'} epochs ≈ {span}; {spec.n_trials} trials "
-            f"≈ {clock(study)} with {workers} at a time (unpruned; pruning ends many sooner)"
+        estimates.append(
+            {
+                "encoder": _name(spec, encoder),
+                "device": str(timing.device),
+                "threads": timing.threads,
+                "timed_steps": timing.timed_steps,
+                "batch_size": config.batch_size,
+                "max_length": config.max_length,
+                "steps_per_epoch": timing.steps_per_epoch,
+                "setup_s": timing.setup_seconds,
+                "epochs": (low, high),
+                "epoch_train_s": train,
+                "epoch_validation_s": validation,
+                "trial_s": (shortest, longest),
+                "study_s": spec.n_trials * (shortest + longest) / 2 / workers,
+                "workers": workers,
+                "timeout_trials": int(spec.timeout * workers // longest) if spec.timeout else None,
+            }
         )
-        if spec.timeout:
-            fits = int(spec.timeout * workers // longest)
+    return estimates
+
+
+def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str]:
+    """``encoder_estimates`` in words, a note per encoder."""
+    from hpo.train.loop import clock
+
+    notes = []
+    for e in encoder_estimates(spec, configs, workers):
+        (low, high), (shortest, longest) = e["epochs"], e["trial_s"]
+        span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
+        notes.append(
+            f"compute, encoder {e['encoder']} on {e['device']} "
+            f"({e['threads']} threads, {e['timed_steps']} steps timed at batch "
+            f"{e['batch_size']}, max_length {e['max_length']}): an epoch ≈ "
+            f"{clock(e['epoch_train_s'])} training ({e['steps_per_epoch']} steps) + "
+            f"{clock(e['epoch_validation_s'])} validation; a trial "
+            f"of {low if low == high else f'{low}–{high}'} epochs ≈ {span}; {spec.n_trials} trials "
+            f"≈ {clock(e['study_s'])} with {workers} at a time (unpruned; pruning ends many sooner)"
+        )
+        if e["timeout_trials"] is not None:
+            fits = e["timeout_trials"]
             notes.append(
                 f"  timeout {clock(spec.timeout)}: about {fits} trials of {high} epochs fit "
                 f"({fits / spec.n_trials:.0%} of n_trials)"

@@ -36,12 +36,12 @@ from hpo.study import (
     find_trial,
     first_heartbeat,
     is_surplus,
-    median_trial_seconds,
     open_study,
     requeue,
     study_deadline,
     study_exists,
     study_uid,
+    time_budget_spent,
     trial_census,
 )
 
@@ -116,7 +116,7 @@ def run_worker(
                         lost = None
                     if _study_done(study, spec.n_trials, poll_seconds, look_for_stale, deadline):
                         return ran
-                    if (no_room := _budget_too_short(study, deadline)) is not None:
+                    if (no_room := time_budget_spent(study, deadline)) is not None:
                         log.info("worker %s: %s; stopping", worker, no_room)
                         return ran
                     look_for_stale(study)
@@ -232,21 +232,6 @@ def _fail_lost_trial(study: optuna.Study, worker: str, reason: str, max_retry: i
             number,
             reason,
         )
-
-
-def _budget_too_short(study: optuna.Study, deadline: float | None) -> str | None:
-    """Why no trial may start now: the time budget left is shorter than the study's median
-    finished trial (None: start one; with no finished trial yet, there is nothing to go by)."""
-    if deadline is None:
-        return None
-    left = deadline - time.time()
-    typical = median_trial_seconds(study)
-    if left > (typical or 0):
-        return None
-    return (
-        f"the time budget has {max(left, 0):.0f}s left, less than a trial takes "
-        f"({typical or 0:.0f}s, the median)"
-    )
 
 
 def _study_done(

@@ -5,7 +5,11 @@ plot calls the names below; only this package (and the worker and objective, whi
 Optuna's trial loop) import optuna. The machinery lives in the private modules.
 """
 
-from hpo.study._budget import median_trial_seconds, start_time_budget, study_deadline
+from hpo.study._budget import (
+    start_time_budget,
+    study_deadline,
+    time_budget_spent,
+)
 from hpo.study._census import (
     SURPLUS,
     claim,
@@ -81,9 +85,9 @@ __all__ = [
     "heartbeat_interval",
     "is_surplus",
     "load_existing_study",
-    "median_trial_seconds",
     "start_time_budget",
     "study_deadline",
+    "time_budget_spent",
     "load_study_ref",
     "make_pruner",
     "make_sampler",

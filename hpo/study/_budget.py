@@ -32,3 +32,18 @@ def median_trial_seconds(study: optuna.Study) -> float | None:
         if "wall_seconds" in t.user_attrs
     ]
     return statistics.median(seconds) if seconds else None
+
+
+def time_budget_spent(study: optuna.Study, deadline: float | None) -> str | None:
+    """Why no trial may start now (None: one may): the time budget left is shorter than the
+    study's median finished trial (with none finished yet, only a passed deadline stops)."""
+    if deadline is None:
+        return None
+    left = deadline - time.time()
+    typical = median_trial_seconds(study)
+    if left > (typical or 0):
+        return None
+    return (
+        f"the time budget has {max(left, 0):.0f}s left, less than a trial takes "
+        f"({typical or 0:.0f}s, the median)"
+    )
