@@ -214,6 +214,44 @@ def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_whe
         assert connection.execute(sa.text("SELECT pg_backend_pid()")).scalar() != backend_pid
 
 
+def _ask_each_round(url: str, names: list[str], barrier, answers) -> None:
+    """One worker process: in every round, all ask the same study at the same moment."""
+    from hpo.study import get_storage
+
+    storage = get_storage(url)
+    for name in names:
+        study = optuna.load_study(study_name=name, storage=storage)
+        barrier.wait()
+        answers.put((name, study.ask().number))
+
+
+@pytest.mark.slow
+def test_a_waiting_trial_is_handed_to_one_worker_only(storage_url):
+    """A warm start or a re-queued trial is WAITING; workers asking at once (they start
+    together) must not both run it. On SQLite the sqlite3 module began a transaction only at
+    its first write, so two workers both read it as WAITING and both ran it (about two rounds
+    in five with four workers, before every transaction took the write lock at its start)."""
+    import multiprocessing
+
+    workers, names = 4, [f"waiting-{uuid.uuid4().hex[:8]}" for _ in range(10)]
+    for name in names:
+        optuna.create_study(study_name=name, storage=storage_url).enqueue_trial({"x": 1.0})
+    context = multiprocessing.get_context("spawn")
+    barrier, answers = context.Barrier(workers), context.Queue()
+    processes = [
+        context.Process(target=_ask_each_round, args=(storage_url, names, barrier, answers))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    got = [answers.get(timeout=120) for _ in range(workers * len(names))]
+    for process in processes:
+        process.join(timeout=60)
+    for name in names:
+        numbers = sorted(number for study, number in got if study == name)
+        assert numbers == list(range(workers)), f"{name}: trials handed out {numbers}"
+
+
 def test_read_only_storage_has_no_heartbeat(storage_url):
     storage = get_storage(storage_url)
     assert isinstance(storage, RDBStorage)

@@ -55,7 +55,9 @@ def get_storage(
                     f"storage {url.redacted!r}: cannot create {Path(parsed.database).parent}: "
                     f"{exc.strerror}"
                 ) from None
-        engine_kwargs = {"connect_args": {"timeout": 120}}  # several workers share one file lock
+        # several workers share one file lock; isolation_level None: transactions are begun by
+        # _serialize_transactions, not by the sqlite3 module
+        engine_kwargs = {"connect_args": {"timeout": 120, "isolation_level": None}}
     else:
         engine_kwargs = {
             "pool_size": 2,
@@ -80,6 +82,8 @@ def get_storage(
         ) from None  # StorageInternalError: Optuna's wrapper over SQL errors
     if backend == "postgresql":
         _ping_when_idle(storage.engine)
+    if backend == "sqlite":
+        _serialize_transactions(storage.engine)
     return storage
 
 
@@ -157,6 +161,17 @@ def _check_sqlite_file(url: StorageUrl, database: str | None) -> str:
             "--storage at a writable folder (or set HPO_STORAGE)"
         ) from None
     return f"storage {url}: created with the study"
+
+
+def _serialize_transactions(engine: sa.Engine) -> None:
+    """Each transaction takes SQLite's write lock when it begins (SQLAlchemy's documented
+    pysqlite recipe, with IMMEDIATE). The sqlite3 module begins a transaction only at its first
+    write, so Optuna's read-then-update claim of a waiting trial (a warm start, a re-queued
+    trial) could be read as WAITING by two workers at once, and both ran it."""
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 PING_AFTER_IDLE_SECONDS = 1.0
