@@ -291,6 +291,11 @@ def main() -> None:
     )
     parser.add_argument("--data-dir", help="real ReDSM5 files (default: generated sample data)")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="search_budget: keep the arms a cut-short run finished (each records its commit)",
+    )
+    parser.add_argument(
         "--postgres",
         default=os.environ.get(
             "HPO_BENCH_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_bench"
@@ -402,7 +407,9 @@ def main() -> None:
             workload(encoder_name, "60 posts"),
         )
     if "search_budget" in only:
-        search_budget_measure(encoder, encoder_name, args.data_dir, max(3, args.runs // 2 + 1))
+        search_budget_measure(
+            encoder, encoder_name, args.data_dir, max(3, args.runs // 2 + 1), args.resume
+        )
     if "pruning_regret" in only:
         pruning_regret_measure(encoder, encoder_name, args.data_dir)
     if "sizing" in only:
@@ -425,10 +432,14 @@ def main() -> None:
         )
 
 
-def search_budget_measure(encoder: str, encoder_name: str, data_dir: str | None, repeats: int):
+def search_budget_measure(
+    encoder: str, encoder_name: str, data_dir: str | None, repeats: int, resume: bool
+):
     from bench import search_budget as sb
 
     (RUNS / "search_budget.db").unlink(missing_ok=True)
+    if not resume:
+        shutil.rmtree(sb.DONE, ignore_errors=True)
     data = sample_data(f"data-{sb.POSTS}", sb.POSTS, data_dir)
     runs = sb.search_budget(encoder, data, repeats)
     outcome = sb.verdict(runs)

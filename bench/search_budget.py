@@ -27,11 +27,13 @@ import time
 import optuna
 
 from bench.common import RUNS, hpo_cmd, timed_run, write_spec
+from bench.results import commit
 
 ARMS = ("a_recipe", "b_last_round", "c_this_round")
 POSTS, FRACTIONS = 150, (0.6, 0.2, 0.2)  # 90 training, 30 validation, 30 test posts
 TUNE_BUDGET = "4m"
 STORAGE = f"sqlite:///{RUNS / 'search_budget.db'}"
+DONE = RUNS / "search_budget"  # each finished arm's result
 RECIPE = {
     "learning_rate": 1.0e-4,
     "epochs": 4,
@@ -102,7 +104,12 @@ def spec(arm: str, repeat: int, encoder: str, data_dir: str) -> tuple[str, str]:
 
 
 def run_arm(arm: str, repeat: int, encoder: str, data_dir: str) -> dict:
+    """One arm of one repeat; its result is kept in ``DONE/<study>.json`` so a bench cut
+    short goes on from the arms it finished (each records the commit it ran at)."""
     name, path = spec(arm, repeat, encoder, data_dir)
+    done = DONE / f"{name}.json"
+    if done.exists():
+        return json.loads(done.read_text())
     if arm == "a_recipe":
         tune = ["--workers", "1"]
         finalize = ["--top-k", "1", "--seeds", "1"]
@@ -116,7 +123,7 @@ def run_arm(arm: str, repeat: int, encoder: str, data_dir: str) -> dict:
     summary = json.loads(summary_file.read_text())
     study = optuna.load_study(study_name=name, storage=STORAGE)
     states = collections.Counter(t.state.name.lower() for t in study.trials)
-    return {
+    result = {
         "tune_s": round(tune_s, 1),
         "finalize_s": round(finalize_s, 1),
         "wall_s": round(tune_s + finalize_s, 1),
@@ -128,7 +135,11 @@ def run_arm(arm: str, repeat: int, encoder: str, data_dir: str) -> dict:
         "test_post_macro_f1": summary["test"]["metrics"]["post_macro_f1"],
         "test_post_micro_f1": summary["test"]["metrics"].get("post_micro_f1"),
         "trials": dict(states),
+        "commit": commit(),
     }
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(result, indent=2))
+    return result
 
 
 def search_budget(encoder: str, data_dir: str, repeats: int) -> dict[str, list[dict]]:
