@@ -5,8 +5,9 @@
 Every configuration is trained to its last epoch once, without pruning, recording each epoch's
 validation metrics (the study metric and the threshold-free average precision). Optuna's own
 HyperbandPruner then replays those curves in many random orders (a trial's bracket and its
-rivals change with the order), once as the last round pruned (on the thresholded study metric,
-from epoch 1) and once as this round does (on average precision, from epoch 2). Per order:
+rivals change with the order) for each variant: the last round's (the thresholded study metric,
+from epoch 1), this round's default first rung (the same metric, from epoch 2), and a
+threshold-free signal (``prune_on: average_precision`` or ``auroc``) from epoch 2. Per order:
 whether the configuration with the best final value was pruned, the regret (best final value
 minus the best among the trials not pruned) and the share of epochs trained.
 
@@ -24,12 +25,15 @@ from multiprocessing import get_context
 import optuna
 
 from bench.common import RUNS, write_spec
+from bench.results import commit
 from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, TRAIN
 
 EPOCHS, CONFIGS, ORDERS = 4, 10, 500
-VARIANTS = {
+VARIANTS = {  # what the pruner judges an epoch by, and its first rung
     "last_round": {"signal": "post_macro_f1", "min_resource": 1},
-    "this_round": {"signal": "average_precision", "min_resource": 2},
+    "first_rung_2": {"signal": "post_macro_f1", "min_resource": 2},  # this round's default
+    "average_precision_rung_2": {"signal": "average_precision", "min_resource": 2},
+    "auroc_rung_2": {"signal": "auroc", "min_resource": 2},
 }
 
 
@@ -118,14 +122,17 @@ def replay(configs: list[dict], variant: dict, orders: int = ORDERS) -> dict:
     }
 
 
-def pruning_regret(encoder: str, data_dir: str) -> tuple[dict, dict]:
-    """Per variant one summary of its replays; the curves themselves as details."""
-    recorded = curves(encoder, data_dir)
-    runs = {name: [replay(recorded, variant)] for name, variant in VARIANTS.items()}
+def pruning_regret(encoder: str, data_dir: str, recorded: dict | None = None) -> tuple[dict, dict]:
+    """Per variant one summary of its replays; the curves themselves as details.
+    ``recorded``: an earlier results file's details, to replay its curves again."""
+    if recorded is None:
+        recorded = {"curves": curves(encoder, data_dir), "curves_commit": commit()}
+    runs = {name: [replay(recorded["curves"], variant)] for name, variant in VARIANTS.items()}
     details = {
-        "configurations": len(recorded),
+        "configurations": len(recorded["curves"]),
         "orders": ORDERS,
         "split_fractions": list(FRACTIONS),
-        "curves": recorded,
+        "curves_commit": recorded.get("curves_commit"),
+        "curves": recorded["curves"],
     }
     return runs, details

@@ -293,7 +293,8 @@ def main() -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="search_budget: keep the arms a cut-short run finished (each records its commit)",
+        help="search_budget: keep the arms a cut-short run finished (each records its commit); "
+        "pruning_regret: replay the committed curves again instead of retraining them",
     )
     parser.add_argument(
         "--postgres",
@@ -411,7 +412,7 @@ def main() -> None:
             encoder, encoder_name, args.data_dir, max(3, args.runs // 2 + 1), args.resume
         )
     if "pruning_regret" in only:
-        pruning_regret_measure(encoder, encoder_name, args.data_dir)
+        pruning_regret_measure(encoder, encoder_name, args.data_dir, args.resume)
     if "sizing" in only:
         from bench.sizing import REDSM5_POSTS, sizing
 
@@ -461,12 +462,14 @@ def search_budget_measure(
     )
 
 
-def pruning_regret_measure(encoder: str, encoder_name: str, data_dir: str | None):
+def pruning_regret_measure(encoder: str, encoder_name: str, data_dir: str | None, resume: bool):
     from bench import pruning_regret as pr
     from bench import search_budget as sb
+    from bench.results import load_all
 
     data = sample_data(f"data-{sb.POSTS}", sb.POSTS, data_dir)
-    runs, details = pr.pruning_regret(encoder, data)
+    earlier = load_all().get("pruning_regret", {}).get("details") if resume else None
+    runs, details = pr.pruning_regret(encoder, data, earlier)
     write_results(
         "pruning_regret",
         workload(

@@ -512,6 +512,34 @@ def test_validate_shows_the_conditions_and_the_warm_start(
     assert "warm start: 2 parameter sets, queued once when the study is created" in out
 
 
+def test_validate_warns_when_pruning_on_a_signal_the_metric_does_not_judge_by(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
+    """prune_on: average_precision for an F1 judged at a fixed 0.5 ranked the configurations
+    that end best last (bench pruning_regret); validate says so, and says nothing when the
+    threshold is tuned on validation or the pruner judges the metric itself."""
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    spec = CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder=tiny_roberta)
+    cases = {
+        "fixed": ("prune_on: average_precision\nmetric: post_macro_f1\n", True),
+        "tuned": (
+            "prune_on: average_precision\nmetric: post_macro_f1\n",
+            False,
+        ),
+        "metric itself": ("metric: post_macro_f1\n", False),
+    }
+    for case, (extra, warned) in cases.items():
+        text = extra + spec
+        if case == "tuned":
+            text = text.replace("max_length: 96}", "max_length: 96, threshold: tuned}")
+        path = tmp_path / f"{case.replace(' ', '-')}.yaml"
+        path.write_text(text)
+        code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url)
+        assert code == 0, (case, err)
+        said = "warning: prune_on: average_precision ranks how well scores separate" in out
+        assert said == warned, (case, out)
+
+
 def test_validate_reports_the_long_tail_and_a_steps_memory(
     capsys, tmp_path, study_name, tiny_roberta, sqlite_url
 ):

@@ -61,4 +61,26 @@ def _search_notes(spec) -> list[str]:
             f"warm start: {len(spec.warm_start)} parameter sets, queued once when the study is "
             "created"
         )
+    if _ranks_differently(spec):
+        notes.append(
+            f"warning: prune_on: {spec.prune_on} ranks how well scores separate, but {spec.metric} "
+            "is judged at a fixed 0.5 threshold, so a configuration can rank first and score 0 "
+            "there and the pruner keeps the wrong ones; leave prune_on out (the pruner judges "
+            "the metric itself) or set train.threshold: tuned"
+        )
     return notes
+
+
+THRESHOLD_FREE = ("average_precision", "auroc", "recall_at_1", "recall_at_3")  # none judges at 0.5
+
+
+def _ranks_differently(spec) -> bool:
+    """A threshold-free pruning signal for a metric judged at a fixed threshold (measured in
+    bench pruning_regret: it kept the configurations that end worst)."""
+    threshold = spec.train.get("threshold", "fixed")
+    return (
+        spec.prune_on in THRESHOLD_FREE
+        and spec.metric not in THRESHOLD_FREE
+        and threshold == "fixed"
+        and "threshold" not in spec.search_space
+    )

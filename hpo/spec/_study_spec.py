@@ -69,9 +69,9 @@ class StudySpec(_Strict):
     # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*:
     # evidence
     metric: Metric = "macro_f1"
-    # what the pruner judges epochs by (None: metric); a threshold-free one (average_precision,
-    # auroc) ranks configurations at epoch 1, where a thresholded F1 mostly says how far warm-up
-    # has gone
+    # what the pruner judges epochs by (None: metric). A threshold-free one (average_precision,
+    # auroc) ranks how well scores separate, not F1 at a fixed 0.5: hpo validate warns when
+    # the metric is judged at a fixed threshold (bench pruning_regret)
     prune_on: Metric | None = None
     n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
     # load_spec resolves it: --storage, $HPO_STORAGE, file
