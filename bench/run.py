@@ -468,7 +468,9 @@ def pruning_regret_measure(encoder: str, encoder_name: str, data_dir: str | None
     from bench.results import load_all
 
     data = sample_data(f"data-{sb.POSTS}", sb.POSTS, data_dir)
-    earlier = load_all().get("pruning_regret", {}).get("details") if resume else None
+    earlier = load_all().get("pruning_regret") if resume else None
+    if earlier:  # its curves, and the commit that trained them
+        earlier = {"curves_commit": earlier["commit"], **earlier["details"]}
     runs, details = pr.pruning_regret(encoder, data, earlier)
     write_results(
         "pruning_regret",
