@@ -28,7 +28,7 @@ from bench.common import RUNS, write_spec
 from bench.results import commit
 from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, TRAIN
 
-EPOCHS, CONFIGS, ORDERS = 4, 10, 500
+EPOCHS, CONFIGS, ORDERS, RUNS_OF_ORDERS = 4, 10, 100, 5  # 5 runs of 100 random orders
 VARIANTS = {  # what the pruner judges an epoch by, and its first rung
     "last_round": {"signal": "post_macro_f1", "min_resource": 1},
     "first_rung_2": {"signal": "post_macro_f1", "min_resource": 2},  # this round's default
@@ -82,18 +82,18 @@ def _train_one(spec_path: str, params: dict) -> list[dict]:
     return history
 
 
-def replay(configs: list[dict], variant: dict, orders: int = ORDERS) -> dict:
+def replay(configs: list[dict], variant: dict, orders: int = ORDERS, seed: int = 0) -> dict:
     """The pruner's decisions on the recorded curves, over ``orders`` random orders."""
     final = [max(e["value"] for e in c["epochs"]) for c in configs]  # a trial keeps its best
     best = max(range(len(configs)), key=final.__getitem__)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     pruned_best, regrets, epochs = 0, [], 0
-    shuffle = random.Random(0)
+    shuffle = random.Random(seed)
     for order_no in range(orders):
         order = list(range(len(configs)))
         shuffle.shuffle(order)
         study = optuna.create_study(
-            study_name=f"replay-{order_no}",
+            study_name=f"replay-{seed}-{order_no}",
             direction="maximize",
             pruner=optuna.pruners.HyperbandPruner(
                 min_resource=variant["min_resource"], max_resource=EPOCHS, reduction_factor=3
@@ -127,10 +127,13 @@ def pruning_regret(encoder: str, data_dir: str, recorded: dict | None = None) ->
     ``recorded``: an earlier results file's details, to replay its curves again."""
     if recorded is None:
         recorded = {"curves": curves(encoder, data_dir), "curves_commit": commit()}
-    runs = {name: [replay(recorded["curves"], variant)] for name, variant in VARIANTS.items()}
+    runs = {
+        name: [replay(recorded["curves"], variant, seed=run) for run in range(RUNS_OF_ORDERS)]
+        for name, variant in VARIANTS.items()
+    }
     details = {
         "configurations": len(recorded["curves"]),
-        "orders": ORDERS,
+        "orders_per_run": ORDERS,
         "split_fractions": list(FRACTIONS),
         "curves_commit": recorded.get("curves_commit"),
         "curves": recorded["curves"],

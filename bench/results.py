@@ -125,12 +125,14 @@ def write_results(
     also: tuple[str, ...] = (),
     details: dict | None = None,
     command: str | None = None,
+    fewer_runs: dict | None = None,
 ) -> Path:
     """``runs``: per case, every run's raw values; ``value`` names the figure whose median and
     spread are summarised per case (``also``: more figures summarised the same way, under
     ``figures``). ``target``: the case (``key``), the figure and its bound (``at_most`` or
     ``at_least``), judged met or missed on the median. ``definition``: the measure's one
-    definition, in words; ``details``: figures measured once (a profile), not per run."""
+    definition, in words; ``details``: figures measured once (a profile), not per run.
+    ``fewer_runs``: ``{at_least, why}`` for a measure whose issue asked fewer than five runs."""
     summary = {
         case: stats([run.get(value) for run in case_runs if value in run])
         for case, case_runs in runs.items()
@@ -162,6 +164,8 @@ def write_results(
     }
     if details:
         result["details"] = details
+    if fewer_runs:
+        result["fewer_runs"] = fewer_runs
     if target:
         got = summary.get(target["key"], {})
         result["target"] = {
