@@ -87,12 +87,7 @@ def p1(encoder: str, encoder_name: str, data_dir: str | None, runs: int) -> None
     from bench import p1 as bench_p1
 
     bench_p1.clean()
-    data = (
-        f"real ReDSM5 files ({data_dir})"
-        if data_dir
-        else f"{bench_p1.POSTS} generated realistic posts (seed 0; "
-        f"ReDSM5's post lengths), split {FRACTIONS} by post"
-    )
+    data = _data_words(data_dir, bench_p1.POSTS, FRACTIONS)
     data_dir = sample_data(f"data-{bench_p1.POSTS}", bench_p1.POSTS, data_dir)
 
     def spec_for(name: str, formulation: str) -> tuple[str, str]:
@@ -312,12 +307,7 @@ def main() -> None:
     shutil.rmtree(RUNS / "cache", ignore_errors=True)
     encoder, encoder_name = encoder_path()
     data_dir = sample_data(f"data-{POSTS}", POSTS, args.data_dir)
-    data = (
-        f"real ReDSM5 files ({args.data_dir})"
-        if args.data_dir
-        else f"{POSTS} generated realistic posts (seed 0; ReDSM5's post lengths), "
-        f"split {FRACTIONS} by post"
-    )
+    data = _data_words(args.data_dir, POSTS, FRACTIONS)
     if "p1" in only:
         p1(encoder, encoder_name, args.data_dir, args.runs)
     if only & {"p2", "p4"}:
@@ -507,8 +497,9 @@ def pruning_regret_measure(encoder: str, encoder_name: str, data_dir: str | None
 
 
 def _data_words(data_dir: str | None, posts: int, fractions) -> str:
+    """What a results file's workload says of its data."""
     if data_dir:
-        return f"real ReDSM5 files ({data_dir}), split {fractions} by post"
+        return f"real ReDSM5 files ({data_dir})"
     return (
         f"{posts} generated realistic posts (seed 0; ReDSM5's post lengths), "
         f"split {fractions} by post"

@@ -107,10 +107,6 @@ def _kill_leftovers(procs) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _study(name: str, storage: str) -> optuna.Study:
-    return read_study(name, storage)
-
-
 def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
     """kill -9 a worker in the middle of a trial, three times, starting a replacement each
     time: the killed trials are failed by the heartbeat, re-queued with the same
@@ -126,7 +122,9 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
         while len(killed_trials) < 3 and time.monotonic() < deadline:
             time.sleep(0.5)
             try:
-                running = _study(study_name, postgres_url).get_trials(states=(TrialState.RUNNING,))
+                running = read_study(study_name, postgres_url).get_trials(
+                    states=(TrialState.RUNNING,)
+                )
             except KeyError:  # the first worker has not created the study yet
                 continue
             victims = [
@@ -152,7 +150,7 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
         _wait_clean_exit(procs)
     finally:
         _kill_leftovers(procs)
-    study = _study(study_name, postgres_url)
+    study = read_study(study_name, postgres_url)
     trials = study.get_trials()
     assert len([t for t in trials if t.state in FINISHED]) == 10
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
@@ -181,7 +179,7 @@ def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, asse
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
-                if _study(study_name, postgres_url).get_trials(states=FINISHED):
+                if read_study(study_name, postgres_url).get_trials(states=FINISHED):
                     break
             except KeyError:
                 continue
@@ -194,7 +192,7 @@ def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, asse
         _wait_clean_exit(procs)
     finally:
         _kill_leftovers(procs)
-    study = _study(study_name, postgres_url)
+    study = read_study(study_name, postgres_url)
     assert len(study.get_trials(states=FINISHED)) == 6
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
 
@@ -289,7 +287,9 @@ def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(
         while lost is None and time.monotonic() < deadline:
             time.sleep(0.1)
             with contextlib.suppress(KeyError):  # not created yet
-                running = _study(study_name, postgres_url).get_trials(states=(TrialState.RUNNING,))
+                running = read_study(study_name, postgres_url).get_trials(
+                    states=(TrialState.RUNNING,)
+                )
                 lost = next((t for t in running if t.intermediate_values), None)
         assert lost is not None, "no trial got under way"
         link.cut()
@@ -299,7 +299,7 @@ def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(
     finally:
         _kill_leftovers({"w": proc})
     assert proc.returncode == 0, output[-3000:]
-    trials = _study(study_name, postgres_url).get_trials()
+    trials = read_study(study_name, postgres_url).get_trials()
     failed = trials[lost.number]
     assert failed.state == TrialState.FAIL
     assert failed.user_attrs.get("fail_reason", "").startswith(
@@ -356,7 +356,7 @@ def test_eight_workers_four_hundred_trials_exact_count(postgres_url, study_name,
             )
         ]
         assert not bad, bad[:5]
-    study = _study(study_name, postgres_url)
+    study = read_study(study_name, postgres_url)
     trials = study.get_trials()
     assert len([t for t in trials if t.state in FINISHED]) == 400
     numbers = [t.number for t in trials]

@@ -71,16 +71,16 @@ def _search_notes(spec) -> list[str]:
     return notes
 
 
-THRESHOLD_FREE = ("average_precision", "auroc", "recall_at_1", "recall_at_3")  # none judges at 0.5
-
-
 def _ranks_differently(spec) -> bool:
     """A threshold-free pruning signal for a metric judged at a fixed threshold (measured in
     bench pruning_regret: it kept the configurations that end worst)."""
-    threshold = spec.train.get("threshold", "fixed")
+    from hpo.train.config import TrainConfig
+    from hpo.train.evaluate import THRESHOLDED
+
     return (
-        spec.prune_on in THRESHOLD_FREE
-        and spec.metric not in THRESHOLD_FREE
-        and threshold == "fixed"
+        spec.prune_on is not None
+        and spec.prune_on not in THRESHOLDED
+        and spec.metric in THRESHOLDED
+        and spec.train.get("threshold", TrainConfig.threshold) == "fixed"
         and "threshold" not in spec.search_space
     )
