@@ -148,7 +148,7 @@ def test_status_on_sqlite(capsys, sqlite_url, study_name, tmp_path):
     build_study(sqlite_url, study_name, tmp_path, n_trials=5)
     code, out, _ = hpo(capsys, "status", study_name, "--storage", sqlite_url)
     assert code == 0
-    assert "complete=3  pruned=1" in out and "finished 4/5   best 0.87" in out and "ETA" in out
+    assert "complete=3  pruned=1" in out and "finished 4/5   best 0.8700" in out  # rounded as hpo best rounds and "ETA" in out
 
 
 def test_status_reads_the_storage_from_the_environment(capsys, monkeypatch, finished, postgres_url):
@@ -748,3 +748,22 @@ def test_a_step_timing_counts_the_tokens_an_epoch_reads(tiny_roberta, tmp_path):
     assert timing.steps_per_epoch == -(-len(train) // 4)
     assert timing.train_tokens_per_epoch == int(train.tokens.lengths.sum())
     assert timing.validation_tokens == int(prepare_data(config).validation.tokens.lengths.sum())
+
+
+# ---- the top level -------------------------------------------------------------------------------
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"hpo {version('hpo')}"
+
+
+def test_top_level_help_speaks_to_users(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "hpo validate" in out and "hpo finalize" in out and "parses arguments" not in out

@@ -30,7 +30,12 @@ from hpo.cli import (
 from hpo.cli._common import OneLineErrors
 from hpo.errors import UsageError
 
-DESCRIPTION = "The ``hpo`` command: parses arguments and calls one function per subcommand."
+DESCRIPTION = (
+    "Tune transformer encoders as ReDSM5 symptom classifiers: hpo validate a study file, "
+    "hpo tune it with N workers, watch it with hpo status or hpo dashboard, then hpo finalize "
+    "the best configuration into one model and hpo predict with it. "
+    "Each command's --help says more; the README has a five-minute guide."
+)
 # In the order ``hpo --help`` lists them (retrain is not listed: finalize starts it).
 SUBCOMMANDS = (
     tune,
@@ -54,12 +59,22 @@ SUBCOMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrors(prog="hpo", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"hpo {_version()}")
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrors
     )
     for subcommand in SUBCOMMANDS:
         subcommand.add_parser(subparsers)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hpo")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _quiet_libraries() -> None:

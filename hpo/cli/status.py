@@ -24,7 +24,7 @@ def run(args) -> int:
             f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
         )
     )
-    best = "-" if counts["best"] is None else counts["best"]
+    best = "-" if counts["best"] is None else f"{counts['best']:.4f}"  # as hpo best rounds it
     print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {best}")
     if s["trials_per_hour"]:
         eta = f"   ETA {_duration(s['eta_hours'])}" if s["eta_hours"] else ""
