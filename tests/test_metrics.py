@@ -3,8 +3,16 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.metrics import f1_score
 
-from hpo.train.metrics import binary_metrics, criteria_metrics, evidence_metrics, tune_thresholds
+from hpo.train.metrics import (
+    binary_metrics,
+    bootstrap_interval,
+    criteria_metrics,
+    evidence_metrics,
+    shrunk_threshold,
+    tune_thresholds,
+)
 
 LABELS = [1, 1, 1, 0, 0, 0]
 SCORES = [0.9, 0.6, 0.4, 0.7, 0.8, 0.1]  # at 0.5: TP 2, FP 2, FN 1, TN 1
@@ -108,3 +116,72 @@ def test_evidence_recall_at_k_per_post_and_criterion():
     assert metrics["recall_at_1"] == pytest.approx((1 / 2 + 0) / 2)
     assert metrics["recall_at_3"] == pytest.approx((2 / 2 + 1) / 2)
     assert 0 < metrics["average_precision"] <= 1
+
+
+# ---- bootstrap intervals and out-of-fold thresholds -------------------------------------------
+
+
+def _posts(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n posts x 9 symptoms, ~20% positive, predicted right about 80% of the time."""
+    rng = np.random.default_rng(seed)
+    truth = (rng.random((n, 9)) < 0.2).astype(int)
+    wrong = rng.random((n, 9)) < 0.2
+    return truth, np.where(wrong, 1 - truth, truth)
+
+
+@pytest.mark.parametrize("metric", ["macro_f1", "micro_f1"])
+def test_bootstrap_interval_is_the_percentiles_of_sklearn_f1_over_resampled_posts(metric):
+    truth, predicted = _posts(60)
+    low, high = bootstrap_interval(truth, predicted, metric, n=300, seed=7)
+    # the known case, by hand: the same resamples through sklearn's f1_score
+    rows = np.random.default_rng(7).integers(0, 60, size=(300, 60))
+    average = metric.removesuffix("_f1")
+    values = [f1_score(truth[r], predicted[r], average=average, zero_division=0) for r in rows]
+    assert (low, high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), abs=1e-12)
+    point = f1_score(truth, predicted, average=average, zero_division=0)
+    assert low < point < high
+
+
+def test_bootstrap_interval_is_deterministic_for_a_seed_and_narrows_with_more_posts():
+    truth, predicted = _posts(100)
+    assert bootstrap_interval(truth, predicted, seed=3) == bootstrap_interval(
+        truth, predicted, seed=3
+    )
+    assert bootstrap_interval(truth, predicted, seed=3) != bootstrap_interval(
+        truth, predicted, seed=4
+    )
+    widths = []
+    for n in (50, 200, 800):
+        low, high = bootstrap_interval(*_posts(n, seed=1), "micro_f1", n=1000)
+        widths.append(high - low)
+    assert widths[0] > widths[1] > widths[2], widths
+    # a perfect prediction has nowhere to move
+    assert bootstrap_interval(truth, truth) == (1.0, 1.0)
+
+
+def test_bootstrap_interval_refuses_what_it_cannot_resample():
+    truth, predicted = _posts(10)
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        bootstrap_interval(truth, predicted[:, :3])
+    with pytest.raises(ValueError, match="macro_f1 or micro_f1"):
+        bootstrap_interval(truth, predicted, "accuracy")
+
+
+def test_a_threshold_chosen_on_few_positives_stays_near_half_and_on_many_near_its_best_cut():
+    rng = np.random.default_rng(0)
+
+    def scored(positives: int) -> tuple[np.ndarray, np.ndarray]:
+        # positives score around 0.3, negatives around 0.1: the F1-best cut is far below 0.5
+        truth = np.r_[np.ones(positives), np.zeros(10 * positives)].astype(int)
+        scores = np.clip(np.where(truth == 1, 0.3, 0.1) + rng.normal(0, 0.05, len(truth)), 0, 1)
+        return truth, scores
+
+    few, many = shrunk_threshold(*scored(3)), shrunk_threshold(*scored(300))
+    assert few["positives"] == 3 and many["positives"] == 300 and many["rows"] == 3300
+    for chosen in (few, many):
+        best, weight = chosen["best_f1_threshold"], chosen["positives"] / (chosen["positives"] + 10)
+        assert best < 0.35
+        assert chosen["threshold"] == pytest.approx(0.5 + weight * (best - 0.5))
+    assert abs(few["threshold"] - 0.5) < 0.1 < abs(many["threshold"] - 0.5)
+    # no positives: nothing to choose on, 0.5
+    assert shrunk_threshold(np.zeros(5), np.linspace(0, 1, 5))["threshold"] == 0.5

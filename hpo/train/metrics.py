@@ -121,3 +121,71 @@ def tune_thresholds(truth: np.ndarray, scores: np.ndarray) -> np.ndarray:
             f1 = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
             thresholds[column] = float(cuts[int(np.argmax(f1))])
     return thresholds
+
+
+# A per-symptom threshold chosen on n positives is pulled toward 0.5 with weight
+# PRIOR_POSITIVES / (n + PRIOR_POSITIVES): the F1-best cut over a handful of positives is mostly
+# noise (one post moves it), over hundreds it is signal. 10 positives' worth of trust in 0.5, the
+# cut the loss trains for, leaves a symptom with 300 positives at 97% of its best cut and one
+# with 5 at a third of the way there.
+PRIOR_POSITIVES = 10
+BOOTSTRAP_LEVEL = 0.95
+
+
+def shrunk_threshold(
+    truth: np.ndarray, scores: np.ndarray, prior_positives: float = PRIOR_POSITIVES
+) -> dict[str, float | int]:
+    """One symptom's threshold from out-of-fold ``scores`` (1-D, any number of rows): the
+    F1-best cut (``tune_thresholds``), shrunk toward 0.5 by how few positives chose it.
+    Returns the threshold, the unshrunk cut and the positives and rows it was chosen on."""
+    truth = np.asarray(truth).astype(np.int64).ravel()
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    best = float(tune_thresholds(truth[:, None], scores[:, None])[0])
+    positives = int(truth.sum())
+    weight = positives / (positives + prior_positives)
+    return {
+        "threshold": 0.5 + weight * (best - 0.5),
+        "best_f1_threshold": best,
+        "positives": positives,
+        "rows": len(truth),
+    }
+
+
+def bootstrap_interval(
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    metric: str = "macro_f1",
+    n: int = 2000,
+    seed: int = 0,
+    level: float = BOOTSTRAP_LEVEL,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of a post-level F1 over posts: ``y_true`` and
+    ``y_pred`` are post x symptom 0/1 matrices; the posts (rows) are resampled with
+    replacement ``n`` times with ``seed``, and ``metric`` ("macro_f1" or "micro_f1", as
+    sklearn's f1_score averages with zero_division=0) computed on each resample."""
+    y_true = np.asarray(y_true).astype(np.int64)
+    y_pred = np.asarray(y_pred).astype(np.int64)
+    if y_true.ndim == 1:
+        y_true, y_pred = y_true[:, None], y_pred[:, None]
+    if y_true.shape != y_pred.shape or y_true.ndim != 2 or not len(y_true):
+        raise ValueError(
+            f"y_true {y_true.shape} and y_pred {y_pred.shape} must be equal, non-empty "
+            "post x symptom matrices"
+        )
+    if metric not in ("macro_f1", "micro_f1"):
+        raise ValueError(f"metric must be macro_f1 or micro_f1, got {metric!r}")
+    if n < 1 or not 0 < level < 1:
+        raise ValueError(f"need n >= 1 resamples and 0 < level < 1, got {n}, {level}")
+    rows = np.random.default_rng(seed).integers(0, len(y_true), size=(n, len(y_true)))
+    # per resample and symptom, the confusion counts: a resample is its posts' rows summed
+    tp = np.stack([(y_true[r] & y_pred[r]).sum(axis=0) for r in rows])
+    fp = np.stack([((1 - y_true[r]) & y_pred[r]).sum(axis=0) for r in rows])
+    fn = np.stack([(y_true[r] & (1 - y_pred[r])).sum(axis=0) for r in rows])
+    if metric == "micro_f1":
+        tp, fp, fn = tp.sum(axis=1), fp.sum(axis=1), fn.sum(axis=1)
+    denominator = 2 * tp + fp + fn
+    f1 = np.divide(2 * tp, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
+    values = f1.mean(axis=1) if metric == "macro_f1" else f1
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return float(low), float(high)
