@@ -347,6 +347,38 @@ BROKEN = {
         "warm_start.0",
         "dictionary",
     ),
+    # YAML reads yes/no/on/off as booleans, and pydantic's lax mode reads true as 1 (#34 item 13)
+    **{
+        f"boolean {path}{list(value) if isinstance(value, dict) else ''}": (
+            changed((path, value)),
+            ".".join([path, *value]) if isinstance(value, dict) else path,
+            "must be a number, not a boolean",
+        )
+        for path, value in [
+            ("n_trials", True),
+            ("keep_top_k", False),
+            ("timeout_per_trial", True),
+            ("heartbeat", {"interval": True}),
+            ("heartbeat", {"max_retry": False}),
+            ("sampler.seed", True),
+            ("search_space.head_layers.high", True),
+            ("search_space.learning_rate.low", True),
+            ("train.epochs", True),
+            ("train.batch_size", True),
+            ("train.warmup_ratio", True),
+            ("train.micro_batch_tokens", False),
+        ]
+    },
+    "boolean choice of an integer setting": (
+        changed(("search_space.head_layers", {"type": "categorical", "choices": [0, True]})),
+        "search_space.head_layers.choices.1",
+        "must be a number, not a boolean",
+    ),
+    "study name past a file name's length": (
+        changed(("name", "a" * 250)),
+        "name",
+        "is 250 characters long; give at most 128",
+    ),
 }
 
 
@@ -410,6 +442,8 @@ def test_overrides_create_missing_mappings(tmp_path):
     "override, problem",
     [
         ("n_trials=0", "n_trials: Input should be greater than or equal to 1"),
+        ("n_trials=true", "n_trials: must be a number, not a boolean"),
+        ("n_trials=yes", "n_trials: must be a number, not a boolean"),
         ("nonsense", "expected the form key=value"),
         ("=3", "expected the form key=value"),
         ("train..epochs=3", "expected the form key=value"),

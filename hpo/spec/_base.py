@@ -4,8 +4,10 @@ its dotted key path, and how YAML 1.1 numbers are read as people mean them."""
 from __future__ import annotations
 
 import re
+import types
+from typing import Annotated, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from hpo.errors import UsageError
@@ -36,8 +38,35 @@ def _as_number(value: object) -> object:
     )
 
 
+def takes_numbers(hint: object) -> bool:
+    """Whether a field typed ``hint`` holds a number (``int``, ``float | None``, ...) and not a
+    boolean: pydantic's lax mode reads true as 1, so ``n_trials: yes`` would mean one trial."""
+    if get_origin(hint) is Annotated:
+        return takes_numbers(get_args(hint)[0])
+    if get_origin(hint) in (Union, types.UnionType):
+        members = get_args(hint)
+        return bool not in members and any(takes_numbers(member) for member in members)
+    return hint in (int, float)
+
+
+def boolean_problem(value: object) -> str:
+    return (
+        f"must be a number, not a boolean (got {str(value).lower()}: YAML reads true, false, "
+        "yes, no, on and off as booleans); give a number"
+    )
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: object) -> object:
+        for key, value in data.items() if isinstance(data, dict) else ():
+            field = cls.model_fields.get(key)
+            if isinstance(value, bool) and field and takes_numbers(field.annotation):
+                raise _problem(boolean_problem(value), at=key)
+        return data
 
 
 Scalar = str | int | float | bool | None

@@ -19,7 +19,14 @@ from pydantic import (
 )
 
 from hpo import outputs, storage_url
-from hpo.spec._base import _as_number, _problem, _problem_text, _Strict
+from hpo.spec._base import (
+    _as_number,
+    _problem,
+    _problem_text,
+    _Strict,
+    boolean_problem,
+    takes_numbers,
+)
 from hpo.spec._params import (
     CategoricalParam,
     FloatParam,
@@ -42,6 +49,9 @@ from hpo.train.config import TrainConfig
 
 DEFAULT_STORAGE = storage_url.DEFAULT
 DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
+# a study's name, in characters: room for what is added to it in a file name (-UID8,
+# -JOBID_TASK.log) within the 255 bytes most filesystems allow
+MAX_NAME_LENGTH = 128
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from
 # train/search_space.
@@ -56,6 +66,10 @@ _FINALIZE_ONLY = {"train_on", "cv_fold"}
 SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
+)
+# pydantic's lax mode reads true as 1 there: `epochs: yes` would train one epoch
+_NUMBER_FIELDS = frozenset(
+    name for name, hint in get_type_hints(TrainConfig).items() if takes_numbers(hint)
 )
 # checks field types (and coerces "1e-5"), then runs __post_init__
 _TRAIN_CONFIG = TypeAdapter(TrainConfig)
@@ -101,6 +115,12 @@ class StudySpec(_Strict):
             raise _problem(
                 f"must start with a letter or digit: it names a folder under output_dir "
                 f"(got {name!r})"
+            )
+        if len(name) > MAX_NAME_LENGTH:
+            raise _problem(
+                f"is {len(name)} characters long; give at most {MAX_NAME_LENGTH}: it names folders "
+                "and files (NAME-UID under output_dir, NAME.sbatch), and a file name past 255 "
+                "bytes fails every trial"
             )
         return name
 
@@ -172,6 +192,7 @@ class StudySpec(_Strict):
                 raise _problem(
                     "is an integer setting; use type: int", at=f"search_space.{name}.type"
                 )
+        self._check_no_boolean_numbers()
         self._check_conditions()
         for index, point in enumerate(self.warm_start):
             problem = self.point_problem(point)
@@ -194,6 +215,18 @@ class StudySpec(_Strict):
             )
         self._probe_train_configs()
         return self
+
+    def _check_no_boolean_numbers(self) -> None:
+        for name, value in self.train.items():
+            if name in _NUMBER_FIELDS and isinstance(value, bool):
+                raise _problem(boolean_problem(value), at=f"train.{name}")
+        for name, param in self.search_space.items():
+            if name in _NUMBER_FIELDS and isinstance(param, CategoricalParam):
+                for index, choice in enumerate(param.choices):
+                    if isinstance(choice, bool):
+                        raise _problem(
+                            boolean_problem(choice), at=f"search_space.{name}.choices.{index}"
+                        )
 
     def _check_conditions(self) -> None:
         names = list(self.search_space)
