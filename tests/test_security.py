@@ -76,66 +76,71 @@ def _proc_bytes(pid: int, name: str) -> bytes | None:
         return None
 
 
-@pytest.fixture(scope="module")
-def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> dict:
-    """`hpo tune --storage URL-with-password` (2 workers, 2 trials) on PostgreSQL, watching
-    every worker process's command line while it runs; then status, best and export."""
-    root = tmp_path_factory.mktemp("secret-study")
-    name = f"test-{uuid.uuid4().hex[:12]}"
-    url = _secret_url(postgres_url)
-    data = write_sample(root / "data", posts=30, seed=0)
-    cmd = _hpo(
-        "tune",
-        str(REPO / "studies" / "evidence-smoke.yaml"),
-        "--workers",
-        "2",
-        "--no-progress",
-        "--storage",
-        url,
-        "--set",
-        f"name={name}",
-        "--set",
-        f"data_dir={data}",
-        "--set",
-        f"output_dir={root / 'out'}",
-        "--set",
-        f"train.cache_dir={root / 'cache'}",
-        "--set",
-        f"model_paths.tiny-roberta={tiny_roberta}",
-        "--set",
-        f"model_paths.tiny-deberta={tiny_deberta}",
-        "--set",
-        "n_trials=2",
-        "--set",
-        "train.epochs=1",
-    )
+def _watched(cmd: list[str], root: Path, label: str) -> dict:
+    """Run ``cmd`` to the end, reading every descendant's command line while it runs, and the
+    environment of each child process it starts (`hpo worker`, `hpo retrain`)."""
     cmdlines: dict[int, set[bytes]] = {}  # every command line each process had (fork, then exec)
-    environs: dict[int, bytes] = {}  # of the worker processes, after their exec
-    with open(root / "tune.out", "wb") as out, open(root / "tune.err", "wb") as err:
+    environs: dict[int, bytes] = {}  # of the child processes, after their exec
+    out_path, err_path = root / f"{label}.out", root / f"{label}.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(cmd, cwd=root, env=_env(), stdout=out, stderr=err)
-        # Until it execs, a forked child still shows this command line: `hpo tune`'s, not its own.
+        # Until it execs, a forked child still shows this command line: the parent's, not its own.
         parent_line = b"\0".join(part.encode() for part in cmd) + b"\0"
         deadline = time.monotonic() + 300
         while proc.poll() is None:
-            for pid in _descendants(proc.pid)[
-                1:
-            ]:  # the workers (and anything they start), not `hpo tune`
+            # the children (and anything they start), not the command itself
+            for pid in _descendants(proc.pid)[1:]:
                 line = _proc_bytes(pid, "cmdline")
                 if line and line != parent_line and line not in cmdlines.setdefault(pid, set()):
                     cmdlines[pid].add(line)
-                    if b"\0worker\0" in line:
+                    if b"\0worker\0" in line or b"\0retrain\0" in line:
                         environs[pid] = _proc_bytes(pid, "environ") or b""
             if time.monotonic() > deadline:
                 proc.kill()
                 break
             time.sleep(0.1)
         proc.wait()
-    tune = {
+    run = {
         "returncode": proc.returncode,
-        "stdout": (root / "tune.out").read_text(),
-        "stderr": (root / "tune.err").read_text(),
+        "stdout": out_path.read_text(),
+        "stderr": err_path.read_text(),
+        "cmdlines": cmdlines,
+        "environs": environs,
     }
-    assert tune["returncode"] == 0, tune["stdout"][-3000:] + tune["stderr"][-3000:]
+    assert run["returncode"] == 0, run["stdout"][-3000:] + run["stderr"][-3000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> dict:
+    """`hpo tune --set storage=URL-with-password` (2 workers, 2 trials) on PostgreSQL, then
+    `hpo finalize` of it with 2 retraining processes, watching every child process's command
+    line while they run; then status, best and export (with --storage)."""
+    root = tmp_path_factory.mktemp("secret-study")
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    url = _secret_url(postgres_url)
+    data = write_sample(root / "data", posts=60, seed=0)
+    spec = str(REPO / "studies" / "criteria-smoke.yaml")
+    sets = [
+        # the way issue #34 found the password in `ps`: --set storage=, not --storage
+        f"storage={url}",
+        f"name={name}",
+        f"data_dir={data}",
+        f"output_dir={root / 'out'}",
+        f"train.cache_dir={root / 'cache'}",
+        f"model_paths.tiny-roberta={tiny_roberta}",
+        f"model_paths.tiny-deberta={tiny_deberta}",
+        "n_trials=2",
+        "train.epochs=1",
+    ]
+    sets = [arg for item in sets for arg in ("--set", item)]
+    tune = _watched(_hpo("tune", spec, "--workers", "2", "--no-progress", *sets), root, "tune")
+    finalize = _watched(
+        _hpo("finalize", spec, "--top-k", "1", "--seeds", "2", "--workers", "2", "--no-progress")
+        + sets,
+        root,
+        "finalize",
+    )
 
     commands = (
         ("status", name),
@@ -165,8 +170,7 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
         "url": url,
         "root": root,
         "tune": tune,
-        "cmdlines": cmdlines,
-        "environs": environs,
+        "finalize": finalize,
         "reads": reads,
         "study_dir": outputs.study_dir(root / "out", name, uid),
     }
@@ -175,21 +179,80 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_password_is_on_no_command_line_it_travels_in_the_environment(secret_study):
-    cmdlines, environs = secret_study["cmdlines"], secret_study["environs"]
-    assert len(environs) >= 2, f"both worker processes were seen: {list(cmdlines.values())}"
-    for pid, line in ((pid, line) for pid, lines in cmdlines.items() for line in lines):
-        assert SECRET.encode() not in line, f"password on the command line of {pid}: {line!r}"
-    # `hpo tune` got the URL from --storage (its environment has no HPO_STORAGE): the launcher put
-    # it there.
-    for pid, environ in environs.items():
-        assert f"HPO_STORAGE={secret_study['url']}".encode() in environ.split(b"\0"), pid
+    """No password in any child's argv: `hpo tune`'s workers and `hpo finalize`'s retraining
+    processes, given the storage by `--set storage=…`, get it in their environment only."""
+    for run, child in ((secret_study["tune"], b"worker"), (secret_study["finalize"], b"retrain")):
+        cmdlines, environs = run["cmdlines"], run["environs"]
+        assert len(environs) >= 2, f"both {child} processes were seen: {list(cmdlines.values())}"
+        for pid, line in ((pid, line) for pid, lines in cmdlines.items() for line in lines):
+            assert SECRET.encode() not in line, f"password on the command line of {pid}: {line!r}"
+        # the URL `hpo tune`/`finalize` resolved from --set storage= (no HPO_STORAGE in theirs)
+        for pid, environ in environs.items():
+            assert f"HPO_STORAGE={secret_study['url']}".encode() in environ.split(b"\0"), pid
+
+
+ARGV_SECRET = "postgresql://u:s3cret@db/hpo"
+
+
+@pytest.mark.parametrize("written", [f"storage={ARGV_SECRET}", f" storage = {ARGV_SECRET}"])
+def test_no_child_argv_holds_a_storage_override_its_url_travels_in_the_environment(
+    written, tmp_path
+):
+    """`hpo tune`'s workers, `hpo finalize`'s retrainings and Slurm's job script: the same
+    rule (hpo.spec.argv_overrides), the other overrides kept in order."""
+    from hpo.finalize.retrain import child_launches
+    from hpo.run.launcher import worker_launches
+    from hpo.run.slurm import ArrayJob, job_script
+
+    overrides = ["n_trials=3", written, "train.epochs=1"]
+    workers = worker_launches(
+        "s.yaml", 2, storage=ARGV_SECRET, overrides=overrides, cpu_count=2, base_env={}
+    )
+    retrainings = child_launches(
+        "s.yaml", overrides, tmp_path, 2, threads=1, storage=ARGV_SECRET, base_env={}
+    )
+    for cmd, env in [(w.cmd, w.env) for w in workers] + retrainings:
+        assert "s3cret" not in " ".join(cmd), cmd
+        assert cmd[cmd.index("--set") :] == ["--set", "n_trials=3", "--set", "train.epochs=1"]
+        assert env["HPO_STORAGE"] == ARGV_SECRET
+    job = ArrayJob(
+        spec_path="/s.yaml",
+        study="s",
+        workers=2,
+        cpus_per_worker=1,
+        log_dir="/logs",
+        workdir="/work",
+        python=sys.executable,
+        overrides=tuple(overrides),
+    )
+    script = job_script(job)
+    assert "s3cret" not in script and "--set train.epochs=1" in script
+
+
+@pytest.mark.parametrize("environment", [{}, {"HPO_STORAGE": "sqlite:///from-env.db"}])
+def test_a_child_resolves_the_storage_its_parent_resolved_from_set_storage(environment, tmp_path):
+    """--set storage= loses to $HPO_STORAGE, as it always did; whichever wins in the parent is
+    what the child, without the override on its command line, reads from its environment."""
+    from hpo.run.launcher import worker_launches
+    from hpo.spec import load_spec
+
+    spec_path = REPO / "studies" / "criteria-smoke.yaml"
+    overrides = [f"storage={ARGV_SECRET}", "n_trials=3"]
+    parent = load_spec(spec_path, overrides, env=environment)
+    assert parent.storage.text == environment.get("HPO_STORAGE", ARGV_SECRET)
+    (launch,) = worker_launches(
+        str(spec_path), 1, storage=parent.storage, overrides=overrides, cpu_count=1, base_env={}
+    )
+    sets = [launch.cmd[i + 1] for i, part in enumerate(launch.cmd) if part == "--set"]
+    child = load_spec(spec_path, sets, env=launch.env)
+    assert child.storage == parent.storage and child.n_trials == 3
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_password_is_in_no_output_file_or_log(secret_study):
-    tune = secret_study["tune"]
-    assert SECRET not in tune["stdout"] and SECRET not in tune["stderr"]
+    tune, finalize = secret_study["tune"], secret_study["finalize"]
+    assert SECRET not in tune["stdout"] + tune["stderr"] + finalize["stdout"] + finalize["stderr"]
     assert (
         f"study {secret_study['name']!r} on postgresql+psycopg2://postgres:***@" in tune["stdout"]
     )

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from hpo.errors import RunStopped
 from hpo.outputs import atomic_text
 from hpo.process import exit_with_parent, interruptible, start_child, stop_children
-from hpo.spec import StudySpec, load_spec
+from hpo.spec import StudySpec, argv_overrides, load_spec
 from hpo.storage_url import ENV as STORAGE_ENV
 from hpo.storage_url import StorageUrl
 from hpo.train.config import TrainConfig
@@ -210,7 +210,7 @@ def child_launches(
     ]
     if memory_mb is not None:
         cmd += ["--memory-limit", str(memory_mb)]
-    for override in overrides:
+    for override in argv_overrides(overrides):  # the storage is in the environment
         cmd += ["--set", override]
     return [(list(cmd), dict(env)) for _ in range(n)]
 

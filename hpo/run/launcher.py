@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from hpo.process import GO, interruptible, output_may_be_gone, start_child, stop_children
 from hpo.run.breaker import CircuitBreaker
+from hpo.spec import argv_overrides
 from hpo.storage_url import ENV as STORAGE_ENV
 from hpo.storage_url import StorageUrl
 from hpo.study import (
@@ -67,8 +68,8 @@ def worker_launches(
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
     so N workers never oversubscribe the cores, unless ``threads`` sets each worker's
     count. Every worker waits for ``GO`` on stdin (``Supervisor.run`` sends it). The
-    storage URL travels in the environment, not the command line, so a password never
-    shows in `ps`. Each worker
+    storage URL travels in the environment, not the command line (a ``storage=`` override
+    is left out of it), so a password never shows in `ps`. Each worker
     is told the launcher's PID (``parent_pid``, default this process) so it stops when
     the launcher dies. ``memory_mb`` is each worker's host-memory ceiling: crossing it fails
     a step as out-of-memory, before the kernel's OOM killer ends the worker.
@@ -114,7 +115,7 @@ def worker_launches(
         ]
         if memory_mb is not None:
             cmd += ["--memory-limit", str(memory_mb)]
-        for override in overrides:
+        for override in argv_overrides(overrides):  # the storage is in the environment
             cmd += ["--set", override]
         launches.append(WorkerLaunch(name, cmd, env))
     return launches

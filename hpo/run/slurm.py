@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.spec import parse_override
+from hpo.spec import argv_overrides
 from hpo.storage_url import ENV as STORAGE_ENV
 from hpo.storage_url import StorageUrl
 
@@ -66,7 +66,7 @@ def job_script(job: ArrayJob) -> str:
         f"--output={job.log_dir}/{job.study}-%A_%a.log",
     ]
     # --set storage=… would put the URL in the script; HPO_STORAGE already carries the resolved one.
-    overrides = [o for o in job.overrides if _override_key(o) != "storage"]
+    overrides = argv_overrides(job.overrides)
     worker = [job.python, "-m", "hpo", "worker", job.spec_path]
     command = " ".join(shlex.quote(part) for part in worker)
     command += (
@@ -90,13 +90,6 @@ def job_script(job: ArrayJob) -> str:
         + "# exec: the worker is the batch shell itself, so the B:TERM signal above reaches it.\n"
         f"exec {command}\n"
     )
-
-
-def _override_key(text: str) -> str | None:
-    try:
-        return ".".join(parse_override(text)[0])
-    except UsageError:
-        return None
 
 
 def sbatch_command(

@@ -11,7 +11,7 @@ Plain data: loading a spec imports no torch, transformers or optuna. The parts, 
 """
 
 from hpo.spec._base import Scalar, SpecError
-from hpo.spec._load import load_spec, parse_override
+from hpo.spec._load import argv_overrides, load_spec, parse_override
 from hpo.spec._params import CategoricalParam, FloatParam, IntParam, Param
 from hpo.spec._sections import (
     HeartbeatSpec,
@@ -42,6 +42,7 @@ __all__ = [
     "StorageField",
     "StudySpec",
     "TrackingSpec",
+    "argv_overrides",
     "load_spec",
     "parse_override",
 ]

@@ -27,6 +27,20 @@ def parse_override(text: str) -> tuple[list[str], object]:
         raise SpecError(f"override {text!r}: the value is not valid YAML") from None
 
 
+def argv_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides a child process may see on its command line: all but ``storage=…``, whose
+    URL may hold a password that `ps` shows every user of the machine. The parent resolves the
+    storage and hands it to the child in ``HPO_STORAGE``, which the child reads instead."""
+    return [text for text in overrides if _override_key(text) != "storage"]
+
+
+def _override_key(text: str) -> str | None:
+    try:
+        return ".".join(parse_override(text)[0])
+    except SpecError:
+        return None
+
+
 def load_spec(
     path: str | Path,
     overrides: Sequence[str] = (),
