@@ -77,7 +77,8 @@ def test_the_pruner_reads_the_prune_on_metric_while_the_objective_stays_the_stud
     study.optimize(Objective(spec), n_trials=1)
     trial = study.trials[0]
     metrics = trial.user_attrs["metrics"]
-    assert trial.intermediate_values[1] == pytest.approx(metrics["auroc"], abs=1e-6)
+    epoch_end = spec.pruner.units_per_epoch  # the step of epoch 1's end
+    assert trial.intermediate_values[epoch_end] == pytest.approx(metrics["auroc"], abs=1e-6)
     assert (
         trial.value == pytest.approx(metrics[spec.metric], abs=1e-6)
         and metrics["auroc"] != metrics[spec.metric]

@@ -473,8 +473,8 @@ def test_bad_options_are_spec_errors_and_create_no_study(storage_url, study_name
             "sampler.options.prior_weight: expected a number, got 'heavy'",
         ),
         (
-            "pruner.options.n_warmup_steps=abc",
-            "pruner.options.n_warmup_steps: expected an integer, got 'abc'",
+            "pruner.options.reduction_factor=abc",
+            "pruner.options.reduction_factor: expected an integer, got 'abc'",
         ),
         (
             "pruner.options={patience: 1, wrapped: {name: median, options: {n_startup_trials: x}}}",

@@ -17,9 +17,17 @@ import optuna
 from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.spec import StudySpec
-from hpo.study import artifact_store, completed_trials, set_user_attrs, study_uid, suggest, upload
+from hpo.study import (
+    artifact_store,
+    completed_trials,
+    rung_schedule,
+    set_user_attrs,
+    study_uid,
+    suggest,
+    upload,
+)
 from hpo.tracking import RUN_ID_ATTR, Tracker, TrialRun
-from hpo.train.loop import TrainResult, train
+from hpo.train.loop import Looks, TrainResult, train
 
 log = logging.getLogger(__name__)
 
@@ -76,25 +84,37 @@ class Objective:
         )
         # at the start: a pruned or failed trial reruns from it too
         trial.set_user_attr("seed", config.seed)
-        epochs = []
+        units = self.spec.pruner.units_per_epoch
+        looks = Looks(units, rung_schedule(self.spec))
+        last_step = config.epochs * units
+        epochs_done = [0]
 
         judged_by = self.spec.prune_on or self.spec.metric
 
-        def report(epoch: int, value: float, metrics: dict[str, float]) -> None:
-            epochs.append(epoch)
-            run.log_epoch(f"val_{self.spec.metric}", value, epoch)
+        def report(step: int, value: float, metrics: dict[str, float]) -> bool:
+            """``step``: training progress in 1/units of an epoch (the epoch when units is 1)."""
+            epoch_end = step % units == 0
+            if epoch_end:
+                epochs_done[0] = step // units
+            run.log_epoch(f"val_{self.spec.metric}", value, step)
             # the intermediate values pruning reads
             signal = metrics[judged_by] if self.spec.prune_on else value
-            trial.report(signal, step=epoch)
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned after epoch {epoch} at {judged_by}={signal:.4f}")
+            trial.report(signal, step=step)
+            # Asked at the last report too, so a rung pruner records the value among the rung's
+            # rivals, but never obeyed there: the trial has already paid for all its epochs.
+            if trial.should_prune() and step < last_step:
+                raise optuna.TrialPruned(
+                    f"pruned after {_progress(step, units)} at {judged_by}={signal:.4f}"
+                )
             limit = self.spec.timeout_per_trial
-            if (
-                limit and time.perf_counter() - started > limit
-            ):  # checked per epoch: the loop's only outward call
-                raise TimeoutError(f"trial ran past timeout_per_trial={limit}s after epoch {epoch}")
-            if self.deadline is not None and time.time() >= self.deadline:
-                trial.set_user_attr("stopped_by", f"the study's time budget, after epoch {epoch}")
+            if limit and time.perf_counter() - started > limit:  # checked at each report
+                raise TimeoutError(
+                    f"trial ran past timeout_per_trial={limit}s after {_progress(step, units)}"
+                )
+            if epoch_end and self.deadline is not None and time.time() >= self.deadline:
+                trial.set_user_attr(
+                    "stopped_by", f"the study's time budget, after epoch {step // units}"
+                )
                 return True  # the loop stops here and the trial is kept with its best epoch
             return False
 
@@ -110,7 +130,7 @@ class Objective:
 
         try:
             with self.outputs.trial_log(trial.number):
-                result = train(config, report=report, progress=progress)
+                result = train(config, report=report, progress=progress, looks=looks)
             value = result.value
             self._record(trial, result)
             run.log_final(
@@ -127,7 +147,7 @@ class Objective:
             set_user_attrs(
                 trial,
                 {
-                    "epochs_run": len(epochs),
+                    "epochs_run": epochs_done[0],
                     "wall_seconds": round(time.perf_counter() - started, 3),
                 },
             )
@@ -186,6 +206,13 @@ class Objective:
 
     def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
         trial.set_user_attr(attr, upload(self.artifact_store, trial, path))
+
+
+def _progress(step: int, units: int) -> str:
+    """A report's step in words: "epoch 2", or "2/9 of an epoch" inside one."""
+    if step % units == 0:
+        return f"epoch {step // units}"
+    return f"{step}/{units} of an epoch" if step < units else f"{step / units:.3g} epochs"
 
 
 def _prefixed(prefix: str, settings: dict[str, object]) -> dict[str, object]:

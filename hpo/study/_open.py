@@ -14,11 +14,12 @@ import optuna
 import sqlalchemy as sa
 
 from hpo.errors import DataError, UsageError
-from hpo.spec import SpecError, StudySpec, load_spec
+from hpo.spec import CategoricalParam, SpecError, StudySpec, load_spec
 from hpo.storage_url import StorageUrl
 from hpo.study._optuna_private import study_storage
 from hpo.study._storage import database_problem, get_storage
 from hpo.study._trials import enqueue
+from hpo.train.config import TrainConfig
 
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
@@ -62,16 +63,9 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
         raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
 
 
-# Where a spec sets nothing, no trial is pruned on its first epoch's report (step 1): on real posts
-# 4 of 5 sampled trials were pruned after epoch 1 of a warm-up, the one that survived scored worst.
-FIRST_RUNG = {
-    "median": {"n_warmup_steps": 2},
-    "hyperband": {"min_resource": 2},
-    "successive_halving": {"min_resource": 2},
-}
-
-
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
+    """The spec's Optuna pruner; its defaults (the first rung, Hyperband's max_resource) are
+    ``PrunerSpec.optuna_options``'."""
     try:
         if spec.pruner.name == "patient":
             options = spec.pruner.patient_options()
@@ -85,11 +79,25 @@ def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
         _check_option_types(
             _PRUNERS[spec.pruner.name], spec.pruner.options, f"{spec.source}: pruner.options"
         )
-        return _PRUNERS[spec.pruner.name](
-            **{**FIRST_RUNG.get(spec.pruner.name, {}), **spec.pruner.options}
-        )
+        return _PRUNERS[spec.pruner.name](**spec.pruner.optuna_options(longest_epochs(spec)))
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
+
+
+def longest_epochs(spec: StudySpec) -> int:
+    """The most epochs any trial of ``spec`` trains: the top of a searched ``epochs``, else the
+    fixed one."""
+    searched = spec.search_space.get("epochs")
+    if searched is None:
+        return int(spec.train.get("epochs", TrainConfig.epochs))
+    return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
+
+
+def rung_schedule(spec: StudySpec) -> tuple[int, ...]:
+    """The steps (in 1/``pruner.units_per_epoch`` of an epoch) where the spec's pruner judges
+    trials: every trial is evaluated at each one it reaches, so trials are compared at the same
+    amount of training. Empty for a pruner that judges every epoch's report instead."""
+    return spec.pruner.rungs(longest_epochs(spec))
 
 
 # The option types Optuna's annotations name that are checked here; others (functions,

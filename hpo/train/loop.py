@@ -1,9 +1,12 @@
 """One fine-tuning run: a plain ``TrainConfig`` in, the best epoch's metrics out.
 
-It knows nothing of Optuna. Its outward channel is ``report(epoch, value, metrics)``, called
-after every evaluation; if it raises (a pruned trial), training stops at once. Where it stands
-(epoch, step, loss, pace, ETA) is logged every ``PROGRESS_SECONDS`` and at each epoch's end,
-and handed to ``progress`` (which must not raise) for whoever shows it.
+It knows nothing of Optuna. Its outward channel is ``report(step, value, metrics)``, called
+after every evaluation; if it raises (a pruned trial), training stops at once. A run evaluates at
+each epoch's end and, given ``Looks``, also where a look point falls inside an epoch; ``step``
+counts training progress in 1/``units_per_epoch`` of an epoch (the epoch itself by default).
+Where it stands (epoch, step, loss, pace, ETA, the last look) is logged every
+``PROGRESS_SECONDS``, at each look and at each epoch's end, and handed to ``progress`` (which must
+not raise) for whoever shows it.
 """
 
 from __future__ import annotations
@@ -27,12 +30,29 @@ from hpo.train.setup import set_up
 
 Report = Callable[
     [int, float, dict[str, float]], bool | None
-]  # epoch, objective value, the epoch's metrics;
-# True: stop after this epoch and keep the best so far (a spent time budget)
+]  # step (progress in Looks units), objective value, the evaluation's metrics;
+# True: stop at this epoch's end and keep the best epoch so far (a spent time budget)
 Progress = Callable[[dict], None]
 # a long trial says where it is this often; a study of minutes-long trials is not silent
 PROGRESS_SECONDS = 30.0
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Looks:
+    """Where a run is evaluated besides its epochs' ends, in 1/``units_per_epoch`` of an epoch
+    (a pass over the training sample): the pruner's rungs. An early look is a fraction of an
+    epoch, not a run on a subset of the posts: the trial goes on from it with the learning-rate
+    schedule of its full length, so a survivor reaches full fidelity without starting again,
+    and every trial is judged at the same share of its data."""
+
+    units_per_epoch: int = 1
+    at: tuple[int, ...] = ()
+
+    def inside(self, epoch: int) -> list[int]:
+        """The look points that fall inside ``epoch`` (its end is evaluated anyway)."""
+        first, end = (epoch - 1) * self.units_per_epoch, epoch * self.units_per_epoch
+        return sorted(unit for unit in set(self.at) if first < unit < end)
 
 
 @dataclass
@@ -59,7 +79,10 @@ class TrainResult:
 
 
 def train(
-    config: TrainConfig, report: Report | None = None, progress: Progress | None = None
+    config: TrainConfig,
+    report: Report | None = None,
+    progress: Progress | None = None,
+    looks: Looks = Looks(),
 ) -> TrainResult:
     started = time.perf_counter()
     run = set_up(config)
@@ -70,13 +93,32 @@ def train(
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
     pace = _Pace(config.epochs, run.steps_per_epoch, progress)
     model.train()
+    units = looks.units_per_epoch
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
-        for step, batch in enumerate(run.batches(epoch), start=1):
+        batches, seen, stop = list(run.batches(epoch)), 0, False
+        total = sum(map(len, batches))  # the epoch's examples: posts, pairs or sentences
+        due = looks.inside(epoch)
+        for step, batch in enumerate(batches, start=1):
             loss, read = run.step(batch)
             samples += len(batch)
             tokens += read
+            seen += len(batch)
             pace.step(epoch, step, len(batch), loss)
+            # a look at the first batch end at or past its point: under one batch late
+            while due and seen * units >= (due[0] - (epoch - 1) * units) * total:
+                unit, look_started = due.pop(0), time.perf_counter()
+                train_seconds += look_started - epoch_started
+                evaluation = evaluate(
+                    model, data.validation, run.collate, config, device, run.autocast
+                )
+                value = objective_value(
+                    evaluation.metrics, config.objective_metric, config.threshold
+                )
+                pace.look(unit / units, seen, value, time.perf_counter() - look_started)
+                if report is not None:  # raising (pruning) stops it at once
+                    stop = bool(report(unit, value, evaluation.metrics)) or stop
+                epoch_started = time.perf_counter()
         train_seconds += time.perf_counter() - epoch_started
         evaluation_started = time.perf_counter()
         evaluation = evaluate(model, data.validation, run.collate, config, device, run.autocast)
@@ -94,9 +136,9 @@ def train(
                 }
         else:
             stale_epochs += 1
-        if report is not None and report(
-            epoch, value, evaluation.metrics
-        ):  # raising (pruning) stops it too
+        if report is not None and report(epoch * units, value, evaluation.metrics):
+            stop = True  # raising (pruning) stops it too
+        if stop:
             break
         if (
             config.early_stopping_patience is not None
@@ -137,15 +179,17 @@ def train(
 
 
 class _Pace:
-    """Where a run stands, said every PROGRESS_SECONDS and at each epoch's end: a log line
-    (the worker's output and the trial's train.log) and a dict for ``progress``."""
+    """Where a run stands, said every PROGRESS_SECONDS, at each look and at each epoch's end: a
+    log line (the worker's output and the trial's train.log) and a dict for ``progress``."""
 
     def __init__(self, epochs: int, steps_per_epoch: int, progress: Progress | None):
         self.epochs, self.steps_per_epoch, self.progress = epochs, steps_per_epoch, progress
         self.started = self.said = time.perf_counter()
         self.steps_done, self.examples, self.loss = 0, 0, None
-        self.eval_seconds = 0.0  # the last evaluation's, to forecast the ones left
+        self.eval_seconds = 0.0  # the last epoch end's evaluation, to forecast the ones left
+        self.evaluating = 0.0  # every evaluation so far (looks too): not training time
         self.epoch, self.step_in_epoch = 1, 0
+        self.last_look: dict | None = None
 
     def step(self, epoch: int, step: int, examples: int, loss) -> None:
         self.epoch, self.step_in_epoch, self.loss = (
@@ -158,16 +202,29 @@ class _Pace:
         if time.perf_counter() - self.said >= PROGRESS_SECONDS:
             self._say()
 
+    def look(self, epochs: float, examples: int, value: float, seconds: float) -> None:
+        """An evaluation inside an epoch, at a pruner's rung: ``epochs`` of training done."""
+        self.evaluating += seconds
+        self.last_look = {"epochs": round(epochs, 4), "value": round(value, 4)}
+        log.info(
+            "look at %.3g epochs (%d examples into epoch %d): value %.4f, %.1fs to evaluate",
+            epochs,
+            examples,
+            self.epoch,
+            value,
+            seconds,
+        )
+        self._say()
+
     def epoch_end(self, epoch: int, eval_seconds: float) -> None:
         self.eval_seconds = eval_seconds
+        self.evaluating += eval_seconds
         self._say(ended=True)
 
     def _say(self, ended: bool = False) -> None:
         self.said = now = time.perf_counter()
         elapsed = now - self.started
-        per_step = (elapsed - self.eval_seconds * (self.epoch - (0 if ended else 1))) / max(
-            self.steps_done, 1
-        )
+        per_step = (elapsed - self.evaluating) / max(self.steps_done, 1)
         steps_left = self.epochs * self.steps_per_epoch - self.steps_done
         evals_left = self.epochs - self.epoch + (0 if ended else 1)
         eta = max(0.0, steps_left * per_step + evals_left * self.eval_seconds)
@@ -180,6 +237,8 @@ class _Pace:
             "examples_per_second": round(self.examples / max(elapsed, 1e-9), 2),
             "eta_seconds": round(eta, 1),
         }
+        if self.last_look is not None:
+            state["last_look"] = self.last_look
         log.info(
             "epoch %d/%d%s step %d/%d, loss %s, %.1f examples/s, ETA %s",
             self.epoch,

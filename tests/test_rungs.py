@@ -1,0 +1,192 @@
+"""Cheap first looks: the pruner's resource is training progress in fractions of an epoch; the
+loop evaluates at the rungs inside an epoch, survivors train on to full fidelity, and a trial's
+last report is never judged. Real tiny encoders, real Optuna pruners and storages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from hpo.fixtures import write_sample
+from hpo.models.classifier import EncoderClassifier
+from hpo.run.objective import Objective
+from hpo.spec import SpecError, load_spec
+from hpo.study import make_pruner, open_study, rung_schedule
+from hpo.train.config import TrainConfig
+from hpo.train.loop import Looks, train
+
+STUDIES = Path(__file__).parent.parent / "studies"
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
+
+def _spec(*overrides: str, file: str = "criteria-smoke.yaml"):
+    return load_spec(STUDIES / file, list(overrides), "sqlite://", env={})
+
+
+# ---- the schedule ------------------------------------------------------------------------------
+
+
+def test_the_rungs_are_min_resource_times_powers_of_the_reduction_factor_up_to_the_longest():
+    spec = _spec(
+        "pruner={name: successive_halving, units_per_epoch: 9, "
+        "options: {min_resource: 1, reduction_factor: 3}}",
+        "train.epochs=4",
+    )
+    assert rung_schedule(spec) == (1, 3, 9, 27)  # 1/9, 1/3, 1 and 3 epochs; 36 is the end
+    hyperband = _spec(
+        "pruner={name: hyperband, units_per_epoch: 4, options: {min_resource: 1}}",
+        "train.epochs=5",
+    )
+    assert rung_schedule(hyperband) == (1, 3, 9)  # every bracket's first rung is one of these
+    # Hyperband's max_resource is the longest trial in units, not Optuna's "auto"
+    assert make_pruner(hyperband)._max_resource == 20
+    assert rung_schedule(_spec("pruner={name: median}")) == ()  # judged at epoch ends only
+
+
+def test_the_default_first_rung_stays_the_end_of_epoch_two_whatever_the_unit():
+    """Sub-epoch looks are asked for by name (a min_resource below units_per_epoch); a spec that
+    only changes the unit keeps today's safe first rung."""
+    for name, attribute in (
+        ("successive_halving", "_min_resource"),
+        ("hyperband", "_min_resource"),
+        ("median", "_n_warmup_steps"),
+    ):
+        pruner = make_pruner(_spec(f"pruner={{name: {name}, units_per_epoch: 4}}"))
+        assert getattr(pruner, attribute) == 8, name
+
+
+def test_the_shipped_studies_look_inside_the_first_epoch():
+    for path in sorted(STUDIES.glob("*.yaml")):
+        spec = load_spec(path, env={})
+        rungs, units = rung_schedule(spec), spec.pruner.units_per_epoch
+        assert rungs and rungs[0] < units, f"{path.name}: no look before the first epoch's end"
+
+
+def test_a_unit_below_one_is_a_one_line_spec_error():
+    with pytest.raises(SpecError, match=r"pruner\.units_per_epoch") as caught:
+        _spec("pruner.units_per_epoch=0")
+    assert "\n" not in str(caught.value)
+
+
+# ---- the loop ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory):
+    return write_sample(tmp_path_factory.mktemp("sample"), posts=120, seed=3)
+
+
+def _config(encoder, data_dir, **overrides) -> TrainConfig:
+    base = dict(
+        task="criteria",
+        criteria_formulation="multilabel",  # one example per post: the unit is posts
+        encoder=str(encoder),
+        data_dir=str(data_dir),
+        epochs=3,
+        learning_rate=3e-3,
+        batch_size=8,
+        max_length=64,
+        seed=0,
+        warmup_ratio=0.1,
+        class_weighting="balanced",
+        mixed_precision="no",
+    )  # float32: exact comparisons below
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_the_loop_evaluates_at_each_look_inside_an_epoch_and_trains_exactly_the_same(
+    tiny_roberta, sample_dir
+):
+    """Looks at 1/4, 3/4 and 9/4 epochs: reported at those steps, after that share of the
+    epoch's posts (under one batch late), besides every epoch's end; a look reads validation
+    only, so the run trains exactly as without looks."""
+    seen = [0]
+
+    def count(module, args, out):  # training forwards only: evaluation runs in eval mode
+        if isinstance(module, EncoderClassifier) and module.training:
+            seen[0] += out.shape[0]  # logits, one row per post
+
+    reports: list[tuple[int, int, float]] = []
+    handle = torch.nn.modules.module.register_module_forward_hook(count)
+    try:
+        looked = train(
+            _config(tiny_roberta, sample_dir),
+            report=lambda step, value, metrics: reports.append((step, seen[0], value)),
+            looks=Looks(units_per_epoch=4, at=(1, 3, 9)),
+        )
+    finally:
+        handle.remove()
+    assert [step for step, _, _ in reports] == [1, 3, 4, 8, 9, 12]
+    per_epoch = dict((step, examples) for step, examples, _ in reports)[4]
+    assert per_epoch > 8
+    for step, examples, _ in reports:
+        due = step * per_epoch / 4
+        assert due <= examples < due + 8, (step, examples, due)  # batch_size 8
+    plain: list[tuple[int, float]] = []
+    unlooked = train(_config(tiny_roberta, sample_dir), report=lambda e, v, m: plain.append((e, v)))
+    assert [(step // 4, value) for step, _, value in reports if step % 4 == 0] == plain
+    assert looked.metrics == unlooked.metrics and looked.best_epoch == unlooked.best_epoch
+    assert looked.samples_trained == unlooked.samples_trained == 3 * per_epoch
+
+
+def test_a_stop_asked_for_at_a_look_ends_the_run_at_that_epochs_end(tiny_roberta, sample_dir):
+    """A spent time budget keeps the trial with its best epoch: it must have one."""
+    steps: list[int] = []
+
+    def report(step, value, metrics):
+        steps.append(step)
+        return step == 1
+
+    result = train(_config(tiny_roberta, sample_dir), report=report, looks=Looks(4, (1,)))
+    assert steps == [1, 4] and result.epochs_run == 1 and result.best_epoch == 1
+
+
+# ---- the objective: never pruned at the last report ---------------------------------------------
+
+
+@pytest.fixture
+def objective_spec(tmp_path, sqlite_url, study_name, tiny_roberta):
+    data = write_sample(tmp_path / "data", posts=30, seed=0)
+    return load_spec(
+        STUDIES / "evidence-smoke.yaml",
+        [
+            f"name={study_name}",
+            f"data_dir={data}",
+            f"output_dir={tmp_path / 'out'}",
+            "search_space.encoder.choices=[tiny-roberta]",
+            f"model_paths.tiny-roberta={tiny_roberta}",
+            f"train.cache_dir={tmp_path / 'cache'}",
+            "keep_top_k=0",
+            # judged once, at the end of epoch 2
+            "pruner={name: successive_halving, options: {min_resource: 2, reduction_factor: 3}}",
+        ],
+        sqlite_url,
+        env={},
+    )
+
+
+def _rival(study: optuna.Study, value: float = 1.0) -> None:
+    """A finished trial that scored a perfect ``value`` at the rung: every later one is worse."""
+    trial = study.ask()
+    trial.report(value, step=2)
+    assert not trial.should_prune()  # the pruner records it at the rung
+    study.tell(trial, value)
+
+
+@pytest.mark.parametrize(("epochs", "state"), [(2, TrialState.COMPLETE), (3, TrialState.PRUNED)])
+def test_a_trial_is_never_pruned_at_its_last_report(objective_spec, epochs, state):
+    """A 2-epoch trial below its rival at the epoch-2 rung has already paid for all it trains:
+    it completes. A 3-epoch one at the same place is still pruned there."""
+    spec = objective_spec.model_copy(update={"train": {**objective_spec.train, "epochs": epochs}})
+    study = open_study(spec)
+    _rival(study)
+    study.optimize(Objective(spec), n_trials=1)
+    trial = study.trials[-1]
+    assert trial.state == state
+    assert trial.last_step == 2 and trial.intermediate_values[2] < 1.0
+    if state == TrialState.PRUNED:
+        assert trial.user_attrs["epochs_run"] == 2
