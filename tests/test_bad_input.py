@@ -267,6 +267,53 @@ CASES = [
         ("train.device='bogus' is not a device", "use auto, cpu, cuda or cuda:N"),
         args=("--set", "train.device=bogus"),
     ),
+    # Validate refuses what every trial would fail on (issue #34 item 3, #35 item 2):
+    *(
+        Case(
+            f"device-{device}",
+            (f"train.device='{device}'", "CPU or CUDA GPUs only", "use auto, cpu, cuda or cuda:N"),
+            args=("--set", f"train.device={device}"),
+        )
+        for device in ("mps", "meta", "xla")
+    ),
+    Case(
+        "max-length-past-the-encoder-positions",
+        (
+            "train.max_length: max_length=2048 but encoder 'tiny-roberta' has 512 positions",
+            "use at most 512",
+        ),
+        args=("--set", "train.max_length=2048"),
+    ),
+    Case(
+        "searched-max-length-past-the-encoder-positions",
+        ("search_space.max_length: max_length=1024 but encoder 'tiny-roberta' has 512 positions",),
+        edit=lambda spec, _: spec["search_space"].update(
+            max_length={"type": "int", "low": 64, "high": spec["train"].pop("max_length") * 16}
+        ),
+    ),
+    Case(
+        "freeze-layers-past-the-encoder-depth",
+        ("train.freeze_layers: freeze_layers=3 but encoder 'tiny-", "has 2 layers; use at most 2"),
+        args=("--set", "train.freeze_layers=3"),
+    ),
+    Case(
+        "searched-freeze-layers-past-the-encoder-depth",
+        ("search_space.freeze_layers: freeze_layers=4 but encoder 'tiny-", "has 2 layers"),
+        args=("--set", "search_space.freeze_layers={type: int, low: 0, high: 4}"),
+    ),
+    Case(
+        "study-name-too-long-for-a-file-name",
+        ("name: is 250 characters long; give at most 128",),
+        args=("--set", f"name={'a' * 250}"),
+    ),
+    *(
+        Case(
+            f"boolean-trial-count-{word}",
+            ("n_trials: must be a number, not a boolean (got true",),
+            args=("--set", f"n_trials={word}"),
+        )
+        for word in ("true", "yes")
+    ),
     Case(
         "sampler-option-of-the-wrong-type",
         ("sampler.options.n_startup_trials: expected an integer, got 'abc'",),

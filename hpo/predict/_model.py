@@ -24,6 +24,7 @@ from hpo.models.device import forward_keys
 from hpo.models.ensemble_file import ENSEMBLE_FILE, is_ensemble, read_ensemble
 from hpo.models.hardware import resolve_device
 from hpo.models.inference import InferenceSettings
+from hpo.models.limits import position_limit
 from hpo.train.config import CPU_INFERENCE_TOKENS
 from hpo.train.evaluate import split_probabilities
 
@@ -59,7 +60,7 @@ class ScoredSentence:
 def _check_fits(path: Path, settings: InferenceSettings, model: torch.nn.Module) -> None:
     """max_length within the positions the encoder has: past them, the first long post
     would end in an IndexError deep inside the embeddings."""
-    limit = _position_limit(model.config)
+    limit = position_limit(model.config)
     if limit is not None and settings.max_length > limit:
         raise NotAModel(
             f"{path}: not a valid classifier.json: "
@@ -67,18 +68,6 @@ def _check_fits(path: Path, settings: InferenceSettings, model: torch.nn.Module)
             f"than the encoder reads ({limit} tokens); save the model again with hpo rather than "
             "editing the file"
         )
-
-
-def _position_limit(config) -> int | None:
-    """The longest sequence an encoder's absolute position embeddings cover; None: relative
-    positions only (DeBERTa-v3), no fixed limit."""
-    if not getattr(config, "position_biased_input", True) or not getattr(
-        config, "max_position_embeddings", None
-    ):
-        return None
-    if "roberta" in config.model_type:  # RoBERTa's positions start after the padding index
-        return config.max_position_embeddings - config.pad_token_id - 1
-    return config.max_position_embeddings
 
 
 class Predictor:

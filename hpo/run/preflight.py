@@ -38,9 +38,10 @@ def preflight(spec: StudySpec) -> list[str]:
     # torch from here on: slow to import, so checked last
     from hpo.models.hardware import check_gpus
 
-    for device in sorted({config.device for config in configs}):
-        _check_device(device)
     check_gpus(spec.gpus_per_trial)
+    devices = {config.device for config in configs} | set(map(str, _every_value(spec, "device")))
+    for device in sorted(devices):
+        _check_device(device, spec.gpus_per_trial)
     notes = [
         storage_note,
         f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
@@ -61,6 +62,7 @@ def preflight(spec: StudySpec) -> list[str]:
     for name in encoders:
         path = str(spec.model_paths.get(name, name))
         notes.append(f"encoder {name}: {_check_encoder(str(name), path)}")
+        _check_search_fits(spec, str(name), path)
         _check_lengths(str(name), path, examples, _shortest_max_length(spec, first.max_length))
         notes += _long_tail(
             str(name), path, [post.text for post in corpus.posts.values()], spec, configs
@@ -86,7 +88,9 @@ def _train_config(spec: StudySpec, point: dict):
         ) from None
 
 
-def _check_device(name: str) -> None:
+def _check_device(name: str, gpus_per_trial: int) -> None:
+    """A device a trial can train on here: the CPU, or a CUDA GPU its worker will see (the
+    launcher gives each worker its own ``gpus_per_trial`` GPUs, numbered from cuda:0)."""
     import torch
 
     from hpo.models.hardware import resolve_device
@@ -98,8 +102,64 @@ def _check_device(name: str) -> None:
             f"train.device={name!r} is not a device: {str(exc).splitlines()[0]}; "
             "use auto, cpu, cuda or cuda:N"
         ) from None
+    if device.type not in ("cpu", "cuda"):
+        raise UsageError(
+            f"train.device={name!r}: trials train on the CPU or CUDA GPUs only; "
+            "use auto, cpu, cuda or cuda:N"
+        )
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"train.device={name!r} but this machine has no CUDA GPU; use auto or cpu")
+    seen = min(torch.cuda.device_count(), gpus_per_trial) if device.type == "cuda" else 0
+    if device.type == "cuda" and (device.index or 0) >= seen:
+        raise UsageError(
+            f"train.device={name!r} but each trial sees {seen} GPU(s), cuda:0 to cuda:{seen - 1} "
+            "(every worker gets its own); use cuda or auto"
+        )
+
+
+def _every_value(spec: StudySpec, field: str, encoder: str | None = None) -> list:
+    """Every value TrainConfig ``field`` can take in a trial (one that trains ``encoder``,
+    where given): the fixed one, or the searched range's ends or choices, plus the fixed one
+    where a condition can leave the parameter unsampled."""
+    from hpo.train.config import TrainConfig
+
+    fixed = spec.train.get(field, getattr(TrainConfig, field))
+    param = spec.search_space.get(field)
+    if param is None:
+        return [fixed]
+    only_for = (param.when or {}).get("encoder")
+    if encoder is not None and only_for is not None and encoder not in only_for:
+        return [fixed]
+    ends = list(param.choices) if hasattr(param, "choices") else [param.low, param.high]
+    return [*ends, fixed] if param.when else ends
+
+
+def _check_search_fits(spec: StudySpec, name: str, path: str) -> None:
+    """Every max_length and freeze_layers a trial of encoder ``name`` can get fits it, judged
+    from its config alone (no weights): past its positions every trial would fail with an
+    IndexError, past its depth with a ValueError, after the study was created."""
+    from transformers import AutoConfig
+
+    from hpo.models.limits import layer_count, position_limit
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception as exc:  # an unknown model_type, a broken config.json: trials would fail too
+        raise UsageError(
+            f"encoder {name!r}: cannot read its config from {path}: "
+            f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
+        ) from None
+    for field, limit, unit in (
+        ("max_length", position_limit(config), "positions"),
+        ("freeze_layers", layer_count(config), "layers"),
+    ):
+        wanted = max(_every_value(spec, field, name))
+        if limit is not None and wanted > limit:
+            where = f"search_space.{field}" if field in spec.search_space else f"train.{field}"
+            raise UsageError(
+                f"{where}: {field}={wanted} but encoder {name!r} has {limit} {unit}; "
+                f"use at most {limit} for it"
+            )
 
 
 def _check_writable(output_dir: str) -> None:
