@@ -39,6 +39,11 @@ def run(args) -> int:
 
         for note in estimate_notes(spec, sampled_configs(spec), args.workers):
             print(f"  {note}", flush=True)
+    elif spec.sampler.name == "auto":  # --estimate states it from its own timing
+        from hpo.study import recorded_plan
+
+        for note in recorded_plan(spec).describe():
+            print(f"  {note}")
     print(
         f"{args.spec}: valid — study {spec.name!r}, {spec.n_trials} trials, "
         f"{len(spec.search_space)} searched parameters, storage {spec.storage}"

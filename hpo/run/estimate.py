@@ -58,7 +58,8 @@ def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str
     from hpo.train.loop import clock
 
     notes = []
-    for e in encoder_estimates(spec, configs, workers):
+    estimates = encoder_estimates(spec, configs, workers)
+    for e in estimates:
         (low, high), (shortest, longest) = e["epochs"], e["trial_s"]
         span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
         notes.append(
@@ -80,7 +81,23 @@ def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str
         "  the times scale with this machine: workers on their own GPUs or machines divide the "
         "study's time; workers sharing one CPU split its cores and barely do"
     )
+    if spec.sampler.name == "auto":
+        notes.extend(strategy_notes(spec, estimates, workers))
     return notes
+
+
+def strategy_notes(spec: StudySpec, estimates: list[dict], workers: int) -> list[str]:
+    """What an ``auto`` study will do with the budget this estimate buys, and why; the cost of
+    a full trial (the middle of the searched epochs, averaged over the encoders timed) is
+    recorded for the study's creation, which decides the same way."""
+    from hpo.study import plan_search, record_trial_cost
+
+    trial_s = round(sum(sum(e["trial_s"]) / 2 for e in estimates) / len(estimates), 1)
+    path = record_trial_cost(spec, trial_s, workers)
+    return [
+        *plan_search(spec, trial_s, workers).describe(),
+        f"  (a trial's cost is kept in {path}; the study decides when it is created)",
+    ]
 
 
 def _name(spec: StudySpec, encoder: str) -> str:

@@ -27,9 +27,11 @@ StorageField = Annotated[
 
 
 class SamplerSpec(_Strict):
-    name: Literal["tpe", "gp", "random", "cmaes"] = "tpe"
+    # auto: decided at the study's creation from the budget (hpo.study.plan_search): few full
+    # trials buy the warm start, a portfolio around it and GPSampler, then TPE; more, TPE alone
+    name: Literal["auto", "tpe", "gp", "random", "cmaes"] = "tpe"
     seed: int | None = None
-    # sampler keyword arguments, checked when it is built
+    # sampler keyword arguments, checked when it is built (auto: its TPE's)
     options: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -35,6 +35,28 @@ from hpo.study._open import (
     study_uid,
 )
 from hpo.study._plots import draw_plots, param_importances
+from hpo.study._portfolio import portfolio_points
+from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
+from hpo.study._sampler import PLAN_ATTR, SAMPLED_BY_ATTR, StagedSampler
+from hpo.study._space import sample_points, suggest
+from hpo.study._storage import (
+    HEARTBEAT_ATTR,
+    caused_by_database,
+    check_storage,
+    database_error_text,
+    get_storage,
+    rdb_backend,
+    require_grpc,
+)
+from hpo.study._strategy import (
+    PORTFOLIO_ATTR,
+    SearchPlan,
+    handover,
+    plan_search,
+    read_trial_cost,
+    record_trial_cost,
+    recorded_plan,
+)
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
 from hpo.study._space import sample_points, suggest
 from hpo.study._storage import (
@@ -62,6 +84,17 @@ from hpo.study._trials import (
 )
 
 __all__ = [
+    "PLAN_ATTR",
+    "PORTFOLIO_ATTR",
+    "SAMPLED_BY_ATTR",
+    "SearchPlan",
+    "StagedSampler",
+    "handover",
+    "plan_search",
+    "portfolio_points",
+    "read_trial_cost",
+    "record_trial_cost",
+    "recorded_plan",
     "best_trial",
     "study_status",
     "SURPLUS",

@@ -18,6 +18,7 @@ from hpo.spec import CategoricalParam, SpecError, StudySpec, load_spec
 from hpo.storage_url import StorageUrl
 from hpo.study._optuna_private import study_storage
 from hpo.study._storage import database_problem, get_storage
+from hpo.study._strategy import staged_sampler, start_plan
 from hpo.study._trials import enqueue
 from hpo.train.config import TrainConfig
 
@@ -52,15 +53,17 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
             "and the storage proxy has no authentication, so anyone reaching it could run "
             "code on every worker; use tpe or gp, or connect the workers to the database directly"
         )
-    sampler_class = _SAMPLERS[spec.sampler.name]
+    # auto's options are its TPE's, the sampler a study ends with
+    sampler_class = _SAMPLERS.get(spec.sampler.name, optuna.samplers.TPESampler)
     seed = spec.sampler.seed
     if seed is not None and worker:
         seed += zlib.crc32(worker.encode()) % 100_000
     _check_option_types(sampler_class, spec.sampler.options, f"{spec.source}: sampler.options")
     try:
-        return sampler_class(seed=seed, **spec.sampler.options)
+        sampler = sampler_class(seed=seed, **spec.sampler.options)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
+    return staged_sampler(spec, sampler, seed) if spec.sampler.name == "auto" else sampler
 
 
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
@@ -292,6 +295,8 @@ def _create_or_load(
     study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
     for point in spec.warm_start:
         enqueue(study, spec, point)
+    if spec.sampler.name == "auto":  # its portfolio runs right after the warm start
+        start_plan(study, spec)
     study.set_user_attr(UID_ATTR, uuid.uuid4().hex)
     # the dashboard's charts name the objective, not "Objective 0"
     study.set_metric_names([spec.metric])

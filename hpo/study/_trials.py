@@ -22,15 +22,23 @@ from hpo.study._storage import rdb_backend
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
 
 
-def enqueue(study: optuna.Study, spec: StudySpec, point: dict[str, object]) -> bool:
-    """Queue one hand-given parameter set (a warm start, ``hpo enqueue``), checked against the
-    search space; names left out are sampled. False when an equal set was already queued or run."""
+def enqueue(
+    study: optuna.Study,
+    spec: StudySpec,
+    point: dict[str, object],
+    user_attrs: Mapping[str, object] | None = None,
+) -> bool:
+    """Queue one hand-given parameter set (a warm start, a portfolio point, ``hpo enqueue``),
+    checked against the search space, with ``user_attrs`` on its trial; names left out are
+    sampled. False when an equal set was already queued or run."""
     if problem := spec.point_problem(point):
         key, text = problem
         raise SpecError(f"{spec.source}: {key}: {text}" if key else f"{spec.source}: {text}")
     waiting = (TrialState.WAITING,)
     before = len(study.get_trials(deepcopy=False, states=waiting))
-    study.enqueue_trial(spec.typed_point(point), skip_if_exists=True)
+    study.enqueue_trial(
+        spec.typed_point(point), user_attrs=dict(user_attrs or {}), skip_if_exists=True
+    )
     return len(study.get_trials(deepcopy=False, states=waiting)) > before
 
 

@@ -1,0 +1,300 @@
+"""``sampler: {name: auto}``: the budget decides between TPE alone and a portfolio around the
+warm start sampled on by GP until TPE takes over; the decision (pure), the portfolio's points,
+the staged sampler on real ask/tell, ``hpo validate``'s line, and the start through the CLI on
+PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from shared_storage import read_study
+
+from hpo.cli import main
+from hpo.fixtures import write_sample
+from hpo.spec import SpecError, StudySpec, load_spec
+from hpo.study import (
+    PLAN_ATTR,
+    PORTFOLIO_ATTR,
+    SAMPLED_BY_ATTR,
+    StagedSampler,
+    handover,
+    make_sampler,
+    open_study,
+    plan_search,
+    portfolio_points,
+    read_trial_cost,
+    record_trial_cost,
+    suggest,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = {"learning_rate": 1.0e-4, "epochs": 4, "class_weighting": "balanced"}
+SPACE = {  # the issue's real-data study, its three settings the portfolio moves
+    "learning_rate": {"type": "float", "low": 2.0e-5, "high": 3.0e-4, "log": True},
+    "epochs": {"type": "int", "low": 2, "high": 4},
+    "class_weighting": {"type": "categorical", "choices": ["balanced", "sqrt", "none"]},
+    "head_dropout": {"type": "float", "low": 0.0, "high": 0.3},
+}
+
+
+def auto_spec(tmp_path=None, **fields) -> StudySpec:
+    values = {
+        "name": "auto",
+        "task": "criteria",
+        "data_dir": "unused",
+        "n_trials": 12,
+        "sampler": {"name": "auto", "seed": 0},
+        "train": {"encoder": "x"},
+        "search_space": SPACE,
+        "warm_start": [RECIPE],
+        **({"output_dir": str(tmp_path)} if tmp_path else {}),
+        **fields,
+    }
+    return StudySpec.model_validate(values)
+
+
+# ---- the decision (pure) ------------------------------------------------------------------------
+
+
+def test_a_few_trial_budget_runs_the_portfolio_then_gp_until_tpe_can_model():
+    plan = plan_search(auto_spec())
+    assert plan.strategy == "portfolio" and plan.budget_trials == 12
+    # ten per searched parameter (4), and never before TPE's 10 random startup trials are over
+    assert plan.handover == plan.gp_until == 40 == handover(auto_spec())
+    assert [label for label, _ in plan.portfolio] == [
+        "learning_rate 0.0001 -> 0.0002",
+        "learning_rate 0.0001 -> 5e-05",
+        "class_weighting balanced -> sqrt",  # epochs 4 x 1.5 leaves the space: no longer run
+        "learning_rate 0.0001 -> 0.0003",
+        "epochs 4 -> 3",
+        "class_weighting balanced -> none",
+    ]
+    assert plan.to_attr()["gp_until"] == 40
+
+
+def test_the_portfolio_never_outgrows_the_budget_and_a_timeout_counts_with_an_estimate():
+    spec = auto_spec(n_trials=100, timeout=3600)
+    # the issue's job: ~35 min a trial, 2 workers, an hour: about 3 full trials
+    plan = plan_search(spec, trial_seconds=2100, workers=2)
+    assert plan.strategy == "portfolio" and plan.budget_trials == 3
+    assert [label for label, _ in plan.portfolio] == [
+        "learning_rate 0.0001 -> 0.0002",
+        "learning_rate 0.0001 -> 5e-05",
+    ]
+    assert "timeout 1h00m x 2 workers / 35m a trial" in plan.describe()[0]
+    # without a measured trial cost the timeout cannot count: n_trials alone decides, and says so
+    unmeasured = plan_search(spec)
+    assert unmeasured.strategy == "tpe" and unmeasured.gp_until == 0 and not unmeasured.portfolio
+    assert "no trial cost measured" in unmeasured.describe()[0]
+
+
+def test_a_budget_of_many_trials_runs_tpe_from_the_first():
+    plan = plan_search(auto_spec(n_trials=40))
+    assert (plan.strategy, plan.gp_until, plan.portfolio) == ("tpe", 0, ())
+    assert "TPE from the first trial" in plan.describe()[0]
+    # a larger TPE startup than ten per parameter moves the handover with it
+    slow = auto_spec(sampler={"name": "auto", "options": {"n_startup_trials": 60}})
+    assert handover(slow) == 60
+
+
+# ---- the portfolio's points -------------------------------------------------------------------
+
+
+def test_portfolio_points_stay_in_the_space_and_never_repeat_a_recipe():
+    lower = {"type": "float", "low": 2.0e-5, "high": 1.5e-4, "log": True}
+    space = {**SPACE, "learning_rate": lower}
+    second = {"learning_rate": 1.5e-4, "epochs": 2}  # lr at its top, epochs at its bottom
+    spec = auto_spec(search_space=space, warm_start=[RECIPE, second])
+    points = portfolio_points(spec)
+    labels = [label for label, _ in points]
+    # x2 is clipped to the bound; x3 is then the same point, dropped; the second recipe's lr can
+    # only go down, its x0.5 equals nothing else
+    assert labels[:3] == [
+        "warm start 0: learning_rate 0.0001 -> 0.00015",
+        "warm start 0: learning_rate 0.0001 -> 5e-05",
+        "warm start 1: learning_rate 0.00015 -> 7.5e-05",
+    ]
+    assert "warm start 1: epochs 2 -> 3" in labels
+    # the second recipe leaves class_weighting to the sampler: not moved
+    assert not any(label.startswith("warm start 1: class_weighting") for label in labels)
+    typed = [spec.typed_point(point) for _, point in points]
+    assert all(spec.point_problem(point) is None for _, point in points)
+    assert len({json.dumps(t, sort_keys=True) for t in typed}) == len(typed)
+    assert not any(t in [spec.typed_point(r) for r in spec.warm_start] for t in typed)
+
+
+def test_no_warm_start_means_no_portfolio_and_the_plan_says_why():
+    plan = plan_search(auto_spec(warm_start=[]))
+    assert plan.strategy == "portfolio" and plan.portfolio == ()
+    assert "no warm_start" in plan.describe()[1]
+
+
+# ---- the staged sampler -------------------------------------------------------------------------
+
+
+def _ask_tell(study: optuna.Study, spec: StudySpec, n: int) -> list[str]:
+    for index in range(n):
+        trial = study.ask()
+        suggest(trial, spec)
+        study.tell(trial, 0.1 + (index % 3) / 10)
+    return [t.system_attrs[SAMPLED_BY_ATTR] for t in study.trials]
+
+
+def test_the_staged_sampler_samples_with_gp_then_hands_over_to_tpe():
+    spec = auto_spec()
+    tpe = optuna.samplers.TPESampler(seed=0, n_startup_trials=2)
+    gp = optuna.samplers.GPSampler(seed=0, n_startup_trials=2, warn_independent_sampling=False)
+    study = optuna.create_study(direction="maximize", sampler=StagedSampler(gp, tpe, gp_until=4))
+    assert _ask_tell(study, spec, 6) == ["gp"] * 4 + ["tpe"] * 2
+    # a pruned trial counts as finished, as for n_trials and TPE's startup
+    pruned = optuna.create_study(direction="maximize", sampler=StagedSampler(gp, tpe, gp_until=1))
+    trial = pruned.ask()
+    suggest(trial, spec)
+    pruned.tell(trial, state=TrialState.PRUNED)
+    assert _ask_tell(pruned, spec, 1) == ["gp", "tpe"]
+
+
+def test_the_plan_a_study_recorded_decides_when_every_worker_hands_over():
+    spec = auto_spec(n_trials=40)  # TPE from the first trial
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(spec, "node/0"))
+    study.set_user_attr(PLAN_ATTR, plan_search(spec).to_attr())
+    assert _ask_tell(study, spec, 2) == ["tpe", "tpe"]
+    few = optuna.create_study(direction="maximize", sampler=make_sampler(auto_spec(), "node/1"))
+    few.set_user_attr(PLAN_ATTR, plan_search(auto_spec()).to_attr())
+    assert _ask_tell(few, auto_spec(), 3) == ["gp"] * 3
+
+
+def test_auto_takes_tpe_options_and_names_a_wrong_one():
+    spec = auto_spec(sampler={"name": "auto", "options": {"multivariate": True, "group": True}})
+    assert isinstance(make_sampler(spec), StagedSampler)
+    with pytest.raises(SpecError, match=r"sampler\.options\.n_startup_trials: expected an int"):
+        make_sampler(auto_spec(sampler={"name": "auto", "options": {"n_startup_trials": "ten"}}))
+
+
+# ---- hpo validate, and the study's creation ---------------------------------------------------
+
+
+def test_validate_estimate_states_the_strategy_and_the_study_decides_with_its_cost(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    path = tmp_path / "auto.yaml"
+    path.write_text(f"""name: {study_name}
+task: criteria
+data_dir: {tmp_path / "data"}
+n_trials: 200
+timeout: 10
+output_dir: {tmp_path / "out"}
+sampler: {{name: auto, seed: 0}}
+model_paths: {{tiny: {tiny_roberta}}}
+train: {{encoder: tiny, batch_size: 4, max_length: 64}}
+search_space:
+  learning_rate: {{type: float, low: 1.0e-4, high: 1.0e-2, log: true}}
+  epochs: {{type: int, low: 2, high: 4}}
+warm_start:
+  - {{learning_rate: 1.0e-3, epochs: 3}}
+""")
+    code = main(["validate", str(path), "--storage", sqlite_url])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "(n_trials 200; the timeout is not counted: no trial cost measured" in out, out
+    assert "TPE from the first trial" in out
+
+    code = main(["validate", str(path), "--storage", sqlite_url, "--estimate"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = re.search(
+        r"strategy: the budget buys ~(\d+) full trials \(timeout 10s x 1 worker / \S+ a trial, "
+        r"from hpo validate --estimate\), fewer than 20: the warm start, a portfolio of \d+ "
+        r"around it, then GPSampler \(TPE would spend its first 10 at random\) until 20 "
+        r"finished trials, then TPE",
+        out,
+    )
+    assert line, out
+    spec = load_spec(str(path), (), sqlite_url)
+    seconds, workers = read_trial_cost(spec)  # kept for the study's creation
+    assert workers == 1 and int(line[1]) == max(int(10 // seconds), 1)
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # no study yet
+
+    # the study's creation decides with the recorded cost: 10 min of 100 s trials buys 6
+    record_trial_cost(spec, 100.0, 1)
+    study = open_study(load_spec(str(path), ["timeout=600"], sqlite_url))
+    plan = study.user_attrs[PLAN_ATTR]
+    assert (plan["strategy"], plan["budget_trials"], plan["gp_until"]) == ("portfolio", 6, 20)
+    assert plan["basis"] == "timeout 10m x 1 worker / 1m a trial, from hpo validate --estimate"
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs.get(PORTFOLIO_ATTR) for t in waiting] == [
+        None,  # the warm start
+        "learning_rate 0.001 -> 0.002",
+        "learning_rate 0.001 -> 0.0005",
+        "epochs 3 -> 4",
+        "learning_rate 0.001 -> 0.003",
+        "epochs 3 -> 2",
+    ]
+    # a cost measured for other settings is not used
+    assert read_trial_cost(load_spec(str(path), ["train.max_length=32"], sqlite_url)) is None
+
+
+def _tune(path: Path, storage: str, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", "tune", str(path), "--storage", storage, "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_few_trial_study_starts_with_the_warm_start_then_the_portfolio(
+    postgres_url, study_name, tmp_path, tiny_roberta
+):
+    data = write_sample(tmp_path / "data", posts=40, seed=1)
+    path = tmp_path / "auto.yaml"
+    path.write_text(f"""name: {study_name}
+task: criteria
+data_dir: {data}
+n_trials: 4
+output_dir: {tmp_path / "out"}
+sampler: {{name: auto, seed: 0}}
+pruner: {{name: none}}
+model_paths: {{tiny: {tiny_roberta}}}
+train: {{encoder: tiny, batch_size: 8, max_length: 64, cache_dir: {tmp_path / "cache"}}}
+search_space:
+  learning_rate: {{type: float, low: 1.0e-4, high: 1.0e-2, log: true}}
+  epochs: {{type: int, low: 1, high: 2}}
+  class_weighting: {{type: categorical, choices: [none, balanced, sqrt]}}
+warm_start:
+  - {{learning_rate: 2.0e-3, epochs: 1, class_weighting: balanced}}
+""")
+    run = _tune(path, postgres_url, tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    study = read_study(study_name, postgres_url)
+    trials = sorted(study.trials, key=lambda t: t.number)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    recipe = {"learning_rate": 2.0e-3, "epochs": 1, "class_weighting": "balanced"}
+    assert trials[0].params == recipe and PORTFOLIO_ATTR not in trials[0].user_attrs
+    assert [t.params for t in trials[1:]] == [
+        {**recipe, "learning_rate": 4.0e-3},
+        {**recipe, "learning_rate": 1.0e-3},
+        {**recipe, "epochs": 2},
+    ]
+    assert [t.user_attrs[PORTFOLIO_ATTR] for t in trials[1:]] == [
+        "learning_rate 0.002 -> 0.004",
+        "learning_rate 0.002 -> 0.001",
+        "epochs 1 -> 2",
+    ]
+    # queued by Optuna's own enqueue_trial, and proposed while GP was the study's sampler
+    assert all("fixed_params" in t.system_attrs for t in trials)
+    assert {t.system_attrs[SAMPLED_BY_ATTR] for t in trials} == {"gp"}
+    plan = study.user_attrs[PLAN_ATTR]
+    assert (plan["strategy"], plan["budget_trials"], plan["gp_until"]) == ("portfolio", 4, 30)
