@@ -57,17 +57,6 @@ from hpo.study._strategy import (
     record_trial_cost,
     recorded_plan,
 )
-from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
-from hpo.study._space import sample_points, suggest
-from hpo.study._storage import (
-    HEARTBEAT_ATTR,
-    caused_by_database,
-    check_storage,
-    database_error_text,
-    get_storage,
-    rdb_backend,
-    require_grpc,
-)
 from hpo.study._summary import best_trial, study_status
 from hpo.study._trials import (
     ARTIFACT_DIR,
