@@ -11,6 +11,11 @@ from hpo.study import completed_trials, draw_plots, load_study_ref, param_import
 TOP = 5
 MAX_PARAM_COLUMNS = 6
 DEFAULT_REPORTS_DIR = "_runs/reports"
+# What a saved model's folder holds (a trial's checkpoint, finalize's model or ensemble, an
+# encoder from model_paths): a report's PNGs there would travel with every copy of the model.
+# Names, not hpo.models' constants: importing that package loads torch.
+MODEL_FILES = ("classifier.json", "ensemble.json")
+WEIGHTS = "*.safetensors"
 
 
 def write_report(study_ref: str, storage: str | None, out: str | None) -> list[Path]:
@@ -23,6 +28,7 @@ def write_report(study_ref: str, storage: str | None, out: str | None) -> list[P
             f"study {study.study_name!r} has no completed trial yet; nothing to report"
         )
     out_dir = Path(out or Path(DEFAULT_REPORTS_DIR) / study.study_name)
+    _refuse_model_folder(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -37,6 +43,22 @@ def write_report(study_ref: str, storage: str | None, out: str | None) -> list[P
     with atomic_text(summary) as stream:
         stream.write(_summary(study, metric, complete, importances, charts, notes + plot_notes))
     return [out_dir / name for name in charts] + [summary]
+
+
+def _refuse_model_folder(out_dir: Path) -> None:
+    """Any folder may take a report (a new one, a shared reports/ folder, a previous report's),
+    except a saved model's (its files, or weights) or one inside it: checked before anything is
+    created."""
+    absolute = out_dir.absolute()
+    for folder in (absolute, *absolute.parents):
+        names = [*MODEL_FILES, WEIGHTS] if folder == absolute else MODEL_FILES
+        marker = next((found for name in names for found in sorted(folder.glob(name))), None)
+        if marker is not None:
+            raise UsageError(
+                f"refusing to write the report into {out_dir}: "
+                + ("it" if folder == absolute else f"it lies inside {folder}, which")
+                + f" holds a saved model ({marker.name}); give --out a folder of its own"
+            )
 
 
 def _summary(

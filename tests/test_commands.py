@@ -633,7 +633,9 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
         ),
         (["head_layers=one"], "--set head_layers: 'one' is not an integer for head_layers"),
         (["lora_r=8"], "--set lora_r: applies only when adapter is lora"),
-        (["train.epochs=2"], "name a searched parameter"),
+        (["train.epochs=2"], "--set: give at least one searched parameter"),
+        (["lora.r=2"], "name a searched parameter (e.g. --set learning_rate=2e-5) or a spec"),
+        (["name=x", "n_trials=true"], "n_trials: must be a number, not a boolean"),
         (["learning_rate"], "expected the form key=value"),
         (
             ["learning_rate=5e-5", "learning_rate=6e-5"],
@@ -646,7 +648,9 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
         "not a choice",
         "not an integer",
         "condition fails",
-        "dotted key",
+        "spec override alone",
+        "dotted key that is not a spec's",
+        "bad spec override",
         "no value",
         "repeated",
     ],
@@ -690,6 +694,55 @@ def test_enqueue_never_changes_the_studys_spec(capsys, conditional, sqlite_url, 
         capsys, "enqueue", str(conditional), "--set", "learning_rate=6e-5", "--storage", sqlite_url
     )
     assert code == 0, err  # the spec that made the study still opens it
+
+
+@pytest.mark.parametrize(
+    "k, problem",
+    [
+        ("1", "--cv K needs K >= 2 folds (or 0 for none), got 1"),
+        ("-1", "--cv K needs K >= 2 folds (or 0 for none), got -1"),
+        ("0", "no study named"),  # 0 is none, as the message says: on to the next check
+    ],
+)
+def test_finalize_cv_has_one_rule_and_one_message(tmp_path, k, problem):
+    """--cv 0 was refused by argparse as "must be a positive integer" while --cv 1 said
+    "(or 0 for none)" (issue #34 item 10)."""
+    run = hpo_process(
+        "finalize",
+        str(SMOKE),
+        "--storage",
+        f"sqlite:///{tmp_path / 'none.db'}",
+        "--set",
+        "name=never-tuned",
+        "--cv",
+        k,
+        cwd=tmp_path,
+    )
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and problem in lines[0], run.stderr
+
+
+def test_enqueue_reaches_a_study_named_by_a_set_override(
+    capsys, conditional, sqlite_url, study_name
+):
+    """hpo tune --set name=X made study X; enqueue takes the same override to queue onto it
+    (issue #34 item 14), beside the searched parameters' values."""
+    renamed = f"{study_name}-renamed"
+    code, out, err = hpo(
+        capsys,
+        "enqueue",
+        str(conditional),
+        "--set",
+        f"name={renamed}",
+        "--set",
+        "adapter=full",
+        "--storage",
+        sqlite_url,
+    )
+    assert code == 0, err
+    assert out.startswith(f"queued adapter=full on study '{renamed}'")
+    assert read_study(renamed, sqlite_url).get_trials(states=(TrialState.WAITING,))
+    assert study_name not in {s.study_name for s in optuna.get_all_study_summaries(sqlite_url)}
 
 
 def test_enqueue_without_a_parameter_is_a_usage_error(conditional):

@@ -4,6 +4,7 @@ with completed, pruned and failed trials made through ask/tell (no training)."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import matplotlib.image
 import optuna
@@ -132,6 +133,38 @@ def test_report_of_an_unknown_study_names_the_study(sqlite_url, tmp_path, capsys
     get_storage(sqlite_url)  # creates the empty database
     assert main(["report", "no-such-study", "--storage", sqlite_url, "--out", str(tmp_path)]) == 2
     assert "no study named 'no-such-study'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["an encoder's folder", "inside a classifier's folder"])
+def test_report_refuses_to_write_into_a_model_folder(
+    sqlite_url, study_name, tmp_path, capsys, tiny_roberta, where
+):
+    """A report's PNGs in a model folder travel with every copy of the model (issue #34
+    item 14): refused in one line, before anything is written or created."""
+    _make_study(sqlite_url, study_name)
+    model = shutil.copytree(tiny_roberta, tmp_path / "model")
+    if where == "an encoder's folder":
+        out, marker = model, "model.safetensors"
+    else:
+        (model / "classifier.json").write_text("{}")
+        out, marker = model / "plots", "classifier.json"
+    before = sorted(p.name for p in model.iterdir())
+
+    assert main(["report", study_name, "--storage", sqlite_url, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1, error
+    assert f"refusing to write the report into {out}" in error and f"({marker})" in error
+    assert "give --out a folder of its own" in error
+    assert sorted(p.name for p in model.iterdir()) == before
+
+
+def test_report_writes_into_a_folder_holding_other_files(sqlite_url, study_name, tmp_path):
+    """Only model folders are refused: a shared folder (here beside the study's database) or a
+    previous report's folder takes the report."""
+    _make_study(sqlite_url, study_name)
+    for _ in range(2):
+        assert main(["report", study_name, "--storage", sqlite_url, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "summary.md").exists() and (tmp_path / "hpo.db").exists()
 
 
 @pytest.mark.parametrize("flag", ["--out", "--storage"])

@@ -19,8 +19,9 @@ def add_parser(subparsers) -> None:
         action="append",
         required=True,
         metavar="KEY=VALUE",
-        help="a searched parameter's value, e.g. --set learning_rate=2e-5 (repeatable); "
-        "parameters left out are sampled",
+        help="a searched parameter's value, e.g. --set learning_rate=2e-5 (repeatable; "
+        "parameters left out are sampled), or a spec setting as hpo tune takes it, e.g. "
+        "--set name=my-study to reach the study tune made with that override",
     )
     add_storage_arg(parser)
     parser.add_argument(
@@ -34,8 +35,12 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from hpo.spec import SpecError, load_spec
 
-    spec = load_spec(args.spec, (), args.storage)
-    point = _point(args.params)
+    point, overrides = _point(args.params)
+    spec = load_spec(args.spec, overrides, args.storage)
+    if not point:
+        raise SpecError(
+            "--set: give at least one searched parameter, e.g. --set learning_rate=2e-5"
+        )
     if problem := spec.point_problem(
         point
     ):  # before the study is opened: bad input creates nothing
@@ -54,11 +59,14 @@ def run(args) -> int:
     return 0
 
 
-def _point(assignments: Sequence[str]) -> dict[str, object]:
-    """``key=value`` per searched parameter, each given once."""
-    from hpo.spec import SpecError, parse_override
+def _point(assignments: Sequence[str]) -> tuple[dict[str, object], list[str]]:
+    """``key=value`` per searched parameter, each given once; and the spec overrides (a key
+    that starts with a spec's top-level key, as ``hpo tune --set`` takes them). No searched
+    parameter shares a name with a top-level key, so each text is one or the other."""
+    from hpo.spec import SpecError, StudySpec, parse_override
 
     point: dict[str, object] = {}
+    overrides: list[str] = []
     for text in assignments:
         try:
             keys, value = parse_override(text)
@@ -66,13 +74,17 @@ def _point(assignments: Sequence[str]) -> dict[str, object]:
             raise SpecError(
                 f"--set {text!r}: expected the form key=value, e.g. --set learning_rate=2e-5"
             ) from None
+        if keys[0] in StudySpec.model_fields:
+            overrides.append(text)
+            continue
         if len(keys) != 1:
             raise SpecError(
-                f"--set {text}: name a searched parameter, e.g. --set learning_rate=2e-5"
+                f"--set {text}: name a searched parameter (e.g. --set learning_rate=2e-5) or a "
+                "spec setting (e.g. --set name=my-study)"
             )
         if keys[0] in point:  # which one was meant? Not the last by accident
             raise SpecError(
                 f"--set {keys[0]}: given twice ({point[keys[0]]}, then {value}); give it once"
             )
         point[keys[0]] = value
-    return point
+    return point, overrides

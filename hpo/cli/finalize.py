@@ -32,12 +32,15 @@ def add_parser(subparsers) -> None:
         help="seeds: the chosen configuration's seeds averaged into one model, which hpo "
         "predict loads like any other (default with --seeds > 1); none: its best seed alone",
     )
+    # int, not _positive_int: finalize() holds the one rule for K (2 or more, or 0 for none) and
+    # its message, for the CLI and the Python API alike
     parser.add_argument(
         "--cv",
-        type=_positive_int,
+        type=int,
         metavar="K",
-        help="also retrain the chosen configuration on K folds of train + validation, each "
-        "validated on the fold it left out, and report the mean ± sd (chooses nothing)",
+        help="also retrain the chosen configuration on K >= 2 folds of train + validation, each "
+        "validated on the fold it left out, and report the mean ± sd (chooses nothing; "
+        "0: none, the default)",
     )
     parser.add_argument(
         "--partial",
