@@ -190,3 +190,14 @@ def test_a_trial_is_never_pruned_at_its_last_report(objective_spec, epochs, stat
     assert trial.last_step == 2 and trial.intermediate_values[2] < 1.0
     if state == TrialState.PRUNED:
         assert trial.user_attrs["epochs_run"] == 2
+
+
+def test_validate_names_the_rungs_in_epochs_and_training_posts(tmp_path):
+    from hpo.cli.validate import _rung_notes
+
+    data = write_sample(tmp_path / "data", posts=90, seed=0)
+    spec = _spec(f"data_dir={data}", "train.split_fractions=[0.8, 0.1, 0.1]")
+    (note,) = _rung_notes(spec)
+    assert note.startswith("pruning: successive_halving judges trials at step 1, 3, 9 (3 per epoch")
+    assert "1/3 epoch (24 posts), 1 epoch (72 posts), 3 epochs (216 posts)" in note, note
+    assert _rung_notes(_spec(f"data_dir={data}", "pruner={name: median}")) == []

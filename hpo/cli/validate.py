@@ -31,7 +31,7 @@ def run(args) -> int:
     from hpo.spec import load_spec
 
     spec = load_spec(args.spec, args.overrides, args.storage)
-    for note in preflight(spec) + _search_notes(spec):
+    for note in preflight(spec) + _search_notes(spec) + _rung_notes(spec):
         print(f"  {note}")
     if args.estimate:
         from hpo.run.estimate import estimate_notes
@@ -74,6 +74,31 @@ def _search_notes(spec) -> list[str]:
             "the metric itself) or set train.threshold: tuned"
         )
     return notes
+
+
+def _rung_notes(spec) -> list[str]:
+    """Where the pruner judges trials: its rungs as shares of an epoch and training posts."""
+    from fractions import Fraction
+
+    from hpo.data import load_redsm5, split_posts, symptom_profiles
+    from hpo.study import rung_schedule
+    from hpo.train.config import TrainConfig
+
+    rungs, units = rung_schedule(spec), spec.pruner.units_per_epoch
+    if not rungs:
+        return []
+    fractions = spec.train.get("split_fractions", TrainConfig.split_fractions)
+    seed = spec.train.get("split_seed", TrainConfig.split_seed)
+    posts = len(split_posts(symptom_profiles(load_redsm5(spec.data_dir)), fractions, seed).train)
+    looks = ", ".join(
+        f"{Fraction(rung, units)} epoch{'s' * (rung > units)} ({rung * posts // units:,} posts)"
+        for rung in rungs
+    )
+    return [
+        f"pruning: {spec.pruner.name} judges trials at step {', '.join(map(str, rungs))} "
+        f"({units} per epoch of {posts:,} training posts), after {looks} seen; survivors "
+        "train to their last epoch, whose report is never judged"
+    ]
 
 
 def _ranks_differently(spec) -> bool:
