@@ -12,18 +12,22 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
 from shared_storage import read_study
 
+from hpo.data import SYMPTOMS
 from hpo.data.posts import load_posts
+from hpo.finalize.choose import out_of_fold_thresholds
 from hpo.finalize.holdout import score_on_test, score_on_validation
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
-from hpo.predict import load_classifier
+from hpo.predict import load_classifier, read_settings
 from hpo.spec import load_spec
-from hpo.train.evaluate import objective_value
+from hpo.train.evaluate import objective_value, post_matrix
+from hpo.train.prepare import prepare_data
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -120,8 +124,9 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     assert means == sorted(means, reverse=True), "the best mean validation score is chosen"
     chosen = summary["chosen"]
     assert chosen["trial"] == summary["configurations"][0]["trial"]
-    assert {"post_micro_f1", "post_macro_f1", "macro_f1", "tuned_post_macro_f1"} <= set(
-        summary["test"]["metrics"]
+    assert {"post_micro_f1", "post_macro_f1", "macro_f1"} <= set(summary["test"]["metrics"])
+    assert not [name for name in summary["test"]["metrics"] if name.startswith("tuned_")], (
+        "test is scored at the decision thresholds alone"
     )
     assert (
         set(summary["test"]["per_symptom"]) == set(summary["test"]["thresholds"])
@@ -133,6 +138,11 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         and "| DEPRESSED_MOOD |" in card
         and "hpo finalize" in card
     )
+    # the spec decides at 0.5 and there is no --cv: the card says so, not "chosen on validation"
+    assert summary["thresholds"]["rule"] == "fixed"
+    assert set(summary["test"]["thresholds"].values()) == {0.5}
+    assert "scored once, at the fixed threshold 0.5 for every symptom" in card
+    assert "thresholds chosen on validation only" not in card
     # the chosen configuration's two seeds, averaged into one model (--ensemble seeds, the default)
     members = [seed["run"] for seed in summary["configurations"][0]["seeds"]]
     assert summary["ensemble"]["members"] == members and chosen["seed"] is None
@@ -166,6 +176,28 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     study = read_study(tuned["name"], tuned["storage"])
     recorded = study.user_attrs["final"]
     assert recorded["trial"] == chosen["trial"] and "test_macro_f1" in recorded
+    seeds = [s["value"] for s in summary["configurations"][0]["seeds"]]
+    assert recorded["validation_macro_f1_seeds"] == pytest.approx(seeds, abs=1e-6)
+    # plain lines, which optuna-dashboard's Study User Attributes table shows whole
+    assert study.user_attrs["final_seed_spread"] == (
+        f"trial {chosen['trial']}'s configuration, validation macro_f1 over 2 seed(s): "
+        f"{sum(seeds) / 2:.4f} ± {summary['configurations'][0]['sd']:.4f} (sd), "
+        f"min {min(seeds):.4f}, max {max(seeds):.4f}"
+    )
+    interval = summary["test"]["intervals"]["post_macro_f1"]
+    assert (
+        f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
+        in (study.user_attrs["final_test"])
+    )
+
+    # hpo best shows how far the chosen configuration's value moved with the seed
+    best = _hpo("best", tuned["name"], "--storage", tuned["storage"], cwd=tuned["root"])
+    assert best.returncode == 0, best.stderr[-2000:]
+    assert (
+        f"  seed spread (finalize's seeds, trial {chosen['trial']}'s configuration): "
+        f"macro_f1 {sum(seeds) / 2:.4f} ± {summary['configurations'][0]['sd']:.4f} sd over 2, "
+        f"min {min(seeds):.4f}, max {max(seeds):.4f}"
+    ) in best.stdout.splitlines(), best.stdout
     names = {meta.filename for meta in get_all_artifact_meta(study, storage=study._storage)}
     assert {"model_card.md", "metrics.json"} <= names
 
@@ -205,6 +237,13 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         assert [float(row[f"{s}_prob"]) for s in api.labels] == pytest.approx(
             probabilities.tolist(), abs=1e-5
         )
+
+
+def post_matrix_truth(config) -> list:
+    """The test split's truth, one 0/1 column per symptom."""
+    test = prepare_data(config).test
+    truth, _ = post_matrix(test, np.zeros((len(test), test.num_labels)))
+    return list(truth.T)
 
 
 def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned):
@@ -318,3 +357,74 @@ def test_cv_retrains_the_chosen_configuration_on_k_folds_and_reports_them(tuned)
     card = (final / "model_card.md").read_text()
     assert "## Cross-validation: 2 folds of train + validation" in card and "| mean ± sd |" in card
     assert "ensemble" not in summary, "one seed: nothing to average"
+
+    # Out-of-fold thresholds: every train + validation post scored once by the fold model
+    # that did not train on it, the thresholds chosen on those probabilities.
+    heldout = [
+        json.loads((final / "runs" / name / "heldout.json").read_text()) for name in cv["runs"]
+    ]
+    posts = [post for fold in heldout for post in fold["posts"]]
+    sizes = summary["split_sizes"]
+    assert len(posts) == len(set(posts)) == sizes["train"]["posts"] + sizes["validation"]["posts"]
+    oof = cv["out_of_fold"]
+    assert oof["posts"] == len(posts)
+    assert oof == out_of_fold_thresholds(heldout), "recorded as chosen from the held-out files"
+    # decided by the rule --cv sets, saved with the model (hpo predict decides there) and tested
+    assert summary["thresholds"]["rule"] == "out_of_fold"
+    assert summary["thresholds"]["chosen"] == oof["thresholds"] == summary["test"]["thresholds"]
+    assert dict(read_settings(final / "model").thresholds) == oof["thresholds"]
+    assert len(set(oof["thresholds"].values())) > 1, "per symptom, not one number"
+
+    # The card compares fixed 0.5, validation-tuned and out-of-fold thresholds on validation.
+    spec = load_spec(SPEC, [a for a in tuned["args"] if a != "--set"], tuned["storage"])
+    config = spec.train_config(summary["chosen"]["params"], checkpoint_dir=None)
+    evaluation = score_on_validation(config, [final / "model"])
+    compared = summary["thresholds"]["validation"]
+    assert set(compared) == {"fixed", "validation", "out_of_fold"}
+    assert compared["fixed"]["macro_f1"] == pytest.approx(evaluation.metrics["macro_f1"], abs=1e-5)
+    assert compared["validation"]["post_macro_f1"] == pytest.approx(
+        evaluation.metrics["tuned_post_macro_f1"], abs=1e-5
+    )
+    assert "## Decision thresholds: the candidates on validation" in card
+    assert (
+        "| metric | fixed 0.5 | per-symptom thresholds tuned on the validation split | "
+        "per-symptom thresholds chosen on out-of-fold predictions (chosen) |"
+    ) in card
+    assert (
+        f"chosen on out-of-fold predictions over the {len(posts)} train + validation posts (--cv 2)"
+    ) in card
+
+    # Test: scored once at those thresholds, with 95% bootstrap intervals and each support.
+    again = score_on_test(config, final / "model")
+    assert summary["test"]["metrics"] == pytest.approx(
+        {k: round(v, 6) for k, v in again.metrics.items()}, abs=1e-5, nan_ok=True
+    )
+    for name in ("post_macro_f1", "post_micro_f1"):
+        interval = summary["test"]["intervals"][name]
+        assert interval["resamples"] >= 1000 and interval["level"] == 0.95
+        assert interval["posts"] == sizes["test"]["posts"]
+        assert 0 <= interval["low"] <= summary["test"]["metrics"][name] <= interval["high"] <= 1
+        assert f"{interval['low']:.4f} – {interval['high']:.4f} |" in card
+    supports = {name: row["support"] for name, row in summary["test"]["per_symptom"].items()}
+    assert supports == {
+        name: int(truth.sum())
+        for name, truth in zip(SYMPTOMS, post_matrix_truth(config), strict=True)
+    }
+    assert "| symptom | support | threshold |" in card
+
+
+def test_best_shows_the_spread_of_trials_that_re_ran_the_best_parameters(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    study = optuna.create_study(study_name="repeats", storage=storage, direction="maximize")
+    study.set_user_attr("metric", "macro_f1")
+    space = {"lr": optuna.distributions.FloatDistribution(1e-5, 1e-3)}
+    for value, lr in [(0.60, 1e-4), (0.70, 1e-4), (0.65, 1e-4), (0.50, 2e-4)]:
+        study.enqueue_trial({"lr": lr})
+        trial = study.ask(space)
+        study.tell(trial, value)
+    run = _hpo("best", "repeats", "--storage", storage, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (
+        "  seed spread (trials 0, 1, 2 (same parameters), trial 1's configuration): "
+        "macro_f1 0.6500 ± 0.0500 sd over 3, min 0.6000, max 0.7000"
+    ) in run.stdout.splitlines(), run.stdout

@@ -417,7 +417,9 @@ def test_already_finalized_checks_its_model_and_names_the_settings_it_ignores(pa
     summary = json.loads((final / "metrics.json").read_text())
     head = final / "model" / "head.safetensors"
     head.write_bytes(head.read_bytes()[:10])  # truncated
-    shutil.rmtree(final / "runs" / summary["chosen"]["run"] / "model")
+    # the chosen run as saved at the decision thresholds: what final/model was copied from
+    assert summary["thresholds"]["rule"] == "fixed"
+    shutil.rmtree(final / "chosen")
     gone = run(argv, root)
     one_line_error(
         gone, 2, "finalized, but", "is missing or incomplete", "move", "aside to finalize anew"

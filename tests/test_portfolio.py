@@ -298,3 +298,14 @@ warm_start:
     assert {t.system_attrs[SAMPLED_BY_ATTR] for t in trials} == {"gp"}
     plan = study.user_attrs[PLAN_ATTR]
     assert (plan["strategy"], plan["budget_trials"], plan["gp_until"]) == ("portfolio", 4, 30)
+
+
+def test_the_portfolio_is_queued_once_however_many_processes_open_the_study(
+    storage_url, study_name
+):
+    spec = auto_spec(name=study_name, storage=storage_url)
+    first = open_study(spec, worker="node/0")
+    queued = len(first.get_trials(states=(TrialState.WAITING,)))
+    assert queued == 1 + len(plan_search(spec).portfolio) == 7
+    open_study(spec, worker="node/1")
+    assert len(first.get_trials(states=(TrialState.WAITING,))) == queued

@@ -22,6 +22,7 @@ from hpo.errors import UsageError
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
 from hpo.storage_url import redact
 from hpo.study import (
+    StagedSampler,
     claim,
     enqueue,
     first_heartbeat,
@@ -388,6 +389,7 @@ def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(
         ("gp", "{n_startup_trials: 3}", optuna.samplers.GPSampler),
         ("random", "{}", optuna.samplers.RandomSampler),
         ("cmaes", "{n_startup_trials: 3}", optuna.samplers.CmaEsSampler),
+        ("auto", "{n_startup_trials: 3}", StagedSampler),  # GP, then TPE
     ],
 )
 def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
@@ -397,7 +399,7 @@ def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
     assert type(sampler) is expected
 
 
-@pytest.mark.parametrize("name", ["tpe", "gp", "random", "cmaes"])
+@pytest.mark.parametrize("name", ["tpe", "gp", "random", "cmaes", "auto"])
 def test_every_sampler_runs_trials_past_its_startup(storage_url, study_name, name):
     """Building a sampler is not enough: CMA-ES needs the cmaes package once it starts sampling."""
     from hpo.run.objective import suggest

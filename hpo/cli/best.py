@@ -30,6 +30,12 @@ def print_best(best: dict | None, study: str) -> None:
     print("  params: " + ", ".join(f"{k}={v}" for k, v in best["params"].items()))
     if best["metrics"]:
         print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best["metrics"].items()))
+    for spread in best.get("spread", []):
+        print(
+            f"  seed spread ({spread['source']}, trial {spread['trial']}'s configuration): "
+            f"{best['metric']} {spread['mean']:.4f} ± {spread['sd']:.4f} sd over {spread['n']}, "
+            f"min {spread['min']:.4f}, max {spread['max']:.4f}"
+        )
     if best["checkpoint"]:
         print(f"  checkpoint: {best['checkpoint']}")
     elif best["checkpoint_refused"]:

@@ -39,8 +39,8 @@ def add_parser(subparsers) -> None:
         type=int,
         metavar="K",
         help="also retrain the chosen configuration on K >= 2 folds of train + validation, each "
-        "validated on the fold it left out, and report the mean ± sd (chooses nothing; "
-        "0: none, the default)",
+        "validated on the fold it left out: report the mean ± sd, and decide at per-symptom "
+        "thresholds chosen on their out-of-fold predictions (0: none, the default)",
     )
     parser.add_argument(
         "--partial",

@@ -1,6 +1,8 @@
 """From the retrained runs to the model the test split scores: the configuration with the
 best mean validation value over seeds, its seeds averaged into an ensemble (or its best seed),
-optionally refit on train + validation; and --cv's K-fold report on that configuration."""
+deciding at thresholds chosen by a rule fixed before any training, optionally refit on train +
+validation; and --cv's K folds of that configuration, which report how its score moves and
+give every train + validation post one out-of-fold probability to choose thresholds on."""
 
 from __future__ import annotations
 
@@ -11,13 +13,33 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from hpo.finalize.holdout import score_on_validation
-from hpo.finalize.retrain import Run, rounded, write_json
+import numpy as np
+
+from hpo.data import SYMPTOMS
+from hpo.errors import UsageError
+from hpo.finalize.holdout import compare_on_validation, heldout_cells
+from hpo.finalize.retrain import Run, rounded, train_config, write_json
+from hpo.models.classifier import load_classifier, save_classifier
 from hpo.models.classifier_file import read_inference
 from hpo.models.ensemble_file import write_ensemble
 from hpo.spec import StudySpec
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
+from hpo.train.metrics import PRIOR_POSITIVES, shrunk_threshold
+
+# How the decision thresholds are chosen, decided from the flags before anything is trained
+# (so no look at validation or test can pick the rule): out_of_fold with --cv K (every train +
+# validation post, scored by a model that did not train on it), validation with the spec's
+# threshold: tuned and no --cv (the search's own choice), fixed (0.5 everywhere) otherwise.
+RULES = ("fixed", "validation", "out_of_fold")
+HELDOUT_FILE = "heldout.json"  # in a --cv fold's run folder: its held-out posts' probabilities
+
+
+def threshold_rule(cv: int, threshold: str) -> str:
+    """The rule finalize decides at (RULES), from --cv and the spec's train.threshold."""
+    if cv:
+        return "out_of_fold"
+    return "validation" if threshold == "tuned" else "fixed"
 
 
 def by_mean_validation(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
@@ -57,16 +79,21 @@ def by_mean_validation(spec: StudySpec, runs: list[Run], records: dict[str, dict
     }
 
 
-def cross_validate(summary: dict, k: int, retrain, say: Callable[[str], None]) -> dict:
+def cross_validate(
+    spec: StudySpec, summary: dict, k: int, retrain, runs_dir: Path, say: Callable[[str], None]
+) -> dict:
     """The chosen configuration (its first seed) retrained on each of K folds of the train +
     validation posts, validated on the fold held out: how much its score moves with the
-    data it sees, beside the seeds' spread. A report: it chooses nothing, touches no test."""
+    data it sees, beside the seeds' spread. Each fold's model then scores its held-out posts
+    (kept in ``heldout.json``; the model is deleted), so every train + validation post has one
+    out-of-fold probability, and per-symptom thresholds are chosen on them. Touches no test."""
     best = summary["configurations"][0]
     seed = best["seeds"][0]["seed"]
     runs = [Run(1, best["trial"], best["params"], seed, folds=k, fold=i) for i in range(k)]
     say(f"cross-validation: trial {best['trial']}'s configuration, {k} folds of train + validation")
     records = retrain(runs)
     values = [records[run.name]["value"] for run in runs]
+    heldout = [_heldout(spec, run, runs_dir) for run in runs]
     return {
         "k": k,
         "seed": seed,
@@ -74,28 +101,117 @@ def cross_validate(summary: dict, k: int, retrain, say: Callable[[str], None]) -
         "mean": statistics.fmean(values),
         "sd": statistics.stdev(values),
         "runs": [run.name for run in runs],
+        "out_of_fold": out_of_fold_thresholds(heldout),
     }
 
 
-def ensemble_of_seeds(
-    spec: StudySpec, config: TrainConfig, summary: dict, final_dir: Path, say
+def out_of_fold_thresholds(heldout: list[dict]) -> dict:
+    """Per symptom, the threshold chosen on every fold's held-out probabilities together
+    (``shrunk_threshold``: the F1-best cut, pulled toward 0.5 by few positives)."""
+    posts = [post for fold in heldout for post in fold["posts"]]
+    if len(set(posts)) != len(posts):
+        raise ValueError("a post was held out by two folds: the folds must partition the posts")
+    chosen = {
+        symptom: shrunk_threshold(
+            np.concatenate([fold["cells"][symptom]["truth"] for fold in heldout]),
+            np.concatenate([fold["cells"][symptom]["scores"] for fold in heldout]),
+        )
+        for symptom in SYMPTOMS
+    }
+    return {
+        "posts": len(posts),
+        "prior_positives": PRIOR_POSITIVES,
+        "thresholds": {symptom: round(row["threshold"], 6) for symptom, row in chosen.items()},
+        "per_symptom": {
+            symptom: {**row, "threshold": round(row["threshold"], 6)}
+            for symptom, row in chosen.items()
+        },
+    }
+
+
+def _heldout(spec: StudySpec, run: Run, runs_dir: Path) -> dict:
+    """A fold run's held-out probabilities: read back, or scored from its model once."""
+    folder = runs_dir / run.name
+    if (folder / HELDOUT_FILE).exists():
+        return json.loads((folder / HELDOUT_FILE).read_text())
+    if not (folder / "model" / "classifier.json").exists():
+        raise UsageError(
+            f"{folder} holds neither {HELDOUT_FILE} nor the fold's model (a finalize from "
+            f"before out-of-fold thresholds); delete {folder} so that it is retrained"
+        )
+    found = heldout_cells(
+        train_config(spec, run.params, run.seed, None, run.cv_fold), folder / "model"
+    )
+    write_json(folder / HELDOUT_FILE, found)
+    shutil.rmtree(folder / "model")  # a measurement: its probabilities are what is kept
+    return found
+
+
+def decide(
+    spec: StudySpec,
+    config: TrainConfig,
+    summary: dict,
+    members: dict[str, Path],
+    rule: str,
+    final_dir: Path,
+    say: Callable[[str], None],
 ) -> Path:
-    """The chosen configuration's seeds averaged into one model (``final/ensemble``), scored on
-    validation beside each seed alone; it becomes the chosen model. No seed is picked, so no
-    selection on validation inflates the score that test then checks."""
-    best = summary["configurations"][0]
-    members = {seed["run"]: final_dir / "runs" / seed["run"] / "model" for seed in best["seeds"]}
-    evaluation = score_on_validation(config, list(members.values()))
-    tuned = evaluation.thresholds
-    thresholds = tuned if config.threshold == "tuned" else dict.fromkeys(tuned, 0.5)
-    folder = final_dir / "ensemble"
-    shutil.rmtree(folder, ignore_errors=True)  # rebuilt from the kept runs on a resumed finalize
-    write_ensemble(folder, members, thresholds, tuned)
-    value = objective_value(evaluation.metrics, spec.metric, config.threshold)
-    summary["ensemble"] = {"members": list(members), "value": value}
-    summary["chosen"] |= {"seed": None, "validation": rounded(evaluation.metrics)}
-    alone = ", ".join(f"{seed['value']:.4f}" for seed in best["seeds"])
-    say(f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} (alone: {alone})")
+    """The model the test split scores: ``members`` (run name -> model folder; several: the
+    average of their probabilities, ``final/ensemble``; one: ``final/chosen``) saved to decide
+    at the thresholds ``rule`` gives. On validation, it is scored at the fixed 0.5, at
+    thresholds tuned there and (--cv) at the out-of-fold ones, for the card; the comparison
+    informs the reader and chooses nothing."""
+    fixed = dict.fromkeys(SYMPTOMS, 0.5)
+    oof = summary.get("cv", {}).get("out_of_fold", {}).get("thresholds")
+    candidates = {"fixed": fixed, "validation": None} | ({"out_of_fold": oof} if oof else {})
+    tuned, compared = compare_on_validation(config, list(members.values()), candidates)
+    sets = {"fixed": fixed, "validation": tuned, "out_of_fold": oof}
+    thresholds = sets[rule]
+    summary["thresholds"] = {
+        "rule": rule,
+        "chosen": thresholds,
+        "candidates": {name: sets[name] for name in candidates},
+        "validation": {name: rounded(metrics) for name, metrics in compared.items()},
+    }
+    summary["chosen"]["validation"] = rounded(compared[rule])
+    if len(members) > 1:
+        folder = final_dir / "ensemble"
+        shutil.rmtree(folder, ignore_errors=True)  # rebuilt from the kept runs on a resume
+        write_ensemble(folder, members, thresholds, tuned)
+        # as each seed's value was judged: at 0.5, or at thresholds tuned on validation
+        value = objective_value(
+            compared["validation" if config.threshold == "tuned" else "fixed"], spec.metric, "fixed"
+        )
+        summary["ensemble"] = {"members": list(members), "value": value}
+        summary["chosen"]["seed"] = None
+        alone = ", ".join(f"{s['value']:.4f}" for s in summary["configurations"][0]["seeds"])
+        say(
+            f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} "
+            f"(alone: {alone})"
+        )
+    else:
+        folder = final_dir / "chosen"
+        with_thresholds(next(iter(members.values())), folder, thresholds, tuned)
+    say(f"decision thresholds: {rule.replace('_', '-')}")
+    return folder
+
+
+def with_thresholds(
+    source: Path, folder: Path, thresholds: dict[str, float], tuned: dict[str, float] | None
+) -> Path:
+    """The classifier in ``source`` saved anew into ``folder`` (replaced whole) deciding at
+    ``thresholds``: through load_classifier and save_classifier, so that the saved file is
+    whatever save_classifier writes, never a hand-edited copy."""
+    model, tokenizer = load_classifier(source)
+    settings = dataclasses.replace(
+        read_inference(source), thresholds=dict(thresholds), validation_thresholds=tuned
+    )
+    staged = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(staged, ignore_errors=True)
+    save_classifier(model, staged, tokenizer, inference=settings)
+    del model
+    shutil.rmtree(folder, ignore_errors=True)
+    staged.rename(folder)
     return folder
 
 
@@ -107,15 +223,15 @@ def refit(
     say: Callable[[str], None],
 ) -> tuple[TrainConfig, Path]:
     """The chosen configuration and seed retrained on train + validation for its best epoch
-    count, deciding at the thresholds its train-only run chose on validation (the refit
-    has seen validation, so it cannot choose them)."""
+    count, deciding at the thresholds decided for its train-only model (the refit has seen
+    validation, so it cannot choose them)."""
     epochs = chosen["best_epoch"]
     config = dataclasses.replace(
         config,
         train_on="train+validation",
         epochs=epochs,
         early_stopping_patience=None,
-        checkpoint_dir=str(refit_dir / "model"),
+        checkpoint_dir=str(refit_dir / "trained"),
     )
     if not (refit_dir / "result.json").exists():
         say(
@@ -126,15 +242,14 @@ def refit(
         from hpo.train.loop import train
 
         train(config)
-        chosen_inference = read_inference(chosen_model)
-        meta_path = refit_dir / "model" / "classifier.json"
-        meta = json.loads(meta_path.read_text())
-        meta["inference"] = dataclasses.replace(
-            read_inference(meta_path.parent),
-            thresholds=chosen_inference.thresholds,
-            validation_thresholds=chosen_inference.validation_thresholds,
-        ).to_json()
-        write_json(meta_path, meta)
+        decided = read_inference(chosen_model)
+        with_thresholds(
+            refit_dir / "trained",
+            refit_dir / "model",
+            decided.thresholds,
+            decided.validation_thresholds,
+        )
+        shutil.rmtree(refit_dir / "trained")
         write_json(
             refit_dir / "result.json",
             {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]},

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hpo.data import SYMPTOMS
 from hpo.data.collate import Collator
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
@@ -17,16 +18,34 @@ from hpo.models.device import forward_keys
 from hpo.models.ensemble_file import is_ensemble, read_ensemble
 from hpo.models.hardware import resolve_device
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import Evaluation, per_symptom, score, split_probabilities
+from hpo.train.evaluate import (
+    Evaluation,
+    metrics_at,
+    per_symptom,
+    post_matrix,
+    score,
+    split_probabilities,
+    symptom_cells,
+)
+from hpo.train.metrics import BOOTSTRAP_LEVEL, bootstrap_interval
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
+
+# resamples of the test posts for each interval: on a split shaped like the real test split
+# (148 posts, 3-33 positives per symptom) the bounds of 2,000 move by sd 0.002 between seeds;
+# the seed is fixed so that a card can be reproduced
+RESAMPLES = 2000
+SEED = 0
+INTERVAL_METRICS = ("post_macro_f1", "post_micro_f1")  # criteria's post-level F1s
 
 
 @dataclass(frozen=True)
 class TestScore:
-    metrics: dict[str, float]  # at 0.5, and tuned_* at the validation thresholds
-    per_symptom: dict[str, dict]  # at the model's decision thresholds
-    thresholds: dict[str, float]  # the decision thresholds, chosen on validation only
+    metrics: dict[str, float]  # at the model's decision thresholds
+    per_symptom: dict[str, dict]  # at the model's decision thresholds, with each one's support
+    thresholds: dict[str, float]  # the decision thresholds, chosen before test was read
     split_sizes: dict[str, dict[str, int]]  # per split: posts and examples
+    # per post-level F1 (criteria only): the 95% percentile bootstrap interval over test posts
+    intervals: dict[str, dict]
 
 
 def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
@@ -44,14 +63,73 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         else ([model_dir], read_inference(model_dir))
     )
     probs = mean_probabilities(config, data, data.test, folders)
-    evaluation = score(data.test, probs, thresholds=inference.validation_thresholds)
     decision = dict(inference.thresholds)
     sizes = {
         name: {"posts": len(set(split.post_ids)), "examples": len(split)}
         for name in ("train", "validation", "test")
         if (split := getattr(data, name)) is not None
     }
-    return TestScore(evaluation.metrics, per_symptom(data.test, probs, decision), decision, sizes)
+    return TestScore(
+        metrics_at(data.test, probs, decision),
+        per_symptom(data.test, probs, decision),
+        decision,
+        sizes,
+        _intervals(data.test, probs, decision),
+    )
+
+
+def _intervals(split: PreparedSplit, probs, thresholds: dict[str, float]) -> dict[str, dict]:
+    """How far each post-level F1 could move by which posts the test split happened to hold."""
+    if split.formulation == "evidence":
+        return {}  # sentence-level: no post x symptom matrix to resample
+    truth, scores = post_matrix(split, probs)
+    decided = (scores >= np.array([thresholds[s] for s in SYMPTOMS])).astype(np.int64)
+    found = {}
+    for name in INTERVAL_METRICS:
+        low, high = bootstrap_interval(
+            truth, decided, name.removeprefix("post_"), n=RESAMPLES, seed=SEED
+        )
+        found[name] = {
+            "low": round(low, 6),
+            "high": round(high, 6),
+            "level": BOOTSTRAP_LEVEL,
+            "resamples": RESAMPLES,
+            "seed": SEED,
+            "posts": len(truth),
+        }
+    return found
+
+
+def compare_on_validation(
+    config: TrainConfig, model_dirs: list[Path], candidates: dict[str, dict[str, float] | None]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """The average of ``model_dirs``' probabilities on validation, scored at each candidate
+    set of thresholds (None: tuned on validation itself); returns the validation-tuned
+    thresholds and each candidate's metrics."""
+    data = prepare_data(config)
+    probs = mean_probabilities(config, data, data.validation, model_dirs)
+    tuned = score(data.validation, probs).thresholds
+    return tuned, {
+        name: metrics_at(data.validation, probs, tuned if thresholds is None else thresholds)
+        for name, thresholds in candidates.items()
+    }
+
+
+def heldout_cells(config: TrainConfig, model_dir: Path) -> dict:
+    """A --cv fold's model on the fold it was validated on (``config.cv_fold``'s held-out
+    posts, its validation split): per symptom the truth and out-of-fold probabilities, and
+    the posts, so the folds together give every train + validation post one probability."""
+    data = prepare_data(config)
+    probs = mean_probabilities(config, data, data.validation, [model_dir])
+    return {
+        "posts": sorted(set(data.validation.post_ids)),
+        "cells": {
+            symptom: {"truth": truth.astype(int).tolist(), "scores": scores.round(7).tolist()}
+            for symptom, (truth, scores) in zip(
+                SYMPTOMS, symptom_cells(data.validation, probs), strict=True
+            )
+        },
+    }
 
 
 def score_on_validation(config: TrainConfig, model_dirs: list[Path]) -> Evaluation:

@@ -1,10 +1,13 @@
 """hpo finalize: from a finished search to one model with an honest test score.
 
 The study's top-k configurations are retrained with several seeds each, on the search's
-own split. The configuration with the best mean validation score wins; its best seed's
-model is scored ONCE on the test split, at thresholds chosen on validation, and saved
-under ``<output_dir>/<study>-<uid>/final/`` with ``metrics.json`` and ``model_card.md``,
-then recorded in the study (a user attribute and two artifacts, for the dashboard).
+own split. The configuration with the best mean validation score wins; its seeds' ensemble
+(or its best seed's model) is scored ONCE on the test split, at decision thresholds chosen by
+a rule fixed from the flags before anything trains (``choose.threshold_rule``: out-of-fold
+with --cv, validation-tuned with the spec's threshold: tuned, else 0.5), with bootstrap
+intervals over the test posts, and saved under ``<output_dir>/<study>-<uid>/final/`` with
+``metrics.json`` and ``model_card.md``, then recorded in the study (user attributes and two
+artifacts, for the dashboard).
 
 Every retraining writes ``runs/<trial>-seed<s>/result.json`` when it is done, so a killed
 finalize resumes with the unfinished ones only; a finished one is never scored again, and
@@ -114,7 +117,9 @@ def finalize(
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
         # before hours of retraining
-        _require_splits(train_config(spec, runs[0].params, runs[0].seed, None), cv)
+        planned = train_config(spec, runs[0].params, runs[0].seed, None)
+        _require_splits(planned, cv)
+        rule = choose.threshold_rule(cv, planned.threshold)  # before any score is seen
         retrain = functools.partial(
             retrain_all,
             spec,
@@ -127,13 +132,19 @@ def finalize(
         )
         summary = choose.by_mean_validation(spec, runs, retrain(runs))
         if cv:
-            summary["cv"] = choose.cross_validate(summary, cv, retrain, say)
+            summary["cv"] = choose.cross_validate(
+                spec, summary, cv, retrain, final_dir / "runs", say
+            )
         chosen = summary["chosen"]
         config = train_config(spec, chosen["params"], chosen["seed"], None)
         chosen["threshold"] = config.threshold
-        model_dir = final_dir / "runs" / chosen["run"] / "model"
-        if ensemble == "seeds" and seeds > 1:
-            model_dir = choose.ensemble_of_seeds(spec, config, summary, final_dir, say)
+        runs_dir = final_dir / "runs"
+        members = (
+            {s["run"]: runs_dir / s["run"] / "model" for s in summary["configurations"][0]["seeds"]}
+            if ensemble == "seeds" and seeds > 1
+            else {chosen["run"]: runs_dir / chosen["run"] / "model"}
+        )
+        model_dir = choose.decide(spec, config, summary, members, rule, final_dir, say)
         if refit == "train+val":
             config, model_dir = choose.refit(config, chosen, model_dir, final_dir / "refit", say)
         summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
@@ -141,7 +152,8 @@ def finalize(
         tested = score_on_test(config, model_dir)
         summary |= {
             "test": {
-                "metrics": rounded(tested.metrics),
+                "metrics": rounded(tested.metrics),  # at the decision thresholds
+                "intervals": tested.intervals,
                 "per_symptom": tested.per_symptom,
                 "thresholds": tested.thresholds,
             },
@@ -250,7 +262,9 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
             source = final_dir / "refit" / "model"
         elif summary.get("ensemble"):
             source = final_dir / "ensemble"
-        else:
+        elif summary.get("thresholds"):  # the chosen run, saved at the decision thresholds
+            source = final_dir / "chosen"
+        else:  # a finalize from before the decision thresholds were saved apart
             source = final_dir / "runs" / summary["chosen"]["run"] / "model"
         if not _intact(source, summary):
             raise UsageError(
@@ -325,9 +339,12 @@ def _place_model(final_dir: Path, model_dir: Path) -> None:
 
 
 def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
-    """The study carries the result, so optuna-dashboard shows it beside the search."""
+    """The study carries the result, so optuna-dashboard shows it beside the search: the
+    summary as one attribute, and the seeds' spread and the test interval as plain lines
+    (the dashboard's Study User Attributes table shows a string whole, a dict cut short)."""
     store = artifact_store(spec.output_dir)
     chosen = summary["chosen"]
+    best = summary["configurations"][0]
     study.set_user_attr(
         FINAL_ATTR,
         {
@@ -335,14 +352,45 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
             "seed": chosen["seed"],  # None: the ensemble of the configuration's seeds
             "ensemble_of": summary.get("ensemble", {}).get("members"),
             "model": str(final_dir / "model"),
-            f"validation_{spec.metric}_mean": round(summary["configurations"][0]["mean"], 6),
+            f"validation_{spec.metric}_mean": round(best["mean"], 6),
+            f"validation_{spec.metric}_seeds": [round(s["value"], 6) for s in best["seeds"]],
             f"test_{spec.metric}": round(_test_value(spec, summary), 6),
+            "test_intervals": summary["test"].get("intervals", {}),
+            "thresholds": summary.get("thresholds", {}).get("rule"),
             "model_card_artifact": upload(store, study, final_dir / "model_card.md"),
             "metrics_artifact": upload(store, study, final_dir / "metrics.json"),
         },
     )
+    study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
+    study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary))
+
+
+def seed_spread_line(metric: str, configuration: dict) -> str:
+    """The chosen configuration's validation value over its seeds, in one line."""
+    values = [s["value"] for s in configuration["seeds"]]
+    return (
+        f"trial {configuration['trial']}'s configuration, validation {metric} over "
+        f"{len(values)} seed(s): {configuration['mean']:.4f} ± {configuration['sd']:.4f} (sd), "
+        f"min {min(values):.4f}, max {max(values):.4f}"
+    )
+
+
+def test_line(summary: dict) -> str:
+    """The test figures with their intervals, in one line."""
+    test = summary["test"]
+    shown = [
+        f"{name} {test['metrics'][name]:.4f} "
+        f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, {interval['posts']} posts)"
+        for name, interval in test.get("intervals", {}).items()
+    ]
+    rule = summary.get("thresholds", {}).get("rule", "fixed").replace("_", "-")
+    return f"test, scored once at {rule} thresholds: " + (
+        "; ".join(shown) or f"{summary['metric']} {test['metrics'][summary['metric']]:.4f}"
+    )
 
 
 def _test_value(spec: StudySpec, summary: dict) -> float:
-    """The test score at the model's decision thresholds, as a trial's value is judged."""
+    """The test score at the model's decision thresholds."""
+    # the test metrics are at the decision thresholds; a summary written before they were
+    # holds tuned_ twins at the validation thresholds, which threshold: tuned decided at
     return objective_value(summary["test"]["metrics"], spec.metric, summary["chosen"]["threshold"])

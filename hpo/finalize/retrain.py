@@ -160,9 +160,8 @@ def retrain_pending(
             continue  # another retraining process has it
         try:
             if not (folder / RESULT_FILE).exists():  # finished by another process meanwhile
-                # a fold's run is a measurement: its model is not kept
-                model = None if run.folds else folder / "model"
-                config = train_config(spec, run.params, run.seed, model, run.cv_fold)
+                # a fold's model is kept until finalize has scored its held-out posts with it
+                config = train_config(spec, run.params, run.seed, folder / "model", run.cv_fold)
                 record = _retrain(config, run, folder)
                 if on_done:
                     on_done(record)

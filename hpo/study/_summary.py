@@ -3,6 +3,7 @@ and its status (counts, pace, ETA, the time budget, where each running trial is)
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -10,7 +11,9 @@ from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.study._budget import study_deadline
 from hpo.study._census import state_counts, trials_per_hour
 from hpo.study._open import study_uid
-from hpo.study._trials import running_trials
+from hpo.study._trials import completed_trials, running_trials
+
+FINAL_ATTR = "final"  # finalize's summary in the study (hpo.finalize.pipeline.FINAL_ATTR)
 
 
 def best_trial(study) -> dict | None:
@@ -32,6 +35,39 @@ def best_trial(study) -> dict | None:
         "metrics": trial.user_attrs.get("metrics") or {},
         "checkpoint": None if refused else checkpoint,
         "checkpoint_refused": refused,
+        "spread": _spreads(study, trial),
+    }
+
+
+def _spreads(study, best) -> list[dict]:
+    """How far the best value moves with the seed, where the study shows it: finalize's seeds
+    of its chosen configuration, and completed trials that re-ran the best trial's parameters."""
+    found = []
+    metric = study.user_attrs.get("metric", "value")
+    final = study.user_attrs.get(FINAL_ATTR) or {}
+    if values := final.get(f"validation_{metric}_seeds"):
+        found.append(_spread("finalize's seeds", final["trial"], values))
+    repeats = [t for t in completed_trials(study) if t.params == best.params]
+    if len(repeats) > 1:
+        found.append(
+            _spread(
+                f"trials {', '.join(str(t.number) for t in repeats)} (same parameters)",
+                best.number,
+                [t.value for t in repeats],
+            )
+        )
+    return found
+
+
+def _spread(source: str, trial: int, values: list[float]) -> dict:
+    return {
+        "source": source,
+        "trial": trial,  # whose configuration
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
     }
 
 

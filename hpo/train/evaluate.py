@@ -154,17 +154,9 @@ def score(
 def per_symptom(
     split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]
 ) -> dict[str, dict]:
-    """Per symptom at ``thresholds``: F1, precision, recall and the confusion counts
-    (posts for criteria, sentences for evidence), for the model card's table."""
-    if split.formulation == "evidence":
-        columns = _symptom_columns(split)
-        cells = [
-            (split.tokens.labels[columns == c], probs[columns == c, 0])
-            for c in range(len(SYMPTOMS))
-        ]
-    else:
-        truth, scores = post_matrix(split, probs)
-        cells = [(truth[:, c], scores[:, c]) for c in range(len(SYMPTOMS))]
+    """Per symptom at ``thresholds``: F1, precision, recall, the confusion counts and the
+    support (posts for criteria, sentences for evidence), for the model card's table."""
+    cells = symptom_cells(split, probs)
     table = {}
     for symptom, (truth, scores) in zip(SYMPTOMS, cells, strict=True):
         decided = (scores >= thresholds[symptom]).astype(np.int64)
@@ -183,6 +175,26 @@ def per_symptom(
             "support": tp + fn,
         }
     return table
+
+
+def symptom_cells(split: PreparedSplit, probs: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per symptom (in SYMPTOMS order) its 0/1 truth and scores: a column of the post matrix
+    for criteria, the symptom's sentences for evidence. What a per-symptom threshold decides."""
+    if split.formulation == "evidence":
+        columns = _symptom_columns(split)
+        return [
+            (split.tokens.labels[columns == c], probs[columns == c, 0])
+            for c in range(len(SYMPTOMS))
+        ]
+    truth, scores = post_matrix(split, probs)
+    return [(truth[:, c], scores[:, c]) for c in range(len(SYMPTOMS))]
+
+
+def metrics_at(
+    split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]
+) -> dict[str, float]:
+    """The task's metrics with each symptom decided at its own threshold (no tuned_ twins)."""
+    return _metrics(split, probs, np.array([thresholds[s] for s in SYMPTOMS]))
 
 
 def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> float:
