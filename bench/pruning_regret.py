@@ -11,6 +11,12 @@ threshold-free signal (``prune_on: average_precision`` or ``auroc``) from epoch 
 whether the configuration with the best final value was pruned, the regret (best final value
 minus the best among the trials not pruned) and the share of epochs trained.
 
+Curves recorded with looks inside an epoch (``UNITS`` per epoch, at ``LOOKS``, as
+``pruner.units_per_epoch`` records them) also replay the sub-epoch variants through
+SuccessiveHalvingPruner at the same steps, with the same regret definition; older curves hold
+epoch ends only, and those variants are left out of their replay. As the objective does, a
+trial's last report is never obeyed.
+
 Replayed one trial at a time: a study with N workers sees fewer rivals when it decides, so
 this is the pruner's decision rule on these curves, not a timing.
 """
@@ -29,11 +35,15 @@ from bench.results import commit
 from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, TRAIN
 
 EPOCHS, CONFIGS, ORDERS, RUNS_OF_ORDERS = 4, 10, 100, 5  # 5 runs of 100 random orders
-VARIANTS = {  # what the pruner judges an epoch by, and its first rung
+UNITS, LOOKS = 9, (1, 3)  # sub-epoch curves: steps of 1/9 epoch, looks at 1/9 and 1/3 epoch
+VARIANTS = {  # what the pruner judges by, its first rung, and its unit (steps per epoch)
     "last_round": {"signal": "post_macro_f1", "min_resource": 1},
-    "first_rung_2": {"signal": "post_macro_f1", "min_resource": 2},  # this round's default
+    "first_rung_2": {"signal": "post_macro_f1", "min_resource": 2},  # the epoch-2 default
     "average_precision_rung_2": {"signal": "average_precision", "min_resource": 2},
     "auroc_rung_2": {"signal": "auroc", "min_resource": 2},
+    # successive halving on ninths of an epoch: the supermax specs' rungs, and a gentler start
+    "ninth_epoch": {"signal": "post_macro_f1", "min_resource": 1, "units": UNITS},
+    "third_epoch": {"signal": "post_macro_f1", "min_resource": 3, "units": UNITS},
 }
 
 
@@ -67,58 +77,79 @@ def _train_one(spec_path: str, params: dict) -> list[dict]:
     import torch
 
     from hpo.spec import load_spec
-    from hpo.train.loop import train
+    from hpo.train.loop import Looks, train
 
     torch.set_num_threads(1)
     spec = load_spec(spec_path)
     history: list[dict] = []
 
-    def report(epoch: int, value: float, metrics: dict) -> bool:
+    def report(step: int, value: float, metrics: dict) -> bool:
         kept = ("post_macro_f1", "average_precision", "auroc")
-        history.append({"epoch": epoch, "value": value, **{k: metrics[k] for k in kept}})
+        record = {"step": step, "value": value, **{k: metrics[k] for k in kept}}
+        if step % UNITS == 0:
+            record["epoch"] = step // UNITS
+        history.append(record)
         return False
 
-    train(spec.train_config(params, checkpoint_dir=None), report=report)
+    train(spec.train_config(params, checkpoint_dir=None), report=report, looks=Looks(UNITS, LOOKS))
     return history
+
+
+def _reports(curve: list[dict], units: int) -> list[tuple[int, dict]]:
+    """(step, record) in the variant's unit: epoch ends alone for whole epochs."""
+    if units == 1:
+        return [(record["epoch"], record) for record in curve if "epoch" in record]
+    return [(record["step"], record) for record in curve if "step" in record]
 
 
 def replay(configs: list[dict], variant: dict, orders: int = ORDERS, seed: int = 0) -> dict:
     """The pruner's decisions on the recorded curves, over ``orders`` random orders."""
-    final = [max(e["value"] for e in c["epochs"]) for c in configs]  # a trial keeps its best
+    units = variant.get("units", 1)
+    # a trial keeps its best epoch
+    final = [max(e["value"] for e in c["epochs"] if "epoch" in e) for c in configs]
     best = max(range(len(configs)), key=final.__getitem__)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    pruned_best, regrets, epochs = 0, [], 0
+    pruned_best, regrets, trained = 0, [], 0
     shuffle = random.Random(seed)
     for order_no in range(orders):
         order = list(range(len(configs)))
         shuffle.shuffle(order)
-        study = optuna.create_study(
-            study_name=f"replay-{seed}-{order_no}",
-            direction="maximize",
-            pruner=optuna.pruners.HyperbandPruner(
+        pruner = (
+            optuna.pruners.SuccessiveHalvingPruner(
+                min_resource=variant["min_resource"], reduction_factor=3
+            )
+            if units > 1
+            else optuna.pruners.HyperbandPruner(
                 min_resource=variant["min_resource"], max_resource=EPOCHS, reduction_factor=3
-            ),
+            )
+        )
+        study = optuna.create_study(
+            study_name=f"replay-{seed}-{order_no}", direction="maximize", pruner=pruner
         )
         kept: dict[int, float] = {}
         for index in order:
             trial = study.ask()
-            for record in configs[index]["epochs"]:
-                epochs += 1
-                trial.report(record[variant["signal"]], step=record["epoch"])
-                if trial.should_prune():
+            reports = _reports(configs[index]["epochs"], units)
+            for step, record in reports:
+                trial.report(record[variant["signal"]], step=step)
+                # as the objective: asked at the last report too, never obeyed there
+                if trial.should_prune() and step < reports[-1][0]:
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    trained += step / units
                     break
             else:
                 study.tell(trial, final[index])
                 kept[index] = final[index]
-        regret = final[best] - max(kept.values())  # Hyperband finishes some in every order
+                trained += reports[-1][0] / units
+        regret = final[best] - max(kept.values())  # the first trial always finishes
         pruned_best += regret > 1e-12  # every configuration ending best was pruned (ties too)
         regrets.append(regret)
     return {
         "best_pruned_share": pruned_best / orders,
         "mean_regret": statistics.fmean(regrets),
         "median_regret": statistics.median(regrets),
-        "epochs_share": epochs / (orders * sum(len(c["epochs"]) for c in configs)),
+        # training done, in epochs, over what every configuration trained in full would cost
+        "epochs_share": trained / (orders * len(configs) * EPOCHS),
     }
 
 
@@ -127,9 +158,11 @@ def pruning_regret(encoder: str, data_dir: str, recorded: dict | None = None) ->
     ``recorded``: an earlier results file's details, to replay its curves again."""
     if recorded is None:
         recorded = {"curves": curves(encoder, data_dir), "curves_commit": commit()}
+    sub_epoch = all("step" in e for c in recorded["curves"] for e in c["epochs"])
     runs = {
         name: [replay(recorded["curves"], variant, seed=run) for run in range(RUNS_OF_ORDERS)]
         for name, variant in VARIANTS.items()
+        if sub_epoch or variant.get("units", 1) == 1  # older curves: epoch ends only
     }
     details = {
         "configurations": len(recorded["curves"]),

@@ -201,3 +201,79 @@ def test_validate_names_the_rungs_in_epochs_and_training_posts(tmp_path):
     assert note.startswith("pruning: successive_halving judges trials at step 1, 3, 9 (3 per epoch")
     assert "1/3 epoch (24 posts), 1 epoch (72 posts), 3 epochs (216 posts)" in note, note
     assert _rung_notes(_spec(f"data_dir={data}", "pruner={name: median}")) == []
+
+
+# ---- end to end: hpo tune ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tune_judges_trials_on_a_third_of_an_epoch_and_trains_survivors_to_the_end(
+    storage_url, study_name, tmp_path, tiny_roberta, tiny_deberta
+):
+    """The shipped smoke study (successive halving, looks at 1/3 and 1 epoch) through the real
+    CLI with two workers: every trial is judged after a third of its first epoch; some stop
+    there, the survivors train to their last epoch and complete."""
+    import subprocess
+    import sys
+
+    from shared_storage import read_study
+
+    data = write_sample(tmp_path / "data", posts=120, seed=1)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpo",
+            "tune",
+            str(STUDIES / "criteria-smoke.yaml"),
+            "--workers",
+            "2",
+            "--storage",
+            storage_url,
+            "--no-progress",
+            *("--set", f"name={study_name}", "--set", f"data_dir={data}"),
+            *("--set", f"output_dir={tmp_path / 'out'}", "--set", "keep_top_k=0"),
+            *("--set", "n_trials=8", "--set", "train.epochs=2"),
+            *("--set", f"train.cache_dir={tmp_path / 'cache'}"),
+            *("--set", f"model_paths.tiny-roberta={tiny_roberta}"),
+            *("--set", f"model_paths.tiny-deberta={tiny_deberta}"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    trials = read_study(study_name, storage_url).get_trials()
+    units, end = 3, 6  # a third of an epoch per step; 2 epochs
+    assert len(trials) == 8 and all(t.state.is_finished() for t in trials)
+    # judged first after a third of the training posts: one validation pass, not an epoch
+    assert all(min(t.intermediate_values) == 1 < units for t in trials)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert complete and all(set(t.intermediate_values) == {1, 3, end} for t in complete)
+    assert any(t.last_step == 1 for t in pruned), [(t.state, t.last_step) for t in trials]
+    assert all(t.last_step < end for t in pruned), "never pruned at a last report"
+    log = (tmp_path / "out").rglob("train.log")
+    assert any("look at 0.333 epochs" in path.read_text() for path in log)
+
+
+def test_pruning_regret_replays_sub_epoch_curves_as_the_objective_judges_them():
+    """bench pruning_regret on curves with looks inside an epoch: a late bloomer (worst at the
+    first look, best at the end) is lost in some orders, and the looks save training."""
+    from bench import pruning_regret as pr
+
+    def curve(early: float, final: float) -> dict:
+        looks = [{"step": step, "value": early, "post_macro_f1": early} for step in pr.LOOKS]
+        epochs = [
+            {"step": e * pr.UNITS, "epoch": e, "value": v, "post_macro_f1": v}
+            for e in range(1, pr.EPOCHS + 1)
+            for v in [early + (final - early) * e / pr.EPOCHS]
+        ]
+        return {"params": {}, "epochs": looks + epochs}
+
+    configs = [curve(0.5, 0.6), curve(0.1, 0.9), curve(0.4, 0.5), curve(0.3, 0.4)]
+    ninth = pr.replay(configs, pr.VARIANTS["ninth_epoch"], orders=30)
+    assert 0 < ninth["best_pruned_share"] < 1 and ninth["epochs_share"] < 1
+    # epoch-end variants read the same curves' epoch ends only
+    assert pr.replay(configs, pr.VARIANTS["first_rung_2"], orders=30)["epochs_share"] > 0
