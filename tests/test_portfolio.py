@@ -90,10 +90,17 @@ def test_the_portfolio_never_outgrows_the_budget_and_a_timeout_counts_with_an_es
         "learning_rate 0.0001 -> 5e-05",
     ]
     assert "timeout 1h00m x 2 workers / 35m a trial" in plan.describe()[0]
-    # without a measured trial cost the timeout cannot count: n_trials alone decides, and says so
+    # a timeout with no measured trial cost is taken as few trials: TPE's random start could be
+    # the whole budget, while the portfolio and GP cost little if trials turn out cheap
     unmeasured = plan_search(spec)
-    assert unmeasured.strategy == "tpe" and unmeasured.gp_until == 0 and not unmeasured.portfolio
-    assert "no trial cost measured" in unmeasured.describe()[0]
+    assert (unmeasured.strategy, unmeasured.budget_trials) == ("portfolio", None)
+    assert len(unmeasured.portfolio) == 6 and unmeasured.gp_until == 40
+    assert unmeasured.describe()[0].startswith(
+        "strategy: a timeout of 1h00m with no trial cost measured (hpo validate --estimate) is "
+        "taken as fewer than 40 full trials, the safe side: the warm start, a portfolio of 6"
+    )
+    # with neither, n_trials decides
+    assert plan_search(auto_spec(n_trials=100)).strategy == "tpe"
 
 
 def test_a_budget_of_many_trials_runs_tpe_from_the_first():
@@ -205,8 +212,8 @@ warm_start:
     code = main(["validate", str(path), "--storage", sqlite_url])
     out = capsys.readouterr().out
     assert code == 0
-    assert "(n_trials 200; the timeout is not counted: no trial cost measured" in out, out
-    assert "TPE from the first trial" in out
+    assert "strategy: a timeout of 10s with no trial cost measured" in out, out
+    assert "portfolio: learning_rate 0.001 -> 0.002; learning_rate 0.001 -> 0.0005" in out
 
     code = main(["validate", str(path), "--storage", sqlite_url, "--estimate"])
     out = capsys.readouterr().out

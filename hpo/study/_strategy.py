@@ -43,7 +43,7 @@ ESTIMATE_DIR = "estimates"  # under output_dir: <study name>.json from hpo valid
 @dataclass(frozen=True)
 class SearchPlan:
     strategy: str  # "portfolio": warm start, portfolio, GP, then TPE; "tpe": TPE throughout
-    budget_trials: int  # full trials the budget buys
+    budget_trials: int | None  # full trials the budget buys (None: a timeout, cost unknown)
     basis: str  # where that number comes from, in words
     handover: int  # finished trials from which TPE samples in an auto study (handover())
     tpe_startup: int  # TPE's random startup trials
@@ -57,19 +57,27 @@ class SearchPlan:
 
     def describe(self) -> list[str]:
         """The plan in a line or two, as ``hpo validate`` prints it."""
-        bought = f"strategy: the budget buys ~{self.budget_trials} full trials ({self.basis})"
+        if self.budget_trials is None:
+            bought = (
+                f"strategy: {self.basis} is taken as fewer than {self.handover} full trials, "
+                "the safe side"
+            )
+        else:
+            bought = f"strategy: the budget buys ~{self.budget_trials} full trials ({self.basis})"
         if self.strategy == "tpe":
             return [
                 f"{bought}, at least {self.handover}: TPE from the first trial (its "
                 f"{self.tpe_startup} random startup trials a small share of them)"
             ]
+        if self.budget_trials is not None:
+            bought += f", fewer than {self.handover}"
         first = (
             f"the warm start, a portfolio of {len(self.portfolio)} around it, then "
             if self.warm_start
             else ""
         )
         lines = [
-            f"{bought}, fewer than {self.handover}: {first}GPSampler (TPE would spend its first "
+            f"{bought}: {first}GPSampler (TPE would spend its first "
             f"{self.tpe_startup} at random) until {self.handover} finished trials, then TPE"
         ]
         if self.portfolio:
@@ -119,11 +127,19 @@ def plan_search(
                 f"{_clock(trial_seconds)} a trial, from hpo validate --estimate",
             )
     elif spec.timeout:
-        basis += "; the timeout is not counted: no trial cost measured (hpo validate --estimate)"
+        # A timeout with no measured trial cost is taken as few trials, the safe side: if trials
+        # turn out cheap, the portfolio and GP cost a few of them and TPE still takes over at the
+        # handover; if they turn out dear, TPE's random start would be the whole budget (#35).
+        budget = None
+        basis = (
+            f"a timeout of {_clock(spec.timeout)} with no trial cost measured (hpo validate "
+            "--estimate)"
+        )
     known = (budget, basis, until, _tpe_startup(spec), len(spec.warm_start))
-    if budget >= until:
+    if budget is not None and budget >= until:
         return SearchPlan("tpe", *known)
-    room = max(budget - len(spec.warm_start), 0)  # the portfolio never outgrows the budget
+    # the portfolio never outgrows the budget
+    room = max((spec.n_trials if budget is None else budget) - len(spec.warm_start), 0)
     return SearchPlan("portfolio", *known, tuple(portfolio_points(spec)[:room]))
 
 
