@@ -23,6 +23,9 @@ from hpo.study._trials import enqueue
 from hpo.train.config import TrainConfig
 
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
+# in the fingerprint: the unit of every intermediate value's step (pruner.units_per_epoch);
+# trials reported in other units would be compared at the wrong rungs. Absent: whole epochs
+PRUNER_UNIT = "pruner_units_per_epoch"
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 PARAMETERS = "parameters"
 UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
@@ -216,6 +219,7 @@ def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
         "n_trials": spec.n_trials,
         "search_space": hashlib.sha256(space.encode()).hexdigest()[:12],
         "data": data,
+        PRUNER_UNIT: spec.pruner.units_per_epoch,
         PARAMETERS: parameters,
     }
 
@@ -234,9 +238,14 @@ def _differences(recorded: dict, fingerprint: dict) -> list[str]:
         key
         for key, value in fingerprint.items()
         if key != PARAMETERS
-        and recorded.get(key) != value
+        and _recorded(recorded, key) != value
         and not (key == "data" and None in (value, recorded.get(key)))
     ]
+
+
+def _recorded(recorded: dict, key: str) -> object:
+    """A fingerprint key as recorded; a study recorded before PRUNER_UNIT reported epochs."""
+    return recorded.get(key, 1 if key == PRUNER_UNIT else None)
 
 
 def _shown(key: str, recorded: dict, fingerprint: dict) -> str:
@@ -244,7 +253,7 @@ def _shown(key: str, recorded: dict, fingerprint: dict) -> str:
     study recorded them (a study created before it did has only the hash)."""
     if key == "search_space" and PARAMETERS in recorded:
         return f"search_space: {_space_changes(recorded[PARAMETERS], fingerprint[PARAMETERS])}"
-    return f"{key}: {recorded.get(key)!r} in the study, {fingerprint[key]!r} here"
+    return f"{key}: {_recorded(recorded, key)!r} in the study, {fingerprint[key]!r} here"
 
 
 def _space_changes(before: dict[str, dict], now: dict[str, dict]) -> str:
