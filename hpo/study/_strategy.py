@@ -10,7 +10,8 @@ its random startup is then a small share of the search, and TPE handles a condit
 
 The budget in full trials is ``n_trials``, or fewer where ``timeout`` over the trial cost that
 ``hpo validate --estimate`` measured (recorded in a small JSON under ``output_dir``) buys fewer.
-Without an estimate the decision comes from ``n_trials`` alone, and the plan says so.
+A timeout with no measured cost counts as few trials (see ``plan_search``); with neither, the
+decision comes from ``n_trials`` alone. The plan says which.
 """
 
 from __future__ import annotations
