@@ -25,6 +25,7 @@ from pathlib import Path
 
 import optuna
 
+from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study._portfolio import portfolio_points
 from hpo.study._sampler import PLAN_ATTR, StagedSampler
@@ -173,7 +174,8 @@ def record_trial_cost(spec: StudySpec, trial_seconds: float, workers: int) -> Pa
         "settings": _settings_hash(spec),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    with atomic_text(path) as stream:  # whole or not at all, never over an input or a database
+        stream.write(json.dumps(record, indent=1) + "\n")
     return path
 
 
