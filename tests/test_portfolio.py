@@ -161,6 +161,12 @@ def test_the_staged_sampler_samples_with_gp_then_hands_over_to_tpe():
     gp = optuna.samplers.GPSampler(seed=0, n_startup_trials=2, warn_independent_sampling=False)
     study = optuna.create_study(direction="maximize", sampler=StagedSampler(gp, tpe, gp_until=4))
     assert _ask_tell(study, spec, 6) == ["gp"] * 4 + ["tpe"] * 2
+    # GP modelled from its second complete trial: it shares what it proposed with other workers
+    # in these system attributes (Optuna's GPSampler, trials 2 and 3 only)
+    modelled = [
+        any(key.startswith("gp:relative_params") for key in t.system_attrs) for t in study.trials
+    ]
+    assert modelled == [False, False, True, True, False, False]
     # a pruned trial counts as finished, as for n_trials and TPE's startup
     pruned = optuna.create_study(direction="maximize", sampler=StagedSampler(gp, tpe, gp_until=1))
     trial = pruned.ask()
