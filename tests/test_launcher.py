@@ -958,3 +958,101 @@ def test_tune_with_an_encoder_that_cannot_load_stops_in_one_line(
     assert 5 <= len(failed) < 40, "stopped early, not after burning the whole budget"
     assert all(t.user_attrs.get("fail_reason") for t in failed), "every failure says why"
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+
+
+@pytest.fixture
+def own_role_database(postgres_url):
+    """A PostgreSQL role and a database of its own, dropped afterwards: privileges on the study's
+    tables can be revoked from that role without touching anyone else's study."""
+    import sqlalchemy as sa
+
+    base = sa.make_url(postgres_url)
+    name = f"hpo_rev_{os.getpid()}_{int(time.time())}"
+    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {name} LOGIN"))
+        conn.execute(sa.text(f"CREATE DATABASE {name} OWNER {name}"))
+    superuser = sa.create_engine(base.set(database=name), isolation_level="AUTOCOMMIT")
+
+    def as_superuser(statement: str) -> None:
+        with superuser.connect() as conn:
+            conn.execute(sa.text(statement.format(role=name)))
+
+    try:
+        yield base.set(username=name, database=name).render_as_string(False), as_superuser
+    finally:
+        superuser.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            conn.execute(sa.text(f"DROP ROLE IF EXISTS {name}"))
+        admin.dispose()
+
+
+@e2e
+def test_the_launcher_rides_out_a_revoked_privilege_and_says_what_to_grant(
+    own_role_database, study_name, assets
+):
+    """REVOKE the role's privileges on the study's tables mid-run, then GRANT them back: the
+    launcher's poll gets the same ProgrammingError (InsufficientPrivilege) its workers ride out;
+    it must ride it out too (it ended with a traceback, exit 1 and trials left RUNNING), say once
+    what to grant, and the study still ends at exactly n_trials."""
+    storage, as_superuser = own_role_database
+    proc = _start_tune(
+        study_name,
+        storage,
+        assets,
+        "n_trials=6",
+        "train.epochs=1",
+        "heartbeat.interval=1",
+        "heartbeat.grace_period=4",
+    )
+    workers = []
+    try:
+        _wait_for(
+            lambda: [t for t in read_trials(study_name, storage) if t.state.name in FINISHED],
+            180,
+            "a first finished trial",
+        )
+        workers = _children(proc.pid)
+        as_superuser("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
+        time.sleep(8)  # the launcher polls every 2 s; the workers' beats and asks fail meanwhile
+        as_superuser("GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        _kill_all([proc.pid, *workers])
+    assert proc.returncode == 0, output[-5000:]
+    assert "Traceback" not in output, output[output.find("Traceback") - 500 :][:4000]
+    # the launcher's own line (its workers' lines start with a time and the worker's name)
+    said = [line for line in output.splitlines() if line.startswith("the database refuses")]
+    assert len(said) == 1, output[-5000:]
+    assert "permission denied for table" in said[0] and "GRANT SELECT, INSERT, UPDATE" in said[0]
+    assert said[0].endswith("waiting for it, the workers retry on their own"), said[0]
+    trials = read_trials(study_name, storage)
+    assert len([t for t in trials if t.state.name in FINISHED]) == 6
+    assert not [t.number for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+@e2e
+def test_a_study_deleted_under_a_running_tune_ends_it_in_one_line(postgres_url, study_name, assets):
+    """`optuna delete-study` while trials run: the workers stop (exit 2) and the launcher says
+    so in one line and exits 1, instead of a KeyError traceback ('Record does not exist.')."""
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", "n_trials=4")
+    workers = []
+    try:
+        # both workers mid-trial: Optuna's delete_study ignores the IntegrityError of a trial
+        # inserted meanwhile, and then deletes nothing
+        _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        workers = _children(proc.pid)
+        optuna.delete_study(study_name=study_name, storage=postgres_url)
+        assert not read_trials(study_name, postgres_url), "deleted"
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        _kill_all([proc.pid, *workers])
+    assert proc.returncode == 1, output[-5000:]
+    assert "Traceback" not in output and "Record does not exist" not in output, output[-5000:]
+    last = output.strip().splitlines()[-1]
+    assert last == (
+        f"hpo: error: study {study_name!r} was deleted from its storage while it ran; its "
+        "workers have stopped (`hpo tune` again starts it anew)"
+    ), output[-3000:]
+    assert not any(map(_alive, workers))

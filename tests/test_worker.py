@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import optuna
@@ -90,12 +91,92 @@ def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
             poll_seconds=0.1,
         )
     message = str(caught.value)
-    assert (
-        "database unreachable for" in message
-        and "server closed the connection unexpectedly" in message
+    assert message.startswith("worker w: stopping after ") and (
+        "of waiting: database unreachable (server closed the connection unexpectedly)" in message
     )
+    # what is true of a study in a database that is only away: kept, resumed once it is back
+    assert "the trials it recorded stay in it" in message and "`hpo tune` resumes" in message
     assert "\n" not in message
     assert calls[-1] - calls[2] >= 2, "it kept retrying for the whole outage budget"
+
+
+@pytest.mark.postgres
+def test_a_database_dropped_for_good_is_called_gone_never_safe(
+    postgres_url, study_name, assets, monkeypatch
+):
+    """The study's database dropped mid-run: after its outage budget the worker says the study
+    is gone with it (issue #34 item 8: it said "the study is safe in it")."""
+    base = sa.make_url(postgres_url)
+    database = f"hpo_drop_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {database}"))
+    url = base.set(database=database).render_as_string(False)
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=50"), storage=url)
+
+    def objective(trial):
+        if trial.number == 2:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f"DROP DATABASE {database} WITH (FORCE)"))
+        return suggest(trial, spec)["learning_rate"]
+
+    monkeypatch.setattr(worker_module, "DATABASE_RETRY_SECONDS", (0.2, 0.5))
+    monkeypatch.setattr(worker_module, "DATABASE_OUTAGE_SECONDS", 2)
+    try:
+        with pytest.raises(worker_module.DatabaseUnreachable) as caught:
+            worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        admin.dispose()
+    message = str(caught.value)
+    assert "of waiting: the study's database is gone (" in message
+    assert f'database "{database}" does not exist' in message
+    assert "the study's trials with it unless it is restored from a backup" in message
+    assert "safe" not in message and "resume" not in message and "\n" not in message
+
+
+@pytest.mark.postgres
+def test_database_problems_are_named_with_what_is_true_and_what_to_do(postgres_url):
+    """Real PostgreSQL errors: a privilege missing says what to GRANT, a table or database that
+    does not exist says the study is gone, a refused connection says unreachable."""
+    from hpo.study import database_problem
+
+    base = sa.make_url(postgres_url)
+    role = f"hpo_noperm_{uuid.uuid4().hex[:8]}"
+    study = optuna.create_study(storage=postgres_url)
+
+    def error_of(statement: str, database: str | None = None, port: int | None = None):
+        engine = sa.create_engine(base.set(database=database or base.database, port=port))
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.text(statement))
+        except sa.exc.SQLAlchemyError as exc:
+            return exc
+        finally:
+            engine.dispose()
+        raise AssertionError(f"{statement} did not fail")
+
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} NOLOGIN"))
+    try:  # a role without the privilege: pg_authid is for superusers only
+        denied = database_problem(study, error_of(f"SET ROLE {role}; SELECT * FROM pg_authid"))
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP ROLE {role}"))
+        admin.dispose()
+    assert denied.kind == "refused" and "permission denied for table pg_authid" in str(denied)
+    # the storage URL's user, the one to grant to
+    grant = (
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {base.username}"
+    )
+    assert grant in str(denied)
+    no_table = database_problem(study, error_of("SELECT * FROM no_such_table_here"))
+    no_database = database_problem(study, error_of("SELECT 1", database="no_such_db_here"))
+    assert no_table.gone and no_database.gone and "restored from a backup" in str(no_database)
+    refused = database_problem(study, error_of("SELECT 1", port=1))
+    assert refused.kind == "unreachable" and str(refused).startswith("database unreachable (")
 
 
 @pytest.mark.slow

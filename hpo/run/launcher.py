@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
+from hpo.errors import find_cause
 from hpo.process import GO, interruptible, output_may_be_gone, start_child, stop_children
 from hpo.run.breaker import CircuitBreaker
 from hpo.spec import argv_overrides
@@ -31,10 +32,11 @@ from hpo.storage_url import ENV as STORAGE_ENV
 from hpo.storage_url import StorageUrl
 from hpo.study import (
     caused_by_database,
-    database_error_text,
+    database_problem,
     fail_trials_of_worker,
     recent_outcomes,
     state_counts,
+    study_exists,
 )
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
@@ -191,6 +193,7 @@ class Supervisor:
         self.relays: dict[str, threading.Thread] = {}
         self.deaths = 0
         self.stopped_because: str | None = None  # set when the circuit breaker stopped the study
+        self.resumable = True  # False once the study itself is gone: nothing to resume
         self._failed_seen = 0
         self.peaks: dict[str, float] = {}  # worker -> peak resident MiB, as last seen alive
         # a worker closed its output: look at once, not at the next poll
@@ -226,6 +229,15 @@ class Supervisor:
                 return 130
 
     def _supervise(self) -> int:
+        try:
+            return self._follow()
+        except StudyDeleted as gone:  # its workers stop on their own (exit 2); the rest are told
+            self.stopped_because, self.resumable = str(gone), False
+            self.progress.write(f"stopping: {gone}")
+            self.stop()
+            return 1
+
+    def _follow(self) -> int:
         while self.procs:
             self._exited.wait(self.poll_seconds)
             self._exited.clear()
@@ -314,6 +326,10 @@ class Supervisor:
                 self.progress.worker_died(name, how)
 
 
+class StudyDeleted(Exception):
+    """The study was deleted from its storage under a running tune: nothing left to run."""
+
+
 class StudyProgress:
     """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value.
 
@@ -327,7 +343,7 @@ class StudyProgress:
         self.bar = tqdm(total=n_trials, unit="trial", disable=not enabled, dynamic_ncols=True)
         self._lock = threading.Lock()
         self._counts = {"finished": 0, "running": 0, "pruned": 0, "failed": 0, "best": None}
-        self._outage = False
+        self._outage: str | None = None  # the kind of database problem being waited out
 
     def done(self) -> bool:
         return self._poll()["finished"] >= self.n_trials
@@ -343,8 +359,7 @@ class StudyProgress:
         try:
             return recent_outcomes(self.study, k)
         except Exception as exc:
-            if not caused_by_database(exc):
-                raise
+            self._ride_out(exc)
             return []
 
     def worker_died(self, worker: str, how: str) -> None:
@@ -357,8 +372,7 @@ class StudyProgress:
             ):
                 self.write(f"trial {number} failed with its worker and was re-queued")
         except Exception as exc:
-            if not caused_by_database(exc):
-                raise
+            self._ride_out(exc)
 
     def refresh(self) -> None:
         counts = self._poll()
@@ -376,19 +390,29 @@ class StudyProgress:
         try:
             self._counts = state_counts(self.study)
         except Exception as exc:
-            if not caused_by_database(exc):
-                raise
-            if not self._outage:
-                self._outage = True
-                self.write(
-                    f"database unreachable ({database_error_text(exc)}); waiting for it, "
-                    "the workers retry on their own"
-                )
+            self._ride_out(exc)
             return self._counts
         if self._outage:
-            self._outage = False
+            self._outage = None
             self.write("database reachable again")
         return self._counts
+
+    def _ride_out(self, exc: Exception) -> None:
+        """Return when ``exc`` is a database error the workers ride out too (any of them: a
+        restart, a revoked privilege, a dropped table), saying once per outage what is wrong;
+        raise ``StudyDeleted`` when the study was deleted under us, and anything else as is."""
+        if find_cause(exc, lambda seen: isinstance(seen, KeyError)) and not study_exists(
+            self.study
+        ):
+            raise StudyDeleted(
+                f"study {self.study.study_name!r} was deleted from its storage while it ran"
+            ) from None
+        if not caused_by_database(exc):
+            raise exc
+        problem = database_problem(self.study, exc)
+        if problem.kind != self._outage:  # a new outage, or a different one
+            self._outage = problem.kind
+            self.write(f"{problem}; waiting for it, the workers retry on their own")
 
     def write(self, line: str) -> None:
         with self._lock, output_may_be_gone():

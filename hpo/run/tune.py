@@ -80,6 +80,11 @@ def tune(
         code = supervisor.run(bar)
     finally:
         bar.close()
+    if supervisor.stopped_because and not supervisor.resumable:
+        raise RunStopped(
+            f"{supervisor.stopped_because}; its workers have stopped (`hpo tune` again starts it "
+            "anew)"
+        )
     if supervisor.stopped_because:
         raise RunStopped(
             f"stopped study {spec.name!r}: {supervisor.stopped_because}; fix that and run "

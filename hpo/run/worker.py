@@ -26,10 +26,12 @@ from hpo.run.objective import Objective
 from hpo.spec import StudySpec
 from hpo.study import (
     SURPLUS,
+    DatabaseProblem,
     beating,
     caused_by_database,
     claim,
     database_error_text,
+    database_problem,
     fail_running,
     fail_stale,
     fail_trials_of_worker,
@@ -146,19 +148,11 @@ def run_worker(
                         lost
                         or f"database unreachable during the trial ({database_error_text(exc)})"
                     )
+                    problem = database_problem(study, exc)
                     if outage >= DATABASE_OUTAGE_SECONDS:
-                        raise DatabaseUnreachable(
-                            f"worker {worker}: database unreachable for {outage:.0f}s "
-                            f"({database_error_text(exc)}); the study is safe in it: start workers "
-                            "again once it is back"
-                        ) from None
+                        raise DatabaseUnreachable(gave_up(worker, problem, outage)) from None
                     delay = DATABASE_RETRY_SECONDS[min(retries, len(DATABASE_RETRY_SECONDS) - 1)]
-                    log.warning(
-                        "worker %s: database unreachable (%s); retrying in %ss",
-                        worker,
-                        database_error_text(exc),
-                        delay,
-                    )
+                    log.warning("worker %s: %s; retrying in %ss", worker, problem, delay)
                     time.sleep(delay)
                     outage, retries = outage + delay, retries + 1
                     continue
@@ -179,6 +173,19 @@ def run_worker(
             else:
                 log.warning("worker %s interrupted", worker)
             raise
+
+
+def gave_up(worker: str, problem: DatabaseProblem, seconds: float) -> str:
+    """Why a worker stops after waiting ``seconds`` for the database, and what is true of the
+    study then: gone with a dropped database; otherwise kept as last written, with its trials
+    left RUNNING failed and re-queued by the next worker on it."""
+    said = f"worker {worker}: stopping after {seconds:.0f}s of waiting: {problem}"
+    if problem.gone:
+        return said
+    return (
+        f"{said}; the trials it recorded stay in it, and once it answers again `hpo tune` resumes "
+        "the study (the trials this outage left RUNNING are failed as stale and re-queued)"
+    )
 
 
 def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> None:

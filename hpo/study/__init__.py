@@ -20,6 +20,7 @@ from hpo.study._census import (
     trials_per_hour,
 )
 from hpo.study._dashboard import serve_dashboard
+from hpo.study._db_problem import DatabaseProblem, database_problem
 from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
 from hpo.study._lock import StudyLock, study_lock
 from hpo.study._open import (
@@ -92,6 +93,8 @@ __all__ = [
     "artifact_store",
     "beating",
     "caused_by_database",
+    "DatabaseProblem",
+    "database_problem",
     "check_spec",
     "check_storage",
     "claim",

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
+from hpo.study._db_errors import as_storage_error
 from hpo.study._optuna_private import TrialModel, study_id, study_storage
 from hpo.study._storage import rdb_backend
 from hpo.study._trials import set_user_attrs, user_attrs_transaction
@@ -33,7 +34,9 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
     backend = rdb_backend(study_storage(study))
     if backend is None:  # the gRPC proxy: no SQL, so count what it returns
         return _tally(study, before)
-    with backend.engine.connect() as connection:
+    # a revoked privilege here ended `hpo tune` with a traceback (``claim`` runs in Optuna's
+    # session, which does the same)
+    with as_storage_error("the trial census"), backend.engine.connect() as connection:
         return _tally(study, before, connection)
 
 

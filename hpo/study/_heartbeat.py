@@ -27,6 +27,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.dialects import postgresql, sqlite
 
+from hpo.study._db_errors import as_storage_error
 from hpo.study._optuna_private import (
     AnswersStaleTrialQuestion,
     TrialHeartbeatModel,
@@ -71,8 +72,9 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
         try:
             with self.engine.begin() as connection:
                 connection.execute(beat)
-        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.IntegrityError) as exc:
-            # IntegrityError: the study was deleted meanwhile
+        except sa.exc.SQLAlchemyError as exc:
+            # any database error, a revoked privilege too (it killed this thread with a
+            # traceback); IntegrityError: the study was deleted meanwhile
             log.warning(
                 "heartbeat for trial id %d missed: %s",
                 trial_id,
@@ -153,11 +155,12 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
     if not isinstance(backend, OneStatementHeartbeat) or backend.heartbeat_interval is None:
         return []
     grace = _grace_seconds(backend)
-    failed = [
-        storage.get_trial(stale)
-        for stale in backend.stale_trial_ids(study_id(study))
-        if _fail_with_reason(backend, stale, stale_reason(grace))
-    ]
+    with as_storage_error("the stale-trial sweep"):  # waited out like Optuna's own errors
+        failed = [
+            storage.get_trial(stale)
+            for stale in backend.stale_trial_ids(study_id(study))
+            if _fail_with_reason(backend, stale, stale_reason(grace))
+        ]
     retry = backend.get_heartbeat_stale_trial_callback()
     for trial in failed:
         if retry is not None:
