@@ -138,15 +138,30 @@ def _atomic(path: Path, mode: str, rules: dict) -> Iterator:
     real = Path(os.path.realpath(path))  # through a symlink: the link stays, its target is replaced
     fd, staging = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
+        os.fchmod(fd, default_file_mode())  # mkstemp's 0600 would make the result private
         with os.fdopen(fd, mode, **text) as stream:
             yield stream
         os.replace(staging, real)
     except BaseException:
         Path(staging).unlink(missing_ok=True)
         raise
+
+
+def default_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0666 less the umask."""
+    umask = os.umask(0)  # the only way to read it portably; set back at once
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def share_files(folder: str | Path) -> None:
+    """Every file under ``folder`` gets ``default_file_mode()``, as text outputs do: safetensors'
+    ``save_file`` (and so ``save_pretrained``) writes weights 0600 whatever the umask, and
+    others sharing an output_dir could not load the model."""
+    mode = default_file_mode()
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(mode)
 
 
 class OutsideOutputDir(UsageError):

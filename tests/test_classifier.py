@@ -1,9 +1,13 @@
 """Criteria and evidence classifiers on both architectures: train a step, right logits,
-DataParallel, and a safetensors round trip."""
+DataParallel, a safetensors round trip, and classifier.json sealed to the weights beside it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import os
+import shutil
 
 import pytest
 import torch
@@ -17,7 +21,19 @@ from hpo.models.classifier import (
     load_classifier,
     save_classifier,
 )
+from hpo.models.classifier_file import (
+    FILE_NAME,
+    FULL_HASH_BYTES,
+    SAMPLE_BYTES,
+    SAMPLES,
+    ModelFolderChanged,
+    file_digest,
+    read_classifier_file,
+    read_inference,
+    rewrite_inference,
+)
 from hpo.models.device import safe_to_device
+from hpo.models.inference import InferenceSettings
 from hpo.models.loading import find_meta_tensors
 from hpo.models.tokenizer import load_tokenizer
 
@@ -100,3 +116,106 @@ def test_save_load_round_trip_gives_identical_logits(tiny_encoder, tmp_path):
 def test_head_config_rejects_bad_values(bad):
     with pytest.raises(ValueError):
         HeadConfig(**bad)
+
+
+SYMPTOMS = ("DEPRESSED_MOOD", "ANHEDONIA", "FATIGUE")
+
+
+@pytest.fixture
+def saved(tiny_roberta, tmp_path):
+    """A multilabel criteria classifier saved with its inference settings."""
+    model = build_classifier("criteria", tiny_roberta, HeadConfig(num_labels=len(SYMPTOMS)))
+    settings = InferenceSettings(
+        formulation="multilabel",
+        labels=SYMPTOMS,
+        max_length=64,
+        long_text="chunks",
+        thresholds=dict.fromkeys(SYMPTOMS, 0.5),
+    )
+    return save_classifier(model, tmp_path / "model", load_tokenizer(tiny_roberta), settings)
+
+
+def _edit(folder, change) -> None:
+    meta = json.loads((folder / FILE_NAME).read_text())
+    change(meta)
+    (folder / FILE_NAME).write_text(json.dumps(meta, indent=2))
+
+
+VALID_EDITS = {  # each keeps classifier.json valid and changes what the model predicts
+    "two labels swapped": lambda m: m["inference"].update(
+        labels=["ANHEDONIA", "DEPRESSED_MOOD", "FATIGUE"]
+    ),
+    "another long_text": lambda m: m["inference"].update(long_text="truncate"),
+    "a threshold moved": lambda m: m["inference"]["thresholds"].update(FATIGUE=0.9),
+    "another max_length": lambda m: m["inference"].update(max_length=32),
+}
+
+
+@pytest.mark.parametrize("case", VALID_EDITS)
+def test_a_valid_looking_edit_of_the_settings_is_refused_on_every_load(saved, case):
+    _edit(saved, VALID_EDITS[case])
+    read_classifier_file(json.loads((saved / FILE_NAME).read_text()))  # still valid on its own
+    for load in (load_classifier, read_inference):  # weights (predict, explain, holdout); settings
+        with pytest.raises(ModelFolderChanged, match="classifier.json was edited after hpo saved"):
+            load(saved)
+
+
+def test_settings_moved_onto_other_weights_are_refused(saved, tiny_roberta, tmp_path):
+    other = build_classifier("criteria", tiny_roberta, HeadConfig(num_labels=len(SYMPTOMS)))
+    save_classifier(other, tmp_path / "other", load_tokenizer(tiny_roberta), read_inference(saved))
+    shutil.copy(saved / FILE_NAME, tmp_path / "other" / FILE_NAME)
+    with pytest.raises(ModelFolderChanged, match="head.safetensors is not the file saved with"):
+        load_classifier(tmp_path / "other")
+
+
+def test_the_seal_survives_a_copy_and_a_rewrite_by_hpo(saved, tmp_path):
+    copy = shutil.copytree(saved, tmp_path / "elsewhere" / "model")
+    moved = dataclasses.replace(read_inference(copy), thresholds=dict.fromkeys(SYMPTOMS, 0.3))
+    rewrite_inference(copy, moved)  # finalize's refit: new thresholds, sealed again
+    assert read_inference(copy) == moved
+    load_classifier(copy)
+
+
+def test_a_model_saved_before_seals_loads_with_one_warning(saved, caplog):
+    _edit(saved, lambda m: m.pop("integrity"))
+    with caplog.at_level(logging.WARNING):
+        load_classifier(saved)
+        read_inference(saved)
+    warned = [r.getMessage() for r in caplog.records if "records no digest" in r.getMessage()]
+    assert len(warned) == 1 and str(saved / FILE_NAME) in warned[0], caplog.text
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_weight_files_get_the_mode_text_outputs_get(tiny_roberta, tmp_path, umask):
+    """safetensors writes 0600 whatever the umask: others sharing output_dir could not load."""
+    model = build_classifier("evidence", tiny_roberta)
+    old = os.umask(umask)
+    try:
+        save_classifier(model, tmp_path / "model", load_tokenizer(tiny_roberta))
+    finally:
+        os.umask(old)
+    modes = {
+        p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777)
+        for p in (tmp_path / "model").rglob("*")
+        if p.is_file()
+    }
+    assert "model/head.safetensors" in modes and "model/encoder/model.safetensors" in modes
+    assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
+
+
+def test_a_large_weight_file_is_sampled_header_and_body_alike(tmp_path):
+    """Above FULL_HASH_BYTES only the header and SAMPLES slices spread over the file are read:
+    a change in either changes the digest (one between slices would not: no two trainings
+    differ there alone)."""
+    path = tmp_path / "model.safetensors"
+    header = b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    body = bytearray(len(header).to_bytes(8, "little") + header)
+    body += bytes(FULL_HASH_BYTES + (1 << 20))
+    path.write_bytes(body)
+    first = file_digest(path)
+    middle = 8 * (len(body) - SAMPLE_BYTES) // (SAMPLES - 1) + 10  # inside the 9th slice
+    for offset in (12, middle, len(body) - 1):  # the header, a middle slice, the end
+        changed = bytearray(body)
+        changed[offset] ^= 1
+        path.write_bytes(changed)
+        assert file_digest(path) != first, offset

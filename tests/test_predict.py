@@ -327,10 +327,16 @@ BAD_INPUTS = {
         b'{"post_id": "\\udfff", "text": "ok"}\n',
         "line 1: post_id holds '\\udfff'",
     ),
+    "post_id of 5,000 digits": (
+        "posts.jsonl",
+        b'{"post_id": ' + b"7" * 5000 + b', "text": "ok"}\n',
+        "line 1: a number too long to read",
+    ),
 }
 
 
 def assert_refused(capsys, argv: list[str], out: Path, *expected: str) -> None:
+    capsys.readouterr()  # what a fixture printed training its model
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -372,13 +378,16 @@ def broken_models(model_dir: Path, tmp_path: Path) -> dict[str, tuple[Path, str]
     (garbled / "classifier.json").write_text("{not json")
     bad_head = copy("bad-head")
     (bad_head / "head.safetensors").write_bytes(b"\x00" * 16)
+    a_file = tmp_path / "model.safetensors"
+    a_file.write_bytes(b"\x00" * 16)
     return {
         "missing folder": (tmp_path / "nowhere", "no such folder"),
+        "a file": (a_file, "a file, not a folder; pass a model folder"),
         "no classifier.json": (no_meta, "no classifier.json"),
         "no head": (no_head, "missing head.safetensors"),
         "no inference settings": (old, "not a valid classifier.json: inference.formulation"),
         "garbled classifier.json": (garbled, "cannot read classifier.json"),
-        "garbled weights": (bad_head, "cannot load the saved model"),
+        "garbled weights": (bad_head, "head.safetensors is not the file saved with"),
     }
 
 
@@ -435,6 +444,35 @@ def test_an_unwritable_out_or_a_missing_gpu_is_one_line_exit_2(trained, tmp_path
             out,
             "no usable GPU",
         )
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "xla", "cuda:x"])
+def test_a_device_that_cannot_run_here_is_one_line_exit_2(trained, tmp_path, capsys, device):
+    _, model_dir = trained("multilabel")
+    out = tmp_path / "predictions.csv"
+    argv = ["predict", str(model_dir), "--input", str(write_posts(tmp_path / "posts.csv"))]
+    assert_refused(capsys, [*argv, "--out", str(out), "--device", device], out, "unknown device")
+
+
+def test_an_input_that_is_not_a_file_says_what_it_is(trained, tmp_path, capsys):
+    _, model_dir = trained("multilabel")
+    folder = tmp_path / "posts.csv"
+    folder.mkdir()
+    fifo = tmp_path / "posts.jsonl"
+    os.mkfifo(fifo)
+    out = tmp_path / "predictions.csv"
+    for path, what in (
+        (folder, "is a folder, not a file"),
+        (fifo, "is a FIFO (a named pipe), not a file"),
+    ):
+        argv = ["predict", str(model_dir), "--input", str(path), "--out", str(out)]
+        assert_refused(capsys, argv, out, f"{path}: {what}; pass --input a .csv or .jsonl file")
+
+
+def test_html_beside_a_model_folder_says_html_needs_the_pair(tmp_path, capsys):
+    out = tmp_path / "out.csv"
+    argv = ["predict", str(tmp_path), "--html", str(tmp_path / "r.html"), "--input", "x.csv"]
+    assert_refused(capsys, [*argv, "--out", str(out)], out, "--html needs the joined prediction")
 
 
 def test_a_criteria_model_refuses_evidence_calls(trained):
@@ -585,7 +623,7 @@ EDITS = {  # (model, edit, what the one line names)
     "max_length past the encoder": (
         "multilabel",
         lambda m: m["inference"].update(max_length=100000),
-        "inference.max_length 100000 is more than the encoder reads (512",
+        "classifier.json was edited after hpo saved it",  # valid on its own: the seal
     ),
     "evidence relabelled criteria": (
         "evidence",
@@ -601,7 +639,7 @@ EDITS = {  # (model, edit, what the one line names)
     "labels and head cut to 3": (
         "multilabel",
         lambda m: cut_labels(m, heads_too=True),
-        "head.safetensors does not fit",
+        "classifier.json was edited after hpo saved it",  # valid on its own: the seal
     ),
     "a threshold missing": (
         "multilabel",
@@ -622,6 +660,22 @@ EDITS = {  # (model, edit, what the one line names)
         "pairs",
         lambda m: m["inference"].update(long_text="squash"),
         "not a valid classifier.json: inference.long_text",
+    ),
+    # valid on their own: the seal ties them to the weights (issue #34, item 4)
+    "two labels swapped": (
+        "multilabel",
+        lambda m: m["inference"]["labels"].insert(0, m["inference"]["labels"].pop(1)),
+        "classifier.json was edited after hpo saved it",
+    ),
+    "another long_text": (
+        "pairs",
+        lambda m: m["inference"].update(long_text="head_tail"),
+        "classifier.json was edited after hpo saved it",
+    ),
+    "a threshold moved": (
+        "evidence",
+        lambda m: m["inference"]["thresholds"].update(ANHEDONIA=0.9),
+        "classifier.json was edited after hpo saved it",
     ),
 }
 
@@ -700,7 +754,7 @@ def test_an_ensemble_folder_predicts_the_mean_of_its_members_through_the_cli(
 def test_an_ensemble_of_models_that_predict_different_things_is_refused(
     two_seeds, trained, tmp_path, capsys
 ):
-    _, first, _ = two_seeds
+    _, first, second = two_seeds
     _, pairs = trained("pairs")
     with pytest.raises(InvalidClassifierFile, match="formulation differs"):
         write_ensemble(
@@ -708,24 +762,56 @@ def test_an_ensemble_of_models_that_predict_different_things_is_refused(
         )
     assert not (tmp_path / "mixed").exists(), "nothing half-written"
 
+    with pytest.raises(InvalidClassifierFile, match="a and b are the same model"):
+        write_ensemble(
+            tmp_path / "twice", {"a": first, "b": first}, dict.fromkeys(SYMPTOMS, 0.5), None
+        )
+    assert not (tmp_path / "twice").exists(), "nothing half-written"
+
     good = tmp_path / "good"
-    write_ensemble(good, {"a": first, "b": first}, dict.fromkeys(SYMPTOMS, 0.5), None)
+    write_ensemble(good, {"a": first, "b": second}, dict.fromkeys(SYMPTOMS, 0.5), None)
     input_path = write_posts(tmp_path / "posts.csv")
     out = tmp_path / "predictions.csv"
-    cases = {
-        "escaping member": (lambda body: body | {"members": ["a", "../a"]}, "not a folder name"),
-        "missing member": (lambda body: body | {"members": ["a", "c"]}, "members/c holds no"),
-        "one member": (lambda body: body | {"members": ["a"]}, "members"),
-        "unknown key": (lambda body: body | {"extra": 1}, "extra"),
+    invalid = "not a valid ensemble.json"
+
+    def relink(folder: Path) -> None:  # members/b: a link to the same model outside
+        shutil.rmtree(folder / "members" / "b")
+        (folder / "members" / "b").symlink_to(second)
+
+    def copy_a(folder: Path) -> None:  # members/b: a copy of members/a
+        shutil.rmtree(folder / "members" / "b")
+        shutil.copytree(folder / "members" / "a", folder / "members" / "b")
+
+    def threshold(body: dict) -> dict:
+        body["inference"]["thresholds"][SYMPTOMS[0]] = 0.9
+        return body
+
+    cases = {  # body edit, folder edit, what the one line names
+        "escaping member": (lambda b: b | {"members": ["a", "../a"]}, None, invalid, "folder name"),
+        "missing member": (lambda b: b | {"members": ["a", "c"]}, None, invalid, "members/c holds"),
+        "one member": (lambda b: b | {"members": ["a"]}, None, invalid, "members"),
+        "unknown key": (lambda b: b | {"extra": 1}, None, invalid, "extra"),
+        # issue #34, item 4
+        "a member twice": (
+            lambda b: b | {"members": ["a", "a"]},
+            None,
+            invalid,
+            "listed twice",
+        ),
+        "a member linked out": (None, relink, invalid, "members/b is a link (to "),
+        "a member copied": (None, copy_a, invalid, "a and b are the same model"),
+        "a threshold moved": (threshold, None, "ensemble.json (or a member's", "edited after"),
     }
-    for case, (edit, message) in cases.items():
-        broken = Path(shutil.copytree(good, tmp_path / case.replace(" ", "-")))
-        body = json.loads((broken / ENSEMBLE_FILE).read_text())
-        (broken / ENSEMBLE_FILE).write_text(json.dumps(edit(body)))
+    for case, (edit, change, *message) in cases.items():
+        broken = Path(shutil.copytree(good, tmp_path / case.replace(" ", "-"), symlinks=True))
+        if edit is not None:
+            body = json.loads((broken / ENSEMBLE_FILE).read_text())
+            (broken / ENSEMBLE_FILE).write_text(json.dumps(edit(body)))
+        if change is not None:
+            change(broken)
         assert_refused(
             capsys,
             ["predict", str(broken), "--input", str(input_path), "--out", str(out)],
             out,
-            "not a valid ensemble.json",
-            message,
+            *message,
         )

@@ -98,6 +98,11 @@ def run(args) -> int:
 def _run_pair(args) -> int:
     from hpo.errors import UsageError
 
+    if args.model_dir and not (args.criteria or args.evidence):  # --html alone
+        raise UsageError(
+            "--html needs the joined prediction: pass --criteria and --evidence model folders "
+            f"instead of {args.model_dir}, or drop --html for {args.model_dir}'s CSV"
+        )
     if args.model_dir:
         raise UsageError(
             f"give either a model folder ({args.model_dir}) or --criteria and --evidence, not both"

@@ -8,6 +8,7 @@ one-line ``DataError`` naming the file, the line and the fix, raised before any 
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 from hpo.data.redsm5 import POST_COLUMNS, Post, parse_posts, posts_from_rows
@@ -21,6 +22,10 @@ def load_posts(path: str | Path) -> list[Post]:
     ``text``."""
     path = Path(path)
     suffix = path.suffix.lower()
+    if path.exists() and not path.is_file():  # a folder, a FIFO, a device: say which
+        raise DataError(
+            f"{path}: is {_kind(path)}, not a file; pass --input a .csv or .jsonl file of posts"
+        )
     if suffix not in INPUT_FORMATS:
         raise DataError(
             f"{path}: unknown input format {suffix or '(no extension)'!r}; give a .csv or .jsonl "
@@ -53,6 +58,11 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
             raise DataError(
                 f"{path}: line {line}: not valid JSON ({exc.msg}); write one object per line"
             ) from exc
+        except ValueError:  # a number past Python's 4,300-digit limit for reading integers
+            raise DataError(
+                f"{path}: line {line}: a number too long to read (over 4,300 digits); "
+                "write post_id as a JSON string"
+            ) from None
         if not isinstance(record, dict):
             raise DataError(
                 f"{path}: line {line}: expected a JSON object with {', '.join(POST_COLUMNS)}, "
@@ -88,6 +98,15 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
             f"{', '.join(POST_COLUMNS)} per line"
         )
     return rows
+
+
+def _kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (a named pipe)"
+    return "a device or socket"
 
 
 def _lone_surrogate(text: str) -> str | None:

@@ -17,11 +17,13 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from hpo.models.adapters import add_lora, is_lora, load_lora
+from hpo.models.classifier_file import FILE_NAME, HEAD, check_integrity, write_classifier_file
 from hpo.models.device import safe_to_device, unwrap_model
 from hpo.models.inference import InferenceSettings
 from hpo.models.loading import load_pretrained, model_construction
 from hpo.models.settings import ACTIVATIONS, HeadConfig, LoraSettings
 from hpo.models.tokenizer import load_tokenizer
+from hpo.outputs import share_files
 
 _CHECKPOINT_FORMAT = 1
 
@@ -143,23 +145,25 @@ def save_classifier(
         tokenizer.save_pretrained(out / "tokenizer")
     save_file(
         {k: v.detach().cpu().contiguous() for k, v in real.head.state_dict().items()},
-        out / "head.safetensors",
+        out / HEAD,
     )
-    (out / "classifier.json").write_text(json.dumps(meta, indent=2) + "\n")
+    share_files(out)
+    write_classifier_file(out, meta)  # last: sealed to the weights now on disk
     return out
 
 
 def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
     """The classifier and tokenizer saved by ``save_classifier``, through the meta-safe loader."""
     path = Path(path)
-    meta = json.loads((path / "classifier.json").read_text())
+    meta = json.loads((path / FILE_NAME).read_text())
+    check_integrity(path, meta)  # before a weight is read: the settings must be the weights' own
     if "base_encoder" in meta:
         encoder = load_lora(load_pretrained(meta["base_encoder"]), path / "adapter")
     else:
         encoder = load_pretrained(path / "encoder")
     model = CLASSIFIERS[meta["task"]](encoder, HeadConfig(**meta["head"]))
     try:
-        model.head.load_state_dict(load_file(path / "head.safetensors"), strict=True)
+        model.head.load_state_dict(load_file(path / HEAD), strict=True)
     except (
         RuntimeError
     ) as exc:  # torch lists every mismatch over many lines; the first names the problem
@@ -179,7 +183,7 @@ def load_classifier_on(path: str | Path, device) -> tuple[EncoderClassifier, obj
     from the weights the folder names (its ``encoder/``, or a LoRA model's base encoder)."""
     path = Path(path)
     model, tokenizer = load_classifier(path)
-    meta = json.loads((path / "classifier.json").read_text())
+    meta = json.loads((path / FILE_NAME).read_text())
     return safe_to_device(
         model, device, checkpoint=meta.get("base_encoder") or path / "encoder"
     ), tokenizer

@@ -19,7 +19,11 @@ from hpo.data.sentences import split_sentences
 from hpo.data.tokenize import tokenize_pairs
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
-from hpo.models.classifier_file import InvalidClassifierFile, read_classifier_file
+from hpo.models.classifier_file import (
+    InvalidClassifierFile,
+    check_integrity,
+    read_classifier_file,
+)
 from hpo.models.device import forward_keys
 from hpo.models.ensemble_file import ENSEMBLE_FILE, is_ensemble, read_ensemble
 from hpo.models.hardware import resolve_device
@@ -283,11 +287,13 @@ def _read_model(path: Path) -> tuple[list[Path] | None, InferenceSettings]:
     its training used."""
     ensemble = is_ensemble(path)
     try:
-        members, settings = (
-            read_ensemble(path)
-            if ensemble
-            else (None, read_classifier_file(_read_meta(path)).inference)
-        )
+        if ensemble:
+            members, settings = read_ensemble(path)
+        else:
+            meta = _read_meta(path)
+            members, settings = None, read_classifier_file(meta).inference
+            # once the file is valid, is it as saved? (loading checks the weights too)
+            check_integrity(path, meta, weights=False)
     except InvalidClassifierFile as exc:
         raise NotAModel(
             f"{path}: not a valid {ENSEMBLE_FILE if ensemble else 'classifier.json'}: {exc}; save "
@@ -318,9 +324,9 @@ def _read_meta(path: Path) -> dict:
     """classifier.json, once the folder is known to hold every part of a saved classifier:
     naming what is missing beats a long traceback from deep inside transformers."""
     if not path.is_dir():
+        what = "a file, not a folder" if path.exists() else "no such folder"
         raise NotAModel(
-            f"{path}: no such folder; "
-            "pass a model folder (a trial's checkpoint/ or finalize's model)"
+            f"{path}: {what}; pass a model folder (a trial's checkpoint/ or finalize's model)"
         )
     if not (path / "classifier.json").is_file():
         raise NotAModel(
@@ -352,7 +358,9 @@ def _device(name: str) -> torch.device:
     try:
         device = resolve_device(name)
     except RuntimeError:
-        raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):  # meta, mps, xla...: not here
+        raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(
             f"device {name!r} asked for, but this machine has no usable GPU; "
