@@ -6,8 +6,9 @@ symptom evidence phrased in the symptom's own words), against the real job's 0.5
     python -m bench.calibration --posts 500 --max-length 128 --epochs 2 --clarity 0.3 0.5 0.7
 
 The recipe is bench/search_budget.py's (a) (lr 1e-4, batch 16, balanced weighting, head_tail,
-4 epochs, threshold fixed at 0.5, criteria multilabel, float32), trained in this process on the
-real split fractions (0.8 / 0.1 / 0.1 by post); each run draws the data and the training with
+4 epochs, threshold fixed at 0.5, criteria multilabel), trained in this process on the
+real split fractions (0.8 / 0.1 / 0.1 by post), at the spec's default mixed_precision (auto: bf16
+on a CPU with native bf16 units); each run draws the data and the training with
 a new seed. A smaller proxy (fewer posts, max_length 128, 2 epochs) shows how the knob moves
 the score in minutes; the full size confirms it with the exact recipe.
 """
@@ -15,10 +16,11 @@ the score in minutes; the full size confirms it with the exact recipe.
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 
 from bench.common import RUNS, encoder_path
-from bench.results import write_results
+from bench.results import load_all, write_results
 from bench.search_budget import RECIPE
 from hpo.fixtures import write_sample
 from hpo.fixtures.realistic import CLARITY, REAL_POSTS
@@ -27,7 +29,13 @@ REAL_RANGE = (0.55, 0.70)  # the real job's validation post macro-F1 (NOTES.md, 
 
 
 def calibration_run(
-    encoder: str, clarity: float, posts: int, max_length: int, epochs: int, seed: int
+    encoder: str,
+    clarity: float,
+    posts: int,
+    max_length: int,
+    epochs: int,
+    seed: int,
+    precision: str = "auto",
 ) -> dict:
     """One standard-recipe training on a fresh sample; its validation post macro-F1."""
     from hpo.train.config import TrainConfig
@@ -42,7 +50,7 @@ def calibration_run(
         data_dir=str(data),
         criteria_formulation="multilabel",
         max_length=max_length,
-        mixed_precision="no",
+        mixed_precision=precision,
         threshold="fixed",
         objective_metric="post_macro_f1",
         split_fractions=(0.8, 0.1, 0.1),
@@ -70,28 +78,52 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=RECIPE["epochs"])
     parser.add_argument("--clarity", type=float, nargs="*", default=[CLARITY])
     parser.add_argument("--runs", type=int, default=5, help="seeds per clarity")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=("auto", "bf16", "no"),
+        help="mixed_precision as a spec sets it (auto, the default: bf16 where the CPU has "
+        "native bf16 units, float32 elsewhere)",
+    )
     parser.add_argument("--name", default="calibration", help="results file name")
     args = parser.parse_args()
     encoder, encoder_name = encoder_path()
-    runs: dict[str, list[dict]] = {}
     for seed in range(args.runs):  # seeds outermost: a cut-short run still covers every case
         for clarity in args.clarity:
-            run = calibration_run(encoder, clarity, args.posts, args.max_length, args.epochs, seed)
-            runs.setdefault(f"clarity {clarity}", []).append(run)
+            run = calibration_run(
+                encoder, clarity, args.posts, args.max_length, args.epochs, seed, args.precision
+            )
             print(f"[calibration] clarity {clarity} seed {seed}: {run}", flush=True)
+            # written after every run, with the file's earlier runs of the same workload: a
+            # run cut short, or several processes sharing the cases, lose nothing finished
+            _record(args, encoder_name, f"clarity {clarity}", run)
+
+
+def _record(args, encoder_name: str, case: str, run: dict) -> None:
     full = (args.posts, args.max_length, args.epochs) == (REAL_POSTS, 256, RECIPE["epochs"])
+    workload = {
+        "encoder": encoder_name,
+        "data": f"{args.posts} generated realistic posts per run (seed = run), split "
+        "0.8/0.1/0.1 by post",
+        "recipe": {
+            **RECIPE,
+            "epochs": args.epochs,
+            "max_length": args.max_length,
+            "mixed_precision": args.precision,
+        },
+        "size": "the issue's full size and exact recipe"
+        if full
+        else "a smaller, faster proxy (fewer posts, shorter texts or fewer epochs)",
+        "real_range": list(REAL_RANGE),
+    }
+    earlier = load_all().get(args.name)
+    same = earlier and {k: earlier["workload"].get(k) for k in workload} == workload
+    runs = copy.deepcopy(earlier["runs"]) if same else {}
+    runs.setdefault(case, []).append(run)
+    fewest = min(len(case_runs) for case_runs in runs.values())
     write_results(
         args.name,
-        {
-            "encoder": encoder_name,
-            "data": f"{args.posts} generated realistic posts per run (seed = run), split "
-            "0.8/0.1/0.1 by post",
-            "recipe": {**RECIPE, "epochs": args.epochs, "max_length": args.max_length},
-            "size": "the issue's full size and exact recipe"
-            if full
-            else "a smaller, faster proxy (fewer posts, shorter texts or fewer epochs)",
-            "real_range": list(REAL_RANGE),
-        },
+        workload,
         runs,
         "validation_post_macro_f1",
         definition="validation post macro-F1 of the standard recipe on generated realistic "
@@ -99,24 +131,15 @@ def main() -> None:
         f"real job reaches {REAL_RANGE[0]}-{REAL_RANGE[1]}",
         also=("wall_s",),
         fewer_runs=None
-        if args.runs >= 5
+        if fewest >= 5
         else {
-            "at_least": args.runs,
-            "why": "one full-size run of the recipe is 15-30 minutes of a quiet 2-core machine "
-            "(longer on a shared one); the proxy's runs show the spread",
+            "at_least": fewest,
+            "why": "one run of the recipe at the real size is 15-30 minutes of a quiet 2-core "
+            "machine and hours on a loaded one; runs are recorded as they finish",
         },
-        command="python -m bench.calibration "
-        + " ".join(
-            f"--{k.replace('_', '-')} {v}"
-            for k, v in (
-                ("posts", args.posts),
-                ("max_length", args.max_length),
-                ("epochs", args.epochs),
-                ("runs", args.runs),
-            )
-        )
-        + " --clarity "
-        + " ".join(map(str, args.clarity))
+        command=f"python -m bench.calibration --posts {args.posts} --max-length "
+        f"{args.max_length} --epochs {args.epochs} --precision {args.precision} --clarity "
+        + " ".join(sorted(c.split()[1] for c in runs))
         + (f" --name {args.name}" if args.name != "calibration" else ""),
     )
 

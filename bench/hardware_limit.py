@@ -12,11 +12,12 @@ token), L layers, H hidden size (12 = QK^T and AV, 2 * t^2 * H each, forward, ti
 backward). t counts each sequence's real tokens, not padding: padding is work the hardware
 does that the model does not need, so it shows up as a lower ratio.
 
-Peak: the best of several ``torch.matmul`` of two 4096 x 4096 matrices (2 * 4096^3 FLOPs) at
+Peak: the best of MATMUL_REPEATS ``torch.matmul`` of two square matrices (2 * n^3 FLOPs) at
 ``torch.get_num_threads()``, in float32, and in bf16 where the CPU has native bf16 units
-(avx512_bf16 / AMX). A run times TIMED_STEPS optimizer steps of the real recipe on realistic
-posts at the real set's size, after one warm-up step; utilisation = model FLOPs / step seconds
-/ peak of the same precision.
+(avx512_bf16 / AMX). One set-up per precision, one warm-up step; then each run times
+TIMED_STEPS optimizer steps of the real recipe on realistic posts at the real set's size and
+measures the peak right after; utilisation = model FLOPs / step seconds / peak of the same
+precision.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from bench.search_budget import RECIPE
 from hpo.fixtures import write_sample
 from hpo.fixtures.realistic import REAL_POSTS
 
-MATMUL_N, MATMUL_REPEATS = 4096, 5
-TIMED_STEPS = 4
+MATMUL_N, MATMUL_REPEATS = 2048, 10  # ~17 GFLOP each: past cache effects, short under load
+TIMED_STEPS = 2
 
 
 def peak_flops(dtype: torch.dtype) -> float:
@@ -66,8 +67,9 @@ def example_flops(t: int, n: int, layers: int, hidden: int) -> float:
     return 6 * n * t + 12 * layers * t * t * hidden
 
 
-def training_step_flops(encoder: str, data_dir: str, precision: str, seed: int) -> dict:
-    """Model FLOP/s of TIMED_STEPS optimizer steps of the standard recipe."""
+def step_windows(encoder: str, data_dir: str, precision: str, windows: int):
+    """Model FLOP/s of ``windows`` successive windows of TIMED_STEPS optimizer steps of the
+    standard recipe, one set-up for all (set-up is not the step); yields one dict a window."""
     from hpo.train.config import TrainConfig
     from hpo.train.setup import set_up
     from hpo.train.step import plan_units
@@ -82,7 +84,6 @@ def training_step_flops(encoder: str, data_dir: str, precision: str, seed: int) 
         threshold="fixed",
         objective_metric="post_macro_f1",
         split_fractions=(0.8, 0.1, 0.1),
-        seed=seed,
         cache_dir=str(RUNS / "cache"),
         **RECIPE,
     )
@@ -90,27 +91,26 @@ def training_step_flops(encoder: str, data_dir: str, precision: str, seed: int) 
     setup.model.train()
     n, layers, hidden = model_shape(setup.model)
     tokens = setup.data.train.tokens
-    batches = setup.batches(1)
+    batches = setup.batches(1)  # one epoch holds ~75 steps: enough for every window
     setup.step(next(batches))  # warm-up: first-call allocations and kernel choices
-    seconds, flops, examples, read = 0.0, 0.0, 0, 0
-    for _, batch in zip(range(TIMED_STEPS), batches, strict=False):
-        units = plan_units(tokens, batch, setup.data.train.num_labels, setup._score_chunks)
-        lengths = tokens.sequence_lengths[units.sequences].tolist()
-        started = time.perf_counter()
-        setup.step(batch)
-        seconds += time.perf_counter() - started
-        flops += sum(example_flops(t, n, layers, hidden) for t in lengths)
-        examples += len(batch)
-        read += sum(lengths)
-    return {
-        "examples_per_s": examples / seconds,
-        "tokens_per_example": read / examples,
-        "model_flops_per_example": flops / examples,
-        "model_flops_per_s": flops / seconds,
-        "non_embedding_parameters": n,
-        "layers": layers,
-        "hidden": hidden,
-    }
+    for _ in range(windows):
+        seconds, flops, examples, read = 0.0, 0.0, 0, 0
+        for _, batch in zip(range(TIMED_STEPS), batches, strict=False):
+            units = plan_units(tokens, batch, setup.data.train.num_labels, setup._score_chunks)
+            lengths = tokens.sequence_lengths[units.sequences].tolist()
+            started = time.perf_counter()
+            setup.step(batch)
+            seconds += time.perf_counter() - started
+            flops += sum(example_flops(t, n, layers, hidden) for t in lengths)
+            examples += len(batch)
+            read += sum(lengths)
+        yield {
+            "examples_per_s": examples / seconds,
+            "tokens_per_example": read / examples,
+            "model_flops_per_example": flops / examples,
+            "model_flops_per_s": flops / seconds,
+            "non_embedding_parameters": n,
+        }
 
 
 def hardware_limit(runs: int) -> dict[str, list[dict]]:
@@ -122,9 +122,9 @@ def hardware_limit(runs: int) -> dict[str, list[dict]]:
     if native_bf16():
         cases["bf16"] = ("bf16", torch.bfloat16)
     out: dict[str, list[dict]] = {case: [] for case in cases}
-    for run in range(runs):  # precisions alternated within a run: the same machine load
-        for case, (precision, dtype) in cases.items():
-            step = training_step_flops(encoder, str(data), precision, seed=run)
+    for case, (precision, dtype) in cases.items():
+        # each run: a window of steps, then the peak right after it, so both meet the same load
+        for run, step in enumerate(step_windows(encoder, str(data), precision, runs)):
             peak = peak_flops(dtype)
             out[case].append(
                 {

@@ -42,6 +42,9 @@ MEASURES = {
     "search_budget": "Search + finalize vs the standard recipe",
     "pruning_regret": "Pruning regret",
     "sizing": "Supermax trial cost (estimate)",
+    "calibration_probe": "Realistic sample difficulty (fast proxy)",
+    "calibration_full": "Realistic sample difficulty (full size)",
+    "hardware_limit": "Hardware limit (training step / matmul peak)",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
