@@ -133,7 +133,9 @@ def test_the_loop_evaluates_at_each_look_inside_an_epoch_and_trains_exactly_the_
     assert looked.samples_trained == unlooked.samples_trained == 3 * per_epoch
 
 
-def test_a_stop_asked_for_at_a_look_ends_the_run_at_that_epochs_end(tiny_roberta, sample_dir):
+def test_a_stop_asked_for_at_a_look_ends_the_run_at_that_epochs_end_and_progress_shows_it(
+    tiny_roberta, sample_dir
+):
     """A spent time budget keeps the trial with its best epoch: it must have one."""
     steps: list[int] = []
 
@@ -141,8 +143,18 @@ def test_a_stop_asked_for_at_a_look_ends_the_run_at_that_epochs_end(tiny_roberta
         steps.append(step)
         return step == 1
 
-    result = train(_config(tiny_roberta, sample_dir), report=report, looks=Looks(4, (1,)))
+    states: list[dict] = []
+    result = train(
+        _config(tiny_roberta, sample_dir),
+        report=report,
+        progress=states.append,
+        looks=Looks(4, (1,)),
+    )
     assert steps == [1, 4] and result.epochs_run == 1 and result.best_epoch == 1
+    # hpo status reads where a trial stands: said at the look (a quarter of the epoch's steps),
+    # and the look rides along with every state after it
+    assert (states[0]["step"], states[0]["steps"]) == (3, 12)
+    assert all(state["last_look"]["epochs"] == 0.25 for state in states)
 
 
 # ---- the objective: never pruned at the last report ---------------------------------------------
