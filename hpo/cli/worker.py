@@ -57,7 +57,18 @@ def run(args) -> int:
 
     from hpo.errors import UsageError
     from hpo.process import await_go, exit_with_parent, process_exists
+    from hpo.run.capacity import check_capacity
+    from hpo.train.memory import machine_memory_mb
 
+    if args.memory_limit is not None:  # a ceiling too small to work in, or past the machine's
+        check_capacity(
+            1,
+            cpus=1,
+            memory_mb=args.memory_limit,
+            machine_mb=machine_memory_mb(),
+            memory_given=True,
+            memory_flag="--memory-limit",
+        )
     if args.parent_pid:
         if not process_exists(
             args.parent_pid

@@ -27,6 +27,7 @@ def tune(
     """Run the study with ``workers`` supervised processes (``threads`` CPU threads each;
     default: the cores split evenly; ``memory_per_worker_mb`` host memory each, default the
     machine's split evenly); returns the exit code and the (Optuna) study."""
+    from hpo.run.capacity import check_capacity
     from hpo.run.launcher import (
         StudyProgress,
         Supervisor,
@@ -35,11 +36,21 @@ def tune(
         worker_launches,
     )
     from hpo.study import open_study, start_time_budget
-    from hpo.train.memory import memory_share_mb
+    from hpo.train.memory import machine_memory_mb, memory_share_mb
 
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     spec = load_spec(spec_path, overrides, storage)
+    cpus, gpu_ids = available_cpus(), visible_gpus()
+    memory_mb = memory_per_worker_mb or memory_share_mb(workers)
+    check_capacity(  # before any process starts
+        workers,
+        cpus=cpus,
+        gpu_groups=len(gpu_ids) // spec.gpus_per_trial,
+        memory_mb=memory_mb,
+        machine_mb=machine_memory_mb(),
+        memory_given=memory_per_worker_mb is not None,
+    )
     launches = worker_launches(
         spec_path,
         workers,
@@ -47,9 +58,9 @@ def tune(
         overrides=overrides,
         gpus_per_trial=spec.gpus_per_trial,
         threads=threads,
-        cpu_count=available_cpus(),
-        gpu_ids=visible_gpus(),
-        memory_mb=memory_per_worker_mb or memory_share_mb(workers),
+        cpu_count=cpus,
+        gpu_ids=gpu_ids,
+        memory_mb=memory_mb,
     )
     supervisor = Supervisor(launches, restart_dead=restart_dead)
     # they load torch and transformers while the checks below run, then wait for go
