@@ -371,7 +371,11 @@ def test_no_trial_starts_that_the_time_budget_cannot_fit(sqlite_url, study_name)
 
 @pytest.mark.parametrize(
     ("limit", "said"),
-    [("5T", "--memory-limit 5242880M for 1 worker(s) is more than this machine's"), ("10M", "")],
+    [
+        ("5T", "--memory-limit 5242880M for 1 worker(s) is more than this machine's"),
+        ("10M", "under the 1024 MiB a worker needs"),
+        ("inf", "argument --memory-limit: must be a finite number"),  # was an OverflowError
+    ],
 )
 def test_a_memory_limit_past_the_machine_or_too_small_to_work_in_is_one_line_exit_2(limit, said):
     """Issue #34 item 7: `hpo worker --memory-limit 5T` on a machine of GiBs turned the ceiling
@@ -383,5 +387,5 @@ def test_a_memory_limit_past_the_machine_or_too_small_to_work_in_is_one_line_exi
         timeout=60,
     )
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
-    assert run.stderr.startswith("hpo: error: ") and said in run.stderr
+    assert run.stderr.startswith(("hpo: error: ", "hpo worker: error: ")) and said in run.stderr
     assert "--memory-limit" in run.stderr

@@ -84,9 +84,12 @@ def _thread_count(text: str) -> int:
     return value
 
 
-def _quantity(units: dict[str, float], default: str, example: str, least: float):
+def _quantity(
+    units: dict[str, float], default: str, example: str, least: float, most: tuple[float, str]
+):
     """An argparse type for a number with an optional unit suffix ('6G', '90m'), in the default
-    unit."""
+    unit, from ``least`` to ``most`` (the limit, and how a message writes it)."""
+    most, most_shown = most
 
     def parse(text: str) -> float:
         number, unit = (
@@ -102,16 +105,22 @@ def _quantity(units: dict[str, float], default: str, example: str, least: float)
             raise argparse.ArgumentTypeError(
                 f"must be at least {least:g}{default.lower()}, got {text!r}"
             )
+        # inf, 1e400 (inf too) and the like: an OverflowError traceback in int() or a date
+        if not value <= most:
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number up to {most_shown}, like {example}; got {text!r}"
+            )
         return value
 
     return parse
 
 
-_seconds = _quantity({"S": 1, "M": 60, "H": 3600}, "S", "90m or 2h", 1)  # a duration in seconds
+# a duration in seconds, up to a year: a longer budget is none (leave --timeout out)
+_seconds = _quantity({"S": 1, "M": 60, "H": 3600}, "S", "90m or 2h", 1, (365 * 24 * 3600, "8760h"))
 
 
 def _memory_mb(text: str) -> int:
     """A memory size in MiB from '6000', '6000M' or '6G'."""
-    return int(
-        _quantity({"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}, "M", "6G or 6000M", 1)(text)
-    )
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+    # up to an exbibyte: past the machine is refused with its size, where the machine is known
+    return int(_quantity(units, "M", "6G or 6000M", 1, (1024**4, "1048576T"))(text))
