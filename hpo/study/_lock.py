@@ -5,7 +5,9 @@ finalizes on different machines exclude each other. The server releases it when 
 connection ends: at once for a killed process, within about two minutes (TCP keepalives)
 for a machine that vanished. SQLite, which only one machine can share: a file lock beside
 the database, released by the kernel when its holder dies. The gRPC proxy offers neither:
-a file lock in the study's output folder excludes finalizes on one machine.
+a file lock in the study's output folder excludes finalizes on one machine. A lock file is
+removed when its holder ends (normally, on an error, on Ctrl-C); one killed with -9 leaves it
+behind, unlocked, for the next finalize to take and remove.
 """
 
 from __future__ import annotations
@@ -108,6 +110,13 @@ class _FileLock:
         return f"another process on this machine (it holds {self.path})"
 
     def release(self) -> None:
+        # The file goes when its holder ends, and only while it still holds it: filelock
+        # refuses a lock taken on an inode that is no longer linked (st_nlink 0), so a
+        # process that opened this file before the unlink cannot take it afterwards and run
+        # beside a process that takes the new file. Unlinking after releasing (or the
+        # release of a lock we never held) would delete a file another process holds.
+        if self.lock.is_locked:
+            self.path.unlink(missing_ok=True)
         self.lock.release()
 
 
