@@ -48,6 +48,7 @@ class WorkerLaunch:
     name: str
     cmd: list[str]
     env: dict[str, str]
+    memory_mb: int | None = None  # its host-memory ceiling, to judge how it died
 
 
 def worker_launches(
@@ -119,7 +120,7 @@ def worker_launches(
             cmd += ["--memory-limit", str(memory_mb)]
         for override in argv_overrides(overrides):  # the storage is in the environment
             cmd += ["--set", override]
-        launches.append(WorkerLaunch(name, cmd, env))
+        launches.append(WorkerLaunch(name, cmd, env, memory_mb))
     return launches
 
 
@@ -153,8 +154,31 @@ def peak_resident_mb(pid: int) -> float | None:
         return None
 
 
-def death_words(returncode: int, peak_mb: float | None) -> str:
-    """How a worker died, in words: a signal by name, with a hint where it is the OOM killer's."""
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has ended since boot (``oom_kill`` in
+    /proc/vmstat, readable by anyone, unlike the kernel log); None where it is not there."""
+    try:
+        with open("/proc/vmstat") as vmstat:
+            return next(
+                (int(line.split()[1]) for line in vmstat if line.startswith("oom_kill ")), None
+            )
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+NEAR_CEILING = 0.9  # a peak this close to the worker's memory ceiling is memory pressure
+
+
+def death_words(
+    returncode: int,
+    peak_mb: float | None,
+    ceiling_mb: float | None = None,
+    oom_killer_ran: bool | None = None,
+) -> str:
+    """How a worker died, in words: a signal by name. A SIGKILL is called out of memory only on
+    evidence: the kernel's OOM killer ran meanwhile (``oom_killer_ran``; None: unknown), or the
+    worker's peak resident memory came near its ceiling; else it says what was seen instead (a
+    manual `kill -9` was reported as "out of memory? … (dmesg says …)")."""
     if returncode >= 0:
         return f"exit code {returncode}"
     try:
@@ -162,10 +186,21 @@ def death_words(returncode: int, peak_mb: float | None) -> str:
     except ValueError:
         name = f"signal {-returncode}"
     words = f"killed by signal {-returncode} ({name})"
-    if -returncode == signal.SIGKILL:
-        words += " — out of memory?" + (f" peak RSS {peak_mb / 1024:.1f} GB" if peak_mb else "")
-        words += " (dmesg says; lower the memory a trial needs or run fewer workers)"
-    return words
+    if -returncode != signal.SIGKILL:
+        return words
+    peak = f"peak RSS {peak_mb / 1024:.1f} GB" if peak_mb else "peak RSS not seen"
+    if ceiling_mb:
+        peak += f" of its {ceiling_mb / 1024:.1f} GB ceiling"
+    near = bool(peak_mb and ceiling_mb and peak_mb >= NEAR_CEILING * ceiling_mb)
+    if oom_killer_ran or near:
+        seen = ["the kernel's OOM killer ran"] if oom_killer_ran else []
+        return (
+            f"{words} — out of memory: {', '.join([*seen, peak])}; lower the memory a trial "
+            "needs or run fewer workers"
+        )
+    if oom_killer_ran is False:
+        peak += "; the kernel's OOM killer did not run"
+    return f"{words} — not by hpo, and no sign of running out of memory ({peak})"
 
 
 def available_cpus() -> int:
@@ -196,6 +231,7 @@ class Supervisor:
         self.resumable = True  # False once the study itself is gone: nothing to resume
         self._failed_seen = 0
         self.peaks: dict[str, float] = {}  # worker -> peak resident MiB, as last seen alive
+        self._oom_kills = oom_kills()  # the kernel's count, to tell whether it killed a worker
         # a worker closed its output: look at once, not at the next poll
         self._exited = threading.Event()
 
@@ -257,7 +293,7 @@ class Supervisor:
                 if proc.returncode != 0:
                     self.deaths += 1
                     replace = self.restart_dead and proc.returncode != USAGE_EXIT
-                    how = death_words(proc.returncode, self.peaks.pop(launch.name, None))
+                    how = self._death_words(launch, proc.returncode)
                     self.progress.write(
                         f"worker {launch.name} died ({how})"
                         + ("; starting a replacement" if replace else "")
@@ -276,6 +312,11 @@ class Supervisor:
                 return 1
         self.progress.refresh()
         return 1 if self.deaths and not self.progress.done() else 0
+
+    def _death_words(self, launch: WorkerLaunch, returncode: int) -> str:
+        seen, self._oom_kills = self._oom_kills, oom_kills()
+        ran = None if seen is None or self._oom_kills is None else self._oom_kills > seen
+        return death_words(returncode, self.peaks.pop(launch.name, None), launch.memory_mb, ran)
 
     def _failing_trials(self) -> str | None:
         """Look at the latest trials only when another one has failed since the last look."""
