@@ -639,3 +639,34 @@ def test_warm_start_points_are_typed_as_the_search_space_takes_them(tmp_path):
     typed = spec.typed_point(spec.warm_start[0])
     assert typed == {"adapter": "full", "learning_rate": 2e-4, "head_layers": 0}
     assert isinstance(typed["learning_rate"], float)
+
+
+MISSPELT = {
+    "top level": (("n_trial", 3), "n_trial", "n_trials"),
+    "a section": (("sampler.sed", 1), "sampler.sed", "seed"),
+    "a searched parameter": (
+        ("search_space.learning_rate.hgih", 1.0),
+        "search_space.learning_rate.hgih",
+        "high",
+    ),
+    "heartbeat": (("heartbeat", {"intervl": 30}), "heartbeat.intervl", "interval"),
+}
+
+
+@pytest.mark.parametrize("edit, path, meant", MISSPELT.values(), ids=MISSPELT.keys())
+def test_a_misspelt_key_names_the_key_it_was_meant_to_be(tmp_path, edit, path, meant):
+    study = write(tmp_path, changed(edit))
+    with pytest.raises(SpecError) as caught:
+        load_spec(study, env={})
+    message = str(caught.value)
+    assert f" {path}: unknown key, not allowed; did you mean '{meant}'?" in message, message
+    assert "\n" not in message
+
+
+def test_a_key_like_no_known_one_gets_no_guess_and_every_problem_is_still_reported(tmp_path):
+    study = write(tmp_path, changed(("zzzz", 1), ("n_trials", 0)))
+    with pytest.raises(SpecError) as caught:
+        load_spec(study, env={})
+    message = str(caught.value)
+    assert "zzzz: unknown key, not allowed" in message and "did you mean" not in message
+    assert "n_trials: " in message

@@ -3,6 +3,7 @@ its dotted key path, and how YAML 1.1 numbers are read as people mean them."""
 
 from __future__ import annotations
 
+import difflib
 import re
 import types
 from typing import Annotated, Union, get_args, get_origin
@@ -66,6 +67,19 @@ class _Strict(BaseModel):
             field = cls.model_fields.get(key)
             if isinstance(value, bool) and field and takes_numbers(field.annotation):
                 raise _problem(boolean_problem(value), at=key)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _suggest_known_keys(cls, data: object) -> object:
+        """A misspelt key names the one it was meant to be: pydantic's extra_forbidden error does
+        not know the model's fields, so the typo is caught here, where they are known. A key
+        like none of them is left to pydantic, which reports it beside the other problems."""
+        for key in data if isinstance(data, dict) else ():
+            if key not in cls.model_fields and (
+                close := difflib.get_close_matches(str(key), list(cls.model_fields), n=1)
+            ):
+                raise _problem(f"unknown key, not allowed; did you mean '{close[0]}'?", at=key)
         return data
 
 
