@@ -821,3 +821,32 @@ def test_top_level_help_speaks_to_users(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "hpo validate" in out and "hpo finalize" in out and "parses arguments" not in out
+
+
+# ---- status without a study: the storage's studies -----------------------------------------------
+
+
+def test_status_without_a_study_lists_the_storages_studies(
+    capsys, storage_url, study_name, tmp_path
+):
+    build_study(storage_url, study_name, tmp_path, n_trials=10)
+    empty = optuna.create_study(study_name=f"{study_name}-empty", storage=get_storage(storage_url))
+    code, out, err = hpo(capsys, "status", "--storage", storage_url)
+    assert (code, err) == (0, "")
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert lines[study_name].split() == [
+        study_name,
+        *("complete=3", "pruned=1", "failed=0", "running=0", "waiting=0"),
+        *("best", "0.8700"),
+    ]
+    assert lines[empty.study_name].split()[1:] == [
+        *("complete=0", "pruned=0", "failed=0", "running=0", "waiting=0"),
+        *("best", "-"),
+    ]
+
+
+def test_status_without_a_study_on_a_missing_database_creates_nothing(capsys, tmp_path):
+    missing = tmp_path / "nothing-here.db"
+    code, out, err = hpo(capsys, "status", "--storage", f"sqlite:///{missing}")
+    assert (code, out, err) == (0, f"no studies in sqlite:///{missing}\n", "")
+    assert not missing.exists()

@@ -28,9 +28,15 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
     add_storage_arg(parser)
 
 
-def add_study_args(parser: argparse.ArgumentParser) -> None:
-    """STUDY (a name or a spec file) and ``--storage``: the commands that read a study."""
-    parser.add_argument("study", help="study name, or its YAML file")
+def add_study_args(parser: argparse.ArgumentParser, optional: bool = False) -> None:
+    """STUDY (a name or a spec file) and ``--storage``: the commands that read a study.
+    ``optional``: STUDY may be left out (``args.study`` None), as ``hpo status`` lists them."""
+    parser.add_argument(
+        "study",
+        nargs="?" if optional else None,
+        help="study name, or its YAML file"
+        + ("; leave it out to list the studies in the storage" if optional else ""),
+    )
     add_storage_arg(parser)
 
 

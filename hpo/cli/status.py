@@ -1,5 +1,5 @@
 """``hpo status``: a study's trial counts, best value, pace and ETA, and where each running
-trial is."""
+trial is; without a study, one line per study in the storage."""
 
 from __future__ import annotations
 
@@ -7,12 +7,17 @@ from hpo.cli._common import add_study_args
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("status", help="trial counts, best value, trials/hour and ETA")
-    add_study_args(parser)
+    parser = subparsers.add_parser(
+        "status",
+        help="trial counts, best value, trials/hour and ETA; with no study, every study's counts",
+    )
+    add_study_args(parser, optional=True)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.study is None:
+        return _list_studies(args.storage)
     from hpo.study import load_study_ref, study_status
 
     s = study_status(load_study_ref(args.study, args.storage))
@@ -24,8 +29,7 @@ def run(args) -> int:
             f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
         )
     )
-    best = "-" if counts["best"] is None else f"{counts['best']:.4f}"  # as hpo best rounds it
-    print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {best}")
+    print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {_best(counts)}")
     if s["trials_per_hour"]:
         eta = f"   ETA {_duration(s['eta_hours'])}" if s["eta_hours"] else ""
         print(f"  {s['trials_per_hour']:.1f} trials/hour{eta}")
@@ -40,6 +44,29 @@ def run(args) -> int:
         )
         print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
     return 0
+
+
+def _list_studies(storage) -> int:
+    from hpo.storage_url import StorageUrl
+    from hpo.study import study_summaries
+
+    url = StorageUrl.resolve(storage)
+    studies = study_summaries(url)
+    if not studies:
+        print(f"no studies in {url}")
+        return 0
+    width = max(len(s["study"]) for s in studies)
+    for s in studies:
+        counts = s["counts"]
+        states = "  ".join(
+            f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
+        )
+        print(f"{s['study']:<{width}}  {states}  best {_best(counts)}")
+    return 0
+
+
+def _best(counts: dict) -> str:
+    return "-" if counts["best"] is None else f"{counts['best']:.4f}"  # as hpo best rounds it
 
 
 def _duration(hours: float) -> str:

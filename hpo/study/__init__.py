@@ -58,7 +58,7 @@ from hpo.study._strategy import (
     record_trial_cost,
     recorded_plan,
 )
-from hpo.study._summary import best_trial, study_status
+from hpo.study._summary import best_trial, study_status, study_summaries
 from hpo.study._trials import (
     ARTIFACT_DIR,
     artifact_store,
@@ -87,6 +87,7 @@ __all__ = [
     "recorded_plan",
     "best_trial",
     "study_status",
+    "study_summaries",
     "SURPLUS",
     "ARTIFACT_DIR",
     "HEARTBEAT_ATTR",

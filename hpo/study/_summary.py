@@ -1,5 +1,6 @@
 """What the CLI shows of a study: its best trial (with a checkpoint only if it is that trial's)
-and its status (counts, pace, ETA, the time budget, where each running trial is)."""
+and its status (counts, pace, ETA, the time budget, where each running trial is); and of a
+storage, its studies."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ import statistics
 import time
 from pathlib import Path
 
+import optuna
+import sqlalchemy as sa
+
 from hpo.outputs import UID_DIGITS, recorded_owner
+from hpo.storage_url import StorageUrl
 from hpo.study._budget import study_deadline
-from hpo.study._census import state_counts, trials_per_hour
+from hpo.study._census import state_counts, trial_census, trials_per_hour
 from hpo.study._open import study_uid
+from hpo.study._storage import get_storage
 from hpo.study._trials import completed_trials, running_trials
 
 FINAL_ATTR = "final"  # finalize's summary in the study (hpo.finalize.pipeline.FINAL_ATTR)
@@ -127,3 +133,30 @@ def study_status(study) -> dict:
         if (deadline := study_deadline(study)) is None
         else deadline - time.time(),
     }
+
+
+def study_summaries(storage_url: StorageUrl | str) -> list[dict]:
+    """Every study in the storage, oldest first: its name, trial counts by state and best value
+    (``hpo status`` without a study name)."""
+    url = StorageUrl.of(storage_url)
+    if url.is_sqlite and not _sqlite_file_exists(url):
+        return []  # listing must not create the database it lists
+    storage = get_storage(url)
+    summaries = []
+    for name in optuna.get_all_study_names(storage):
+        try:
+            study = optuna.load_study(study_name=name, storage=storage)
+        except KeyError:  # deleted since it was listed
+            continue
+        if len(study.directions) == 1:
+            counts = state_counts(study)
+        else:  # not one of hpo's: Optuna has no single best value for it
+            census = trial_census(study)
+            counts = {**census, "failed": census["fail"], "best": None}
+        summaries.append({"study": name, "counts": counts})
+    return summaries
+
+
+def _sqlite_file_exists(url: StorageUrl) -> bool:
+    database = sa.engine.make_url(url.sqlalchemy).database
+    return not database or database == ":memory:" or Path(database).exists()
