@@ -270,7 +270,7 @@ def test_a_worker_killed_by_sigkill_is_named_in_words_with_its_peak_memory():
 def test_a_manual_kill_9_is_not_called_out_of_memory():
     """kill -9 of a worker far under its ceiling, the kernel's OOM killer idle: say what is
     known (the signal, not from hpo, the peak against the ceiling), not "out of memory?"."""
-    from hpo.run.launcher import oom_kills
+    from hpo.run.death import oom_kills
 
     progress = FakeProgress()
     code = "import os, signal, time\ntime.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)"
@@ -295,7 +295,7 @@ def test_a_manual_kill_9_is_not_called_out_of_memory():
     ],
 )
 def test_sigkill_words_follow_the_evidence(peak, ceiling, ran, words):
-    from hpo.run.launcher import death_words
+    from hpo.run.death import death_words
 
     assert words in death_words(-signal.SIGKILL, peak, ceiling, ran)
     assert death_words(-signal.SIGTERM, peak, ceiling, ran) == "killed by signal 15 (SIGTERM)"
