@@ -19,8 +19,7 @@ from hpo.data import SYMPTOMS
 from hpo.errors import UsageError
 from hpo.finalize.holdout import compare_on_validation, heldout_cells
 from hpo.finalize.retrain import Run, rounded, train_config, write_json
-from hpo.models.classifier import load_classifier, save_classifier
-from hpo.models.classifier_file import read_inference
+from hpo.models.classifier_file import read_inference, rewrite_inference
 from hpo.models.ensemble_file import write_ensemble
 from hpo.spec import StudySpec
 from hpo.train.config import TrainConfig
@@ -199,20 +198,24 @@ def decide(
 def with_thresholds(
     source: Path, folder: Path, thresholds: dict[str, float], tuned: dict[str, float] | None
 ) -> Path:
-    """The classifier in ``source`` saved anew into ``folder`` (replaced whole) deciding at
-    ``thresholds``: through load_classifier and save_classifier, so that the saved file is
-    whatever save_classifier writes, never a hand-edited copy."""
-    model, tokenizer = load_classifier(source)
-    settings = dataclasses.replace(
-        read_inference(source), thresholds=dict(thresholds), validation_thresholds=tuned
-    )
+    """A copy of the classifier in ``source`` as ``folder`` (replaced whole) deciding at
+    ``thresholds``, its settings rewritten and sealed again by ``rewrite_inference``: the
+    weights are the run's own files, and no classifier.json is edited by hand."""
     staged = folder.with_name(folder.name + ".partial")
     shutil.rmtree(staged, ignore_errors=True)
-    save_classifier(model, staged, tokenizer, inference=settings)
-    del model
+    shutil.copytree(source, staged)
+    _decide_at(staged, thresholds, tuned)
     shutil.rmtree(folder, ignore_errors=True)
     staged.rename(folder)
     return folder
+
+
+def _decide_at(folder: Path, thresholds: dict[str, float], tuned: dict[str, float] | None) -> None:
+    settings = read_inference(folder)
+    rewrite_inference(
+        folder,
+        dataclasses.replace(settings, thresholds=dict(thresholds), validation_thresholds=tuned),
+    )
 
 
 def refit(
@@ -231,7 +234,7 @@ def refit(
         train_on="train+validation",
         epochs=epochs,
         early_stopping_patience=None,
-        checkpoint_dir=str(refit_dir / "trained"),
+        checkpoint_dir=str(refit_dir / "model"),
     )
     if not (refit_dir / "result.json").exists():
         say(
@@ -243,13 +246,7 @@ def refit(
 
         train(config)
         decided = read_inference(chosen_model)
-        with_thresholds(
-            refit_dir / "trained",
-            refit_dir / "model",
-            decided.thresholds,
-            decided.validation_thresholds,
-        )
-        shutil.rmtree(refit_dir / "trained")
+        _decide_at(refit_dir / "model", decided.thresholds, decided.validation_thresholds)
         write_json(
             refit_dir / "result.json",
             {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]},
