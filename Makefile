@@ -11,7 +11,8 @@ EXTRAS ?= dashboard,dev,proxy,lora,tracking
 PYTEST_ARGS ?=
 
 # Studies: storage comes from $$HPO_STORAGE (e.g. postgresql://user@host:5432/hpo), else sqlite:///_runs/hpo.db.
-WORKERS ?= 4
+# one worker per core, at most 4: hpo tune refuses more workers than the machine has cores
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 N_TRIALS ?=
 DATA_DIR ?=
 ROBERTA_PATH ?=
