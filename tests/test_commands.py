@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 import optuna
@@ -103,7 +104,7 @@ def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name
     lines = out.splitlines()
     assert lines[0] == f"study {study_name} (criteria, maximize macro_f1)"
     assert lines[1].split() == ["complete=3", "pruned=1", "failed=0", "running=0", "waiting=0"]
-    assert lines[2].split() == ["finished", "4/10", "best", "0.87"]
+    assert lines[2].split() == ["finished", "4/10", "best", "0.8700"]
     assert (
         "trials/hour" in lines[3] and "ETA" in lines[3] and lines[3].endswith((" h", " min", " s"))
     )
@@ -850,3 +851,53 @@ def test_status_without_a_study_on_a_missing_database_creates_nothing(capsys, tm
     code, out, err = hpo(capsys, "status", "--storage", f"sqlite:///{missing}")
     assert (code, out, err) == (0, f"no studies in sqlite:///{missing}\n", "")
     assert not missing.exists()
+
+
+# ---- one log format ------------------------------------------------------------------------------
+
+HPO_LOG_LINE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[hpo\] "
+
+
+def test_optunas_own_lines_come_in_hpos_log_format(capsys, conditional, sqlite_url, study_name):
+    argv = ("enqueue", str(conditional), "--set", "adapter=full", "--storage", sqlite_url)
+    code, _, err = hpo(capsys, *argv)  # creates the study: Optuna says so
+    assert code == 0, err
+    created = f"A new study created in RDB with name: {study_name}"
+    assert (
+        [line for line in err.splitlines() if created in line]
+        == [
+            line
+            for line in err.splitlines()
+            if re.fullmatch(HPO_LOG_LINE + re.escape(created), line)
+        ]
+        != []
+    ), err
+    assert not re.search(r"^\[[IWE] ", err, re.MULTILINE), "nothing in Optuna's own format"
+
+
+def test_a_library_warning_during_a_command_comes_in_hpos_log_format(
+    capsys, monkeypatch, sqlite_url
+):
+    from hpo.study import study_summaries
+
+    def warns(url):  # what transformers and torch do from deep inside a command
+        warnings.warn("this argument is deprecated", FutureWarning, stacklevel=1)
+        return study_summaries(url)
+
+    monkeypatch.setattr("hpo.study.study_summaries", warns)
+    code, _, err = hpo(capsys, "status", "--storage", sqlite_url)
+    assert code == 0
+    assert re.fullmatch(
+        HPO_LOG_LINE + r".*FutureWarning: this argument is deprecated", err.splitlines()[0]
+    )
+
+
+def test_known_harmless_library_warnings_are_silenced(capsys, sqlite_url):
+    hpo(capsys, "status", "--storage", sqlite_url)  # any command sets the filters up
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.warn(
+            "`is_gradient_checkpointing` is deprecated and will be removed in v6.",
+            FutureWarning,
+            stacklevel=1,
+        )
+    assert caught == []

@@ -7,7 +7,11 @@ before loading anything heavy."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from hpo.cli import (
     best,
@@ -77,6 +81,16 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+# hpo's one log format: hpo worker writes its lines so, with its own name for "hpo"
+LOG_FORMAT = "%(asctime)s [hpo] %(message)s"
+OWN_LOG_FORMAT = {"worker", "storage-proxy"}  # they log "[worker name]" / "[storage-proxy]"
+# (message, category) of library warnings known to be harmless, silenced rather than shown
+HARMLESS_WARNINGS = (
+    # peft asks every LoRA model for transformers 5's deprecated alias; nothing for us to change
+    ("`is_gradient_checkpointing` is deprecated", FutureWarning),
+)
+
+
 def _quiet_libraries() -> None:
     import os
 
@@ -85,11 +99,51 @@ def _quiet_libraries() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    for message, category in HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to the sys.stderr of the moment, not the one at set-up (tests swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+@contextmanager
+def _one_log_format(command: str) -> Iterator[None]:
+    """For the command's run, Optuna's records and Python warnings (transformers', torch's)
+    go to the root logger, and from there to stderr in hpo's format, instead of three formats
+    of their own. The commands in OWN_LOG_FORMAT set up the root logger themselves (the same
+    format, with their name), and their basicConfig does nothing once a handler is there."""
+    from hpo.study import log_through_hpo
+
+    log_through_hpo()
+    handler, root = _Stderr(), logging.getLogger()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    if command not in OWN_LOG_FORMAT:
+        root.addHandler(handler)
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:  # an in-process caller (a test, the Python API) gets its logging back as it was
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _quiet_libraries()
+    with _one_log_format(args.command):
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         return args.func(args)
     except UsageError as exc:

@@ -23,6 +23,7 @@ from hpo.study._dashboard import serve_dashboard
 from hpo.study._db_problem import DatabaseProblem, database_problem
 from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
 from hpo.study._lock import StudyLock, study_lock
+from hpo.study._logs import log_through_hpo
 from hpo.study._open import (
     check_spec,
     load_existing_study,
@@ -112,6 +113,7 @@ __all__ = [
     "heartbeat_interval",
     "is_surplus",
     "load_existing_study",
+    "log_through_hpo",
     "start_time_budget",
     "study_deadline",
     "time_budget_spent",
