@@ -43,6 +43,7 @@ MEASURES = {
     "pruning_regret": "Pruning regret",
     "sizing": "Supermax trial cost (estimate)",
     "calibration_probe": "Realistic sample difficulty (fast proxy)",
+    "calibration_mid": "Realistic sample difficulty (real size, short run)",
     "calibration_full": "Realistic sample difficulty (full size)",
     "hardware_limit": "Hardware limit (training step / matmul peak)",
 }
