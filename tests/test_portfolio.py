@@ -185,6 +185,19 @@ def test_the_plan_a_study_recorded_decides_when_every_worker_hands_over():
     assert _ask_tell(few, auto_spec(), 3) == ["gp"] * 3
 
 
+def test_the_staged_sampler_works_under_hyperband_and_counts_the_whole_study():
+    """HyperbandPruner hands samplers a bracket's view of the study (no user_attrs, only that
+    bracket's trials): the plan and the finished count still come from the whole study (the
+    shipped supermax specs pair sampler auto with Hyperband; this crashed hpo validate)."""
+    spec = auto_spec(n_trials=40)
+    pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=9, reduction_factor=3)
+    study = optuna.create_study(
+        direction="maximize", sampler=make_sampler(auto_spec(), "node/0"), pruner=pruner
+    )
+    study.set_user_attr(PLAN_ATTR, {**plan_search(auto_spec()).to_attr(), "gp_until": 3})
+    assert _ask_tell(study, spec, 5) == ["gp"] * 3 + ["tpe"] * 2
+
+
 def test_auto_takes_tpe_options_and_names_a_wrong_one():
     spec = auto_spec(sampler={"name": "auto", "options": {"multivariate": True, "group": True}})
     assert isinstance(make_sampler(spec), StagedSampler)

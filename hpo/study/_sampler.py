@@ -16,7 +16,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.study._optuna_private import study_storage, trial_id
+from hpo.study._optuna_private import study_id, study_storage, trial_id
 
 # system attribute naming the sampler that proposed a trial ("gp" or "tpe"), as AutoSampler
 # records its own choice
@@ -45,15 +45,19 @@ class StagedSampler(optuna.samplers.BaseSampler):
         self._planned: int | None = None  # the study's plan, read once
         self._active = "gp" if gp_until > 0 else "tpe"
 
+    # Read through the storage, not the study: under HyperbandPruner Optuna hands samplers a
+    # bracket's view of the study, which has no user_attrs and lists only that bracket's trials.
     def gp_until(self, study: optuna.Study) -> int:
         """The finished-trial count at which ``study`` hands over to TPE."""
         if self._planned is None:
-            plan = study.user_attrs.get(PLAN_ATTR) or {}
+            attrs = study_storage(study).get_study_user_attrs(study_id(study))
+            plan = attrs.get(PLAN_ATTR) or {}
             self._planned = int(plan.get("gp_until", self._gp_until))
         return self._planned
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
+        storage = study_storage(study)
+        finished = len(storage.get_all_trials(study_id(study), deepcopy=False, states=_FINISHED))
         self._active = "gp" if finished < self.gp_until(study) else "tpe"
         study_storage(study).set_trial_system_attr(trial_id(trial), SAMPLED_BY_ATTR, self._active)
         self._samplers[self._active].before_trial(study, trial)
