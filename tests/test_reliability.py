@@ -383,10 +383,10 @@ def test_out_of_memory_trial_does_not_kill_the_worker(
     limits, started = {0: 4, 1: 0}, []
 
     def train(
-        config, report=None, progress=None
+        config, report=None, progress=None, **looks
     ):  # the worker runs its trials one after another: call k is trial k
         started.append(config)
-        return real_train(config, report, progress)
+        return real_train(config, report, progress, **looks)
 
     def forward(module, input_ids, **kwargs):
         if input_ids.shape[0] > limits.get(len(started) - 1, 10_000):
