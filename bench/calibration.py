@@ -130,6 +130,10 @@ def _record(args, encoder_name: str, case: str, run: dict) -> None:
         "posts at each clarity (share of symptom evidence in the symptom's own words); the "
         f"real job reaches {REAL_RANGE[0]}-{REAL_RANGE[1]}",
         also=("wall_s",),
+        # judged where it counts: the shipped clarity at the size and recipe
+        target={"key": f"clarity {CLARITY}", "within": list(REAL_RANGE)}
+        if full and f"clarity {CLARITY}" in runs
+        else None,
         fewer_runs=None
         if fewest >= 5
         else {

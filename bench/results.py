@@ -129,9 +129,10 @@ def write_results(
 ) -> Path:
     """``runs``: per case, every run's raw values; ``value`` names the figure whose median and
     spread are summarised per case (``also``: more figures summarised the same way, under
-    ``figures``). ``target``: the case (``key``), the figure and its bound (``at_most`` or
-    ``at_least``), judged met or missed on the median. ``definition``: the measure's one
-    definition, in words; ``details``: figures measured once (a profile), not per run.
+    ``figures``). ``target``: the case (``key``), the figure and its bound (``at_most``,
+    ``at_least`` or ``within`` [low, high]), judged met or missed on the median.
+    ``definition``: the measure's one definition, in words; ``details``: figures measured once
+    (a profile), not per run.
     ``fewer_runs``: ``{at_least, why}`` for a measure whose issue asked fewer than five runs."""
     summary = {
         case: stats([run.get(value) for run in case_runs if value in run])
@@ -190,6 +191,9 @@ def verdict(median: float | None, target: dict, runs: int = 1) -> str:
         return "met" if median <= target["at_most"] else "missed"
     if "at_least" in target:
         return "met" if median >= target["at_least"] else "missed"
+    if "within" in target:  # a range to land in: the calibration's real-job band
+        low, high = target["within"]
+        return "met" if low <= median <= high else "missed"
     return "measured"
 
 

@@ -111,3 +111,14 @@ def test_every_headline_is_the_median_of_at_least_five_runs_and_its_verdict_foll
             least = result.get("fewer_runs", {}).get("at_least", 5)
             assert least == 5 or result["fewer_runs"].get("why"), measure
             assert runs >= least, f"{measure}: {key} has fewer than {least} runs"
+
+
+def test_a_range_target_is_met_only_inside_it():
+    band = {"within": [0.55, 0.70]}
+    assert [verdict(v, band) for v in (0.49, 0.55, 0.62, 0.70, 0.71)] == [
+        "missed",
+        "met",
+        "met",
+        "met",
+        "missed",
+    ]
