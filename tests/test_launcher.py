@@ -545,6 +545,9 @@ def _start_tune(
         f"model_paths.tiny-roberta={assets['roberta']}",
         f"model_paths.tiny-deberta={assets['deberta']}",
         "keep_top_k=0",
+        # trials run as long as a test says: the smoke spec's looks at 1/3 epoch would prune
+        # and restart them, and a launcher test would meet whichever moment that left it in
+        "pruner={name: none}",
         *sets,
     ):
         cmd += ["--set", item]
@@ -728,7 +731,6 @@ def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
         "train.max_length=64",
         "search_space.long_text.choices=[chunks]",
         "search_space.criteria_formulation.choices=[multilabel]",
-        "pruner={name: none}",  # every trial runs to its end: the ceiling is what is tested
         flags=("--memory-per-worker", "3G"),
     )
     try:
@@ -756,7 +758,6 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
         "train.epochs=400",
         "n_trials=20",
         "heartbeat.grace_period=3600",
-        "pruner={name: none}",  # the budget, not a rung, is what ends these trials
         flags=("--timeout", "20s"),
     )
     try:
