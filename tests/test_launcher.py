@@ -545,9 +545,6 @@ def _start_tune(
         f"model_paths.tiny-roberta={assets['roberta']}",
         f"model_paths.tiny-deberta={assets['deberta']}",
         "keep_top_k=0",
-        # trials run as long as a test says: the smoke spec's looks at 1/3 epoch would prune
-        # and restart them, and a launcher test would meet whichever moment that left it in
-        "pruner={name: none}",
         *sets,
     ):
         cmd += ["--set", item]
@@ -677,7 +674,8 @@ def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
 def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, assets):
     """kill -9 `hpo tune` mid-trial: its workers notice their launcher is gone, re-queue
     their running trials and exit, instead of running on unsupervised with PPID 1."""
-    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50")
+    # no pruner: the kill lands mid-trial, not in the churn of trials pruned at 1/3 epoch
+    proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", "pruner={name: none}")
     workers = []
     try:
         running = _wait_for(
@@ -731,6 +729,7 @@ def test_a_chunks_study_on_long_posts_runs_to_the_end_within_its_memory_ceiling(
         "train.max_length=64",
         "search_space.long_text.choices=[chunks]",
         "search_space.criteria_formulation.choices=[multilabel]",
+        "pruner={name: none}",  # every trial runs to its end: the ceiling is what is tested
         flags=("--memory-per-worker", "3G"),
     )
     try:
@@ -758,6 +757,7 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
         "train.epochs=400",
         "n_trials=20",
         "heartbeat.grace_period=3600",
+        "pruner={name: none}",  # the budget, not a rung, is what ends these trials
         flags=("--timeout", "20s"),
     )
     try:
