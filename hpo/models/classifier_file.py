@@ -154,6 +154,14 @@ def rewrite_inference(folder: str | Path, inference: InferenceSettings) -> None:
     write_classifier_file(folder, {**meta, "inference": inference.to_json()})
 
 
+def warn_unsealed_once(folder: Path, message: str) -> None:
+    """Log ``message`` the first time this process meets the unsealed ``folder``: a model or
+    an ensemble saved before seals loads, and says so once, not on every read."""
+    if folder.resolve() not in _warned:
+        _warned.add(folder.resolve())
+        log.warning("%s", message)
+
+
 def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> str | None:
     """Raise ``ModelFolderChanged`` unless ``meta`` (``folder``'s classifier.json, parsed) and,
     with ``weights``, the weight files it sealed are as hpo saved them. Without ``weights`` no
@@ -164,14 +172,12 @@ def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> str
     folder = Path(folder)
     where = folder / FILE_NAME
     if meta.get(INTEGRITY) is None:
-        if folder.resolve() not in _warned:
-            _warned.add(folder.resolve())
-            log.warning(
-                "%s was saved by an earlier hpo and records no digest of its weights, so an edit "
-                "to it cannot be detected; re-save the model with hpo retrain or hpo finalize to "
-                "have it checked",
-                where,
-            )
+        warn_unsealed_once(
+            folder,
+            f"{where} was saved by an earlier hpo and records no digest of its weights, so an "
+            "edit to it cannot be detected; re-save the model with hpo retrain or hpo finalize to "
+            "have it checked",
+        )
         return None
     try:
         seal = Seal.model_validate(meta[INTEGRITY])

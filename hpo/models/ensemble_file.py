@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from hpo.models.classifier_file import (
     ModelFolderChanged,
     file_digest,
     read_inference,
+    warn_unsealed_once,
 )
 from hpo.models.inference import InferenceSettings, InvalidClassifierFile
 from hpo.outputs import atomic_text
@@ -41,8 +41,6 @@ from hpo.outputs import atomic_text
 ENSEMBLE_FILE = "ensemble.json"
 MEMBERS = "members"
 SHARED = ("formulation", "labels", "descriptions", "data_fingerprint")  # members must agree
-log = logging.getLogger(__name__)
-_warned: set[Path] = set()  # unsealed ensembles already warned about in this process
 
 
 class _Strict(BaseModel):
@@ -156,13 +154,11 @@ def _digest(body: dict, folder: Path) -> str:
 def _check_seal(folder: Path, raw: dict) -> None:
     where = folder / ENSEMBLE_FILE
     if raw.get(INTEGRITY) is None:
-        if folder.resolve() not in _warned:
-            _warned.add(folder.resolve())
-            log.warning(
-                "%s was written by an earlier hpo and records no digest, so an edit to it cannot "
-                "be detected; finalize again with this version to have it checked",
-                where,
-            )
+        warn_unsealed_once(
+            folder,
+            f"{where} was written by an earlier hpo and records no digest, so an edit to it "
+            "cannot be detected; finalize again with this version to have it checked",
+        )
         return
     if _digest(raw, folder) != raw[INTEGRITY]["digest"]:
         raise ModelFolderChanged(
