@@ -25,7 +25,7 @@ STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--se
 	$(if $(ROBERTA_PATH),--set model_paths.roberta-base=$(ROBERTA_PATH)) \
 	$(if $(DEBERTA_PATH),--set model_paths.microsoft/deberta-v3-base=$(DEBERTA_PATH))
 
-.PHONY: install test lint clean demo demo-explain smoke-assets tune-criteria-supermax tune-evidence-supermax finalize-criteria-supermax finalize-evidence-supermax workers dashboard status report bench
+.PHONY: install test test-fast lint clean demo demo-explain smoke-assets tune-criteria-supermax tune-evidence-supermax finalize-criteria-supermax finalize-evidence-supermax workers dashboard status report bench
 
 install: $(VENV)/.installed
 
@@ -36,8 +36,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
+# Test files spread over TEST_WORKERS processes (pytest-xdist), each on its own PostgreSQL
+# database; a test marked serial (it restarts the server) runs alone. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(WORKERS)
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The inner loop: every test not marked slow (no end-to-end study, no Slurm, no browser).
+test-fast: install
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # Style (ruff) and the layering contracts in pyproject.toml (import-linter; also run by the tests).
 lint: install

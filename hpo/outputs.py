@@ -1,6 +1,7 @@
 """Files a study leaves on disk: ``<output_dir>/<study>-<uid8>/trial_<n>/`` with the trial's
-log, metrics and (for the top-k trials only) its checkpoint; and the one writer every command's
-output goes through, which never destroys an input, a database or a device."""
+log, metrics and (for the top-k trials only) its checkpoint and a reference to it; and the one
+writer every command's output goes through, which never destroys an input, a database or a
+device."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import logging
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,6 +20,7 @@ from hpo.errors import UsageError
 
 # of the study's uid in its folder name: plenty to tell a few studies of one name apart
 UID_DIGITS = 8
+CHECKPOINT_REFERENCE = "checkpoint.json"  # beside a kept checkpoint: the artifact naming it
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
@@ -250,13 +251,28 @@ class TrialOutputs:
     def checkpoint_dir(self, number: int) -> Path:
         return self._confined(self.trial_dir(number) / "checkpoint")
 
-    def archive_checkpoint(self, number: int) -> Path:
-        """One uncompressed tar (safetensors do not compress) for the artifact store."""
-        archive = self.trial_dir(number) / "checkpoint.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(self.checkpoint_dir(number), arcname="checkpoint")
-        return archive
+    def describe_checkpoint(self, number: int) -> Path:
+        """``checkpoint.json`` beside the checkpoint: where it is, its files and their sizes,
+        and how to predict with it. The artifact store gets this reference, not a copy: the
+        folder is the checkpoint's one copy on disk (a tar of it in the store was two more)."""
+        folder = self.checkpoint_dir(number)
+        files = {
+            path.relative_to(folder).as_posix(): path.stat().st_size
+            for path in sorted(folder.rglob("*"))
+            if path.is_file()
+        }
+        path = self.trial_dir(number) / CHECKPOINT_REFERENCE
+        reference = {
+            "checkpoint": str(folder.resolve()),
+            "bytes": sum(files.values()),
+            "files": files,
+            "predict": f"hpo predict {folder.resolve()} --input posts.csv --out predictions.csv",
+        }
+        path.write_text(json.dumps(reference, indent=2) + "\n")
+        return path
 
     def remove_checkpoint(self, number: int) -> None:
         shutil.rmtree(self.checkpoint_dir(number), ignore_errors=True)
+        (self.trial_dir(number) / CHECKPOINT_REFERENCE).unlink(missing_ok=True)
+        # what earlier versions uploaded: a second copy of the checkpoint
         (self.trial_dir(number) / "checkpoint.tar").unlink(missing_ok=True)

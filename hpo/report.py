@@ -82,7 +82,8 @@ def _summary(
         f"- direction: {direction} {metric}",
         "- trials: "
         + ", ".join(
-            f"{k} {counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
+            f"{k.replace('requeued', 're-queued')} {counts[k]}"
+            for k in ("complete", "pruned", "failed", "requeued", "running", "waiting")
         ),
         f"- best: trial {best.number}, {metric} = {_fmt(best.value)}",
         "",

@@ -1,13 +1,17 @@
 """Shared fixtures: tiny real encoders saved to disk, and real storage URLs.
 
 PostgreSQL is never mocked: tests use the local server (``HPO_TEST_POSTGRES``, default
-``postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test``), creating the database if needed.
+``postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test``, one database per xdist worker),
+creating the database if needed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -17,12 +21,44 @@ import sqlalchemy as sa
 
 from hpo.fixtures import make_tiny_encoder
 
-POSTGRES_URL = os.environ.get(
-    "HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test"
+_BASE_POSTGRES_URL = sa.make_url(
+    os.environ.get("HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test")
 )
+# Under `pytest -n` each xdist worker gets a database of its own (hpo_test_gw0, ...), so one
+# worker's studies, roles and connection counts never meet another's.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+POSTGRES_URL = (
+    _BASE_POSTGRES_URL.set(database=f"{_BASE_POSTGRES_URL.database}_{_XDIST_WORKER}")
+    if _XDIST_WORKER
+    else _BASE_POSTGRES_URL
+).render_as_string(hide_password=False)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach a model hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-POSTGRES_PORT = sa.make_url(POSTGRES_URL).port or 5432
+POSTGRES_PORT = _BASE_POSTGRES_URL.port or 5432
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under `pytest -n`, a test marked ``serial`` (it stops or restarts the PostgreSQL server
+    every worker shares) runs while no other test does, set-up included (a module's fixture may
+    train on the database): it holds a file lock exclusively, every other test holds it
+    shared. The gate taken first keeps the lock fair: once a serial test waits, no new test
+    starts. xdist has no such mode; without xdist nothing is locked."""
+    if not _XDIST_WORKER:
+        return (yield)
+    folder = Path(tempfile.gettempdir()) / f"hpo-tests-{os.environ['PYTEST_XDIST_TESTRUNUID']}"
+    folder.mkdir(exist_ok=True)
+    serial = item.get_closest_marker("serial") is not None
+    with open(folder / "serial.gate", "a") as gate, open(folder / "serial.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        if not serial:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +74,23 @@ def _close_dropped_database_connections():
     ]
     if len(open_) > 5:
         gc.collect()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium, for the pages that must be seen rendered (the dashboard, the
+    explanation report): skipped without it on a workstation, failed in CI (.ci/run installs
+    it)."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path:
+        return path
+    message = (
+        "headless Chromium is not installed: apt-get install -y chromium "
+        "(.ci/run installs it in CI)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ study every 0.3 s for minutes would exhaust PostgreSQL's 100 clients (CI did, on
 from __future__ import annotations
 
 import functools
+import time
 
 import optuna
 
@@ -28,3 +29,31 @@ def read_trials(name: str, url: str) -> list[optuna.trial.FrozenTrial]:
         return read_study(name, url).get_trials()
     except KeyError:
         return []
+
+
+def delete_until_gone(name: str, url: str, tries: int = 20) -> None:
+    """``optuna delete-study`` as a user repeats it: Optuna's delete_study swallows the
+    IntegrityError of a row a worker inserts meanwhile (a heartbeat, a report) and then
+    deletes nothing, which a loaded machine makes likely."""
+    for _ in range(tries):
+        optuna.delete_study(study_name=name, storage=storage(url))
+        if name not in optuna.get_all_study_names(storage=storage(url)):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"study {name} still exists after {tries} deletes")
+
+
+def wait_for(condition, seconds: float, what: str):
+    """``condition()``'s first truthy value, polled every 0.3 s for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.3)
+    raise AssertionError(f"waited {seconds}s for {what}")
+
+
+def running_trials(name: str, url: str, n: int) -> list:
+    """The study's RUNNING trials once there are at least ``n``; none before."""
+    running = [t for t in read_trials(name, url) if t.state.name == "RUNNING"]
+    return running if len(running) >= n else []

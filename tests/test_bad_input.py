@@ -390,6 +390,7 @@ def _studies_in(url: str) -> set[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.slow
 def test_bad_input_is_one_clear_line_and_creates_no_study(
     case: Case, assets, tmp_path, study_name, request
 ):
@@ -450,6 +451,7 @@ def test_bad_input_is_one_clear_line_and_creates_no_study(
         assert study_name not in _studies_in(request.getfixturevalue("postgres_url"))
 
 
+@pytest.mark.slow
 def test_the_unbroken_spec_is_valid(assets, tmp_path, study_name):
     """The control: without the one broken thing, the same spec, data and encoders pass."""
     spec_path = tmp_path / "study.yaml"

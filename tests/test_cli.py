@@ -42,6 +42,7 @@ def finished_study(sqlite_url, study_name) -> str:
     return study_name
 
 
+@pytest.mark.slow
 def test_export_to_an_unwritable_path(sqlite_url, finished_study):
     result = run_hpo(
         "export", finished_study, "--storage", sqlite_url, "--out", f"{UNWRITABLE}/trials.csv"
@@ -49,6 +50,7 @@ def test_export_to_an_unwritable_path(sqlite_url, finished_study):
     assert_one_line_exit_2(result, "cannot write", "trials.csv")
 
 
+@pytest.mark.slow
 def test_report_to_an_unwritable_path(sqlite_url, finished_study):
     assert_one_line_exit_2(
         run_hpo("report", finished_study, "--storage", sqlite_url, "--out", UNWRITABLE),
@@ -58,6 +60,7 @@ def test_report_to_an_unwritable_path(sqlite_url, finished_study):
 
 
 @pytest.mark.parametrize("command", [("data", "sample"), ("make-tiny-encoder",)])
+@pytest.mark.slow
 def test_fixture_builders_to_an_unwritable_path(command):
     assert_one_line_exit_2(run_hpo(*command, UNWRITABLE), UNWRITABLE, "permissions")
 
@@ -69,6 +72,7 @@ def test_a_port_out_of_range(command):
     )
 
 
+@pytest.mark.slow
 def test_an_encoder_the_hub_cannot_serve_is_refused_before_any_study(tmp_path, tiny_roberta):
     """Fetched once in the launcher: a worker would otherwise fail every trial after a long
     wait. Here the hub is unreachable (or the id unknown): one line, exit 2, no study."""
@@ -116,6 +120,7 @@ def database_intact(url: str, study_name: str) -> bool:
     return len(optuna.load_study(study_name=study_name, storage=get_storage(url)).trials) == 3
 
 
+@pytest.mark.slow
 def test_export_never_overwrites_the_study_database(sqlite_url, finished_study, tmp_path):
     """``--out`` naming the storage file used to exit 0 with the database destroyed."""
     database = sqlite_url.removeprefix("sqlite:///")
@@ -133,6 +138,7 @@ def test_export_never_overwrites_the_study_database(sqlite_url, finished_study, 
     )
 
 
+@pytest.mark.slow
 def test_export_never_overwrites_the_study_file_it_reads(sqlite_url, finished_study, tmp_path):
     spec = tmp_path / "study.yaml"
     text = (
@@ -146,6 +152,7 @@ def test_export_never_overwrites_the_study_file_it_reads(sqlite_url, finished_st
     assert spec.read_text() == text
 
 
+@pytest.mark.slow
 def test_report_never_overwrites_a_database(sqlite_url, finished_study, tmp_path):
     """Every file the report writes goes through the same rule, checked before any is drawn."""
     database = Path(sqlite_url.removeprefix("sqlite:///"))
@@ -159,6 +166,7 @@ def test_report_never_overwrites_a_database(sqlite_url, finished_study, tmp_path
         assert [p.name for p in out.iterdir()] == [name], "nothing drawn"
 
 
+@pytest.mark.slow
 def test_dashboard_on_a_busy_port_names_it_before_saying_it_listens(sqlite_url, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -23,7 +24,7 @@ from hpo.fixtures import write_sample
 from hpo.outputs import TrialOutputs
 from hpo.run.worker import run_worker
 from hpo.spec import load_spec
-from hpo.study import get_storage
+from hpo.study import get_storage, metric_attrs
 
 REPO = Path(__file__).parent.parent
 SMOKE = REPO / "studies" / "criteria-smoke.yaml"
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalW
 
 def build_study(url: str, name: str, checkpoints: Path, n_trials: int) -> optuna.Study:
     """A study shaped like the one the objective writes: params, per-epoch reports,
-    metrics / epochs_run / wall_seconds / checkpoint user attributes, and trial folders
+    metric:NAME / epochs_run / wall_seconds / checkpoint user attributes, and trial folders
     under ``checkpoints`` (its output_dir) whose metrics.json names the study and trial."""
     study = optuna.create_study(study_name=name, storage=get_storage(url), direction="maximize")
     uid = uuid.uuid4().hex
@@ -69,7 +70,8 @@ def build_study(url: str, name: str, checkpoints: Path, n_trials: int) -> optuna
         checkpoint = outputs.checkpoint_dir(number)
         checkpoint.mkdir(parents=True)
         outputs.write_metrics(number, {"value": macro_f1})
-        trial.set_user_attr("metrics", {"macro_f1": macro_f1, "accuracy": accuracy})
+        for key, value in metric_attrs({"macro_f1": macro_f1, "accuracy": accuracy}).items():
+            trial.set_user_attr(key, value)
         trial.set_user_attr("epochs_run", 2)
         trial.set_user_attr("wall_seconds", 10.5 + number)
         trial.set_user_attr("checkpoint", str(checkpoint))
@@ -97,7 +99,8 @@ def hpo_process(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 # ---- status --------------------------------------------------------------------------------------
 
 
-def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name, tmp_path):
+@pytest.mark.slow
+def test_status_prints_counts_best_and_rate(capsys, postgres_url, study_name, tmp_path):
     build_study(postgres_url, study_name, tmp_path, n_trials=10)
     code, out, err = hpo(capsys, "status", study_name, "--storage", postgres_url)
     assert code == 0, err
@@ -105,14 +108,72 @@ def test_status_prints_counts_best_rate_and_eta(capsys, postgres_url, study_name
     assert lines[0] == f"study {study_name} (criteria, maximize macro_f1)"
     assert lines[1].split() == ["complete=3", "pruned=1", "failed=0", "running=0", "waiting=0"]
     assert lines[2].split() == ["finished", "4/10", "best", "0.8700"]
-    assert (
-        "trials/hour" in lines[3] and "ETA" in lines[3] and lines[3].endswith((" h", " min", " s"))
+    assert lines[3].endswith("trials/hour") and float(lines[3].split()[0]) > 0
+    assert "ETA" not in out, "no trial runs: nothing moves the study, so no ETA"
+
+
+def test_status_eta_comes_from_the_running_trials_own(capsys, sqlite_url, study_name, tmp_path):
+    """#36: the study's ETA said 26 s while its only running trial said 4 min. The trials left
+    start as workers come free and last as the finished ones did."""
+    study = build_study(sqlite_url, study_name, tmp_path, n_trials=5)
+    going = study.ask(SPACE)
+    going.set_user_attr(
+        "progress",
+        {"epoch": 1, "epochs": 4, "step": 3, "steps": 75, "eta_seconds": 240.0, "at": time.time()},
     )
-    rate = float(lines[3].split()[0])
-    number, unit = lines[3].split("ETA")[1].split()
-    hours = float(number) / {"h": 1, "min": 60, "s": 3600}[unit]
-    assert rate > 0 and hours == pytest.approx(6 / rate, rel=0.5, abs=1 / 3600)
-    assert float(number) > 0, "six trials remain: the ETA is never shown as zero"
+    code, out, err = hpo(capsys, "status", study_name, "--storage", sqlite_url)
+    assert code == 0, err
+    assert "ETA 4 min" in out.splitlines()[3]  # the trial's own 4 min; no trial left to start
+    assert f"trial {going.number} running on ?: epoch 1/4 step 3/75, ETA 4 min" in out
+
+    # 4 minutes, said 2 minutes ago: 2 minutes left
+    going.set_user_attr(
+        "progress",
+        {
+            "epoch": 3,
+            "epochs": 4,
+            "step": 9,
+            "steps": 75,
+            "eta_seconds": 240.0,
+            "at": time.time() - 120,
+        },
+    )
+    code, out, _ = hpo(capsys, "status", study_name, "--storage", sqlite_url)
+    assert "ETA 2 min" in out.splitlines()[3]
+
+
+def test_status_sets_the_estimate_beside_the_epochs_the_trials_took(
+    capsys, sqlite_url, study_name, tmp_path
+):
+    from hpo.study import open_study, record_trial_cost
+
+    spec = load_spec(SMOKE, [f"name={study_name}", f"output_dir={tmp_path}"], sqlite_url)
+    study = open_study(spec)  # records the spec, and with it where the estimate is kept
+    record_trial_cost(spec, 30.0, 2, {"tiny-roberta": {"epoch_s": 6.0, "threads": 1}})
+    encoder = {"encoder": CategoricalDistribution(["tiny-roberta", "tiny-deberta"])}
+    code, out, err = hpo(capsys, "status", study_name, "--storage", sqlite_url)
+    assert code == 0 and "an epoch took" not in out, "no trial has run yet"
+    for name, wall in [
+        ("tiny-roberta", 10.0),
+        ("tiny-roberta", 14.0),
+        ("tiny-roberta", 18.0),
+        ("tiny-deberta", 6.0),
+    ]:  # 2 s of setup, then 4 epochs
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"encoder": name},
+                distributions=encoder,
+                value=0.5,
+                user_attrs={"epochs_run": 4, "setup_seconds": 2.0, "wall_seconds": wall},
+            )
+        )
+    code, out, err = hpo(capsys, "status", study_name, "--storage", sqlite_url)
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if "an epoch took" in line]
+    assert line == (
+        "  encoder tiny-roberta: an epoch took 3.0 s (median of 3 complete trials), "
+        "hpo validate --estimate said 6.0 s at 1 thread: 2.0x that"
+    ), "tiny-deberta was not timed, so it is not compared"
 
 
 def test_status_shows_where_each_running_trial_is(capsys, sqlite_url, study_name, tmp_path):
@@ -149,7 +210,7 @@ def test_status_on_sqlite(capsys, sqlite_url, study_name, tmp_path):
     build_study(sqlite_url, study_name, tmp_path, n_trials=5)
     code, out, _ = hpo(capsys, "status", study_name, "--storage", sqlite_url)
     assert code == 0
-    assert "complete=3  pruned=1" in out and "ETA" in out
+    assert "complete=3  pruned=1" in out and "ETA" not in out  # no trial running
     assert "finished 4/5   best 0.8700" in out  # rounded as hpo best rounds it
 
 
@@ -331,8 +392,8 @@ def test_export_csv_has_one_row_per_trial_with_flat_columns(
         "params.learning_rate",
         "params.head_layers",
         "params.pooling",
-        "user_attrs.metrics.macro_f1",
-        "user_attrs.metrics.accuracy",
+        "metrics.macro_f1",
+        "metrics.accuracy",
         "user_attrs.epochs_run",
         "user_attrs.wall_seconds",
         "user_attrs.checkpoint",
@@ -340,17 +401,15 @@ def test_export_csv_has_one_row_per_trial_with_flat_columns(
         "value",
     ):
         assert name in columns
-    assert not any(column in ("params", "user_attrs", "user_attrs.metrics") for column in columns)
+    assert not any(column in ("params", "user_attrs", "metrics") for column in columns)
+    assert not any(column.startswith("user_attrs.metric") for column in columns)
     for row, trial in zip(rows, finished.trials, strict=True):
         assert float(row["params.learning_rate"]) == pytest.approx(trial.params["learning_rate"])
         assert row["params.pooling"] == trial.params["pooling"]
-    assert float(rows[BEST]["user_attrs.metrics.macro_f1"]) == pytest.approx(0.87)
-    assert float(rows[BEST]["user_attrs.metrics.accuracy"]) == pytest.approx(0.91)
+    assert float(rows[BEST]["metrics.macro_f1"]) == pytest.approx(0.87)
+    assert float(rows[BEST]["metrics.accuracy"]) == pytest.approx(0.91)
     # pruned: Optuna keeps its last report as the value; it has no metrics
-    assert (
-        float(rows[2]["value"]) == pytest.approx(0.05)
-        and rows[2]["user_attrs.metrics.macro_f1"] == ""
-    )
+    assert float(rows[2]["value"]) == pytest.approx(0.05) and rows[2]["metrics.macro_f1"] == ""
     assert rows[2]["user_attrs.epochs_run"] == "1"
 
 
@@ -372,8 +431,8 @@ def test_export_json_keeps_the_nesting(capsys, finished, postgres_url, tmp_path)
     assert len(rows) == 4
     assert rows[BEST]["value"] == pytest.approx(0.87)
     assert rows[BEST]["params"] == finished.trials[BEST].params
-    assert rows[BEST]["user_attrs"]["metrics"] == {"macro_f1": 0.87, "accuracy": 0.91}
-    assert rows[2]["state"] == "PRUNED" and "metrics" not in rows[2]["user_attrs"]
+    assert rows[BEST]["metrics"] == {"macro_f1": 0.87, "accuracy": 0.91}
+    assert rows[2]["state"] == "PRUNED" and rows[2]["metrics"] == {}
     assert all(row["datetime_start"] for row in rows)
 
 
@@ -383,7 +442,7 @@ def test_export_to_standard_output(capsys, finished, postgres_url):
     )
     assert code == 0
     rows = list(csv.DictReader(out.splitlines()))
-    assert len(rows) == 4 and rows[BEST]["user_attrs.metrics.macro_f1"] == "0.87"
+    assert len(rows) == 4 and rows[BEST]["metrics.macro_f1"] == "0.87"
 
 
 # ---- Optuna's own tools read our studies ---------------------------------------------------------
@@ -418,7 +477,7 @@ def test_unknown_study_is_exit_2_listing_the_studies_there(
     capsys, sqlite_url, study_name, tmp_path
 ):
     build_study(sqlite_url, study_name, tmp_path, n_trials=4)
-    for command in ("status", "best", "export"):
+    for command in ("status", "best", "export", "report", "finalize", "dashboard"):
         code, out, err = hpo(capsys, command, "no-such-study", "--storage", sqlite_url)
         assert code == 2
         assert out == ""
@@ -751,9 +810,13 @@ def test_enqueue_without_a_parameter_is_a_usage_error(conditional):
     assert result.returncode == 2 and "--set" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_validate_estimate_times_the_real_step_and_sizes_the_study(
-    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+def test_validate_estimate_times_every_encoder_at_a_workers_threads(
+    capsys, tmp_path, study_name, tiny_roberta, tiny_deberta, sqlite_url
 ):
+    """#36: it timed one of two searched encoders, with every thread of the machine while
+    hpo tune --workers 2 gives each worker half of them (a ~15x over-estimate)."""
+    from hpo.run.launcher import available_cpus
+
     write_sample(tmp_path / "data", posts=40, seed=0)
     path = tmp_path / "sized.yaml"
     path.write_text(f"""name: {study_name}
@@ -762,25 +825,37 @@ data_dir: {tmp_path / "data"}
 n_trials: 40
 timeout: 7200
 output_dir: {tmp_path / "out"}
-model_paths: {{tiny: {tiny_roberta}}}
-train: {{encoder: tiny, batch_size: 4, max_length: 64}}
+model_paths: {{tiny: {tiny_roberta}, tiny-deberta: {tiny_deberta}}}
+train: {{batch_size: 4, max_length: 64}}
 search_space:
+  encoder: {{type: categorical, choices: [tiny, tiny-deberta]}}
   epochs: {{type: int, low: 2, high: 4}}
 """)
     code, out, err = hpo(
         capsys, "validate", str(path), "--storage", sqlite_url, "--estimate", "--workers", "2"
     )
     assert code == 0, err
-    line = re.search(
-        r"compute, encoder tiny on cpu \(\d+ threads, 3 steps timed at batch 4, max_length 64\): "
-        r"an epoch ≈ (\S+) training \((\d+) steps\) \+ (\S+) validation; a trial of 2–4 epochs "
-        r"≈ (\S+)–(\S+); 40 trials ≈ (\S+) with 2 at a time",
-        out,
-    )
-    assert line, out
+    threads = max(1, available_cpus() // 2)
+    for encoder in ("tiny", "tiny-deberta"):
+        line = re.search(
+            rf"compute, encoder {encoder} on cpu \({threads} threads?, 3 steps timed at batch 4, "
+            r"max_length 64\): an epoch ≈ (\S+) training \((\d+) steps\) \+ (\S+) validation; "
+            r"a trial of 2–4 epochs ≈ (\S+)–(\S+); 40 trials ≈ (\S+) with 2 at a time",
+            out,
+        )
+        assert line, out
     assert re.search(r"timeout 2h00m: about \d+ trials of 4 epochs fit", out), out
-    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # validate creates nothing
-    assert not (tmp_path / "out").exists()
+    assert f"timed at {threads} thread" in out and "hpo tune --workers 2" in out
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # validate creates no study
+    # the one thing it keeps: the estimate, for the study's plan and hpo status
+    (kept,) = (tmp_path / "out").rglob("*.*")
+    record = json.loads(kept.read_text())
+    assert kept.name == f"{study_name}.json" and record["workers"] == 2
+    assert {name: timed["threads"] for name, timed in record["encoders"].items()} == {
+        "tiny": threads,
+        "tiny-deberta": threads,
+    }
+    assert all(timed["epoch_s"] > 0 for timed in record["encoders"].values())
 
 
 def test_a_step_timing_counts_the_tokens_an_epoch_reads(tiny_roberta, tmp_path):

@@ -11,7 +11,6 @@ from hpo.data import (
     MULTILABEL,
     SPECIAL_CASE,
     SYMPTOMS,
-    TASKS,
     build_examples,
     evidence_candidates,
     kfold_posts,
@@ -26,6 +25,7 @@ from hpo.data.redsm5 import ANNOTATION_COLUMNS, POST_COLUMNS
 from hpo.data.sentences import NOT_IN_POST, split_sentences
 from hpo.errors import DataError, UsageError
 from hpo.fixtures import write_sample
+from hpo.vocabulary import TASKS
 
 POST_HEADER = list(POST_COLUMNS)  # the layout the loader requires, in ReDSM5's column order
 ANNOTATION_HEADER = list(ANNOTATION_COLUMNS)

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from headless import CHROMIUM_FLAGS
 
 from hpo.cli import main
 from hpo.data import SYMPTOMS, files_fingerprint, load_descriptions, load_redsm5
@@ -26,16 +27,6 @@ HOSTILE_TEXT = (
     "I can't sleep at all and I feel worthless. <script>document.title='pwned'</script>\n"
     "Nothing is fun anymore & I'm <b>exhausted</b> all day."
 )
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-)  # as test_dashboard's
 SETTINGS = {  # tiny, one epoch; tuned thresholds so that some symptoms are found and some are not
     "criteria": dict(
         task="criteria",
@@ -144,6 +135,7 @@ def test_training_records_the_data_fingerprint_a_pair_is_checked_on(models, samp
     assert saved["inference"]["data_fingerprint"] == files_fingerprint(sample_dir)
 
 
+@pytest.mark.slow
 def test_joined_prediction_gives_every_symptom_and_the_found_ones_their_sentences(models, posts):
     pair = load_pair(models("criteria"), models("evidence"), device="cpu")
     assert pair.unchecked_data is None
@@ -209,8 +201,9 @@ def test_cli_writes_one_json_line_per_post_and_the_report(
     for r in records:
         assert list(r["symptoms"]) == list(SYMPTOMS)
         for finding in r["symptoms"].values():
-            assert set(finding) == {"probability", "present", "evidence"}
+            assert set(finding) == {"probability", "threshold", "present", "evidence"}
             assert 0 <= finding["probability"] <= 1
+            assert finding["present"] == (finding["probability"] >= finding["threshold"])
             assert len(finding["evidence"]) <= (3 if finding["present"] else 0)
             for s in finding["evidence"]:
                 assert texts[r["post_id"]][s["start"] : s["end"]] == s["text"]
@@ -331,11 +324,8 @@ def test_a_model_saved_before_fingerprints_still_predicts_and_pairs_with_a_warni
 
 @pytest.mark.slow
 def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
-    models, posts, posts_csv, tmp_path
+    models, posts, posts_csv, tmp_path, chromium
 ):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("headless Chromium is not installed: apt-get install -y chromium")
     out, html, shot = tmp_path / "out.jsonl", tmp_path / "report.html", tmp_path / "report.png"
     assert (
         predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html))
@@ -358,9 +348,13 @@ def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
     assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]
     dom = run.stdout
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    found = sum(f["present"] for r in records for f in r["symptoms"].values())
-    assert len(re.findall(r'class="badge present"', dom)) == found > 0
-    assert len(re.findall(r'class="badge (?:present|absent)"', dom)) == len(SYMPTOMS) * len(records)
+    findings = [f for r in records for f in r["symptoms"].values()]
+    found = sum(f["present"] for f in findings)
+    assert len(re.findall(r'class="badge present[ "]', dom)) == found > 0
+    assert len(re.findall(r'class="badge (?:present|absent)', dom)) == len(SYMPTOMS) * len(records)
+    # marked uncertain: exactly the decisions within 0.1 of their threshold
+    near = sum(abs(f["probability"] - f["threshold"]) <= 0.1 for f in findings)
+    assert len(re.findall(r'class="badge (?:present|absent) uncertain"', dom)) == near
     sentences = {
         (r["post_id"], s["start"])
         for r in records
@@ -368,6 +362,16 @@ def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
         for s in f["evidence"]
     }
     assert len(re.findall(r'<mark class="evidence', dom)) == len(sentences) > 0
-    # the post's script never ran (it would retitle the page)
+    assert "Intended use: a research screening aid, not a diagnosis." in dom
+    # the index shows each symptom's threshold: the criteria model's own
+    saved = json.loads((models("criteria") / "classifier.json").read_text())["inference"]
+    shown = dict(re.findall(r'<tr data-symptom="([A-Z_]+)">.*?class="threshold">([0-9.]+)<', dom))
+    assert shown == {s: f"{saved['thresholds'][s]:.2f}" for s in SYMPTOMS}
+    # a trial's checkpoint has no finalize summary beside it: its test quality is unknown
+    assert dom.count("No test figures") == 2
+    # the filter's script ran (it fills the line under the index); the post's never did
+    assert f"All {len(records)} posts shown." in dom
     assert "<title>Symptoms and their evidence" in dom
-    assert "<script" not in dom and "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    assert (
+        dom.count("<script") == 1 and "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    )

@@ -16,16 +16,18 @@ import numpy as np
 import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
+from optuna_dashboard import get_note
 from shared_storage import read_study
 
 from hpo.data import SYMPTOMS
 from hpo.data.posts import load_posts
-from hpo.finalize.choose import out_of_fold_thresholds
-from hpo.finalize.holdout import score_on_test, score_on_validation
+from hpo.final.choose import out_of_fold_thresholds
+from hpo.final.holdout import score_on_test, score_on_validation
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
 from hpo.predict import load_classifier, read_settings
 from hpo.spec import load_spec
+from hpo.study import trial_metrics
 from hpo.train.evaluate import objective_value, post_matrix
 from hpo.train.prepare import prepare_data
 
@@ -46,6 +48,10 @@ def tuned(tmp_path_factory, tiny_roberta, tiny_deberta, postgres_url):
         f"train.cache_dir={root / 'cache'}",
         "n_trials=4",
         "train.epochs=2",
+        # every trial completes, so --top-k 2 finds two configurations however the two workers
+        # interleave (successive halving's cuts depend on which trial reports first)
+        "pruner.name=none",
+        "pruner.options={}",
         f"model_paths.tiny-roberta={tiny_roberta}",
         f"model_paths.tiny-deberta={tiny_deberta}",
     ]
@@ -97,7 +103,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     assert not [
         key
         for trial in study.trials
-        for key in {**trial.user_attrs, **trial.user_attrs.get("metrics", {})}
+        for key in {**trial.user_attrs, **trial_metrics(trial)}
         if key.startswith("test_")
     ], "no trial of a search looks at the test split"
 
@@ -167,7 +173,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         [a["auroc"] for a in alone], abs=0.005
     ), "each seed's validation figures are what its model scores there"
 
-    from hpo.finalize.model_card import command_line  # never shows a storage password
+    from hpo.final.model_card import command_line  # never shows a storage password
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
@@ -196,6 +202,9 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
         in (study.user_attrs["final_test"])
     )
+    # the dashboard's study note ends with the chosen model and its test score
+    note = get_note(study)
+    assert "## Final model (hpo finalize)" in note and study.user_attrs["final_test"] in note
 
     # hpo best shows how far the chosen configuration's value moved with the seed
     best = _hpo("best", tuned["name"], "--storage", tuned["storage"], cwd=tuned["root"])
@@ -251,6 +260,44 @@ def post_matrix_truth(config) -> list:
     test = prepare_data(config).test
     truth, _ = post_matrix(test, np.zeros((len(test), test.num_labels)))
     return list(truth.T)
+
+
+def test_finalize_by_the_studys_name_uses_the_spec_it_was_tuned_with(tuned):
+    """Tuned with --set n_trials=4 and more (#36): finalize NAME repeats none of them, its
+    retraining children read the spec as finalize resolved it, and the spec file given every
+    flag but n_trials=4 is not refused for it (the budget is not the search)."""
+    from hpo.study import check_spec
+
+    out = tuned["root"] / "by-name"
+    run = _hpo(
+        "finalize",
+        tuned["name"],
+        "--storage",
+        tuned["storage"],
+        "--top-k",
+        "1",
+        "--seeds",
+        "2",
+        "--workers",
+        "2",
+        "--no-progress",
+        "--set",
+        f"output_dir={out}",
+        cwd=out.parent,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    final = _final_dir(tuned, out)
+    summary = json.loads((final / "metrics.json").read_text())
+    assert summary["search"]["n_trials"] == 4 and not summary["search"]["partial"]
+    assert len(summary["configurations"][0]["seeds"]) == 2
+    read_by_children = json.loads((final / "runs" / "spec.json").read_text())
+    assert read_by_children["n_trials"] == 4 and read_by_children["output_dir"] == str(out)
+    assert "storage" not in read_by_children, "the storage URL (a password) stays out of files"
+
+    settings = tuned["args"][1::2]
+    other_budget = load_spec(SPEC, [s for s in settings if s != "n_trials=4"], tuned["storage"])
+    assert other_budget.n_trials != 4
+    check_spec(read_study(tuned["name"], tuned["storage"]), other_budget, "not refused")
 
 
 def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned):
@@ -314,7 +361,7 @@ def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
 
 def test_a_study_without_completed_trials_has_nothing_to_finalize(tmp_path):
     from hpo.errors import UsageError
-    from hpo.finalize.pipeline import plan
+    from hpo.final.pipeline import plan
 
     spec = load_spec(SPEC, ["name=empty"], f"sqlite:///{tmp_path / 'db.sqlite'}")
     study = optuna.create_study(study_name="empty", storage=spec.storage.text, direction="maximize")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import optuna
+import pytest
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
@@ -28,6 +29,7 @@ def heartbeat_storage(url: str, max_retry: int = 0):
     )
 
 
+@pytest.mark.slow
 def test_stale_trial_ids_are_the_same_however_often_asked(storage_url, study_name):
     """Optuna's test_get_stale_trial_ids: asked twice in a row, the answer is the same."""
     storage = heartbeat_storage(storage_url)
@@ -41,6 +43,7 @@ def test_stale_trial_ids_are_the_same_however_often_asked(storage_url, study_nam
     )
 
 
+@pytest.mark.slow
 def test_fail_stale_trials_spares_unbeaten_and_fresh_trials_and_fails_silent_ones(
     storage_url, study_name
 ):
@@ -60,6 +63,7 @@ def test_fail_stale_trials_spares_unbeaten_and_fresh_trials_and_fails_silent_one
     assert study.trials[0].state == TrialState.FAIL
 
 
+@pytest.mark.slow
 def test_optimize_fails_this_studys_stale_trial_only(storage_url, study_name):
     """Optuna's test_fail_stale_trials_with_optimize: optimize on one study fails its own
     stale trial before running, and leaves another study's alone."""
@@ -74,6 +78,7 @@ def test_optimize_fails_this_studys_stale_trial_only(storage_url, study_name):
     assert other.trials[0].state == TrialState.RUNNING
 
 
+@pytest.mark.slow
 def test_the_stale_callback_requeues_with_the_same_parameters_up_to_max_retry(
     storage_url, study_name
 ):
@@ -102,6 +107,22 @@ def test_the_stale_callback_requeues_with_the_same_parameters_up_to_max_retry(
     assert retried[2] is None, "max_retry=1 reached: the copy's death is not re-queued"
 
 
+def test_a_trial_that_never_beat_is_failed_a_grace_period_after_hpo_first_sees_it(
+    storage_url, study_name
+):
+    """A database outage can cut ``study.ask`` after it created the trial, before its worker
+    knew the trial: nobody beats it. Optuna never judges an unbeaten trial, so the study
+    waited for it forever; hpo's sweep gives it a beat when first seen, then fails it."""
+    storage = heartbeat_storage(storage_url, max_retry=1)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    orphan = study.ask()  # as the worker that lost it left it: RUNNING, never beaten
+    assert fail_stale(study) == [], "first seen now: its grace period starts"
+    time.sleep(PAST_GRACE)
+    assert [t.number for t in fail_stale(study)] == [orphan.number]
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
+
+
+@pytest.mark.slow
 def test_hpo_fail_stale_records_why_and_requeues(storage_url, study_name):
     """A trial failed as stale says why (fail_reason), and its retry starts without it."""
     storage = heartbeat_storage(storage_url, max_retry=1)

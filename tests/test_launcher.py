@@ -16,9 +16,17 @@ from pathlib import Path
 
 import optuna
 import pytest
-from shared_storage import read_study, read_trials
+from shared_storage import (
+    delete_until_gone,
+    read_study,
+    read_trials,
+    running_trials,
+    wait_for,
+)
+from tune_cli import study_sets, tune_assets
 
 from hpo.run.launcher import Supervisor, WorkerLaunch, visible_gpus, worker_launches
+from hpo.spec import set_flags
 from hpo.train.memory import machine_memory_mb, memory_share_mb
 
 SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"
@@ -442,10 +450,17 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
 ):
     import sqlalchemy as sa
 
-    from hpo.run import launcher
+    from hpo.run import progress as progress_module
 
     def counts(finished: int) -> dict:
-        return {"finished": finished, "running": 2, "pruned": 0, "failed": 0, "best": 0.5}
+        return {
+            "finished": finished,
+            "running": 2,
+            "pruned": 0,
+            "failed": 0,
+            "requeued": 0,
+            "best": 0.5,
+        }
 
     outage = sa.exc.OperationalError(
         "SELECT", {}, Exception("connection refused\nIs the server running?")
@@ -460,8 +475,8 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
             raise answer
         return answer
 
-    monkeypatch.setattr(launcher, "state_counts", state_counts)
-    progress = launcher.StudyProgress(study=None, n_trials=5, enabled=False)
+    monkeypatch.setattr(progress_module, "state_counts", state_counts)
+    progress = progress_module.StudyProgress(study=None, n_trials=5, enabled=False)
     progress.refresh()
     assert not progress.done() and progress.bar.n == 3  # the outage began: the last counts stand
     progress.refresh()
@@ -510,15 +525,9 @@ ORPHAN_SECONDS = 15  # how long workers may outlive a launcher that was killed
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    from hpo.fixtures import write_sample
-
-    root = tmp_path_factory.mktemp("launcher")
-    return {
-        "data": write_sample(root / "data", posts=60, seed=3),
-        "root": root,
-        "roberta": tiny_roberta,
-        "deberta": tiny_deberta,
-    }
+    return tune_assets(
+        tmp_path_factory.mktemp("launcher"), tiny_roberta, tiny_deberta, posts=60, seed=3
+    )
 
 
 def _start_tune(
@@ -537,17 +546,7 @@ def _start_tune(
         "--no-progress",
         *flags,
     ]
-    for item in (
-        f"name={name}",
-        f"data_dir={assets['data']}",
-        f"output_dir={assets['root'] / name}",
-        f"train.cache_dir={assets['root'] / 'cache'}",
-        f"model_paths.tiny-roberta={assets['roberta']}",
-        f"model_paths.tiny-deberta={assets['deberta']}",
-        "keep_top_k=0",
-        *sets,
-    ):
-        cmd += ["--set", item]
+    cmd += set_flags([*study_sets(name, assets), "keep_top_k=0", *sets])
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, **popen}
     return subprocess.Popen(
         cmd,
@@ -557,20 +556,6 @@ def _start_tune(
         start_new_session=True,
         **popen,
     )
-
-
-def _wait_for(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"waited {seconds}s for {what}")
-
-
-def _running(name: str, storage: str, n: int) -> list:
-    running = [t for t in read_trials(name, storage) if t.state.name == "RUNNING"]
-    return running if len(running) >= n else []
 
 
 def _children(pid: int) -> list[int]:
@@ -630,6 +615,7 @@ def _pg_ctl(action: str) -> None:
 
 
 @e2e
+@pytest.mark.serial  # stops the server every test shares
 def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
     """PostgreSQL stops for 20 s mid-study: the launcher keeps its last counts and says
     once that it waits, its workers retry, and the study still ends at exactly n_trials."""
@@ -644,7 +630,7 @@ def test_tune_rides_out_a_database_outage(postgres_url, study_name, assets):
     )
     stopped, workers = False, []
     try:
-        _wait_for(
+        wait_for(
             lambda: [t for t in read_trials(study_name, postgres_url) if t.state.name in FINISHED],
             180,
             "a first finished trial",
@@ -678,15 +664,15 @@ def test_a_killed_launcher_leaves_no_orphan_workers(postgres_url, study_name, as
     proc = _start_tune(study_name, postgres_url, assets, "train.epochs=50", "pruner={name: none}")
     workers = []
     try:
-        running = _wait_for(
-            lambda: _running(study_name, postgres_url, 2), 180, "two running trials"
+        running = wait_for(
+            lambda: running_trials(study_name, postgres_url, 2), 180, "two running trials"
         )
         workers = _children(proc.pid)
         assert len(workers) == 2, workers
         killed = time.monotonic()
         proc.kill()
         output, _ = proc.communicate(timeout=30)
-        _wait_for(
+        wait_for(
             lambda: not any(map(_alive, workers)), ORPHAN_SECONDS, "the orphaned workers to exit"
         )
         print(f"workers gone {time.monotonic() - killed:.1f}s after the launcher was killed")
@@ -797,11 +783,12 @@ def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_na
         "train.epochs=50",
         "heartbeat.grace_period=3600",
         "n_trials=2",
+        "pruner={name: none}",  # the kill lands mid-trial: no rung ends a trial first
     )
     workers = []
     try:
-        running = _wait_for(
-            lambda: _running(study_name, postgres_url, 2), 180, "two running trials"
+        running = wait_for(
+            lambda: running_trials(study_name, postgres_url, 2), 180, "two running trials"
         )
         workers = _children(proc.pid)
         victim = running[0]
@@ -812,7 +799,7 @@ def test_a_worker_killed_outright_leaves_no_trial_running(postgres_url, study_na
             in Path(f"/proc/{w}/cmdline").read_text().replace("\0", " ")
         )
         os.kill(pid, signal.SIGKILL)
-        _wait_for(
+        wait_for(
             lambda: [
                 t
                 for t in read_trials(study_name, postgres_url)
@@ -851,7 +838,13 @@ def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials
     The launcher still stops its workers (their running trials re-queued) and exits 130."""
     terminal, side = os.openpty()
     proc = _start_tune(
-        study_name, postgres_url, assets, "train.epochs=50", stdout=side, stderr=side
+        study_name,
+        postgres_url,
+        assets,
+        "train.epochs=50",
+        "pruner={name: none}",  # both trials still run when the terminal closes
+        stdout=side,
+        stderr=side,
     )
     os.close(side)
     seen, closing = bytearray(), threading.Event()
@@ -868,8 +861,8 @@ def test_sighup_with_the_terminal_closed_stops_workers_and_requeues_their_trials
     reader.start()
     workers = []
     try:
-        running = _wait_for(
-            lambda: _running(study_name, postgres_url, 2), 180, "two running trials"
+        running = wait_for(
+            lambda: running_trials(study_name, postgres_url, 2), 180, "two running trials"
         )
         workers = _children(proc.pid)
         assert len(workers) == 2, workers
@@ -1055,7 +1048,7 @@ def test_the_launcher_rides_out_a_revoked_privilege_and_says_what_to_grant(
     )
     workers = []
     try:
-        _wait_for(
+        wait_for(
             lambda: [t for t in read_trials(study_name, storage) if t.state.name in FINISHED],
             180,
             "a first finished trial",
@@ -1088,10 +1081,9 @@ def test_a_study_deleted_under_a_running_tune_ends_it_in_one_line(postgres_url, 
     try:
         # both workers mid-trial: Optuna's delete_study ignores the IntegrityError of a trial
         # inserted meanwhile, and then deletes nothing
-        _wait_for(lambda: _running(study_name, postgres_url, 2), 180, "two running trials")
+        wait_for(lambda: running_trials(study_name, postgres_url, 2), 180, "two running trials")
         workers = _children(proc.pid)
-        optuna.delete_study(study_name=study_name, storage=postgres_url)
-        assert not read_trials(study_name, postgres_url), "deleted"
+        delete_until_gone(study_name, postgres_url)
         output, _ = proc.communicate(timeout=120)
     finally:
         _kill_all([proc.pid, *workers])

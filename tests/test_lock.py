@@ -77,6 +77,7 @@ print(held)
 """
 
 
+@pytest.mark.slow
 def test_removing_the_lock_file_never_lets_two_processes_hold_it(tmp_path):
     path, marker = tmp_path / "hpo.db.finalize-1.lock", tmp_path / "held"
     contenders = [

@@ -113,6 +113,7 @@ def test_lora_checkpoint_holds_only_adapters_and_reloads_exactly(tiny_encoder, t
         assert torch.equal(model(**inputs), loaded(**inputs))
 
 
+@pytest.mark.slow
 def test_lora_trial_end_to_end(tiny_roberta, tmp_path):
     data_dir = write_sample(tmp_path / "data", posts=40, seed=5)
     config = TrainConfig(
@@ -172,6 +173,7 @@ def test_meta_base_weights_behind_adapters_are_restored_from_the_checkpoint(tiny
     assert torch.equal(query.weight, expected) and not query.weight.requires_grad
 
 
+@pytest.mark.slow
 def test_gpus_per_trial_without_gpus_fails_clearly(tiny_roberta, tmp_path):
     data_dir = write_sample(tmp_path / "data", posts=20, seed=7)
     with pytest.raises(UsageError, match="gpus_per_trial=2"):

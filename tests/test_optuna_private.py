@@ -54,6 +54,7 @@ def test_the_tables_hpo_writes_have_the_columns_and_unique_keys_it_uses():
     assert ("trial_id",) in unique_keys(private.TrialHeartbeatModel)
     assert {"trial_id", "key", "value_json"} <= columns(private.TrialUserAttributeModel)
     assert ("trial_id", "key") in unique_keys(private.TrialUserAttributeModel)
+    assert {"trial_id", "key", "value_json"} <= columns(private.TrialSystemAttributeModel)
     assert private.TrialModel.__table__.c.state.type.enum_class is TrialState
 
 
@@ -132,6 +133,7 @@ def test_the_attribute_session_ignores_a_lost_insert_race_and_rolls_back_other_e
     assert study.trials[0].user_attrs == {"k": "a"}, "rolled back"
 
 
+@pytest.mark.slow
 def test_optunas_own_stale_trial_question_is_answered_by_hpos_query(
     storage_url, study_name, monkeypatch
 ):

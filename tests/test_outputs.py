@@ -72,6 +72,25 @@ def test_trial_and_checkpoint_folders_lie_inside_the_study_folder(tmp_path):
     assert study.checkpoint_dir(3) == study.trial_dir(3) / "checkpoint"
 
 
+def test_a_kept_checkpoint_is_named_by_a_reference_not_copied(tmp_path):
+    study = outputs(tmp_path / "out")
+    folder = study.checkpoint_dir(2)
+    (folder / "encoder").mkdir(parents=True)
+    (folder / "head.safetensors").write_bytes(b"h" * 300)
+    (folder / "encoder" / "model.safetensors").write_bytes(b"e" * 5000)
+    reference = study.describe_checkpoint(2)
+    assert reference.parent == study.trial_dir(2) and reference.stat().st_size < 1000
+    assert json.loads(reference.read_text()) == {
+        "checkpoint": str(folder.resolve()),
+        "bytes": 5300,
+        "files": {"encoder/model.safetensors": 5000, "head.safetensors": 300},
+        "predict": f"hpo predict {folder.resolve()} --input posts.csv --out predictions.csv",
+    }
+    assert sorted(p.name for p in study.trial_dir(2).iterdir()) == ["checkpoint", "checkpoint.json"]
+    study.remove_checkpoint(2)
+    assert not any(study.trial_dir(2).iterdir()), "the checkpoint goes with its reference"
+
+
 def test_metrics_name_the_study_and_trial_they_belong_to(tmp_path):
     # the owner is not the caller's to set
     path = outputs(tmp_path / "out").write_metrics(3, {"value": 0.5, "trial": 7})

@@ -105,6 +105,19 @@ def validation_posts(
     return path, ids, [posts[post_id].text for post_id in ids]
 
 
+def predict_process(
+    model: Path, input_path: Path, out: Path, *extra: str
+) -> subprocess.CompletedProcess:
+    """``hpo predict`` as its own process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpo", "predict", str(model), "--input", str(input_path)]
+        + ["--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def run_cli(model: Path, input_path: Path, out: Path, *extra: str) -> list[dict[str, str]]:
     assert (
         main(
@@ -141,6 +154,7 @@ def cli_matrix(rows: list[dict[str, str]], ids: list[str]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("formulation", ["multilabel", "pairs"])
+@pytest.mark.slow
 def test_criteria_cli_equals_the_api_and_the_training_code(
     trained, sample_dir, tmp_path, monkeypatch, formulation
 ):
@@ -174,6 +188,7 @@ def test_criteria_cli_equals_the_api_and_the_training_code(
     np.testing.assert_allclose(from_cli, post_matrix(split, probs)[1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_evidence_cli_equals_the_api_and_the_training_code(trained, sample_dir, tmp_path):
     config, model_dir = trained("evidence")
     input_path, ids, texts = validation_posts(config, sample_dir, tmp_path)
@@ -249,6 +264,7 @@ def test_a_long_post_is_read_in_chunks_and_max_pooled_as_in_training(trained):
     np.testing.assert_allclose(got, per_chunk.amax(0).numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_real_command_line_prints_a_throughput_line(trained, sample_dir, tmp_path):
     config, model_dir = trained("multilabel")
     input_path = tmp_path / "posts.jsonl"
@@ -258,22 +274,7 @@ def test_the_real_command_line_prints_a_throughput_line(trained, sample_dir, tmp
         encoding="utf-8",
     )
     out = tmp_path / "predictions.csv"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hpo",
-            "predict",
-            str(model_dir),
-            "--input",
-            str(input_path),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = predict_process(model_dir, input_path, out)
     assert result.returncode == 0, result.stderr
     assert "posts/s" in result.stderr.strip().splitlines()[-1]
     with out.open(newline="") as stream:
@@ -412,6 +413,7 @@ def test_an_unwritable_out_or_a_missing_gpu_is_one_line_exit_2(trained, tmp_path
     input_path = tmp_path / "posts.csv"
     input_path.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
     out = tmp_path / "missing-folder" / "predictions.csv"
+    capsys.readouterr()  # the trained fixture's own loading bars, when it ran just now
     assert (
         main(
             [
@@ -721,6 +723,26 @@ def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd
     finally:
         (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
     assert "Loading weights" not in err and "%|" not in err, err
+
+
+@pytest.mark.slow
+def test_no_progress_prints_a_progress_line_at_each_tenth_of_the_posts(
+    trained, sample_dir, tmp_path
+):
+    """Without a bar, "logs only" means lines: a long prediction is never silent."""
+    _, model_dir = trained("multilabel")
+    posts = sample_dir / "redsm5_posts.csv"
+    # --batch-size 1: blocks of 8 posts, the 60 posts in 8 steps
+    result = predict_process(
+        model_dir, posts, tmp_path / "predictions.csv", "--batch-size", "1", "--no-progress"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    progress = [line for line in lines if "[hpo] predicted " in line and " posts (" in line]
+    done = [int(line.split("predicted ")[1].split("/")[0]) for line in progress]
+    assert len(done) >= 5 and done == sorted(done) and done[-1] == 60, result.stderr
+    assert all("/60 posts (" in line and "posts/s, ETA " in line for line in progress)
+    assert "100%" in progress[-1] and "posts/s" in lines[-1] and lines[-1] not in progress
 
 
 @pytest.fixture(scope="module")

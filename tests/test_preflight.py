@@ -8,7 +8,7 @@ import yaml
 
 from hpo.errors import UsageError
 from hpo.fixtures import make_tiny_encoder
-from hpo.run.preflight import _check_search_fits
+from hpo.run.preflight import _check_search_fits, _train_config
 from hpo.spec import load_spec
 
 
@@ -17,24 +17,17 @@ def deep_roberta(tmp_path_factory):
     return make_tiny_encoder("roberta", tmp_path_factory.mktemp("deep"), layers=4)
 
 
-def _spec(tmp_path, freeze_layers: dict, train: dict | None = None):
+def _study(tmp_path, train: dict, search_space: dict):
+    """A two-trial criteria spec of ``train`` and ``search_space``, loaded."""
+    document = {"name": "preflight", "task": "criteria", "data_dir": "unused", "n_trials": 2}
     path = tmp_path / "study.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "name": "preflight",
-                "task": "criteria",
-                "data_dir": "unused",
-                "n_trials": 2,
-                "train": train or {},
-                "search_space": {
-                    "encoder": {"type": "categorical", "choices": ["shallow", "deep"]},
-                    "freeze_layers": freeze_layers,
-                },
-            }
-        )
-    )
+    path.write_text(yaml.safe_dump({**document, "train": train, "search_space": search_space}))
     return load_spec(path, env={})
+
+
+def _spec(tmp_path, freeze_layers: dict, train: dict | None = None):
+    encoders = {"type": "categorical", "choices": ["shallow", "deep"]}
+    return _study(tmp_path, train or {}, {"encoder": encoders, "freeze_layers": freeze_layers})
 
 
 def test_a_parameter_conditioned_on_one_encoder_is_judged_against_that_encoder_only(
@@ -87,3 +80,66 @@ def test_an_unsampled_conditional_parameter_keeps_the_default_which_is_judged_to
     small = make_tiny_encoder("roberta", tmp_path / "small", max_positions=130)  # 128 positions
     with pytest.raises(UsageError, match="max_length=256 but encoder 'shallow' has 128 positions"):
         _check_search_fits(spec, "shallow", str(small))
+
+
+def test_a_sampled_point_breaking_a_rule_across_settings_is_named_on_one_line(tmp_path):
+    # every value passes beside the others' first ones (the spec's check), batch 8 with
+    # micro-batch 16 does not: only a sampled point meets it
+    searched = {
+        "batch_size": {"type": "categorical", "choices": [16, 8]},
+        "micro_batch_size": {"type": "categorical", "choices": [4, 16]},
+    }
+    spec = _study(tmp_path, {"encoder": "x"}, searched)
+    with pytest.raises(UsageError) as caught:
+        _train_config(spec, {"batch_size": 8, "micro_batch_size": 16})
+    assert str(caught.value).endswith(
+        "is not a valid training setting: micro_batch_size: must be at most batch_size (8), "
+        "got 16; lower it or leave it out"
+    )
+    assert "\n" not in str(caught.value)
+
+
+_IMPORTED = (  # a run's preflight, then the heavy libraries it imported, on the last line
+    "import sys; from hpo.run.preflight import preflight; from hpo.spec import load_spec; "
+    "print(preflight(load_spec(sys.argv[1], sys.argv[2:]), notes=False)); "
+    "print(sorted({'torch', 'transformers', 'sklearn'} & set(sys.modules)))"
+)
+
+
+def test_a_runs_preflight_passed_on_the_same_inputs_is_not_repeated_and_a_change_redoes_it(
+    tmp_path, tiny_roberta, tiny_deberta, sqlite_url
+):
+    """The start of `hpo tune`: a receipt of a passed preflight lets the same inputs skip the
+    checks that import torch, transformers and scikit-learn; a changed encoder is checked
+    again and refused."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tune_cli import REPO, study_sets, tune_assets
+
+    assets = tune_assets(tmp_path, tiny_roberta, tiny_deberta, posts=30)
+    roberta = shutil.copytree(tiny_roberta, tmp_path / "roberta")  # this test's own to change
+    assets["roberta"] = roberta
+    sets = [*study_sets("receipt", assets), f"storage={sqlite_url}"]
+    argv = [sys.executable, "-c", _IMPORTED, str(REPO / "studies" / "criteria-smoke.yaml"), *sets]
+
+    def start() -> subprocess.CompletedProcess:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    first, again = start(), start()
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    assert first.stdout.splitlines()[-1] == "['sklearn', 'torch', 'transformers']"
+    assert again.stdout.splitlines() == ["[]", "[]"], "the same inputs: nothing heavy imported"
+    assert len(list((tmp_path / "cache" / "preflight").glob("*.passed"))) == 1
+
+    config = roberta / "config.json"
+    text = config.read_text()
+    config.write_text(
+        text.replace('"max_position_embeddings": 514', '"max_position_embeddings": 66')
+    )
+    changed = start()
+    assert changed.returncode != 0
+    assert "train.max_length: max_length=96 but encoder 'tiny-roberta' has 64 positions" in (
+        changed.stderr
+    ), changed.stderr[-2000:]

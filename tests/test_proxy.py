@@ -4,6 +4,7 @@ and the stale-trial sweep that stands in for heartbeats behind it."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,10 +17,11 @@ import pytest
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
 from shared_storage import read_study
+from tune_cli import study_sets, tune_assets
 
 from hpo.errors import UsageError
-from hpo.fixtures import write_sample
 from hpo.run.proxy import serve
+from hpo.spec import set_flags
 from hpo.study import (
     HEARTBEAT_ATTR,
     caused_by_database,
@@ -91,13 +93,9 @@ def proxy(postgres_url, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    root = tmp_path_factory.mktemp("proxy-tune")
-    return {
-        "data": write_sample(root / "data", posts=40, seed=3),
-        "root": root,
-        "roberta": tiny_roberta,
-        "deberta": tiny_deberta,
-    }
+    return tune_assets(
+        tmp_path_factory.mktemp("proxy-tune"), tiny_roberta, tiny_deberta, posts=40, seed=3
+    )
 
 
 @pytest.mark.slow
@@ -120,18 +118,7 @@ def test_three_workers_through_the_proxy_finish_exactly_n_trials(
         "n_trials=5",
         "--set",
         "train.epochs=1",
-        "--set",
-        f"name={study_name}",
-        "--set",
-        f"data_dir={assets['data']}",
-        "--set",
-        f"output_dir={out}",
-        "--set",
-        f"train.cache_dir={assets['root'] / 'cache'}",
-        "--set",
-        f"model_paths.tiny-roberta={assets['roberta']}",
-        "--set",
-        f"model_paths.tiny-deberta={assets['deberta']}",
+        *set_flags(study_sets(study_name, assets, out)),
         timeout=300,
         cwd=assets["root"],
     )
@@ -148,10 +135,11 @@ def test_three_workers_through_the_proxy_finish_exactly_n_trials(
         t for t in study.trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs
     ]
     assert all(HEARTBEAT_ATTR in t.system_attrs for t in finished)
+    # a finished trial's line names its worker once, as its prefix: "[host/1] trial 3 COMPLETE"
     ran = {
-        line.split()[line.split().index("worker") + 1]
+        found.group(1)
         for line in run.stdout.splitlines()
-        if " trial " in line and ("COMPLETE" in line or "PRUNED" in line)
+        if (found := re.search(r"\[([^\]\s]+)\] trial \d+ (?:COMPLETE|PRUNED)", line))
     }
     workers = {t.user_attrs["worker"] for t in finished}
     assert workers == ran and len(workers) >= 2, (workers, run.stdout[-3000:])

@@ -22,8 +22,8 @@ import torch
 from optuna.trial import TrialState
 from safetensors.torch import load_file
 from shared_storage import read_study
+from tune_cli import study_sets, tune_assets
 
-from hpo.fixtures import write_sample
 from hpo.models import classifier as classifier_module
 from hpo.models.classifier import EncoderClassifier
 from hpo.run import objective as objective_module
@@ -38,26 +38,19 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    root = tmp_path_factory.mktemp("reliability")
-    return {
-        "data": write_sample(root / "data", posts=60, seed=2),
-        "root": root,
-        "roberta": tiny_roberta,
-        "deberta": tiny_deberta,
-    }
+    return tune_assets(
+        tmp_path_factory.mktemp("reliability"), tiny_roberta, tiny_deberta, posts=60, seed=2
+    )
 
 
 def _overrides(name: str, assets, *extra: str) -> list[str]:
     sets = [
-        f"name={name}",
-        f"data_dir={assets['data']}",
-        f"output_dir={assets['root'] / name}",
-        f"train.cache_dir={assets['root'] / 'cache'}",
-        f"model_paths.tiny-roberta={assets['roberta']}",
-        f"model_paths.tiny-deberta={assets['deberta']}",
+        *study_sets(name, assets),
         "keep_top_k=0",
         "heartbeat.interval=1",
         "heartbeat.grace_period=4",
+        # a trial caught running stays so until it is killed or cut off: no rung ends it first
+        "pruner={name: none}",
         *extra,
     ]
     return sets
@@ -168,6 +161,7 @@ def test_killed_workers_lose_no_trial(postgres_url, study_name, assets):
         assert any(t.state in FINISHED for t in chain), "the re-queued trial ran to the end"
 
 
+@pytest.mark.serial  # restarts the server every test shares
 def test_database_restart_mid_study_loses_nothing(postgres_url, study_name, assets):
     overrides = _overrides(study_name, assets, "n_trials=6", "train.epochs=2")
     procs = {
@@ -305,9 +299,9 @@ def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(
     assert failed.user_attrs.get("fail_reason", "").startswith(
         "database unreachable during the trial"
     ), failed.user_attrs
-    assert f"trial {lost.number} FAIL reason='database unreachable during the trial" in output, (
-        output[-3000:]
-    )
+    assert f"trial {lost.number} FAIL (database unreachable during the trial" in output, output[
+        -3000:
+    ]
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == lost.number]
     assert (
         len(retry) == 1
@@ -462,7 +456,7 @@ def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
     from hpo.run.worker import _TrialLog
     from hpo.study import SURPLUS
 
-    trial_log = _TrialLog("w")
+    trial_log = _TrialLog("macro_f1", ["learning_rate"])
     surplus = optuna.trial.create_trial(
         state=TrialState.FAIL, user_attrs={"fail_reason": f"{SURPLUS} 6 trials"}
     )
@@ -473,4 +467,4 @@ def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
         trial_log(surplus)
         assert not caplog.records and not trial_log.last_failed
         trial_log(failed)  # a real failure still shows
-    assert [r.getMessage().split(" reason=")[-1] for r in caplog.records] == ["'ValueError: x'"]
+    assert [r.getMessage().split("; reason: ")[-1] for r in caplog.records] == ["ValueError: x"]

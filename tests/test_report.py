@@ -59,6 +59,7 @@ def _make_study(url: str, name: str, n_complete: int = 6) -> optuna.Study:
     return study
 
 
+@pytest.mark.slow
 def test_report_writes_plots_and_summary(storage_url, study_name, tmp_path, capsys):
     study = _make_study(storage_url, study_name)
     out = tmp_path / "report"

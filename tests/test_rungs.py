@@ -104,6 +104,7 @@ def _config(encoder, data_dir, **overrides) -> TrainConfig:
     return TrainConfig(**{**base, **overrides})
 
 
+@pytest.mark.slow
 def test_the_loop_evaluates_at_each_look_inside_an_epoch_and_trains_exactly_the_same(
     tiny_roberta, sample_dir
 ):
@@ -139,10 +140,17 @@ def test_the_loop_evaluates_at_each_look_inside_an_epoch_and_trains_exactly_the_
     assert looked.samples_trained == unlooked.samples_trained == 3 * per_epoch
 
 
+@pytest.mark.slow
 def test_a_stop_asked_for_at_a_look_ends_the_run_at_that_epochs_end_and_progress_shows_it(
-    tiny_roberta, sample_dir
+    tiny_roberta, sample_dir, caplog, monkeypatch
 ):
-    """A spent time budget keeps the trial with its best epoch: it must have one."""
+    """A spent time budget keeps the trial with its best epoch: it must have one. The look and
+    the epoch's end are one log line each, with the metric; the epoch's with the best so far."""
+    from hpo.train import loop
+
+    # only the look and the epoch's end speak, however slow this machine is today
+    monkeypatch.setattr(loop, "PROGRESS_SECONDS", float("inf"))
+    caplog.set_level("INFO", logger="hpo.train.loop")
     steps: list[int] = []
 
     def report(step, value, metrics):
@@ -161,6 +169,14 @@ def test_a_stop_asked_for_at_a_look_ends_the_run_at_that_epochs_end_and_progress
     # and the look rides along with every state after it
     assert (states[0]["step"], states[0]["steps"]) == (3, 12)
     assert all(state["last_look"]["epochs"] == 0.25 for state in states)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch ")]
+    looked = [line for line in said if "look at" in line]
+    assert len(looked) == 1 and looked[0].startswith("epoch 1/3, step 3/12: look at 0.25 epochs, ")
+    assert " macro_f1 0." in looked[0] and "best" not in looked[0]  # no epoch has ended yet
+    assert len(said) == 2, said
+    best = f"{result.value:.4f}"
+    assert said[1].startswith(f"epoch 1/3 done: macro_f1 {best}, best {best} (epoch 1), loss ")
+    assert "examples/s, ETA " in said[1]
 
 
 # ---- the objective: never pruned at the last report ---------------------------------------------
@@ -196,6 +212,7 @@ def _rival(study: optuna.Study, value: float = 1.0) -> None:
 
 
 @pytest.mark.parametrize(("epochs", "state"), [(2, TrialState.COMPLETE), (3, TrialState.PRUNED)])
+@pytest.mark.slow
 def test_a_trial_is_never_pruned_at_its_last_report(objective_spec, epochs, state):
     """A 2-epoch trial below its rival at the epoch-2 rung has already paid for all it trains:
     it completes. A 3-epoch one at the same place is still pruned there."""

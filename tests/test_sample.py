@@ -16,7 +16,6 @@ from hpo.cli import main
 from hpo.data import (
     SPECIAL_CASE,
     SYMPTOMS,
-    TASKS,
     build_examples,
     load_descriptions,
     load_redsm5,
@@ -25,6 +24,7 @@ from hpo.errors import UsageError
 from hpo.fixtures import corpus_sentences, write_sample
 from hpo.fixtures.realistic import CLOSERS, FILLER, OPENERS, SLOTS
 from hpo.fixtures.templates import ABSENT, FILLS, NEUTRAL, PRESENT
+from hpo.vocabulary import TASKS
 
 FILES = ("redsm5_posts.csv", "redsm5_annotations.csv")
 
@@ -279,6 +279,7 @@ def test_realistic_sentence_ids_index_the_sentence_verbatim(realistic_dir):
     assert max(rows_per_sentence.values()) == 2
 
 
+@pytest.mark.slow
 def test_realistic_sample_loads_and_builds_both_tasks(realistic_dir):
     corpus = load_redsm5(realistic_dir)
     assert len(corpus.posts) == 1500
@@ -304,6 +305,7 @@ def bag_of_words_macro_f1(directory) -> float:
     return f1_score(labels[cut:], model.predict(features[cut:]), average="macro")
 
 
+@pytest.mark.slow
 def test_realistic_sample_is_learnable_and_clarity_sets_how_well(tmp_path):
     """A bag of words finds the symptoms, and finds them better the more of the evidence is
     phrased in the symptom's own words: the clarity knob moves the difficulty, both ways."""

@@ -51,6 +51,7 @@ def test_seeding_draws_what_transformers_set_seed_draws():
     assert draws() == ours
 
 
+@pytest.mark.slow
 def test_a_worker_start_does_not_import_peft():
     """peft costs ~2 s per process; the loop needs it only for adapter: lora."""
     code = "import sys, hpo.train.loop; print('peft' in sys.modules)"

@@ -200,7 +200,7 @@ def test_no_child_argv_holds_a_storage_override_its_url_travels_in_the_environme
 ):
     """`hpo tune`'s workers, `hpo finalize`'s retrainings and Slurm's job script: the same
     rule (hpo.spec.argv_overrides), the other overrides kept in order."""
-    from hpo.finalize.retrain import child_launches
+    from hpo.final.retrain import child_launches
     from hpo.run.launcher import worker_launches
     from hpo.run.slurm import ArrayJob, job_script
 
@@ -261,7 +261,7 @@ def test_password_is_in_no_output_file_or_log(secret_study):
     assert {
         "train.log",
         "metrics.json",
-        "checkpoint.tar",
+        "checkpoint.json",
         "head.safetensors",
         "trials.json",
         "trials.csv",
@@ -591,6 +591,7 @@ def test_redact_masks_query_passwords_unescaped_at_signs_and_unparseable_urls(ur
 @pytest.mark.postgres
 @pytest.mark.parametrize("command", ["status", "best", "export"])
 @pytest.mark.parametrize("password", ["?password=qsecret9", "@"])
+@pytest.mark.slow
 def test_query_and_at_sign_passwords_are_never_printed(postgres_url, command, password):
     base = sa.make_url(postgres_url)
     host = f"{base.host}:{base.port or 5432}/{base.database}"

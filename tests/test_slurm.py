@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 from shared_storage import read_trials
+from tune_cli import study_sets, tune_assets
 
 from hpo.cli import main
 from hpo.errors import UsageError
-from hpo.fixtures import write_sample
 from hpo.run.slurm import ArrayJob, job_script, sbatch_command, submit_script
+from hpo.spec import set_flags
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET_URL = "postgresql://hpo:topsecret@db.example:5432/hpo"
@@ -369,13 +370,7 @@ def slurm():
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    root = tmp_path_factory.mktemp("slurm")
-    return {
-        "data": write_sample(root / "data", posts=120, seed=1),
-        "root": root,
-        "roberta": tiny_roberta,
-        "deberta": tiny_deberta,
-    }
+    return tune_assets(tmp_path_factory.mktemp("slurm"), tiny_roberta, tiny_deberta)
 
 
 def _submit(name: str, storage: str, assets, env, *extra: str) -> subprocess.CompletedProcess:
@@ -392,18 +387,7 @@ def _submit(name: str, storage: str, assets, env, *extra: str) -> subprocess.Com
         "1",
         "--storage",
         storage,
-        "--set",
-        f"name={name}",
-        "--set",
-        f"data_dir={assets['data']}",
-        "--set",
-        f"output_dir={assets['root'] / name}",
-        "--set",
-        f"train.cache_dir={assets['root'] / 'cache'}",
-        "--set",
-        f"model_paths.tiny-roberta={assets['roberta']}",
-        "--set",
-        f"model_paths.tiny-deberta={assets['deberta']}",
+        *set_flags(study_sets(name, assets)),
         *extra,
     ]
     return subprocess.run(
@@ -496,6 +480,7 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_job_slurm_refuses_is_one_line_with_slurms_reason(
     slurm, postgres_url, study_name, assets
 ):
@@ -505,3 +490,44 @@ def test_a_job_slurm_refuses_is_one_line_with_slurms_reason(
     assert (
         line.startswith("hpo: error: sbatch refused the job: ") and "partition" in line.lower()
     ), line
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_job_array_keeps_the_time_budget_and_ends_by_itself(
+    slurm, postgres_url, study_name, assets
+):
+    """`hpo submit --slurm --timeout 45s` on a study of 100 trials: the budget starts when the
+    study is opened (as `hpo tune`'s does), the tasks start no trial past it and the array
+    ends by itself, long before 100 trials, with nothing left running."""
+    run = _submit(
+        study_name,
+        postgres_url,
+        assets,
+        slurm,
+        "--timeout",
+        "45s",
+        "--set",
+        "n_trials=100",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "pruner={name: none}",
+        "--set",
+        "keep_top_k=0",
+    )
+    submitted = time.time()  # the budget started before this, when the study was opened
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "a time budget until" in run.stdout, run.stdout
+    job_id = re.search(r"submitted job array (\d+):", run.stdout).group(1)
+    try:
+        _wait_for(lambda: not _in_queue(job_id, slurm), 240, "the job array to end by itself")
+    finally:
+        subprocess.run(["scancel", job_id], env=slurm)
+    log_dir = assets["root"] / study_name / "slurm"
+    logs = "".join((log_dir / f"{study_name}-{job_id}_{task}.log").read_text() for task in (0, 1))
+    trials = read_trials(study_name, postgres_url)
+    assert 0 < len([t for t in trials if t.state.name in FINISHED]) < 100, logs[-3000:]
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")], logs[-3000:]
+    late = [t for t in trials if t.datetime_start.timestamp() > submitted + 45]
+    assert not late, f"trials started after the budget: {[t.number for t in late]}"

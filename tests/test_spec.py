@@ -201,7 +201,17 @@ BROKEN = {
         "hpo finalize --refit train+val",
     ),
     "train wrong type": (changed(("train.epochs", "two")), "train.epochs", "integer"),
-    "train bad value": (changed(("train.epochs", 0)), "train", "epochs must be >= 1"),
+    "train bad value": (changed(("train.epochs", 0)), "train.epochs", "greater than 0 (got 0)"),
+    "train value across fields": (
+        changed(("train.batch_size", 8), ("train.micro_batch_size", 16)),
+        "train.micro_batch_size",
+        "must be at most batch_size (8), got 16",
+    ),
+    "train unknown choice": (
+        changed(("train.head_activation", "swish")),
+        "train.head_activation",
+        "'gelu', 'relu', 'tanh' or 'silu' (got 'swish')",
+    ),
     "unknown task": (changed(("task", "sentiment")), "task", "'criteria' or 'evidence'"),
     "unknown sampler": (changed(("sampler.name", "bayes")), "sampler.name", "'tpe'"),
     "unknown pruner": (changed(("pruner.name", "asha")), "pruner.name", "'median'"),
@@ -670,3 +680,17 @@ def test_a_key_like_no_known_one_gets_no_guess_and_every_problem_is_still_report
     message = str(caught.value)
     assert "zzzz: unknown key, not allowed" in message and "did you mean" not in message
     assert "n_trials: " in message
+
+
+def test_a_timeout_flag_reaches_the_spec_as_a_number_validated_as_the_files(tmp_path):
+    """`hpo tune --timeout` / `hpo submit --timeout`: a number that wins over the file's, with
+    the file's rules, and no `timeout=` text for the workers' argv (they read the deadline
+    from the study)."""
+    study = write(tmp_path, {**BASE, "timeout": 600})
+    assert load_spec(study, env={}).timeout == 600
+    assert load_spec(study, env={}, timeout=90.5).timeout == 90.5
+    assert load_spec(study, ["n_trials=9"], env={}, timeout=90.5).n_trials == 9
+    with pytest.raises(
+        SpecError, match=r"^\S+: timeout: Input should be greater than 0 \(got -1.0\)$"
+    ):
+        load_spec(study, env={}, timeout=-1.0)

@@ -12,6 +12,7 @@ from contextlib import nullcontext
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
 from hpo.data.collate import Collator
 from hpo.data.tokenize import tokenize_pairs
@@ -88,6 +89,7 @@ def _full_max_pool_gradient(model, tokens, batch, collate, loss_fn):
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.slow
 def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(
     tiny_roberta, long_posts
 ):
@@ -153,6 +155,7 @@ def test_prediction_streams_chunks_in_bounded_batches_and_max_pools(tiny_roberta
             np.testing.assert_allclose(probs[example], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_crossing_the_host_memory_ceiling_backs_off_then_fails_the_step(tiny_roberta, long_posts):
     tokenizer, tokens = long_posts
     model = _model(tiny_roberta)
@@ -253,5 +256,6 @@ def test_micro_batch_tokens_is_1024_on_cpu_and_unbounded_on_gpus_by_default():
         ).token_budget("cpu")
         is None
     )
-    with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1"):
+    with pytest.raises(ValidationError) as refused:
         TrainConfig(task="criteria", encoder="e", data_dir="d", micro_batch_tokens=0)
+    assert refused.value.errors()[0]["loc"][0] == "micro_batch_tokens"

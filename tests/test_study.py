@@ -31,6 +31,7 @@ from hpo.study import (
     make_pruner,
     make_sampler,
     open_study,
+    recorded_spec,
     set_user_attrs,
     spec_fingerprint,
     state_counts,
@@ -161,6 +162,7 @@ def beat_of(storage: RDBStorage, trial_id: int):
         ).scalar()
 
 
+@pytest.mark.slow
 def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_them(
     storage_url, study_name
 ):
@@ -360,6 +362,7 @@ def role_without_privileges(postgres_url):
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(
     postgres_url, role_without_privileges
 ):
@@ -400,6 +403,7 @@ def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
 
 
 @pytest.mark.parametrize("name", ["tpe", "gp", "random", "cmaes", "auto"])
+@pytest.mark.slow
 def test_every_sampler_runs_trials_past_its_startup(storage_url, study_name, name):
     """Building a sampler is not enough: CMA-ES needs the cmaes package once it starts sampling."""
     from hpo.run.objective import suggest
@@ -562,7 +566,7 @@ def test_none_pruner_never_prunes(storage_url, study_name):
 
 
 def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
-    spec = smoke_spec("n_trials=12", storage=storage_url, name=study_name)
+    spec = smoke_spec("n_trials=12", "train.epochs=2", storage=storage_url, name=study_name)
     study = open_study(spec)
     expected = {
         "task": "criteria",
@@ -574,6 +578,10 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     }
     assert study.user_attrs == expected
     assert study.direction.name.lower() == "maximize"
+    # the whole spec, --set flags and all, out of the dashboard's user attributes
+    kept = recorded_spec(load_existing_study(study_name, storage_url), storage_url)
+    assert kept.model_dump() == spec.model_dump()
+    assert kept.source == f"study {study_name}"
     study.tell(study.ask(X), 0.7)
 
     again = open_study(spec, worker="host/1")
@@ -582,19 +590,29 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     assert len(again.trials) == 1
     assert study_names(storage_url).count(study_name) == 1
 
+    # n_trials is the budget, not the search: raising it resumes, with no --allow-spec-change
     rerun = open_study(
-        smoke_spec("n_trials=20", storage=storage_url, name=study_name), allow_spec_change=True
+        smoke_spec("n_trials=20", "train.epochs=2", storage=storage_url, name=study_name)
     )
-    # a rerun asking for more trials moves the target, when told to
     assert rerun.user_attrs["n_trials"] == 20
-    assert rerun.user_attrs["spec_fingerprint"]["n_trials"] == 20
+    assert "n_trials" not in rerun.user_attrs["spec_fingerprint"]
+    assert recorded_spec(rerun).n_trials == 20
     assert len(rerun.trials) == 1
+
+
+def test_a_study_from_an_older_hpo_is_not_refused_for_its_recorded_n_trials(
+    storage_url, study_name
+):
+    """Fingerprints recorded before n_trials left them hold it; it is no difference now."""
+    study = open_study(smoke_spec(storage=storage_url, name=study_name))
+    study.set_user_attr("spec_fingerprint", {**study.user_attrs["spec_fingerprint"], "n_trials": 6})
+    resumed = open_study(smoke_spec("n_trials=9", storage=storage_url, name=study_name))
+    assert resumed.user_attrs["n_trials"] == 9
 
 
 @pytest.mark.parametrize(
     ("override", "key"),
     [
-        ("n_trials=12", "n_trials"),
         ("search_space.learning_rate.high=0.01", "search_space"),
         ("metric=accuracy", "metric"),
     ],
@@ -706,6 +724,7 @@ def test_open_study_rejects_a_direction_mismatch(storage_url, study_name):
         open_study(smoke_spec("direction=minimize", storage=storage_url, name=study_name))
 
 
+@pytest.mark.slow
 def test_reading_a_study_needs_an_existing_one_and_creates_none(storage_url, study_name):
     with pytest.raises(UsageError, match=f"no study named '{study_name}'"):
         load_existing_study(smoke_spec(storage=storage_url, name=study_name).name, storage_url)
@@ -779,6 +798,7 @@ def conditional_spec(tmp_path: Path, storage: str, name: str, n_trials: int = 30
     return path
 
 
+@pytest.mark.slow
 def test_children_are_sampled_only_when_their_condition_holds(tmp_path, storage_url, study_name):
     spec = load_spec(conditional_spec(tmp_path, storage_url, study_name), env={})
     study = open_study(spec)
@@ -824,6 +844,7 @@ def _run_conditional_worker(spec_path: str, storage: str, worker: str, start) ->
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_the_warm_start_is_queued_once_however_many_workers_start_together(
     tmp_path, postgres_url, study_name
 ):

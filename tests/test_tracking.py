@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from shared_storage import read_trials
+from tune_cli import study_sets, tune_assets
 
-from hpo.spec import SpecError, load_spec
+from hpo.spec import SpecError, load_spec, set_flags
 from hpo.study import is_surplus
 from hpo.tracking import RUN_ID_ATTR, Tracker
 
@@ -66,15 +67,7 @@ def test_a_tracking_server_that_is_down_warns_once_and_then_stays_off(caplog):
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    from hpo.fixtures import write_sample
-
-    root = tmp_path_factory.mktemp("tracking")
-    return {
-        "data": write_sample(root / "data", posts=120, seed=1),
-        "root": root,
-        "roberta": tiny_roberta,
-        "deberta": tiny_deberta,
-    }
+    return tune_assets(tmp_path_factory.mktemp("tracking"), tiny_roberta, tiny_deberta)
 
 
 def _tune(name: str, storage: str, assets, tracking_uri: str) -> subprocess.CompletedProcess:
@@ -89,18 +82,7 @@ def _tune(name: str, storage: str, assets, tracking_uri: str) -> subprocess.Comp
         "--storage",
         storage,
         "--no-progress",
-        "--set",
-        f"name={name}",
-        "--set",
-        f"data_dir={assets['data']}",
-        "--set",
-        f"output_dir={assets['root'] / name}",
-        "--set",
-        f"train.cache_dir={assets['root'] / 'cache'}",
-        "--set",
-        f"model_paths.tiny-roberta={assets['roberta']}",
-        "--set",
-        f"model_paths.tiny-deberta={assets['deberta']}",
+        *set_flags(study_sets(name, assets)),
         "--set",
         "n_trials=4",
         "--set",

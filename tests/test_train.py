@@ -48,6 +48,7 @@ def _config(encoder, data_dir, **overrides) -> TrainConfig:
     return TrainConfig(**{**base, **overrides})
 
 
+@pytest.mark.slow
 def test_evidence_training_beats_chance(tiny_roberta, sample_dir):
     # Training draws 3 unannotated sentences per annotated one each epoch; validation keeps every
     # sentence.
@@ -57,6 +58,7 @@ def test_evidence_training_beats_chance(tiny_roberta, sample_dir):
     assert result.epochs_run == 6 and len(result.history) == 6
 
 
+@pytest.mark.slow
 def test_criteria_training_beats_chance_and_reports_post_level_f1(tiny_roberta, sample_dir):
     config = _config(tiny_roberta, sample_dir, task="criteria", epochs=3, max_length=96)
     result = train(config)
@@ -68,6 +70,7 @@ def test_criteria_training_beats_chance_and_reports_post_level_f1(tiny_roberta, 
     assert {"post_micro_f1", "post_macro_f1", "auroc"} <= set(result.metrics)
 
 
+@pytest.mark.slow
 def test_returns_the_best_epoch_not_the_last(tiny_roberta, sample_dir):
     reported: list[tuple[int, float]] = []
     result = train(
@@ -80,6 +83,7 @@ def test_returns_the_best_epoch_not_the_last(tiny_roberta, sample_dir):
     assert result.best_epoch == values.index(max(values)) + 1
 
 
+@pytest.mark.slow
 def test_raising_report_stops_training_at_once(tiny_roberta, sample_dir):
     class Pruned(Exception):
         pass
@@ -127,6 +131,7 @@ class _OutOfMemoryAbove:
         monkeypatch.setattr(EncoderClassifier, "forward", forward)
 
 
+@pytest.mark.slow
 def test_out_of_memory_backs_off_keeps_effective_batch_and_skips_nothing(
     tiny_roberta, sample_dir, monkeypatch
 ):
@@ -146,12 +151,14 @@ def test_out_of_memory_backs_off_keeps_effective_batch_and_skips_nothing(
         assert got["auroc"] == pytest.approx(want["auroc"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_out_of_memory_at_micro_batch_one_says_so(tiny_roberta, sample_dir, monkeypatch):
     _OutOfMemoryAbove(monkeypatch, limit=0)
     with pytest.raises(OutOfMemoryError, match="even at micro-batch 1"):
         train(_config(tiny_roberta, sample_dir, epochs=1))
 
 
+@pytest.mark.slow
 def test_second_run_does_not_tokenize_again(tiny_roberta, sample_dir):
     config = _config(tiny_roberta, sample_dir, epochs=1, max_length=96)
     train(config)
@@ -161,6 +168,7 @@ def test_second_run_does_not_tokenize_again(tiny_roberta, sample_dir):
     assert result.setup_seconds < result.wall_seconds
 
 
+@pytest.mark.slow
 def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_dir, tmp_path):
     config = _config(
         tiny_deberta, sample_dir, epochs=3, checkpoint_dir=str(tmp_path / "checkpoint")
@@ -174,6 +182,7 @@ def test_checkpoint_of_best_epoch_reloads_for_prediction(tiny_deberta, sample_di
     assert again["macro_f1"] == pytest.approx(result.metrics["macro_f1"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_optional_features_run(tiny_roberta, sample_dir):
     result = train(
         _config(
@@ -231,6 +240,7 @@ def test_multilabel_reads_each_post_once(tiny_roberta, sample_dir):
     assert tokens["pairs"].lengths.sum() > 5 * tokens["multilabel"].lengths.sum()
 
 
+@pytest.mark.slow
 def test_multilabel_with_chunks_learns_and_sees_every_token(tiny_roberta, sample_dir, tmp_path):
     config = _config(
         tiny_roberta,
@@ -262,6 +272,7 @@ def test_multilabel_with_chunks_learns_and_sees_every_token(tiny_roberta, sample
     assert saved["head"]["num_labels"] == 9
 
 
+@pytest.mark.slow
 def test_evidence_negative_ratio_subsamples_unannotated_training_sentences_only(
     tiny_roberta, sample_dir
 ):
@@ -326,6 +337,7 @@ def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypat
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False
 
 
+@pytest.mark.slow
 def test_layerwise_decay_frozen_layers_and_attention_dropout_train_end_to_end(
     tiny_deberta, sample_dir
 ):
@@ -358,5 +370,5 @@ def test_cv_folds_hold_out_each_train_or_validation_post_once_and_leave_test_alo
         assert not set(data.train.post_ids) & set(data.validation.post_ids)
         held.append(set(data.validation.post_ids))
     assert sorted(post for fold in held for post in fold) == sorted(pool), "each post held once"
-    with pytest.raises(ValueError, match="cv_fold must be"):
+    with pytest.raises(ValueError, match=r"must be \(K, i\) with 0 <= i < K, got \(3, 3\)"):
         dataclasses.replace(config, cv_fold=(3, 3))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -13,10 +14,12 @@ import optuna
 import pytest
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
-from shared_storage import read_study
+from optuna_dashboard import get_note
+from shared_storage import read_study, running_trials, wait_for
+from tune_cli import run_tune, tune_assets
 
-from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
+from hpo.study import trial_metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]
@@ -24,45 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
-    root = tmp_path_factory.mktemp("tune")
-    return {
-        "data": write_sample(root / "data", posts=120, seed=1),
-        "root": root,
-        "roberta": tiny_roberta,
-        "deberta": tiny_deberta,
-    }
+    return tune_assets(tmp_path_factory.mktemp("tune"), tiny_roberta, tiny_deberta)
 
 
-def _tune(
-    spec: str, name: str, storage: str, assets, workers: int, *extra: str
-) -> subprocess.CompletedProcess:
-    out = assets["root"] / name
-    cmd = [
-        sys.executable,
-        "-m",
-        "hpo",
-        "tune",
-        str(REPO / "studies" / spec),
-        "--workers",
-        str(workers),
-        "--storage",
-        storage,
-        "--no-progress",
-        "--set",
-        f"name={name}",
-        "--set",
-        f"data_dir={assets['data']}",
-        "--set",
-        f"output_dir={out}",
-        "--set",
-        f"train.cache_dir={assets['root'] / 'cache'}",
-        "--set",
-        f"model_paths.tiny-roberta={assets['roberta']}",
-        "--set",
-        f"model_paths.tiny-deberta={assets['deberta']}",
-        *extra,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=assets["root"])
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _finished(study: optuna.Study) -> list:
@@ -71,7 +40,7 @@ def _finished(study: optuna.Study) -> list:
 
 @pytest.mark.parametrize("task", ["criteria", "evidence"])
 def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name, assets):
-    run = _tune(f"{task}-smoke.yaml", study_name, postgres_url, assets, 2)
+    run = run_tune(f"{task}-smoke.yaml", study_name, postgres_url, assets, 2)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     study = read_study(study_name, postgres_url)
     finished = _finished(study)
@@ -83,8 +52,8 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
         t.number for t in study.trials if t.state == TrialState.FAIL
     }
     best = study.best_trial
+    assert "macro_f1" in trial_metrics(best)  # one attribute per metric, as the dashboard shows
     assert {
-        "metrics",
         "epochs_run",
         "micro_batch_size",
         "wall_seconds",
@@ -94,7 +63,7 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
     folder = study_dir(assets["root"] / study_name, study_name, study.user_attrs["uid"])
     for trial in finished:
         assert (folder / f"trial_{trial.number}" / "train.log").exists()
-    # Only the top-k (3) checkpoints stay on disk, each uploaded as an artifact.
+    # Only the top-k (3) checkpoints stay on disk, each named by an artifact (not copied).
     kept = sorted(p.parent.name for p in folder.glob("trial_*/checkpoint"))
     complete = sorted(study.get_trials(states=(TrialState.COMPLETE,)), key=lambda t: -t.value)
     assert kept == sorted(f"trial_{t.number}" for t in complete[:3])
@@ -103,14 +72,23 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
         assert (recorded["study_uid"], recorded["trial"]) == (study.user_attrs["uid"], trial.number)
     for trial in complete[:3]:
         names = {m.filename for m in get_all_artifact_meta(trial, storage=study._storage)}
-        assert {"checkpoint.tar", "metrics.json"} <= names
+        assert {"checkpoint.json", "metrics.json"} <= names
+        reference = json.loads((folder / f"trial_{trial.number}" / "checkpoint.json").read_text())
+        assert reference["checkpoint"] == trial.user_attrs["checkpoint"]
+    # the artifact store holds references and logs, never a copy of a checkpoint's file
+    weights = {_digest(p) for p in folder.glob("trial_*/checkpoint/**/*") if p.is_file()}
+    stored = [p for p in (assets["root"] / study_name / "artifacts").rglob("*") if p.is_file()]
+    assert stored and not weights & {_digest(p) for p in stored}
     assert "best trial" in run.stdout
+    # written by the launcher once its workers have gone (optuna-dashboard is slow to import)
+    assert study.metric_names == ["macro_f1"]
+    assert get_note(study).startswith(f"## {study_name}: {task}, maximize validation macro_f1")
 
 
 def test_three_workers_end_at_exactly_n_trials(postgres_url, study_name, assets):
     from hpo.run.launcher import available_cpus
 
-    run = _tune(
+    run = run_tune(
         "evidence-smoke.yaml",
         study_name,
         postgres_url,
@@ -133,12 +111,20 @@ def test_three_workers_end_at_exactly_n_trials(postgres_url, study_name, assets)
 
 def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, assets):
     args = ("--set", "n_trials=2", "--set", "train.epochs=1")
-    first = _tune("evidence-smoke.yaml", study_name, postgres_url, assets, 1, *args)
+    started = time.monotonic()
+    first = run_tune("evidence-smoke.yaml", study_name, postgres_url, assets, 1, *args)
+    first_took = time.monotonic() - started
     assert first.returncode == 0, first.stderr[-2000:]
-    again = _tune("evidence-smoke.yaml", study_name, postgres_url, assets, 2, *args)
+    started = time.monotonic()
+    again = run_tune("evidence-smoke.yaml", study_name, postgres_url, assets, 2, *args)
+    took = time.monotonic() - started
     assert again.returncode == 0, again.stderr[-2000:]
     study = read_study(study_name, postgres_url)
     assert len(study.trials) == 2
+    # "done" at once: no checks (the data, every encoder's tokenizer) and no worker started
+    assert f"study {study_name!r} is done: it holds 2 finished trials" in again.stdout
+    assert "best trial" in again.stdout
+    assert took < first_took / 2, (took, first_took)
 
 
 def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
@@ -152,8 +138,7 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
         "--workers",
         "2",
         "--storage",
-        postgres_url,
-        "--no-progress",
+        postgres_url,  # the progress bar on: its last word must be that nothing runs
         "--set",
         f"name={study_name}",
         "--set",
@@ -168,6 +153,8 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
         f"model_paths.tiny-deberta={assets['deberta']}",
         "--set",
         "train.epochs=20",
+        "--set",
+        "pruner={name: none}",  # no trial ends between the look below and the Ctrl-C
     ]
     proc = subprocess.Popen(
         cmd,
@@ -178,21 +165,7 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            try:
-                if (
-                    len(
-                        read_study(study_name, postgres_url).get_trials(
-                            states=(TrialState.RUNNING,)
-                        )
-                    )
-                    == 2
-                ):
-                    break
-            except KeyError:
-                continue
+        wait_for(lambda: running_trials(study_name, postgres_url, 2), 240, "two running trials")
         proc.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends the launcher
         output, _ = proc.communicate(timeout=90)
     finally:
@@ -209,3 +182,10 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
     assert sorted(map(str, (t.params for t in interrupted))) == sorted(
         map(str, (t.params for t in queued))
     )
+    # the bar (stderr, here in the same pipe) and the summary say re-queued, not failed/running
+    bar = output.rsplit("running=", 1)[-1]
+    assert bar.startswith("0 ") and " failed=0 re-queued=2 " in bar, output[-3000:]
+    (trials,) = [line for line in output.splitlines() if line.startswith("  trials    ")]
+    assert "2 re-queued" in trials and "failed" not in trials, trials
+    assert f"study {study_name!r} stopped after " in output
+    assert "  next      hpo tune " in output, output[-3000:]  # the command that resumes it

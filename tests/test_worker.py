@@ -15,7 +15,7 @@ import optuna
 import pytest
 import sqlalchemy as sa
 from optuna.trial import TrialState
-from shared_storage import read_study
+from shared_storage import delete_until_gone, read_study
 
 from hpo.fixtures import write_sample
 from hpo.run import worker as worker_module
@@ -67,6 +67,7 @@ def test_the_database_reason_is_found_under_optunas_unbound_local_error():
     assert database_error_text(raised) == "server closed the connection unexpectedly"
 
 
+@pytest.mark.slow
 def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
     sqlite_url, study_name, assets, monkeypatch
 ):
@@ -101,6 +102,7 @@ def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_database_dropped_for_good_is_called_gone_never_safe(
     postgres_url, study_name, assets, monkeypatch
 ):
@@ -204,7 +206,7 @@ def test_a_study_deleted_under_a_running_worker_stops_it_in_one_line(
                     break
             except KeyError:  # not created yet
                 continue
-        optuna.delete_study(study_name=study_name, storage=postgres_url)
+        delete_until_gone(study_name, postgres_url)
         output, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -277,6 +279,7 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(
     assert len(waiting) == 1 and waiting[0].params == study.trials[1].params
 
 
+@pytest.mark.slow
 def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_saying_why(
     storage_url, study_name, assets, monkeypatch, caplog
 ):
@@ -300,9 +303,9 @@ def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_sayin
     time.sleep(3.2)  # past the grace period by over a second: SQLite's clock counts whole seconds
     looks, real_look = [], OneStatementHeartbeat.stale_trial_ids
 
-    def counted_look(storage, study_id):
+    def counted_look(storage, study_id, **options):
         looks.append(time.monotonic())
-        return real_look(storage, study_id)
+        return real_look(storage, study_id, **options)
 
     monkeypatch.setattr(OneStatementHeartbeat, "stale_trial_ids", counted_look)
 

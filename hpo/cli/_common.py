@@ -14,9 +14,16 @@ class OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def add_spec_args(parser: argparse.ArgumentParser) -> None:
-    """SPEC, ``--set KEY=VALUE`` (``args.overrides``) and ``--storage``."""
-    parser.add_argument("spec", help="study YAML file, e.g. studies/criteria-smoke.yaml")
+def add_spec_args(parser: argparse.ArgumentParser, by_name: bool = False) -> None:
+    """SPEC, ``--set KEY=VALUE`` (``args.overrides``) and ``--storage``. ``by_name``: SPEC may
+    also be a study's name, whose recorded spec is used (``hpo.study.load_spec_ref``)."""
+    parser.add_argument(
+        "spec",
+        metavar="STUDY" if by_name else "SPEC",
+        help="study name (the spec it was tuned with, --set flags and all), or its YAML file"
+        if by_name
+        else "study YAML file, e.g. studies/criteria-smoke.yaml",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -51,8 +58,9 @@ def add_spec_change_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-spec-change",
         action="store_true",
-        help="join a study created from a different spec (search space, task, metric, n_trials "
-        "or data) and record this spec as its own; without it such a run is refused",
+        help="join a study created from a different spec (search space, task, metric or data) "
+        "and record this spec as its own; without it such a run is refused (n_trials and "
+        "timeout are no change: raising n_trials resumes the search)",
     )
 
 

@@ -66,6 +66,10 @@ def _write(out: str, text: str, study_ref: str) -> None:
 
 
 def _trial_row(trial) -> dict:
+    """A trial as one row: its validation metrics grouped (``metrics.NAME`` columns), apart
+    from the other user attributes, whichever way the trial recorded them."""
+    from hpo.study import METRIC_PREFIX, trial_metrics
+
     def iso(moment: datetime | None) -> str | None:
         return moment.isoformat() if moment else None
 
@@ -76,7 +80,12 @@ def _trial_row(trial) -> dict:
         "datetime_start": iso(trial.datetime_start),
         "datetime_complete": iso(trial.datetime_complete),
         "params": dict(trial.params),
-        "user_attrs": dict(trial.user_attrs),
+        "metrics": trial_metrics(trial),
+        "user_attrs": {
+            key: value
+            for key, value in trial.user_attrs.items()
+            if not key.startswith(METRIC_PREFIX) and key != "metrics"
+        },
     }
 
 

@@ -12,7 +12,7 @@ def add_parser(subparsers) -> None:
         help="retrain the best configurations with several seeds, average the best one's seeds "
         "(or pick one) on validation, score it once on the test split, save it with a model card",
     )
-    add_spec_args(parser)
+    add_spec_args(parser, by_name=True)
     # --top-k, --seeds, --refit, --ensemble, --cv: None when not given, so a rerun of a finalized
     # study names those it ignores
     parser.add_argument("--top-k", type=_positive_int, help="configurations to retrain (default 3)")
@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.finalize.pipeline import finalize
+    from hpo.final.pipeline import finalize
 
     finalize(
         args.spec,

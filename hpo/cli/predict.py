@@ -1,10 +1,12 @@
 """``hpo predict``: a saved model (a trial checkpoint or a final model) on posts, as a CSV; or,
 with ``--criteria`` and ``--evidence``, the joined prediction as JSON lines (and an HTML report).
-A tqdm bar of posts on standard error meanwhile, one throughput line at the end."""
+A tqdm bar of posts on standard error meanwhile (with --no-progress, a line at each tenth of the
+posts), one throughput line at the end."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from hpo.cli._common import _non_negative_int, _positive_int
 
@@ -62,13 +64,24 @@ def add_parser(subparsers) -> None:
         help="replace an existing --out file that is not an "
         "earlier predictions CSV (never the --input file, the model folder or a database)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: a progress line at each tenth of the posts (and every 30 s)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hpo.errors import UsageError
 
+    # before any model loads or post is scored: a missing folder would be found only at the end
+    for flag, path in (("--out", args.out), ("--html", args.html)):
+        if path and not Path(path).parent.is_dir():
+            raise UsageError(
+                f"{flag} {path}: its folder {Path(path).parent} does not exist; create it or "
+                "choose another path"
+            )
     if args.criteria or args.evidence or args.html:
         return _run_pair(args)
     if not args.model_dir:
@@ -156,22 +169,23 @@ def model_on_file(
     force: bool = False,
 ):
     """Every post of ``input_path`` through the model, a CSV at ``out`` and a tqdm bar of posts
-    (stderr) meanwhile; returns the ``FileSummary`` for the throughput line."""
+    (stderr; ``progress`` False: progress lines) meanwhile; returns the ``FileSummary`` for the
+    throughput line."""
     from contextlib import ExitStack
 
     from tqdm import tqdm
 
     from hpo.models.loading import hide_progress_bars
-    from hpo.predict import predict_file
+    from hpo.predict import ProgressLines, predict_file
 
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
 
         def start(total: int):
-            return bars.enter_context(
-                tqdm(total=total, unit="post", disable=not progress, dynamic_ncols=True)
-            ).update
+            if not progress:
+                return ProgressLines(total).update
+            return bars.enter_context(tqdm(total=total, unit="post", dynamic_ncols=True)).update
 
         return predict_file(
             model_dir,
@@ -206,20 +220,17 @@ def pair_on_file(
 
     from hpo.explain import explain_file
     from hpo.models.loading import hide_progress_bars
+    from hpo.predict import ProgressLines
 
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:
 
         def start(total: int):
+            if not progress:  # every post twice: through criteria, then evidence
+                return ProgressLines(total, "criteria, then evidence:").update
             return bars.enter_context(
-                tqdm(
-                    total=total,
-                    unit="post",
-                    desc="criteria, then evidence",
-                    disable=not progress,
-                    dynamic_ncols=True,
-                )
+                tqdm(total=total, unit="post", desc="criteria, then evidence", dynamic_ncols=True)
             ).update
 
         return explain_file(

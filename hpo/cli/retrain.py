@@ -1,4 +1,4 @@
-"""``hpo retrain``: one of finalize's retraining processes (``hpo/finalize/retrain.py``).
+"""``hpo retrain``: one of finalize's retraining processes (``hpo/final/retrain.py``).
 Not listed in ``hpo --help``: finalize starts them."""
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.finalize.retrain import retrain_child
+    from hpo.final.retrain import retrain_child
+    from hpo.train.child import ChildContract
 
-    return retrain_child(
-        args.spec, args.overrides, args.runs_dir, args.threads, args.parent_pid, args.memory_limit
-    )
+    return retrain_child(args.spec, args.overrides, args.runs_dir, ChildContract.from_args(args))

@@ -23,16 +23,13 @@ def run(args) -> int:
     s = study_status(load_study_ref(args.study, args.storage))
     counts = s["counts"]
     print(f"study {s['study']} ({s['task']}, {s['direction']} {s['metric']})")
-    print(
-        "  "
-        + "  ".join(
-            f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
-        )
-    )
+    print("  " + _states(counts))
     print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {_best(counts)}")
-    if s["trials_per_hour"]:
-        eta = f"   ETA {_duration(s['eta_hours'])}" if s["eta_hours"] else ""
-        print(f"  {s['trials_per_hour']:.1f} trials/hour{eta}")
+    pace = [f"{s['trials_per_hour']:.1f} trials/hour"] if s["trials_per_hour"] else []
+    if s["eta_hours"] is not None:  # from the running trials' own ETAs and the trials left
+        pace.append(f"ETA {_duration(s['eta_hours'])}")
+    if pace:
+        print("  " + "   ".join(pace))
     if (left := s["budget_seconds_left"]) is not None:
         print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
     for trial in s["running"]:
@@ -43,6 +40,14 @@ def run(args) -> int:
             else "starting"
         )
         print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
+    for check in s["estimate"]:
+        print(
+            f"  encoder {check['encoder']}: an epoch took {_seconds(check['measured_epoch_s'])} "
+            f"(median of {check['trials']} complete trial{'s' * (check['trials'] > 1)}), "
+            f"hpo validate --estimate said {_seconds(check['estimated_epoch_s'])} at "
+            f"{check['threads']} thread{'s' * (check['threads'] != 1)}: "
+            f"{check['estimated_epoch_s'] / check['measured_epoch_s']:.1f}x that"
+        )
     return 0
 
 
@@ -58,11 +63,17 @@ def _list_studies(storage) -> int:
     width = max(len(s["study"]) for s in studies)
     for s in studies:
         counts = s["counts"]
-        states = "  ".join(
-            f"{k}={counts[k]}" for k in ("complete", "pruned", "failed", "running", "waiting")
-        )
-        print(f"{s['study']:<{width}}  {states}  best {_best(counts)}")
+        print(f"{s['study']:<{width}}  {_states(counts)}  best {_best(counts)}")
     return 0
+
+
+def _states(counts: dict) -> str:
+    """Trials by state; interrupted trials queued again are re-queued, not failed (shown only
+    when there are some, as the progress bar shows them)."""
+    states = [f"{k}={counts[k]}" for k in ("complete", "pruned", "failed")]
+    if counts.get("requeued"):
+        states.append(f"re-queued={counts['requeued']}")
+    return "  ".join(states + [f"{k}={counts[k]}" for k in ("running", "waiting")])
 
 
 def _best(counts: dict) -> str:
@@ -76,3 +87,7 @@ def _duration(hours: float) -> str:
     if hours * 60 >= 1:
         return f"{hours * 60:.0f} min"
     return f"{max(hours * 3600, 1):.0f} s"
+
+
+def _seconds(seconds: float) -> str:
+    return _duration(seconds / 3600) if seconds >= 60 else f"{seconds:.1f} s"

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from hpo.cli._common import _non_negative_int, _positive_int, add_spec_args, add_spec_change_arg
+from hpo.cli._common import (
+    _non_negative_int,
+    _positive_int,
+    _seconds,
+    add_spec_args,
+    add_spec_change_arg,
+)
 
 DEFAULT_CPUS_PER_WORKER = 4  # a tiny-to-base encoder's trial rarely speeds up past 4 CPU threads
 
@@ -39,6 +45,13 @@ def add_parser(subparsers) -> None:
         help="time limit per task, e.g. 12:00:00; a minute before it the worker "
         "re-queues its running trial and exits",
     )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="DURATION",
+        help="the study's wall-clock budget from now (queue time included), e.g. 90m or 2h; "
+        "as in hpo tune, no task starts a trial the rest cannot fit (default: the spec's timeout)",
+    )
     add_spec_change_arg(parser)
     parser.set_defaults(func=run)
 
@@ -55,6 +68,7 @@ def run(args) -> int:
         gpus_per_worker=args.gpus_per_worker,
         partition=args.partition,
         time_limit=args.time,
+        timeout=args.timeout,
         allow_spec_change=args.allow_spec_change,
     )
     print(f"watch it: hpo status {args.spec}   |   squeue -j {submitted.job_id}")

@@ -1,5 +1,5 @@
-"""``hpo tune``: run a study with N worker processes and a progress bar, then show its best
-trial."""
+"""``hpo tune``: run a study with N worker processes and a progress bar, then sum it up: trials
+by state, failures by reason, wall time, the best trial and the commands to run next."""
 
 from __future__ import annotations
 
@@ -48,22 +48,30 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.cli.best import print_best
-    from hpo.run.tune import tune
-    from hpo.study import best_trial
+    import time
 
-    overrides = [*args.overrides, *([f"timeout={args.timeout}"] if args.timeout else [])]
-    code, study = tune(
-        args.spec,
-        overrides,
-        args.storage,
-        args.workers,
-        args.restart_dead,
-        progress=not args.no_progress,
-        allow_spec_change=args.allow_spec_change,
+    from hpo.run.summary import tune_summary
+    from hpo.run.tune import TuneOptions, tune
+
+    started = time.monotonic()
+    options = TuneOptions(
+        workers=args.workers,
         threads=args.threads,
         memory_per_worker_mb=args.memory_per_worker,
+        restart_dead=args.restart_dead,
+        allow_spec_change=args.allow_spec_change,
+        progress=not args.no_progress,
+        timeout=args.timeout,
     )
-    if code == 0:
-        print_best(best_trial(study), study.study_name)
+    code, study = tune(args.spec, args.overrides, args.storage, options)
+    summary = tune_summary(
+        study,
+        time.monotonic() - started,
+        spec_path=args.spec,
+        overrides=args.overrides,  # what finalize and a resumed run repeat
+        storage=args.storage,
+        workers=args.workers,
+        interrupted=code == 130,
+    )
+    print("\n" + "\n".join(summary))
     return code

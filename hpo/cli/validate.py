@@ -3,7 +3,7 @@ it starts; creates nothing."""
 
 from __future__ import annotations
 
-from hpo.cli._common import _positive_int, add_spec_args
+from hpo.cli._common import _positive_int, _thread_count, add_spec_args
 
 
 def add_parser(subparsers) -> None:
@@ -14,14 +14,22 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--estimate",
         action="store_true",
-        help="also time a few training steps of each encoder (seconds to minutes) and estimate "
-        "the study's compute: per epoch, per trial, the whole study, what its timeout buys",
+        help="also time a few training steps of each encoder searched (seconds to minutes) and "
+        "estimate the study's compute: per epoch, per trial, the whole study, what its timeout "
+        "buys; kept under output_dir/estimates/ for the study's plan and hpo status",
     )
     parser.add_argument(
         "--workers",
         type=_positive_int,
         default=1,
-        help="trials at a time, for the estimate (default 1)",
+        help="trials at a time, for the estimate: each encoder is timed at the threads each "
+        "worker of hpo tune --workers N gets (default 1)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_thread_count,
+        help="torch CPU threads per worker, for the estimate, as hpo tune --threads (default: "
+        "the cores split evenly between workers)",
     )
     parser.set_defaults(func=run)
 
@@ -37,7 +45,7 @@ def run(args) -> int:
         from hpo.run.estimate import estimate_notes
         from hpo.run.preflight import sampled_configs
 
-        for note in estimate_notes(spec, sampled_configs(spec), args.workers):
+        for note in estimate_notes(spec, sampled_configs(spec), args.workers, args.threads):
             print(f"  {note}", flush=True)
     elif spec.sampler.name == "auto":  # --estimate states it from its own timing
         from hpo.study import recorded_plan

@@ -56,8 +56,9 @@ def run(args) -> int:
     import sys
 
     from hpo.errors import UsageError
-    from hpo.process import await_go, exit_with_parent, process_exists
+    from hpo.process import await_go, process_exists
     from hpo.run.capacity import check_capacity
+    from hpo.train.child import ChildContract
     from hpo.train.memory import machine_memory_mb
 
     if args.memory_limit is not None:  # a ceiling too small to work in, or past the machine's
@@ -69,16 +70,14 @@ def run(args) -> int:
             memory_given=True,
             memory_flag="--memory-limit",
         )
-    if args.parent_pid:
-        if not process_exists(
-            args.parent_pid
-        ):  # a mistyped PID, or a launcher already gone: nothing to follow
-            raise UsageError(
-                f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process "
-                "this worker should stop with (hpo tune passes its own), or leave the flag out"
-            )
-        # first: a launcher killed during our start-up is noticed too
-        exit_with_parent(args.parent_pid)
+    if args.parent_pid and not process_exists(args.parent_pid):
+        # a mistyped PID, or a launcher already gone: nothing to follow
+        raise UsageError(
+            f"--parent-pid {args.parent_pid}: no such process; pass the PID of the process "
+            "this worker should stop with (hpo tune passes its own), or leave the flag out"
+        )
+    # first: a launcher killed during our start-up is noticed too
+    ChildContract.from_args(args).apply()
     from hpo.run.worker import WorkerStopped, run_worker
     from hpo.spec import load_spec
 
@@ -92,13 +91,6 @@ def run(args) -> int:
     )
     for noisy in ("optuna", "transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    from hpo.train.memory import memory_share_mb, set_memory_ceiling
-
-    set_memory_ceiling(args.memory_limit or memory_share_mb(1))  # alone on the machine unless told
     if args.await_go and not await_go():
         return 0
     try:
@@ -108,5 +100,5 @@ def run(args) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-    log.info("worker %s done after %d trials", name, ran)
+    log.info("done after %d trials", ran)  # the line's prefix names the worker
     return 0

@@ -14,10 +14,7 @@ from hpo.data.redsm5 import (
 )
 from hpo.data.split import PostSplit, Splits, kfold_posts, partition, split_posts, symptom_profiles
 from hpo.data.tasks import (
-    EVIDENCE_SCOPES,
-    FORMULATIONS,
     MULTILABEL,
-    TASKS,
     Alignment,
     Example,
     build_examples,
@@ -30,9 +27,6 @@ __all__ = [
     "POSTS_FILE",
     "SPECIAL_CASE",
     "SYMPTOMS",
-    "TASKS",
-    "EVIDENCE_SCOPES",
-    "FORMULATIONS",
     "MULTILABEL",
     "Alignment",
     "Annotation",

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from iterstrat.ml_stratifiers import MultilabelStratifiedKFold, MultilabelStratifiedShuffleSplit
 
 from hpo.data.redsm5 import SYMPTOMS, Corpus
 from hpo.data.tasks import Example
@@ -91,6 +90,8 @@ def kfold_posts(
     posts = list(profiles)
     if not 2 <= k <= len(posts):
         raise UsageError(f"K-fold needs 2 <= K <= the number of posts ({len(posts)}); got K={k}")
+    from iterstrat.ml_stratifiers import MultilabelStratifiedKFold  # scikit-learn: ~1 s to import
+
     folds = MultilabelStratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(
         np.zeros(len(posts)), _label_matrix(profiles)
     )
@@ -123,6 +124,9 @@ def _take(
     """(the rest, ``n`` posts drawn stratified) from ``posts``."""
     if n == 0:
         return posts, posts[:0]
+    # imports scikit-learn (~1 s): only where posts are split, not wherever hpo.data is imported
+    from iterstrat.ml_stratifiers import MultilabelStratifiedShuffleSplit
+
     splitter = MultilabelStratifiedShuffleSplit(n_splits=1, test_size=n, random_state=seed)
     rest, taken = next(splitter.split(np.zeros(len(posts)), labels[posts]))
     # Iterative stratification sizes splits approximately (a tiny split can come out empty):

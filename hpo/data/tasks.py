@@ -14,15 +14,17 @@ import yaml
 from hpo.data.redsm5 import ANNOTATIONS_FILE, SYMPTOMS, Corpus, normalise_symptom
 from hpo.data.sentences import NO_SENTENCE, NOT_IN_POST, covered, locate, split_sentences
 from hpo.errors import DataError, UsageError
+from hpo.vocabulary import (
+    CRITERIA_FORMULATIONS,
+    EVIDENCE_SCOPES,
+    TASKS,
+    CriteriaFormulation,
+    EvidenceScope,
+    Task,
+)
 
 log = logging.getLogger(__name__)
 
-TASKS = ("criteria", "evidence")
-FORMULATIONS = (
-    "pairs",
-    "multilabel",
-)  # criteria: one (criterion, post) pair per symptom, or one post
-EVIDENCE_SCOPES = ("positive_criteria", "all_criteria")
 MULTILABEL = ""  # the criterion of a multilabel example: all nine at once
 
 
@@ -112,10 +114,10 @@ def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
 
 def build_examples(
     corpus: Corpus,
-    task: str,
+    task: Task,
     descriptions: Mapping[str, str],
-    formulation: str = "pairs",
-    evidence_scope: str = "positive_criteria",
+    formulation: CriteriaFormulation = "pairs",
+    evidence_scope: EvidenceScope = "positive_criteria",
 ) -> list[Example]:
     """Build the examples of ``task``, deterministically ordered (posts in file order).
 
@@ -131,9 +133,10 @@ def build_examples(
     """
     if task not in TASKS:
         raise UsageError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
-    if formulation not in FORMULATIONS:
+    if formulation not in CRITERIA_FORMULATIONS:
         raise UsageError(
-            f"unknown criteria formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}"
+            f"unknown criteria formulation {formulation!r}; "
+            f"choose one of {', '.join(CRITERIA_FORMULATIONS)}"
         )
     if evidence_scope not in EVIDENCE_SCOPES:
         raise UsageError(
@@ -158,7 +161,7 @@ def build_examples(
 
 
 def _criteria_examples(
-    corpus: Corpus, descriptions: Mapping[str, str], formulation: str
+    corpus: Corpus, descriptions: Mapping[str, str], formulation: CriteriaFormulation
 ) -> list[Example]:
     present = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
     if formulation == "multilabel":
@@ -186,7 +189,7 @@ def _criteria_examples(
 
 
 def evidence_candidates(
-    corpus: Corpus, descriptions: Mapping[str, str], scope: str = "positive_criteria"
+    corpus: Corpus, descriptions: Mapping[str, str], scope: EvidenceScope = "positive_criteria"
 ) -> tuple[list[Example], Alignment]:
     """Every (sentence, criterion in scope) of every post, and how the annotations aligned."""
     rows_of: dict[str, list] = {}

@@ -27,11 +27,10 @@ import numpy as np
 
 from hpo.data.tokenized import TokenizedSplit, discard_tokenized, load_tokenized, save_tokenized
 from hpo.errors import DataError, UsageError
+from hpo.vocabulary import LONG_TEXT, LongText
 
 log = logging.getLogger(__name__)
 
-
-LONG_TEXT = ("truncate", "head_tail", "chunks")
 # head_tail keeps the first quarter and the last three quarters (Sun et al., 2019: 128 + 382)
 HEAD_SHARE = 0.25
 # chunks overlap by a quarter window, so a sentence cut at one edge is whole in the next
@@ -67,7 +66,7 @@ def tokenize_pairs(
     max_length: int,
     cache_key: str | None,
     cache_dir: str | Path | None = None,
-    long_text: str = "truncate",
+    long_text: LongText = "truncate",
 ) -> TokenizedSplit:
     """Tokenize ``(first, second)`` pairs, cutting only the second text; a first text of None
     means the second stands alone (every pair of a split has one, or none does).
@@ -141,7 +140,7 @@ def _disk_cached(
     pairs: list[tuple[str | None, str]],
     labels: np.ndarray,
     max_length: int,
-    long_text: str,
+    long_text: LongText,
     fingerprint: str,
 ) -> TokenizedSplit:
     """Tokenize once per cache directory, shared by every worker that can read it.
@@ -210,7 +209,7 @@ def _tokenize(
     pairs: list[tuple[str | None, str]],
     labels: np.ndarray,
     max_length: int,
-    long_text: str,
+    long_text: LongText,
 ) -> TokenizedSplit:
     _info.tokenizations += 1
     paired = pairs[0][0] is not None
@@ -254,7 +253,7 @@ def chunks_per_text(n_tokens: np.ndarray, budget: int) -> np.ndarray:
     return np.where(n_tokens <= budget, 1, -(-(np.asarray(n_tokens) - budget) // step) + 1)
 
 
-def _windows(n: int, budget: int, long_text: str) -> list[list[tuple[int, int]]]:
+def _windows(n: int, budget: int, long_text: LongText) -> list[list[tuple[int, int]]]:
     """The token ranges of an ``n``-token text that each sequence holds, ``budget`` at most."""
     if n <= budget or long_text == "truncate":
         return [[(0, min(n, budget))]]

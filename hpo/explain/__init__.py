@@ -4,6 +4,7 @@ model's sentences for each symptom found, as JSON lines and a self-contained HTM
 from hpo.explain.files import ExplainSummary, explain_file, is_explanations_file, record
 from hpo.explain.join import Explanation, Explanations, Finding, Pair, load_pair
 from hpo.explain.pair import MismatchedPair, check_pair
+from hpo.explain.quality import ModelQuality, model_quality
 from hpo.explain.report import render_report
 
 __all__ = [
@@ -12,11 +13,13 @@ __all__ = [
     "Explanations",
     "Finding",
     "MismatchedPair",
+    "ModelQuality",
     "Pair",
     "check_pair",
     "explain_file",
     "is_explanations_file",
     "load_pair",
+    "model_quality",
     "record",
     "render_report",
 ]

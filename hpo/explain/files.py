@@ -1,8 +1,9 @@
 """``hpo predict --criteria --evidence``: a file of posts in, one JSON line per post out (and
 optionally the HTML report), whole or not at all.
 
-Each line: ``{"post_id": …, "symptoms": {SYMPTOM: {"probability", "present", "evidence":
-[{"rank", "sentence_index", "start", "end", "text", "score", "evidence"}, …]}, …}}`` with
+Each line: ``{"post_id": …, "symptoms": {SYMPTOM: {"probability", "threshold", "present",
+"evidence": [{"rank", "sentence_index", "start", "end", "text", "score", "evidence"}, …]},
+…}}`` with
 every symptom in label order; ``evidence`` lists the top-k sentences of a present symptom
 (``text == post[start:end]``) and is empty for an absent one, which was never scored.
 """
@@ -20,6 +21,7 @@ from hpo.data.posts import load_posts
 from hpo.errors import UsageError
 from hpo.explain.join import Explanation, load_pair
 from hpo.explain.pair import check_pair
+from hpo.explain.quality import model_quality
 from hpo.explain.report import GENERATOR, render_report
 from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.predict import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, Progress
@@ -95,7 +97,10 @@ def explain_file(
             ids,
             texts,
             result.posts,
-            subtitle=f"criteria model: {criteria_dir}; evidence model: {evidence_dir}",
+            models=[
+                model_quality("criteria", criteria_dir),
+                model_quality("evidence", evidence_dir),
+            ],
         )
     with ExitStack() as stack:  # every file renamed into place only once all are written
         for path, text in contents.items():
@@ -117,6 +122,7 @@ def record(post_id: str, post: Explanation) -> dict:
         "symptoms": {
             symptom: {
                 "probability": finding.probability,
+                "threshold": finding.threshold,  # the criteria model's, for this symptom
                 "present": finding.present,
                 "evidence": [
                     {

@@ -23,15 +23,27 @@ from hpo.predict import (
     load_classifier,
 )
 
+# A decision whose probability lies this close to its threshold is marked uncertain, so that
+# 0.48 "absent" does not read as surely as 0.05 "absent" (in the demo a quarter of all
+# probabilities fall within 0.1 of 0.5).
+UNCERTAIN_MARGIN = 0.1
+
 
 @dataclass(frozen=True)
 class Finding:
     symptom: str
     probability: float  # the criteria model's
-    present: bool  # probability >= the criteria model's threshold for the symptom
+    present: bool  # probability >= threshold
     evidence: tuple[
         ScoredSentence, ...
     ]  # the top-k sentences when present; never scored (empty) otherwise
+    threshold: float  # the criteria model's decision threshold for the symptom
+
+    @property
+    def uncertain(self) -> bool:
+        """Decided within UNCERTAIN_MARGIN of the threshold: 0.48 absent and 0.53 present
+        are the same call made twice."""
+        return abs(self.probability - self.threshold) <= UNCERTAIN_MARGIN
 
 
 @dataclass(frozen=True)
@@ -78,11 +90,16 @@ class Pair:
             texts, top_k, batch_size, progress, symptoms=found
         )
         done = time.perf_counter()
+        thresholds = self.criteria.settings.thresholds
         posts = [
             Explanation(
                 {
                     label: Finding(
-                        label, float(probability), bool(present), tuple(top.get(label, ()))
+                        label,
+                        float(probability),
+                        bool(present),
+                        tuple(top.get(label, ())),
+                        float(thresholds[label]),
                     )
                     for label, probability, present in zip(
                         decided.labels, probabilities, decisions, strict=True

@@ -24,6 +24,7 @@ from hpo.models.loading import load_pretrained, model_construction
 from hpo.models.settings import ACTIVATIONS, HeadConfig, LoraSettings
 from hpo.models.tokenizer import load_tokenizer
 from hpo.outputs import share_files
+from hpo.vocabulary import Task
 
 _CHECKPOINT_FORMAT = 1
 
@@ -40,7 +41,7 @@ def build_head(input_size: int, config: HeadConfig) -> nn.Sequential:
 
 
 class EncoderClassifier(nn.Module):
-    task: ClassVar[str]
+    task: ClassVar[Task]
 
     def __init__(self, encoder: nn.Module, head_config: HeadConfig):
         super().__init__()
@@ -86,13 +87,13 @@ class EvidenceClassifier(EncoderClassifier):
     task = "evidence"
 
 
-CLASSIFIERS: dict[str, type[EncoderClassifier]] = {
+CLASSIFIERS: dict[Task, type[EncoderClassifier]] = {
     c.task: c for c in (CriteriaClassifier, EvidenceClassifier)
 }
 
 
 def build_classifier(
-    task: str,
+    task: Task,
     encoder_path: str | Path,
     head_config: HeadConfig | None = None,
     encoder_dropout: float | None = None,

@@ -25,8 +25,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpo.errors import UsageError
-from hpo.models.inference import FORMULATIONS, InferenceSettings, InvalidClassifierFile, task_of
+from hpo.models.inference import InferenceSettings, InvalidClassifierFile
+from hpo.models.settings import HeadConfig
 from hpo.outputs import atomic_text
+from hpo.validation import located
+from hpo.vocabulary import FORMULATIONS, Task, task_of
 
 FILE_NAME = "classifier.json"
 INTEGRITY = "integrity"  # the seal's key in classifier.json
@@ -55,19 +58,8 @@ class ModelFolderChanged(UsageError):
 
 
 class _Strict(BaseModel):
-    # strict: "128" is not a max_length and true is not a label count; unknown keys are typos
+    # strict: "1" is not a format and true is not a label count; unknown keys are typos
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class HeadFile(_Strict):
-    """``HeadConfig`` as saved."""
-
-    pooling: Literal["cls", "mean"]
-    hidden_layers: int = Field(ge=0, le=3)
-    hidden_size: int = Field(ge=1)
-    activation: Literal["gelu", "relu", "tanh", "silu"]
-    dropout: float = Field(ge=0, lt=1)
-    num_labels: int = Field(ge=1)
 
 
 class Seal(_Strict):
@@ -80,8 +72,8 @@ class Seal(_Strict):
 
 class _Envelope(_Strict):
     format: Literal[1]
-    task: Literal["criteria", "evidence"]
-    head: HeadFile
+    task: Task
+    head: HeadConfig
     inference: dict[str, Any]  # read by InferenceSettings.from_json
     # a LoRA model's base encoder; the folder holds only the adapter
     base_encoder: str | None = None
@@ -90,8 +82,8 @@ class _Envelope(_Strict):
 
 @dataclass(frozen=True)
 class ClassifierFile:
-    task: str
-    head: HeadFile
+    task: Task
+    head: HeadConfig
     inference: InferenceSettings
     base_encoder: str | None
     integrity: Seal | None
@@ -102,15 +94,8 @@ def read_classifier_file(meta: dict) -> ClassifierFile:
     try:
         envelope = _Envelope.model_validate(meta)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(map(str, error["loc"])) or "top level"
-        problem = "unknown key" if error["type"] == "extra_forbidden" else error["msg"].lower()
-        shown = (
-            f" (got {error['input']!r})"
-            if isinstance(error["input"], (str, int, float, type(None)))
-            else ""
-        )
-        raise InvalidClassifierFile(field, problem + shown) from None
+        field, problem = located(exc.errors()[0])
+        raise InvalidClassifierFile(field or "top level", problem) from None
     saved = ClassifierFile(
         envelope.task,
         envelope.head,
@@ -264,7 +249,6 @@ def _check_consistent(saved: ClassifierFile) -> None:
 __all__ = [
     "FILE_NAME",
     "ClassifierFile",
-    "HeadFile",
     "InvalidClassifierFile",
     "ModelFolderChanged",
     "check_integrity",

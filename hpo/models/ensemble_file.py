@@ -69,9 +69,10 @@ def write_ensemble(
     thresholds: Mapping[str, float],
     tuned: Mapping[str, float] | None,
 ) -> InferenceSettings:
-    """Copy ``members`` (name -> saved classifier folder) under ``folder/members/`` and write
-    ensemble.json deciding at ``thresholds`` (``tuned``: the validation-tuned ones, recorded).
-    ``folder`` must not exist yet; returns the ensemble's inference settings."""
+    """Copy ``members`` (name -> saved classifier folder) under ``folder/members/`` (one already
+    there, as finalize moves them, stays) and write ensemble.json deciding at ``thresholds``
+    (``tuned``: the validation-tuned ones, recorded); returns the ensemble's inference
+    settings. A member's folder must not exist yet unless it is the member itself."""
     folder = Path(folder)
     _check_distinct(list(members), [Path(path) for path in members.values()])
     settings = check_members([Path(path) for path in members.values()])[0]
@@ -79,7 +80,8 @@ def write_ensemble(
         settings, thresholds=dict(thresholds), validation_thresholds=tuned
     )
     for name, path in members.items():
-        shutil.copytree(path, folder / MEMBERS / name)
+        if Path(path).resolve() != (folder / MEMBERS / name).resolve():
+            shutil.copytree(path, folder / MEMBERS / name)
     body = {
         "format": "hpo-ensemble",
         "version": 1,
@@ -185,4 +187,4 @@ def check_members(
     return settings
 
 
-__all__ = ["ENSEMBLE_FILE", "is_ensemble", "read_ensemble", "write_ensemble"]
+__all__ = ["ENSEMBLE_FILE", "MEMBERS", "is_ensemble", "read_ensemble", "write_ensemble"]

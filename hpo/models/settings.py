@@ -1,42 +1,46 @@
-"""Model settings as plain data, importable without torch (study specs use them)."""
+"""Model settings as plain data, importable without torch (study specs use them).
+
+Checked by pydantic when built: from a training config, and from a saved classifier.json,
+where ``head`` is read as a ``HeadConfig`` (strict: "8" is not a width, true not a count).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
+from pydantic import ConfigDict, Field, Strict
+from pydantic.dataclasses import dataclass
+
+Activation = Literal["gelu", "relu", "tanh", "silu"]
 # Head activation name -> its torch.nn class, by name so this module stays torch-free.
-ACTIVATIONS = {"gelu": "GELU", "relu": "ReLU", "tanh": "Tanh", "silu": "SiLU"}
+ACTIVATIONS: dict[Activation, str] = {
+    "gelu": "GELU",
+    "relu": "ReLU",
+    "tanh": "Tanh",
+    "silu": "SiLU",
+}
+Pooling = Literal["cls", "mean"]
+HiddenLayers = Annotated[int, Field(ge=0, le=3)]  # hidden layers before the output layer
+Dropout = Annotated[float, Field(ge=0, lt=1)]  # a share of units dropped: 1 would drop all
+_STRICT = ConfigDict(extra="forbid")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class HeadConfig:
-    pooling: Literal["cls", "mean"] = "cls"
-    hidden_layers: int = 0  # 0-3 hidden layers before the output layer
-    hidden_size: int = 256
-    activation: str = "gelu"
-    dropout: float = 0.1
+    pooling: Pooling = "cls"
+    hidden_layers: Annotated[HiddenLayers, Strict()] = 0
+    hidden_size: Annotated[int, Strict(), Field(ge=1)] = 256
+    activation: Activation = "gelu"
+    dropout: Annotated[Dropout, Strict()] = 0.1
     # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
-    num_labels: int = 1
-
-    def __post_init__(self):
-        if self.pooling not in ("cls", "mean"):
-            raise ValueError(f"pooling must be 'cls' or 'mean', not {self.pooling!r}")
-        if not 0 <= self.hidden_layers <= 3:
-            raise ValueError(f"hidden_layers must be 0-3, not {self.hidden_layers}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {', '.join(ACTIVATIONS)}, not {self.activation!r}"
-            )
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
+    num_labels: Annotated[int, Strict(), Field(ge=1)] = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class LoraSettings:
-    r: int = 8
-    alpha: int = 16
-    dropout: float = 0.05
+    r: Annotated[int, Field(ge=1)] = 8
+    alpha: Annotated[int, Field(ge=1)] = 16
+    dropout: Dropout = 0.05
     # comma-separated module names, "all-linear", or None: peft's default
     target_modules: str | None = None
 

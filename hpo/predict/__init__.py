@@ -23,6 +23,7 @@ from hpo.predict._model import (
     load_classifier,
     read_settings,
 )
+from hpo.predict._progress import ProgressLines
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -32,6 +33,7 @@ __all__ = [
     "NotAModel",
     "Predictor",
     "Progress",
+    "ProgressLines",
     "ScoredSentence",
     "criteria_header",
     "is_predictions_file",

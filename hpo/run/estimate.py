@@ -10,30 +10,69 @@ from hpo.spec import StudySpec
 # Validation runs forward passes only: about a third of a training step's forward + backward
 # per token (backward costs about twice the forward).
 FORWARD_SHARE = 1 / 3
-ENCODERS_TIMED = 3  # a spec searching more encoders gets the first three sampled
 
 
-def encoder_estimates(spec: StudySpec, configs: list, workers: int = 1) -> list[dict]:
-    """Per encoder among ``configs`` (sampled points' TrainConfigs), in seconds: one epoch's
-    training and validation, a trial over the fewest and most epochs searched, the whole
-    study with ``workers`` trials at a time, and how many trials ``timeout`` buys."""
+def worker_threads(workers: int, threads: int | None = None) -> int:
+    """The torch threads each of ``workers`` gets from ``hpo tune --workers N [--threads T]``:
+    ``worker_launches``' split of this machine's CPUs. Timed with every thread, an epoch of two
+    workers on two cores was over-estimated ~15x."""
+    from hpo.run.launcher import available_cpus
+
+    return threads or max(1, available_cpus() // workers)
+
+
+def encoder_configs(spec: StudySpec, configs: list) -> dict[str, object]:
+    """A TrainConfig for every encoder the spec searches (or its fixed one), by the spec's
+    name for it: a sampled point's where one drew that encoder, else the first point's with
+    the encoder swapped in (a few sampled points need not meet every encoder)."""
+    chosen = {}
+    for name in spec.encoders:
+        path = str(spec.model_paths.get(name, name))
+        drawn = next((config for config in configs if config.encoder == path), None)
+        chosen[str(name)] = drawn or dataclasses.replace(configs[0], encoder=path)
+    return chosen
+
+
+def encoder_estimates(
+    spec: StudySpec, configs: list, workers: int = 1, threads: int | None = None
+) -> list[dict]:
+    """``time_configs`` for every encoder the spec searches; ``configs``: sampled points'
+    TrainConfigs."""
+    return time_configs(spec, encoder_configs(spec, configs), workers, threads)
+
+
+def time_configs(
+    spec: StudySpec, configs: dict[str, object], workers: int = 1, threads: int | None = None
+) -> list[dict]:
+    """Per named TrainConfig, in seconds, timed at the threads each of ``workers`` gets
+    (``worker_threads``): one epoch's training and validation, a trial over the fewest and most
+    epochs searched, the whole study with ``workers`` trials at a time, and how many trials
+    ``timeout`` buys."""
+    import torch
+
     from hpo.run.preflight import searched_values
     from hpo.train.setup import time_steps
 
-    by_encoder = {}
-    for config in configs:
-        by_encoder.setdefault(config.encoder, config)
-    epochs = searched_values(spec, "epochs", configs[0].epochs)
+    epochs = searched_values(spec, "epochs", next(iter(configs.values())).epochs)
     low, high = min(epochs), max(epochs)
     estimates = []
-    for encoder, config in list(by_encoder.items())[:ENCODERS_TIMED]:
-        timing = time_steps(dataclasses.replace(config, checkpoint_dir=None, epochs=high))
+    before = torch.get_num_threads()
+    torch.set_num_threads(worker_threads(workers, threads))
+    try:  # one at a time: each is timed as one worker's trial
+        timings = {
+            name: time_steps(dataclasses.replace(config, checkpoint_dir=None, epochs=high))
+            for name, config in configs.items()
+        }
+    finally:
+        torch.set_num_threads(before)
+    for name, timing in timings.items():
+        config = configs[name]
         train = timing.seconds_per_token * timing.train_tokens_per_epoch
         validation = timing.seconds_per_token * FORWARD_SHARE * timing.validation_tokens
         shortest, longest = (timing.setup_seconds + n * (train + validation) for n in (low, high))
         estimates.append(
             {
-                "encoder": _name(spec, encoder),
+                "encoder": name,
                 "device": str(timing.device),
                 "threads": timing.threads,
                 "timed_steps": timing.timed_steps,
@@ -53,18 +92,24 @@ def encoder_estimates(spec: StudySpec, configs: list, workers: int = 1) -> list[
     return estimates
 
 
-def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str]:
-    """``encoder_estimates`` in words, a note per encoder."""
+def estimate_notes(
+    spec: StudySpec, configs: list, workers: int = 1, threads: int | None = None
+) -> list[str]:
+    """``encoder_estimates`` in words, a note per encoder; the estimate is kept for the study
+    (``record_trial_cost``): its creation plans on it, and ``hpo status`` sets it beside the
+    epochs the trials measure."""
+    from hpo.study import record_trial_cost
     from hpo.train.loop import clock
 
     notes = []
-    estimates = encoder_estimates(spec, configs, workers)
+    estimates = encoder_estimates(spec, configs, workers, threads)
     for e in estimates:
         (low, high), (shortest, longest) = e["epochs"], e["trial_s"]
         span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
         notes.append(
             f"compute, encoder {e['encoder']} on {e['device']} "
-            f"({e['threads']} threads, {e['timed_steps']} steps timed at batch "
+            f"({e['threads']} thread{'s' * (e['threads'] != 1)}, {e['timed_steps']} steps "
+            "timed at batch "
             f"{e['batch_size']}, max_length {e['max_length']}): an epoch ≈ "
             f"{clock(e['epoch_train_s'])} training ({e['steps_per_epoch']} steps) + "
             f"{clock(e['epoch_validation_s'])} validation; a trial "
@@ -77,29 +122,34 @@ def estimate_notes(spec: StudySpec, configs: list, workers: int = 1) -> list[str
                 f"  timeout {clock(spec.timeout)}: about {fits} trials of {high} epochs fit "
                 f"({fits / spec.n_trials:.0%} of n_trials)"
             )
+    threads = estimates[0]["threads"]
     notes.append(
-        "  the times scale with this machine: workers on their own GPUs or machines divide the "
-        "study's time; workers sharing one CPU split its cores and barely do"
+        f"  timed at {threads} thread{'s' * (threads != 1)}, what each of {workers} worker"
+        f"{'s' * (workers > 1)} gets here (hpo tune --workers {workers}); the times scale with "
+        "the machine that runs the trials"
     )
+    # a full trial: the middle of the searched epochs, averaged over the encoders
+    trial_s = round(sum(sum(e["trial_s"]) / 2 for e in estimates) / len(estimates), 1)
+    per_encoder = {
+        e["encoder"]: {
+            "epoch_s": round(e["epoch_train_s"] + e["epoch_validation_s"], 3),
+            "threads": e["threads"],
+        }
+        for e in estimates
+    }
+    path = record_trial_cost(spec, trial_s, workers, per_encoder)
     if spec.sampler.name == "auto":
-        notes.extend(strategy_notes(spec, estimates, workers))
+        notes.extend(plan_search_notes(spec, trial_s, workers))
+    notes.append(
+        f"  (kept in {path}: the study plans on it when created, and hpo status sets it beside "
+        "the epochs its trials take)"
+    )
     return notes
 
 
-def strategy_notes(spec: StudySpec, estimates: list[dict], workers: int) -> list[str]:
-    """What an ``auto`` study will do with the budget this estimate buys, and why; the cost of
-    a full trial (the middle of the searched epochs, averaged over the encoders timed) is
-    recorded for the study's creation, which decides the same way."""
-    from hpo.study import plan_search, record_trial_cost
+def plan_search_notes(spec: StudySpec, trial_s: float, workers: int) -> list[str]:
+    """What an ``auto`` study will do with the budget this estimate buys, and why (its
+    creation reads the recorded cost and decides the same way)."""
+    from hpo.study import plan_search
 
-    trial_s = round(sum(sum(e["trial_s"]) / 2 for e in estimates) / len(estimates), 1)
-    path = record_trial_cost(spec, trial_s, workers)
-    return [
-        *plan_search(spec, trial_s, workers).describe(),
-        f"  (a trial's cost is kept in {path}; the study decides when it is created)",
-    ]
-
-
-def _name(spec: StudySpec, encoder: str) -> str:
-    """The spec's short name for an encoder path, where it has one."""
-    return next((name for name, path in spec.model_paths.items() if str(path) == encoder), encoder)
+    return plan_search(spec, trial_s, workers).describe()

@@ -19,26 +19,16 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tqdm import tqdm
-
-from hpo.errors import find_cause
-from hpo.process import GO, interruptible, output_may_be_gone, start_child, stop_children
+from hpo.process import GO, interruptible, start_child, stop_children
 from hpo.run.breaker import CircuitBreaker
 from hpo.run.death import death_words, oom_kills, peak_resident_mb
-from hpo.spec import argv_overrides
-from hpo.storage_url import ENV as STORAGE_ENV
+from hpo.run.progress import StudyDeleted
+from hpo.spec import set_flags
 from hpo.storage_url import StorageUrl
-from hpo.study import (
-    caused_by_database,
-    database_problem,
-    fail_trials_of_worker,
-    recent_outcomes,
-    state_counts,
-    study_exists,
-)
+from hpo.train.child import ChildContract
 
 WORKER_STOP_SECONDS = 30  # after Ctrl-C, how long workers get to re-queue their trials
 RELAY_DRAIN_SECONDS = 5  # after a worker exits, how long its last lines (a traceback) get to arrive
@@ -91,37 +81,16 @@ def worker_launches(
     launches = []
     for index in range(n_workers):
         name = f"{host}/{index}"
-        env = dict(base_env if base_env is not None else os.environ)
-        env.update(
-            {
-                STORAGE_ENV: StorageUrl.of(storage).text,
-                "OMP_NUM_THREADS": str(threads),
-                "MKL_NUM_THREADS": str(threads),
-                "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONUNBUFFERED": "1",
-            }
+        contract = ChildContract(
+            threads=threads,
+            memory_mb=memory_mb,
+            gpus=tuple(groups[index % len(groups)]) if groups else (),
+            parent_pid=parent_pid,
+            storage=StorageUrl.of(storage),
         )
-        if groups:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[index % len(groups)])
-        cmd = [
-            sys.executable,
-            "-m",
-            "hpo",
-            "worker",
-            spec_path,
-            "--name",
-            name,
-            "--threads",
-            str(threads),
-            "--parent-pid",
-            str(parent_pid),
-            "--await-go",
-        ]
-        if memory_mb is not None:
-            cmd += ["--memory-limit", str(memory_mb)]
-        for override in argv_overrides(overrides):  # the storage is in the environment
-            cmd += ["--set", override]
-        launches.append(WorkerLaunch(name, cmd, env, memory_mb))
+        program = [sys.executable, "-m", "hpo", "worker", spec_path, "--name", name, "--await-go"]
+        cmd = [*program, *contract.flags(), *set_flags(overrides)]
+        launches.append(WorkerLaunch(name, cmd, contract.env(base_env), memory_mb))
     return launches
 
 
@@ -188,10 +157,11 @@ class Supervisor:
         stop_children(self.procs.values(), signal.SIGTERM, self.stop_seconds)
         self.procs.clear()
 
-    def run(self, progress=None) -> int:
+    def run(self, progress=None, released: Callable[[], None] | None = None) -> int:
         """Start the workers (unless ``start`` did), let them go, and supervise them until
         they end: 0 when every worker ended cleanly, 1 when some died or the study could
-        only fail (``stopped_because`` says why), 130 on Ctrl-C, SIGTERM or SIGHUP."""
+        only fail (``stopped_because`` says why), 130 on Ctrl-C, SIGTERM or SIGHUP.
+        ``released`` runs once every worker has gone: work no trial waits for."""
         self.progress = progress or self.progress
         with interruptible():  # the stop runs inside too: a second signal cannot cut it short
             try:
@@ -199,6 +169,8 @@ class Supervisor:
                 self.start()
                 for launch in self.launches:
                     self._release(launch)
+                if released is not None:
+                    released()
                 return self._supervise()
             except KeyboardInterrupt:
                 self.progress.write("stopping workers; their running trials are re-queued …")
@@ -306,100 +278,5 @@ class Supervisor:
                 how = f"killed: it had not stopped {self.stop_seconds:g} s after being asked"
                 self.progress.write(f"worker {name} {how}")
                 self.progress.worker_died(name, how)
-
-
-class StudyDeleted(Exception):
-    """The study was deleted from its storage under a running tune: nothing left to run."""
-
-
-class StudyProgress:
-    """A tqdm bar of finished/total trials with running/pruned/failed counts and the best value.
-
-    While the database is unreachable (a restart, a network cut) the bar keeps the last
-    counts it read and says so once; the workers retry on their own, and give up (and
-    die, which the supervisor reports) if the outage lasts too long.
-    """
-
-    def __init__(self, study, n_trials: int, enabled: bool = True, max_retry: int = 0):
-        self.study, self.n_trials, self.max_retry = study, n_trials, max_retry
-        self.bar = tqdm(total=n_trials, unit="trial", disable=not enabled, dynamic_ncols=True)
-        self._lock = threading.Lock()
-        self._counts = {"finished": 0, "running": 0, "pruned": 0, "failed": 0, "best": None}
-        self._outage: str | None = None  # the kind of database problem being waited out
-
-    def done(self) -> bool:
-        return self._poll()["finished"] >= self.n_trials
-
-    def finished(self) -> int:
-        return self._counts["finished"]
-
-    def failed(self) -> int:
-        return self._counts["failed"]
-
-    def recent_outcomes(self, k: int) -> list[tuple[str, str | None]]:
-        """The last ``k`` trials to end, oldest first; none while the database is unreachable."""
-        try:
-            return recent_outcomes(self.study, k)
-        except Exception as exc:
-            self._ride_out(exc)
-            return []
-
-    def worker_died(self, worker: str, how: str) -> None:
-        """Fail the dead worker's RUNNING trials at once, saying how it died, and queue their
-        retries; without this they would wait for a heartbeat sweep that, once the launcher
-        exits, nobody runs. While the database is unreachable the heartbeat does it later."""
-        try:
-            for number in fail_trials_of_worker(
-                self.study, worker, f"worker {worker} {how}", self.max_retry
-            ):
-                self.write(f"trial {number} failed with its worker and was re-queued")
-        except Exception as exc:
-            self._ride_out(exc)
-
-    def refresh(self) -> None:
-        counts = self._poll()
-        best = "-" if counts["best"] is None else f"{counts['best']:.4f}"
-        with self._lock:
-            self.bar.n = min(counts["finished"], self.n_trials)
-            with output_may_be_gone():  # the terminal was closed: the supervision goes on
-                self.bar.set_postfix_str(
-                    f"running={counts['running']} pruned={counts['pruned']} "
-                    f"failed={counts['failed']} best={best}"
-                )
-
-    def _poll(self) -> dict:
-        """The study's counts now, or the last ones read while the database is unreachable."""
-        try:
-            self._counts = state_counts(self.study)
-        except Exception as exc:
-            self._ride_out(exc)
-            return self._counts
-        if self._outage:
-            self._outage = None
-            self.write("database reachable again")
-        return self._counts
-
-    def _ride_out(self, exc: Exception) -> None:
-        """Return when ``exc`` is a database error the workers ride out too (any of them: a
-        restart, a revoked privilege, a dropped table), saying once per outage what is wrong;
-        raise ``StudyDeleted`` when the study was deleted under us, and anything else as is."""
-        if find_cause(exc, lambda seen: isinstance(seen, KeyError)) and not study_exists(
-            self.study
-        ):
-            raise StudyDeleted(
-                f"study {self.study.study_name!r} was deleted from its storage while it ran"
-            ) from None
-        if not caused_by_database(exc):
-            raise exc
-        problem = database_problem(self.study, exc)
-        if problem.kind != self._outage:  # a new outage, or a different one
-            self._outage = problem.kind
-            self.write(f"{problem}; waiting for it, the workers retry on their own")
-
-    def write(self, line: str) -> None:
-        with self._lock, output_may_be_gone():
-            self.bar.write(line)
-
-    def close(self) -> None:
-        with output_may_be_gone():
-            self.bar.close()
+        with contextlib.suppress(StudyDeleted):  # the bar's last word: nothing left running
+            self.progress.refresh()

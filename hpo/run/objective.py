@@ -20,11 +20,13 @@ from hpo.spec import StudySpec
 from hpo.study import (
     artifact_store,
     completed_trials,
+    metric_attrs,
     rung_schedule,
     set_user_attrs,
     study_uid,
     suggest,
     upload,
+    write_trial_note,
 )
 from hpo.tracking import RUN_ID_ATTR, Tracker, TrialRun
 from hpo.train.loop import Looks, TrainResult, train
@@ -122,14 +124,17 @@ class Objective:
             state: dict,
         ) -> None:  # for hpo status; best effort: a database blip must not end the trial
             try:
-                trial.set_user_attr("progress", state)
+                # "at": hpo status counts the ETA down from when the trial said it
+                trial.set_user_attr("progress", {**state, "at": round(time.time(), 1)})
             except Exception as exc:
                 log.warning(
                     "trial %d: could not record its progress (%s)", trial.number, type(exc).__name__
                 )
 
+        logs: list[Path] = []  # the trial's train.log, once it exists
         try:
-            with self.outputs.trial_log(trial.number):
+            with self.outputs.trial_log(trial.number) as log_file:
+                logs.append(log_file)
                 result = train(config, report=report, progress=progress, looks=looks)
             value = result.value
             self._record(trial, result)
@@ -142,7 +147,9 @@ class Objective:
                 }
             )
             self._keep_outputs(trial, value, result)
-        except optuna.TrialPruned:
+            self._attach_log(trial, logs)
+            write_trial_note(trial, self.spec.metric, value)
+        except optuna.TrialPruned as pruned:
             run.end("PRUNED")
             set_user_attrs(
                 trial,
@@ -151,16 +158,19 @@ class Objective:
                     "wall_seconds": round(time.perf_counter() - started, 3),
                 },
             )
+            self._attach_log(trial, logs)
+            write_trial_note(trial, self.spec.metric, None, str(pruned))
             raise
         except Exception:
             # A save cut short (a full disk) leaves no partial checkpoint to keep the disk full.
             self.outputs.remove_checkpoint(trial.number)
+            self._attach_log(trial, logs)  # what a failed trial printed is what explains it
             raise
         return value
 
     def _record(self, trial: optuna.Trial, result: TrainResult) -> None:
         attrs = {
-            "metrics": {k: round(v, 6) for k, v in result.metrics.items()},
+            **metric_attrs(result.metrics),  # one attribute each: a column of the dashboard
             "best_epoch": result.best_epoch,
             "epochs_run": result.epochs_run,
             "micro_batch_size": result.micro_batch_size,
@@ -178,8 +188,9 @@ class Objective:
         set_user_attrs(trial, attrs)
 
     def _keep_outputs(self, trial: optuna.Trial, value: float, result: TrainResult) -> None:
-        """metrics.json for every trial; checkpoints for the top-k only, as Optuna artifacts
-        (the dashboard lists them); a checkpoint that drops out of the top-k is deleted."""
+        """metrics.json for every trial; checkpoints for the top-k only, each with an Optuna
+        artifact (the dashboard lists them) naming its folder, not a copy of it; a checkpoint
+        that drops out of the top-k is deleted."""
         outputs = self.outputs
         metrics_file = outputs.write_metrics(
             trial.number, {"value": value, **trial.user_attrs, "params": trial.params}
@@ -202,10 +213,24 @@ class Objective:
             outputs.remove_checkpoint(trial.number)
             return
         trial.set_user_attr("checkpoint", result.checkpoint)
-        self._upload(trial, outputs.archive_checkpoint(trial.number), "checkpoint_artifact")
+        self._upload(trial, outputs.describe_checkpoint(trial.number), "checkpoint_artifact")
 
     def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
         trial.set_user_attr(attr, upload(self.artifact_store, trial, path))
+
+    def _attach_log(self, trial: optuna.Trial, logs: list[Path]) -> None:
+        """The trial's train.log as an artifact, beside it in the dashboard; best effort: a
+        full artifact store must not fail a trial that trained."""
+        if not logs or not logs[0].exists():
+            return
+        try:
+            upload(self.artifact_store, trial, logs[0])
+        except Exception as exc:
+            log.warning(
+                "trial %d: could not store its train.log as an artifact (%s)",
+                trial.number,
+                type(exc).__name__,
+            )
 
 
 def _progress(step: int, units: int) -> str:

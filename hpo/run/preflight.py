@@ -8,14 +8,34 @@ from pathlib import Path
 
 from hpo.errors import UsageError
 from hpo.spec import StudySpec
+from hpo.validation import located
 
 
-def preflight(spec: StudySpec) -> list[str]:
+def preflight(spec: StudySpec, notes: bool = True) -> list[str]:
     """Everything a run would reject, checked before a study exists: the sampler and pruner
     sample a few points, each point makes a valid TrainConfig, the device and GPUs exist,
     output_dir is writable, the storage answers (read-only), the data loads and splits with
     a train and a validation part, every encoder can be found and its tokenizer fits the
-    criterion texts at the shortest max_length. Raises UsageError; returns notes for the user."""
+    criterion texts at the shortest max_length. Raises UsageError; returns notes for the user
+    (``hpo validate``). ``notes=False`` (a run's start): no notes, and the checks on the
+    data, devices and encoders are skipped where a receipt says identical ones passed."""
+    from hpo.run.receipt import receipt_path, write_receipt
+    from hpo.study import check_storage
+
+    configs = sampled_configs(spec)
+    _check_writable(spec.output_dir)
+    storage_note = check_storage(spec.storage)  # connects, creates nothing
+    receipt = receipt_path(spec, configs)
+    if not notes and receipt is not None and receipt.exists():
+        return []
+    found = [storage_note, *_check_inputs(spec, configs, notes)]
+    write_receipt(receipt)
+    return found
+
+
+def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
+    """The data, the devices and the encoders, as ``preflight`` says; the notes on posts'
+    token lengths (every post tokenized with each encoder) only where ``notes``."""
     from hpo.data import (
         build_examples,
         load_descriptions,
@@ -23,12 +43,8 @@ def preflight(spec: StudySpec) -> list[str]:
         split_posts,
         symptom_profiles,
     )
-    from hpo.study import check_storage
 
-    configs = sampled_configs(spec)
     first = configs[0]
-    _check_writable(spec.output_dir)
-    storage_note = check_storage(spec.storage)  # connects, creates nothing
     corpus = load_redsm5(spec.data_dir)
     posts = split_posts(symptom_profiles(corpus), first.split_fractions, seed=first.split_seed)
     posts.require(("train", "validation"), first.split_fractions)
@@ -42,32 +58,24 @@ def preflight(spec: StudySpec) -> list[str]:
     devices = {config.device for config in configs} | set(map(str, _every_value(spec, "device")))
     for device in sorted(devices):
         _check_device(device, spec.gpus_per_trial)
-    notes = [
-        storage_note,
+    found = [
         f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
         f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test",
     ]
-    if (
-        not posts.test
-    ):  # a search needs none; hpo finalize refuses the study before retraining anything
-        notes.append(
+    if not posts.test:  # a search needs none; hpo finalize refuses the study before retraining
+        found.append(
             f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): "
             "hpo finalize will refuse this study; give the test split a fraction to finalize it"
         )
-    encoders = (
-        spec.search_space["encoder"].choices
-        if "encoder" in spec.search_space
-        else [spec.train["encoder"]]
-    )
-    for name in encoders:
+    texts = [post.text for post in corpus.posts.values()]
+    for name in spec.encoders:
         path = str(spec.model_paths.get(name, name))
-        notes.append(f"encoder {name}: {_check_encoder(str(name), path)}")
+        found.append(f"encoder {name}: {_check_encoder(str(name), path)}")
         _check_search_fits(spec, str(name), path)
         _check_lengths(str(name), path, examples, _shortest_max_length(spec, first.max_length))
-        notes += _long_tail(
-            str(name), path, [post.text for post in corpus.posts.values()], spec, configs
-        )
-    return notes
+        if notes:
+            found += _long_tail(str(name), path, texts, spec, configs)
+    return found
 
 
 def sampled_configs(spec: StudySpec) -> list:
@@ -82,7 +90,10 @@ def _train_config(spec: StudySpec, point: dict):
     try:
         return spec.train_config(point, None)
     except ValueError as exc:  # pydantic's ValidationError is one
-        problem = exc.errors()[0]["msg"] if hasattr(exc, "errors") else str(exc)
+        problem = str(exc)
+        if hasattr(exc, "errors"):
+            path, problem = located(exc.errors()[0])
+            problem = f"{path.split('.')[0]}: {problem}" if path else problem
         raise UsageError(
             f"{spec.source}: the sampled point {point} is not a valid training setting: {problem}"
         ) from None

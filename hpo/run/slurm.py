@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.spec import argv_overrides
+from hpo.spec import set_flags
 from hpo.storage_url import ENV as STORAGE_ENV
 from hpo.storage_url import StorageUrl
+from hpo.train.child import QUIET_ENV, THREAD_FLAG, THREAD_VARIABLES
 
 STOP_WARNING_SECONDS = 60  # before the time limit: enough to re-queue a running trial and exit
 SBATCH_SECONDS = 60  # sbatch answers in a second; a controller that does not is down
@@ -66,13 +67,16 @@ def job_script(job: ArrayJob) -> str:
         f"--output={job.log_dir}/{job.study}-%A_%a.log",
     ]
     # --set storage=… would put the URL in the script; HPO_STORAGE already carries the resolved one.
-    overrides = argv_overrides(job.overrides)
     worker = [job.python, "-m", "hpo", "worker", job.spec_path]
     command = " ".join(shlex.quote(part) for part in worker)
+    # the child contract's flag and variables, with the thread count Slurm gives the task
     command += (
-        ' --name "$(hostname -s)/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" --threads "$threads"'
+        ' --name "$(hostname -s)/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+        f' {THREAD_FLAG} "$threads"'
     )
-    command += "".join(f" --set {shlex.quote(o)}" for o in overrides)
+    command += "".join(f" {shlex.quote(part)}" for part in set_flags(job.overrides))
+    exports = [f'{name}="$threads"' for name in THREAD_VARIABLES]
+    exports += [f"{name}={value}" for name, value in QUIET_ENV.items()]
     return (
         "#!/bin/bash\n"
         f"# hpo workers for study {job.study}: each array task runs one worker until the study "
@@ -85,8 +89,7 @@ def job_script(job: ArrayJob) -> str:
         f': "${{{STORAGE_ENV}:?set {STORAGE_ENV} to the study database URL before sbatch}}"\n'
         'threads="${SLURM_CPUS_PER_TASK:-1}"  # the cores Slurm gave this task; '
         "GPUs: CUDA_VISIBLE_DEVICES\n"
-        'export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" TOKENIZERS_PARALLELISM=false '
-        "PYTHONUNBUFFERED=1\n"
+        f"export {' '.join(exports)}\n"
         + "# exec: the worker is the batch shell itself, so the B:TERM signal above reaches it.\n"
         f"exec {command}\n"
     )

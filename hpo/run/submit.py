@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +34,15 @@ def submit_slurm(
     gpus_per_worker: int = 0,
     partition: str | None = None,
     time_limit: str | None = None,
+    timeout: float | None = None,
     allow_spec_change: bool = False,
     say: Callable[[str], None] = print,
 ) -> Submitted:
     """Create the study here (preflight included, as ``tune`` does), so array tasks never
     race to create it; then write the job-array script and sbatch it."""
-    from hpo.study import open_study
+    from hpo.study import open_study, start_time_budget
 
-    spec = load_spec(spec_path, overrides, storage)
+    spec = load_spec(spec_path, overrides, storage, timeout=timeout)
     if spec.storage.is_sqlite:
         raise UsageError(
             f"storage {spec.storage} is SQLite, which workers on several nodes cannot "
@@ -51,8 +53,11 @@ def submit_slurm(
             f"gpus_per_trial={spec.gpus_per_trial} needs --gpus-per-worker {spec.gpus_per_trial} "
             f"or more (got {gpus_per_worker})"
         )
-    preflight(spec)
-    open_study(spec, allow_spec_change=allow_spec_change)
+    preflight(spec, notes=False)
+    study = open_study(spec, allow_spec_change=allow_spec_change)
+    # as `hpo tune` does, from the moment the study is open: the array's tasks read it and start
+    # no trial the rest of the budget cannot fit (time spent waiting in the queue counts)
+    deadline = start_time_budget(study, spec.timeout)
     Tracker(
         spec.tracking.mlflow, spec.name
     ).prepare()  # as the study: the tasks never race to create it
@@ -77,8 +82,14 @@ def submit_slurm(
     cmd, env = sbatch_command(script, spec.storage)
     job_id = submit_script(cmd, env, spec.storage)
     logs = f"{log_dir}/{spec.name}-{job_id}_<task>.log"
+    budget = (
+        f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))} (queue "
+        "time included)"
+        if deadline
+        else ""
+    )
     say(
-        f"submitted job array {job_id}: {workers} workers on study {spec.name!r} ({spec.storage}); "
-        f"logs: {logs}"
+        f"submitted job array {job_id}: {workers} workers on study {spec.name!r} ({spec.storage})"
+        f"{budget}; logs: {logs}"
     )
     return Submitted(job_id, script, logs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from hpo.errors import RunStopped, UsageError
 from hpo.run.preflight import preflight
@@ -12,44 +13,53 @@ from hpo.spec import load_spec
 from hpo.tracking import Tracker
 
 
+@dataclass(frozen=True)
+class TuneOptions:
+    """How ``hpo tune`` runs a study, beside its spec: the processes and what each may use."""
+
+    workers: int = 1
+    threads: int | None = None  # CPU threads per worker; None: the cores split evenly
+    memory_per_worker_mb: int | None = None  # None: the machine's memory split evenly
+    restart_dead: bool = False  # start a replacement for a worker that died
+    allow_spec_change: bool = False
+    progress: bool = True  # a progress bar; False: logs only
+    timeout: float | None = None  # the study's wall-clock budget in seconds; None: the spec's
+
+
 def tune(
     spec_path: str,
     overrides: Sequence[str],
     storage: str | None,
-    workers: int,
-    restart_dead: bool,
-    progress: bool = True,
+    options: TuneOptions,
     say: Callable[[str], None] = print,
-    allow_spec_change: bool = False,
-    threads: int | None = None,
-    memory_per_worker_mb: int | None = None,
 ) -> tuple[int, object]:
-    """Run the study with ``workers`` supervised processes (``threads`` CPU threads each;
-    default: the cores split evenly; ``memory_per_worker_mb`` host memory each, default the
-    machine's split evenly); returns the exit code and the (Optuna) study."""
+    """Run the study of ``spec_path`` (with ``overrides`` and ``storage``) as ``options``
+    say; returns the exit code and the (Optuna) study."""
     from hpo.run.capacity import check_capacity
-    from hpo.run.launcher import (
-        StudyProgress,
-        Supervisor,
-        available_cpus,
-        visible_gpus,
-        worker_launches,
-    )
-    from hpo.study import open_study, start_time_budget
+    from hpo.run.launcher import Supervisor, available_cpus, visible_gpus, worker_launches
+    from hpo.run.progress import StudyProgress
+    from hpo.study import finished_study, open_study, start_time_budget, write_study_note
     from hpo.train.memory import machine_memory_mb, memory_share_mb
 
+    workers = options.workers
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
-    spec = load_spec(spec_path, overrides, storage)
+    spec = load_spec(spec_path, overrides, storage, timeout=options.timeout)
+    if (done := finished_study(spec, options.allow_spec_change)) is not None:
+        say(
+            f"study {spec.name!r} is done: it holds {spec.n_trials} finished trials "
+            f"(n_trials); raise n_trials (--set n_trials=N) to run more"
+        )
+        return 0, done
     cpus, gpu_ids = available_cpus(), visible_gpus()
-    memory_mb = memory_per_worker_mb or memory_share_mb(workers)
+    memory_mb = options.memory_per_worker_mb or memory_share_mb(workers)
     check_capacity(  # before any process starts
         workers,
         cpus=cpus,
         gpu_groups=len(gpu_ids) // spec.gpus_per_trial,
         memory_mb=memory_mb,
         machine_mb=machine_memory_mb(),
-        memory_given=memory_per_worker_mb is not None,
+        memory_given=options.memory_per_worker_mb is not None,
     )
     launches = worker_launches(
         spec_path,
@@ -57,19 +67,19 @@ def tune(
         storage=spec.storage,
         overrides=overrides,
         gpus_per_trial=spec.gpus_per_trial,
-        threads=threads,
+        threads=options.threads,
         cpu_count=cpus,
         gpu_ids=gpu_ids,
         memory_mb=memory_mb,
     )
-    supervisor = Supervisor(launches, restart_dead=restart_dead)
+    supervisor = Supervisor(launches, restart_dead=options.restart_dead)
     # they load torch and transformers while the checks below run, then wait for go
     supervisor.start()
     try:
-        preflight(spec)
+        preflight(spec, notes=False)
         # Created here, so workers never race to create it; a changed spec is recorded before
         # they start.
-        study = open_study(spec, allow_spec_change=allow_spec_change)
+        study = open_study(spec, allow_spec_change=options.allow_spec_change, note=False)
         # before the workers go: they read it once
         deadline = start_time_budget(study, spec.timeout)
         Tracker(
@@ -86,9 +96,11 @@ def tune(
         else ""
     )
     say(f"study {spec.name!r} on {spec.storage}: {spec.n_trials} trials, {workers} workers{budget}")
-    bar = StudyProgress(study, spec.n_trials, enabled=progress, max_retry=spec.heartbeat.max_retry)
+    bar = StudyProgress(
+        study, spec.n_trials, enabled=options.progress, max_retry=spec.heartbeat.max_retry
+    )
     try:
-        code = supervisor.run(bar)
+        code = supervisor.run(bar, released=lambda: write_study_note(study, spec))
     finally:
         bar.close()
     if supervisor.stopped_because and not supervisor.resumable:

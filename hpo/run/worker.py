@@ -15,7 +15,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.errors import find_cause
 from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
+from hpo.run.trial_line import compact_params, searched_names, trial_line
 from hpo.spec import StudySpec
 from hpo.study import (
     SURPLUS,
@@ -103,7 +104,7 @@ def run_worker(
     deadline = study_deadline(study)  # set by `hpo tune --timeout` before its workers start
     objective = objective or Objective(spec, uid=study_uid(study), worker=worker, deadline=deadline)
     guarded = _Guarded(objective, spec.n_trials, worker)
-    trial_log = _TrialLog(worker)
+    trial_log = _TrialLog(spec.metric, searched_names(spec))
     look_for_stale = _StaleLook(spec.heartbeat.interval)
     ran, failures = 0, 0
     outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
@@ -233,12 +234,8 @@ def _fail_lost_trial(study: optuna.Study, worker: str, reason: str, max_retry: i
     """Once the database is back: fail the trial it dropped (still RUNNING as this worker's),
     recording ``reason``, queue it again, and say so."""
     for number in fail_trials_of_worker(study, worker, reason, max_retry):
-        log.warning(
-            "worker %s trial %d FAIL reason=%r; queued again with the same parameters",
-            worker,
-            number,
-            reason,
-        )
+        # the worker's name is the line's prefix
+        log.warning("trial %d FAIL (%s); queued again with the same parameters", number, reason)
 
 
 def _study_done(
@@ -341,10 +338,13 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
 
 
 class _TrialLog:
-    """One log line per trial, and what the worker needs to know about its last one."""
+    """One log line per trial (the worker's name is the line's prefix, not in it), and what the
+    worker needs to know about its last one."""
 
-    def __init__(self, worker: str):
-        self.worker, self.last_failed, self.last_reason = worker, False, None
+    def __init__(self, metric: str, names: Sequence[str]):
+        # the study's metric, and the searched parameters the line shows (``searched_names``)
+        self.metric, self.names = metric, names
+        self.last_failed, self.last_reason = False, None
 
     def __call__(self, trial: FrozenTrial) -> None:
         attrs = trial.user_attrs
@@ -353,21 +353,14 @@ class _TrialLog:
         self.last_reason = attrs.get("fail_reason")
         if surplus:
             return
-        value = f"{trial.value:.4f}" if trial.value is not None else "-"
-        reason = f" reason={self.last_reason!r}" if self.last_reason else ""
-        params = " ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
-        log.info(
-            "worker %s trial %d %s value=%s epochs=%s %.1fs %s%s",
-            self.worker,
+        line = trial_line(
             trial.number,
             trial.state.name,
-            value,
-            attrs.get("epochs_run", "-"),
-            attrs.get("wall_seconds", 0.0),
-            params,
-            reason,
+            metric=self.metric,
+            value=trial.value,
+            epochs=attrs.get("epochs_run"),
+            seconds=attrs.get("wall_seconds"),
+            params=compact_params(trial.params, self.names),
+            reason=self.last_reason,
         )
-
-
-def _short(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+        log.info("%s", line)

@@ -11,7 +11,13 @@ Plain data: loading a spec imports no torch, transformers or optuna. The parts, 
 """
 
 from hpo.spec._base import Scalar, SpecError
-from hpo.spec._load import argv_overrides, load_spec, parse_override
+from hpo.spec._load import (
+    argv_overrides,
+    load_spec,
+    parse_override,
+    set_flags,
+    spec_from_document,
+)
 from hpo.spec._params import CategoricalParam, FloatParam, IntParam, Param
 from hpo.spec._sections import (
     HeartbeatSpec,
@@ -43,6 +49,8 @@ __all__ = [
     "StudySpec",
     "TrackingSpec",
     "argv_overrides",
+    "set_flags",
     "load_spec",
     "parse_override",
+    "spec_from_document",
 ]

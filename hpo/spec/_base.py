@@ -9,9 +9,11 @@ import types
 from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, model_validator
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails
 
 from hpo.errors import UsageError
+from hpo.validation import located, problem_text
+from hpo.validation import problem as _problem
 
 _SCALARS = (str, int, float, bool, type(None))
 _PARAM_TYPES = ("float", "int", "categorical")
@@ -21,14 +23,6 @@ _EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 class SpecError(UsageError):
     """A study file, or an override of it, that cannot be used."""
-
-
-def _problem(problem: str, at: str = "") -> PydanticCustomError:
-    """A validation error at key ``at`` below the model being validated.
-
-    Pydantic's location stops at the model whose validator raised; ``at`` carries the rest.
-    """
-    return PydanticCustomError("spec", "{problem}", {"problem": problem, "at": at})
 
 
 def _as_number(value: object) -> object:
@@ -87,24 +81,17 @@ Scalar = str | int | float | bool | None
 
 
 def _locate(error: ErrorDetails) -> tuple[str, str]:
-    """One pydantic error as (dotted key path, problem)."""
+    """One pydantic error as (dotted key path, problem), located as every hpo model is
+    (``hpo.validation``), less the search-space union's tag: pydantic's, not a key the user
+    wrote."""
     loc = list(error["loc"])
     if loc[:1] == ["search_space"] and len(loc) > 2 and loc[2] in _PARAM_TYPES:
-        del loc[2]  # the union's tag is pydantic's, not a key the user wrote
-    at = (error.get("ctx") or {}).get("at")
-    return ".".join(map(str, [*loc, at] if at else loc)) or "top level", _problem_text(error)
+        del loc[2]
+    path, _ = located({**error, "loc": tuple(loc)})
+    return path or "top level", _problem_text(error)
 
 
 def _problem_text(error: ErrorDetails) -> str:
-    kind, given = error["type"], error["input"]
-    if kind == "extra_forbidden":
-        return "unknown key, not allowed"
-    if kind == "missing":
-        return "is required"
-    if kind == "union_tag_not_found":
+    if error["type"] == "union_tag_not_found":
         return "needs a type: float, int or categorical"
-    if kind == "value_error":  # raised by TrainConfig.__post_init__
-        return str(error["ctx"]["error"])
-    if kind == "spec" or not isinstance(given, _SCALARS):
-        return error["msg"]
-    return f"{error['msg']} (got {given!r})"
+    return problem_text(error)

@@ -3,6 +3,7 @@ overrides, then the storage by precedence, into one validated ``StudySpec``."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,11 @@ def argv_overrides(overrides: Sequence[str]) -> list[str]:
     return [text for text in overrides if _override_key(text) != "storage"]
 
 
+def set_flags(overrides: Sequence[str]) -> list[str]:
+    """``--set KEY=VALUE`` for each override a child may see (``argv_overrides``), in order."""
+    return [part for text in argv_overrides(overrides) for part in ("--set", text)]
+
+
 def _override_key(text: str) -> str | None:
     try:
         return ".".join(parse_override(text)[0])
@@ -46,11 +52,28 @@ def load_spec(
     overrides: Sequence[str] = (),
     storage: StorageUrl | str | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    timeout: float | None = None,
 ) -> StudySpec:
     """Read, override and validate a study file; ``storage`` (the CLI flag) wins over
-    ``$HPO_STORAGE``, which wins over the file, which wins over the default."""
-    source = str(path)
+    ``$HPO_STORAGE``, which wins over the file, which wins over the default; ``timeout``
+    (``--timeout``, seconds) wins over the file's, validated as the file's would be."""
     document = _read_mapping(Path(path))
+    if timeout is not None:
+        document["timeout"] = timeout
+    return spec_from_document(document, str(path), overrides, storage, env)
+
+
+def spec_from_document(
+    document: Mapping[str, Any],
+    source: str,
+    overrides: Sequence[str] = (),
+    storage: StorageUrl | str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> StudySpec:
+    """A study file's contents (or the copy a study recorded of its spec), overridden and
+    validated as ``load_spec`` does; ``source`` names it in every message."""
+    document = copy.deepcopy(dict(document))
     for text in overrides:
         try:
             keys, value = parse_override(text)

@@ -1,5 +1,5 @@
-"""The study file's smaller sections: sampler, pruner, heartbeat, tracking, the metric
-names, and the storage URL as a field."""
+"""The study file's smaller sections: sampler, pruner, heartbeat, tracking, and the storage URL
+as a field."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, ValidationError, mo
 
 from hpo.spec._base import _locate, _problem, _Strict
 from hpo.storage_url import StorageUrl
+from hpo.vocabulary import Metric as Metric  # the metric keys' type, as hpo.spec exports it
 
 
 def _storage_url(value: object) -> StorageUrl:
@@ -130,18 +131,3 @@ class TrackingSpec(_Strict):
 
     # tracking URI: http://host:5000, sqlite:///mlflow.db
     mlflow: str | None = Field(default=None, min_length=1)
-
-
-Metric = Literal[
-    "macro_f1",
-    "f1",
-    "precision",
-    "recall",
-    "accuracy",
-    "auroc",
-    "average_precision",
-    "post_micro_f1",
-    "post_macro_f1",
-    "recall_at_1",
-    "recall_at_3",
-]

@@ -22,7 +22,6 @@ from hpo import outputs, storage_url
 from hpo.spec._base import (
     _as_number,
     _problem,
-    _problem_text,
     _Strict,
     boolean_problem,
     takes_numbers,
@@ -38,7 +37,6 @@ from hpo.spec._params import (
 )
 from hpo.spec._sections import (
     HeartbeatSpec,
-    Metric,
     PrunerSpec,
     SamplerSpec,
     StorageField,
@@ -46,6 +44,8 @@ from hpo.spec._sections import (
 )
 from hpo.storage_url import StorageUrl
 from hpo.train.config import TrainConfig
+from hpo.validation import located
+from hpo.vocabulary import Metric, Task
 
 DEFAULT_STORAGE = storage_url.DEFAULT
 DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
@@ -71,18 +71,16 @@ _INTEGER_FIELDS = frozenset(
 _NUMBER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if takes_numbers(hint)
 )
-# checks field types (and coerces "1e-5"), then runs __post_init__
+# checks field types (and coerces "1e-5"), ranges, then the rules across fields
 _TRAIN_CONFIG = TypeAdapter(TrainConfig)
 
 
 class StudySpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
-    task: Literal["criteria", "evidence"]
+    task: Task
     data_dir: str
     direction: Literal["maximize", "minimize"] = "maximize"
-    # post_*: the post-level multi-label F1 the ReDSM5 paper reports (criteria); recall_at_*:
-    # evidence
-    metric: Metric = "macro_f1"
+    metric: Metric = "macro_f1"  # post_*: criteria only; recall_at_*: evidence only
     # what the pruner judges epochs by (None: metric). A threshold-free one (average_precision,
     # auroc) ranks how well scores separate, not F1 at a fixed 0.5: hpo validate warns when
     # the metric is judged at a fixed threshold (bench pruning_regret)
@@ -133,6 +131,12 @@ class StudySpec(_Strict):
     def study_dir(self, uid: str) -> Path:
         """The trial folders' parent for the study with this ``uid`` (``hpo.study.study_uid``)."""
         return outputs.study_dir(self.output_dir, self.name, uid)
+
+    @property
+    def encoders(self) -> list[str]:
+        """The encoders a trial of this spec can train: the searched choices, or the fixed one."""
+        searched = self.search_space.get("encoder")
+        return list(searched.choices) if searched is not None else [self.train["encoder"]]
 
     @property
     def gpus_per_trial(self) -> int:
@@ -323,17 +327,14 @@ class StudySpec(_Strict):
         try:
             self._build(settings)
         except ValidationError as error:
-            first_error = error.errors()[0]
-            field = str(first_error["loc"][0]) if first_error["loc"] else None
+            path, problem = located(error.errors()[0])
+            field = path.split(".")[0]  # a TrainConfig field, or "" for the config as a whole
             name = blame or field
             if name in self.search_space:
                 raise _problem(
-                    f"{name}={settings[name]!r} is invalid: {_problem_text(first_error)}",
-                    at=f"search_space.{name}",
+                    f"{name}={settings[name]!r} is invalid: {problem}", at=f"search_space.{name}"
                 ) from None
-            raise _problem(
-                _problem_text(first_error), at=f"train.{field}" if field else "train"
-            ) from None
+            raise _problem(problem, at=f"train.{field}" if field else "train") from None
 
 
 def _not_searched(

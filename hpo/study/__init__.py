@@ -17,17 +17,27 @@ from hpo.study._census import (
     recent_outcomes,
     state_counts,
     trial_census,
+    trial_outcomes,
     trials_per_hour,
 )
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._db_problem import DatabaseProblem, database_problem
+from hpo.study._find import (
+    load_existing_study,
+    load_spec_ref,
+    load_study_ref,
+    record_spec,
+    recorded_spec,
+    spec_document,
+)
 from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
 from hpo.study._lock import StudyLock, study_lock
 from hpo.study._logs import log_through_hpo
+from hpo.study._metric_attrs import METRIC_PREFIX, metric_attrs, trial_metrics
+from hpo.study._notes import trial_note, write_study_note, write_trial_note
 from hpo.study._open import (
     check_spec,
-    load_existing_study,
-    load_study_ref,
+    finished_study,
     make_pruner,
     make_sampler,
     open_study,
@@ -75,6 +85,12 @@ from hpo.study._trials import (
 )
 
 __all__ = [
+    "METRIC_PREFIX",
+    "metric_attrs",
+    "trial_metrics",
+    "trial_note",
+    "write_study_note",
+    "write_trial_note",
     "PLAN_ATTR",
     "PORTFOLIO_ATTR",
     "SAMPLED_BY_ATTR",
@@ -107,6 +123,7 @@ __all__ = [
     "fail_running",
     "fail_stale",
     "fail_trials_of_worker",
+    "finished_study",
     "first_heartbeat",
     "find_trial",
     "get_storage",
@@ -118,6 +135,10 @@ __all__ = [
     "study_deadline",
     "time_budget_spent",
     "load_study_ref",
+    "load_spec_ref",
+    "record_spec",
+    "recorded_spec",
+    "spec_document",
     "make_pruner",
     "make_sampler",
     "rung_schedule",
@@ -142,6 +163,7 @@ __all__ = [
     "study_uid",
     "sweep_stale_trials",
     "trial_census",
+    "trial_outcomes",
     "trials_per_hour",
     "upload",
 ]

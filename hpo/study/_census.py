@@ -3,6 +3,8 @@ a trial."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Mapping
 
 import optuna
@@ -11,13 +13,20 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from hpo.study._db_errors import as_storage_error
-from hpo.study._optuna_private import TrialModel, study_id, study_storage
+from hpo.study._optuna_private import (
+    TrialModel,
+    TrialSystemAttributeModel,
+    TrialUserAttributeModel,
+    study_id,
+    study_storage,
+)
 from hpo.study._storage import rdb_backend
 from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
 SURPLUS = "surplus:"
+REASON_CHARS = 120  # a failure's reason in the summary: its first line, cut to this
 
 
 def is_surplus(trial: FrozenTrial) -> bool:
@@ -79,15 +88,78 @@ def _tally(
 
 
 def state_counts(study: optuna.Study) -> dict:
-    """Trial counts by state and the best value, from COUNT queries (cheap to poll)."""
-    counts = trial_census(study)
-    counts["failed"] = counts.pop("fail")
+    """Trial counts by state and the best value, from COUNT queries (cheap to poll). A FAIL
+    trial queued again with the same parameters (interrupted, its worker dead, the database
+    gone) counts as ``requeued``, not ``failed``; a surplus one (bookkeeping) as neither."""
+    backend = rdb_backend(study_storage(study))
+    if backend is None:
+        counts, (requeued, surplus) = _tally(study, None), _set_aside(study)
+    else:
+        with as_storage_error("the trial census"), backend.engine.connect() as connection:
+            counts = _tally(study, None, connection)
+            requeued, surplus = _set_aside(study, connection)
+    counts["requeued"] = requeued
+    counts["failed"] = counts.pop("fail") - requeued - surplus
     counts.pop("running_before")
     try:
         counts["best"] = study.best_value
     except ValueError:  # no completed trial yet
         counts["best"] = None
     return counts
+
+
+def _set_aside(study: optuna.Study, connection: sa.Connection | None = None) -> tuple[int, int]:
+    """The FAIL trials that are no failure of their own: those queued again (each retry that
+    Optuna's retry callback queued carries ``failed_trial``), and the surplus ones."""
+    if connection is None:  # the gRPC proxy: no SQL
+        trials = study.get_trials(deepcopy=False)
+        return (
+            sum("failed_trial" in t.system_attrs for t in trials),
+            sum(t.state == TrialState.FAIL and is_surplus(t) for t in trials),
+        )
+    trial, system, user = TrialModel, TrialSystemAttributeModel, TrialUserAttributeModel
+    of_study = trial.study_id == study_id(study)
+    retries = (
+        sa.select(sa.func.count())
+        .select_from(system)
+        .join(trial, trial.trial_id == system.trial_id)
+        .where(of_study, system.key == "failed_trial")
+    )
+    surplus = (
+        sa.select(sa.func.count())
+        .select_from(user)
+        .join(trial, trial.trial_id == user.trial_id)
+        .where(
+            of_study,
+            trial.state == TrialState.FAIL,
+            user.key == "fail_reason",
+            user.value_json.startswith(json.dumps(SURPLUS)[:-1], autoescape=True),
+        )
+    )
+    requeued, surplus_count = connection.execute(
+        sa.select(retries.scalar_subquery(), surplus.scalar_subquery())
+    ).one()
+    return requeued, surplus_count
+
+
+def trial_outcomes(study: optuna.Study) -> dict:
+    """How a study's trials ended, for the summary ``hpo tune`` ends with: counts by state
+    (``requeued``: FAIL trials queued again, surplus ones left out) and the failures grouped
+    by reason (its first line), most frequent first."""
+    trials = study.get_trials(deepcopy=False)
+    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    counts = dict.fromkeys(("complete", "pruned", "failed", "requeued", "running", "waiting"), 0)
+    reasons: Counter[str] = Counter()
+    for t in trials:
+        if t.state != TrialState.FAIL:
+            counts[t.state.name.lower()] += 1
+        elif t.number in retried:
+            counts["requeued"] += 1
+        elif not is_surplus(t):
+            counts["failed"] += 1
+            reason = str(t.user_attrs.get("fail_reason") or "no reason recorded").strip()
+            reasons[(reason.splitlines() or ["no reason recorded"])[0][:REASON_CHARS]] += 1
+    return {"counts": counts, "failures": reasons.most_common()}
 
 
 def trials_per_hour(study: optuna.Study) -> float | None:

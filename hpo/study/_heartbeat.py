@@ -81,21 +81,39 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
                 str(getattr(exc, "orig", exc)).strip(),
             )
 
-    def stale_trial_ids(self, study_id: int) -> list[int]:
+    def stale_trial_ids(self, study_id: int, adopt_unbeaten: bool = False) -> list[int]:
         """The study's RUNNING trials whose last beat is older than the grace period, judged
-        on the database's clock."""
+        on the database's clock, in one read.
+
+        ``adopt_unbeaten`` (hpo's own sweep; Optuna's question keeps Optuna's answer) also
+        gives each RUNNING trial that never beat a beat now, so it goes stale a grace period
+        after this first sees it. A database outage can cut ``study.ask`` after it created the
+        trial and before its worker learned the trial's number: no worker beats that trial,
+        a stale query joined on the beats never names it, and the study could never end. A
+        write only when there is such a trial; a worker about to beat it overwrites this one."""
         trials, beats = TrialModel, TrialHeartbeatModel
         query = (
             sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
-            .join(beats, beats.trial_id == trials.trial_id)
+            .outerjoin(beats, beats.trial_id == trials.trial_id)
             .where(trials.study_id == study_id, trials.state == TrialState.RUNNING)
         )
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
+        unbeaten = [trial_id for trial_id, beat, _ in rows if beat is None]
+        if adopt_unbeaten and unbeaten:
+            adopt = _INSERTS[self.engine.dialect.name](beats).values(
+                [{"trial_id": trial_id, "heartbeat": sa.func.now()} for trial_id in unbeaten]
+            )
+            with self.engine.begin() as connection:
+                connection.execute(adopt.on_conflict_do_nothing(index_elements=["trial_id"]))
         # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now()
         # has a zone).
         grace = timedelta(seconds=_grace_seconds(self))
-        return [trial_id for trial_id, beat, now in rows if now.replace(tzinfo=None) - beat > grace]
+        return [
+            trial_id
+            for trial_id, beat, now in rows
+            if beat is not None and now.replace(tzinfo=None) - beat > grace
+        ]
 
 
 def _grace_seconds(storage: OneStatementHeartbeat) -> float:
@@ -146,7 +164,8 @@ def stale_reason(grace_seconds: float) -> str:
 
 
 def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
-    """Fail the study's RUNNING trials whose heartbeat stopped, each recording why
+    """Fail the study's RUNNING trials whose heartbeat stopped (or that never beat, a grace
+    period after this first saw them: ``stale_trial_ids``), each recording why
     (``fail_reason``), queue their retries (the storage's stale-trial callback), log a line
     for each and return them. Optuna's ``fail_stale_trials`` plus the reason. Behind the gRPC
     proxy it does nothing: the proxy host judges beats there (``hpo storage-proxy``)."""
@@ -158,7 +177,7 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
     with as_storage_error("the stale-trial sweep"):  # waited out like Optuna's own errors
         failed = [
             storage.get_trial(stale)
-            for stale in backend.stale_trial_ids(study_id(study))
+            for stale in backend.stale_trial_ids(study_id(study), adopt_unbeaten=True)
             if _fail_with_reason(backend, stale, stale_reason(grace))
         ]
     retry = backend.get_heartbeat_stale_trial_callback()

@@ -8,14 +8,15 @@ import json
 import time
 import uuid
 import zlib
-from pathlib import Path
 
 import optuna
 import sqlalchemy as sa
 
 from hpo.errors import DataError, UsageError
-from hpo.spec import CategoricalParam, SpecError, StudySpec, load_spec
-from hpo.storage_url import StorageUrl
+from hpo.spec import CategoricalParam, SpecError, StudySpec
+from hpo.study._census import trial_census
+from hpo.study._find import record_spec, sqlite_file_exists
+from hpo.study._notes import write_study_note
 from hpo.study._optuna_private import study_storage
 from hpo.study._storage import database_problem, get_storage
 from hpo.study._strategy import staged_sampler, start_plan
@@ -136,7 +137,11 @@ def _check_option_types(optuna_class: type, options: dict, where: str) -> None:
 
 
 def open_study(
-    spec: StudySpec, worker: str = "", allow_spec_change: bool = False, adopt_spec: bool = True
+    spec: StudySpec,
+    worker: str = "",
+    allow_spec_change: bool = False,
+    adopt_spec: bool = True,
+    note: bool = True,
 ) -> optuna.Study:
     """The spec's study on its storage, created (with the spec's settings, its fingerprint
     and a random uid recorded) if it does not exist. Sampler and pruner are built before
@@ -145,7 +150,9 @@ def open_study(
     A study opened with a spec whose fingerprint differs from the recorded one is refused
     (its trials would not be comparable), unless ``allow_spec_change`` records the new one.
     ``adopt_spec=False`` (``hpo enqueue``) never changes an existing study's recorded spec:
-    with ``allow_spec_change`` a differing spec is let through and nothing is recorded."""
+    with ``allow_spec_change`` a differing spec is let through and nothing is recorded.
+    ``note=False`` leaves the dashboard's study note to the caller (``write_study_note``):
+    ``hpo tune`` writes it once its workers have gone, as optuna-dashboard takes ~1 s to import."""
     sampler, pruner = make_sampler(spec, worker), make_pruner(spec)
     fingerprint = spec_fingerprint(spec)
     storage = get_storage(spec.storage, spec.heartbeat)
@@ -169,6 +176,7 @@ def open_study(
         recorded = study.user_attrs.get(FINGERPRINT_ATTR)
         if not recorded or _differences(recorded, fingerprint):
             study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+        record_spec(study, spec)
         for key, value in {
             "task": spec.task,
             "metric": spec.metric,
@@ -177,12 +185,31 @@ def open_study(
         }.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)
+        if note:
+            write_study_note(study, spec)  # the dashboard's study note: the spec, budget, units
     return study
 
 
+def finished_study(spec: StudySpec, allow_spec_change: bool = False) -> optuna.Study | None:
+    """The spec's study, opened, when it already holds ``n_trials`` finished trials and runs
+    none: ``hpo tune`` then says it is done, skipping its minutes of checks and worker starts.
+    None when the study does not exist or has trials left; a changed spec is refused (or
+    recorded) as ``open_study`` does."""
+    if not sqlite_file_exists(spec.storage):
+        return None
+    try:
+        study = optuna.load_study(study_name=spec.name, storage=get_storage(spec.storage))
+        census = trial_census(study)
+    except (KeyError, sa.exc.SQLAlchemyError):  # none yet, or the checks will name the problem
+        return None
+    if census["finished"] < spec.n_trials or census["running"]:
+        return None
+    return open_study(spec, allow_spec_change=allow_spec_change)
+
+
 def check_spec(study: optuna.Study, spec: StudySpec, fix: str) -> None:
-    """Refuse ``spec`` for ``study`` in one line naming each key (task, metric, n_trials,
-    search space, data) whose fingerprint differs from the one the study recorded; ``fix``
+    """Refuse ``spec`` for ``study`` in one line naming each key (task, metric, search space,
+    pruner unit, data) whose fingerprint differs from the one the study recorded; ``fix``
     says what to do. The check ``hpo tune`` and workers make, for the commands that follow."""
     _refuse_differences(study, spec, spec_fingerprint(spec), fix)
 
@@ -203,8 +230,9 @@ def study_uid(study: optuna.Study) -> str | None:
 
 
 def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
-    """What makes two specs' trials comparable: task, metric, trial budget, search space and
-    the data's bytes (not its path: each machine may keep the data elsewhere)."""
+    """What makes two specs' trials comparable: task, metric, search space, the pruner's unit
+    and the data's bytes (not its path: each machine may keep the data elsewhere). Not the
+    budget (n_trials, timeout) nor how the trials run: raising n_trials resumes the search."""
     from hpo.data import files_fingerprint
 
     parameters = {name: _param_record(param) for name, param in spec.search_space.items()}
@@ -216,7 +244,6 @@ def spec_fingerprint(spec: StudySpec) -> dict[str, object]:
     return {
         "task": spec.task,
         "metric": spec.metric,
-        "n_trials": spec.n_trials,
         "search_space": hashlib.sha256(space.encode()).hexdigest()[:12],
         "data": data,
         PRUNER_UNIT: spec.pruner.units_per_epoch,
@@ -330,19 +357,6 @@ def _await_uid(study: optuna.Study) -> None:
         time.sleep(_UID_POLL_SECONDS)
 
 
-def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Study:
-    """A study by name, for the read-only commands (status, best, export, report)."""
-    storage_url = StorageUrl.of(storage_url)
-    storage = get_storage(storage_url)
-    try:
-        return optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise UsageError(
-            f"no study named {name!r} in {storage_url}; studies there: {', '.join(names) or 'none'}"
-        ) from None
-
-
 def study_exists(study: optuna.Study) -> bool:
     """False once the study was deleted from its storage (``optuna delete-study``)."""
     try:
@@ -351,11 +365,3 @@ def study_exists(study: optuna.Study) -> bool:
     except KeyError:
         return False
     return True
-
-
-def load_study_ref(ref: str, storage: StorageUrl | str | None) -> optuna.Study:
-    """STUDY as the read commands take it: a spec file (name and storage from it) or a name."""
-    if ref.endswith((".yaml", ".yml")) and Path(ref).exists():
-        spec = load_spec(ref, (), storage)
-        return load_existing_study(spec.name, spec.storage)
-    return load_existing_study(ref, StorageUrl.resolve(storage))

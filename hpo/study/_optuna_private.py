@@ -27,10 +27,13 @@ from sqlalchemy.orm import Session
 
 # Optuna's tables (optuna/storages/_rdb/models.py). hpo's hand-built statements on them: the
 # heartbeat upsert and stale-trial query (_heartbeat.py), failing a stale trial with its reason
-# in one transaction (_heartbeat.py), and the trial census in one GROUP BY (_census.py).
+# in one transaction (_heartbeat.py), and the trial census in one GROUP BY (_census.py), with
+# the re-queued and surplus trials counted beside it (the system attribute Optuna's retry
+# callback writes on a retry, the fail_reason of a surplus trial).
 TrialModel = models.TrialModel
 TrialHeartbeatModel = models.TrialHeartbeatModel
 TrialUserAttributeModel = models.TrialUserAttributeModel
+TrialSystemAttributeModel = models.TrialSystemAttributeModel
 
 # Optuna warns with this text (a plain UserWarning, no category of its own) on every ask and
 # tell of a storage with heartbeats outside Study.optimize. The worker runs its own trial loop

@@ -164,13 +164,18 @@ def estimate_path(spec: StudySpec) -> Path:
     return Path(spec.output_dir) / ESTIMATE_DIR / f"{spec.name}.json"
 
 
-def record_trial_cost(spec: StudySpec, trial_seconds: float, workers: int) -> Path:
-    """Keep ``hpo validate --estimate``'s cost of one full trial for the study's creation."""
+def record_trial_cost(
+    spec: StudySpec, trial_seconds: float, workers: int, encoders: dict[str, dict] | None = None
+) -> Path:
+    """Keep ``hpo validate --estimate``'s cost of one full trial for the study's creation, and
+    each encoder's (``{name: {"epoch_s": ..., "threads": ...}}``) for ``hpo status`` to set
+    beside the epochs the trials measure."""
     path = estimate_path(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "trial_s": trial_seconds,
         "workers": workers,
+        "encoders": encoders or {},
         "settings": _settings_hash(spec),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -183,11 +188,19 @@ def read_trial_cost(spec: StudySpec) -> tuple[float, int] | None:
     """(seconds per full trial, workers) as recorded for this spec's search space and training
     settings; None when there is none, or it was measured for other settings (a stale cost
     would mislead the decision)."""
+    record = read_estimate(spec)
+    try:
+        return None if record is None else (float(record["trial_s"]), int(record["workers"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_estimate(spec: StudySpec) -> dict | None:
+    """The record ``record_trial_cost`` kept for this spec's search space and training
+    settings; None when there is none or it was made for other settings."""
     try:
         record = json.loads(estimate_path(spec).read_text())
-        if record["settings"] != _settings_hash(spec):
-            return None
-        return float(record["trial_s"]), int(record["workers"])
+        return record if record["settings"] == _settings_hash(spec) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

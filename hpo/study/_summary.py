@@ -9,17 +9,20 @@ import time
 from pathlib import Path
 
 import optuna
-import sqlalchemy as sa
 
 from hpo.outputs import UID_DIGITS, recorded_owner
+from hpo.spec import SpecError
 from hpo.storage_url import StorageUrl
 from hpo.study._budget import study_deadline
 from hpo.study._census import state_counts, trial_census, trials_per_hour
+from hpo.study._find import recorded_spec, sqlite_file_exists
+from hpo.study._metric_attrs import trial_metrics
 from hpo.study._open import study_uid
 from hpo.study._storage import get_storage
+from hpo.study._timing import estimate_check, study_eta_seconds
 from hpo.study._trials import completed_trials, running_trials
 
-FINAL_ATTR = "final"  # finalize's summary in the study (hpo.finalize.pipeline.FINAL_ATTR)
+FINAL_ATTR = "final"  # finalize's summary in the study (hpo.final.pipeline.FINAL_ATTR)
 
 
 def best_trial(study) -> dict | None:
@@ -38,11 +41,17 @@ def best_trial(study) -> dict | None:
         "metric": study.user_attrs.get("metric", "value"),
         "value": trial.value,
         "params": dict(trial.params),
-        "metrics": trial.user_attrs.get("metrics") or {},
+        "metrics": _metric_first(trial_metrics(trial), study.user_attrs.get("metric")),
         "checkpoint": None if refused else checkpoint,
         "checkpoint_refused": refused,
         "spread": _spreads(study, trial),
     }
+
+
+def _metric_first(metrics: dict[str, float], metric: str | None) -> dict[str, float]:
+    """The study's metric, then the others by name: storages return attributes in no order
+    of ours."""
+    return dict(sorted(metrics.items(), key=lambda item: (item[0] != metric, item[0])))
 
 
 def _spreads(study, best) -> list[dict]:
@@ -105,12 +114,15 @@ def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
 
 
 def study_status(study) -> dict:
-    """Counts by state, the best value, the pace and what remains, and where each running
-    trial is."""
+    """Counts by state, the best value, the pace and what remains (the ETA from the running
+    trials' own), where each running trial is, and how close ``hpo validate --estimate`` came."""
     counts = state_counts(study)
     n_trials = study.user_attrs.get("n_trials")
-    rate = trials_per_hour(study)
-    remaining = max(n_trials - counts["finished"], 0) if n_trials else None
+    eta = study_eta_seconds(study, n_trials) if counts["running"] else None
+    try:
+        spec = recorded_spec(study)
+    except SpecError:  # recorded by an hpo whose specs this one no longer reads
+        spec = None
     running = [
         {
             "number": t.number,
@@ -126,8 +138,9 @@ def study_status(study) -> dict:
         "metric": study.user_attrs.get("metric", "value"),
         "n_trials": n_trials,
         "counts": counts,
-        "trials_per_hour": rate,
-        "eta_hours": remaining / rate if rate and remaining else None,
+        "trials_per_hour": trials_per_hour(study),
+        "eta_hours": None if eta is None else eta / 3600,
+        "estimate": estimate_check(study, spec) if spec else [],
         "running": running,
         "budget_seconds_left": None
         if (deadline := study_deadline(study)) is None
@@ -139,7 +152,7 @@ def study_summaries(storage_url: StorageUrl | str) -> list[dict]:
     """Every study in the storage, oldest first: its name, trial counts by state and best value
     (``hpo status`` without a study name)."""
     url = StorageUrl.of(storage_url)
-    if url.is_sqlite and not _sqlite_file_exists(url):
+    if not sqlite_file_exists(url):
         return []  # listing must not create the database it lists
     storage = get_storage(url)
     summaries = []
@@ -155,8 +168,3 @@ def study_summaries(storage_url: StorageUrl | str) -> list[dict]:
             counts = {**census, "failed": census["fail"], "best": None}
         summaries.append({"study": name, "counts": counts})
     return summaries
-
-
-def _sqlite_file_exists(url: StorageUrl) -> bool:
-    database = sa.engine.make_url(url.sqlalchemy).database
-    return not database or database == ":memory:" or Path(database).exists()

@@ -1,91 +1,107 @@
 """The plain configuration of one fine-tuning run. It knows nothing of Optuna or study files:
-the objective turns a trial into one of these."""
+the objective turns a trial into one of these.
+
+A pydantic dataclass: each range is a constraint on its field, the rules between fields are
+the one validator at the end, and a bad value fails when the config is built (the study file
+is checked by building one per range end, naming the key). ``dataclasses.replace`` checks the
+new config again.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Literal
+from dataclasses import fields
+from typing import Annotated, Literal
 
-from hpo.models.settings import HeadConfig, LoraSettings
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic.dataclasses import dataclass
+
+from hpo.models.settings import Activation, Dropout, HeadConfig, HiddenLayers, LoraSettings, Pooling
+from hpo.validation import problem
+from hpo.vocabulary import CriteriaFormulation, EvidenceScope, Formulation, LongText, Metric, Task
 
 # micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
 CPU_MICRO_BATCH_TOKENS = 1024
 INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
 CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN
+Share = Annotated[float, Field(ge=0, lt=1)]  # a fraction of something, never all of it
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    task: Literal["criteria", "evidence"]
+    task: Task
     encoder: str  # hub name or local path
     data_dir: str
 
     # classification head and encoder; head and LoRA defaults are HeadConfig's and LoraSettings'
-    pooling: Literal["cls", "mean"] = HeadConfig.pooling
-    head_layers: int = HeadConfig.hidden_layers
-    head_hidden_size: int = HeadConfig.hidden_size
-    head_activation: str = HeadConfig.activation
-    head_dropout: float = HeadConfig.dropout
+    pooling: Pooling = HeadConfig.pooling
+    head_layers: HiddenLayers = HeadConfig.hidden_layers
+    head_hidden_size: PositiveInt = HeadConfig.hidden_size
+    head_activation: Activation = HeadConfig.activation
+    head_dropout: Dropout = HeadConfig.dropout
     # hidden and attention dropout; None keeps the checkpoint's
-    encoder_dropout: float | None = None
+    encoder_dropout: Dropout | None = None
     # attention-probability dropout alone (beats encoder_dropout's)
-    attention_dropout: float | None = None
+    attention_dropout: Dropout | None = None
     # lora: train LoRA adapters (peft), base encoder frozen
     adapter: Literal["full", "lora"] = "full"
-    lora_r: int = LoraSettings.r
-    lora_alpha: int = LoraSettings.alpha
-    lora_dropout: float = LoraSettings.dropout
+    lora_r: PositiveInt = LoraSettings.r
+    lora_alpha: PositiveInt = LoraSettings.alpha
+    lora_dropout: Dropout = LoraSettings.dropout
     # comma-separated names or "all-linear"; None: peft's default
     lora_target_modules: str | None = LoraSettings.target_modules
 
     # optimisation
-    learning_rate: float = 3e-5
+    learning_rate: Annotated[float, Field(gt=0)] = 3e-5
     head_learning_rate: float | None = None  # None: same as learning_rate
     # encoder layer i of L trains at learning_rate * decay^(L - i); 1: off
-    layerwise_lr_decay: float = 1.0
-    freeze_layers: int = 0  # > 0: embeddings and the bottom n encoder layers are not trained
+    layerwise_lr_decay: Annotated[float, Field(gt=0, le=1)] = 1.0
+    freeze_layers: NonNegativeInt = (
+        0  # > 0: embeddings and the bottom n encoder layers are not trained
+    )
     weight_decay: float = 0.01
-    batch_size: int = 16  # effective batch per optimizer step
+    batch_size: PositiveInt = 16  # effective batch per optimizer step
     # sequences per forward pass (a post's chunks count); None: batch_size;
     # halves on out-of-memory. Gradient accumulation: same gradient as one full batch
-    micro_batch_size: int | None = None
+    micro_batch_size: PositiveInt | None = None
     # tokens per forward pass at most, which bounds a step's activations; auto: 1024 on CPU
     # (as fast per token as larger passes there), none on GPUs (whose out-of-memory halves the
     # micro-batch); None: no bound
-    micro_batch_tokens: int | Literal["auto"] | None = "auto"
-    epochs: int = 3
-    warmup_ratio: float = 0.06
+    micro_batch_tokens: PositiveInt | Literal["auto"] | None = "auto"
+    epochs: PositiveInt = 3
+    warmup_ratio: Share = 0.06
     scheduler: Literal["linear", "cosine", "constant"] = "linear"
     max_grad_norm: float | None = 1.0
     class_weighting: Literal["none", "balanced", "sqrt"] = "none"
-    label_smoothing: float = 0.0  # targets pulled to eps/2 and 1 - eps/2
+    label_smoothing: Annotated[float, Field(ge=0, lt=0.5)] = (
+        0.0  # targets pulled to eps/2 and 1 - eps/2
+    )
     # > 0: focal loss, down-weighting examples the model already gets right
-    focal_gamma: float = 0.0
+    focal_gamma: NonNegativeFloat = 0.0
     early_stopping_patience: int | None = None  # epochs without improvement
-    max_length: int = 256
+    max_length: PositiveInt = 256
     # auto: bf16 where the hardware has it
     mixed_precision: Literal["auto", "bf16", "fp16", "no"] = "auto"
     activation_checkpointing: bool = False
 
     # the task as the model sees it
     # criteria: 9 (criterion, post) pairs, or one post
-    criteria_formulation: Literal["pairs", "multilabel"] = "pairs"
+    criteria_formulation: CriteriaFormulation = "pairs"
     # texts longer than max_length
-    long_text: Literal["truncate", "head_tail", "chunks"] = "truncate"
+    long_text: LongText = "truncate"
     # criteria each post is paired with
-    evidence_scope: Literal["positive_criteria", "all_criteria"] = "positive_criteria"
+    evidence_scope: EvidenceScope = "positive_criteria"
     # training: unannotated sentences per annotated one; None: all
-    evidence_negative_ratio: float | None = None
+    evidence_negative_ratio: NonNegativeFloat | None = None
     # training texts only, fixed per seed
     augmentation: Literal["none", "word_dropout", "word_swap"] = "none"
     # word_dropout: share of words left out; word_swap: swaps per word
-    augmentation_rate: float = 0.1
+    augmentation_rate: Share = 0.1
     # decide at 0.5, or at per-symptom thresholds tuned on validation
     threshold: Literal["fixed", "tuned"] = "fixed"
 
     # data and evaluation
-    objective_metric: str = "macro_f1"
-    eval_batch_size: int = 64
+    objective_metric: Metric = "macro_f1"
+    eval_batch_size: PositiveInt = 64
     split_seed: int = 0
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
     descriptions_path: str | None = None
@@ -102,63 +118,26 @@ class TrainConfig:
     # deterministic kernels, as transformers.enable_full_determinism sets them: slower
     deterministic: bool = False
     device: str = "auto"  # auto: cuda when available
-    gpus_per_trial: int = 1  # > 1: one trial on that many GPUs through DataParallel
+    gpus_per_trial: PositiveInt = 1  # > 1: one trial on that many GPUs through DataParallel
     # the folder the best checkpoint is saved into; None: not saved
     checkpoint_dir: str | None = None
 
-    def __post_init__(self):
+    @model_validator(mode="after")
+    def _rules_across_fields(self) -> TrainConfig:
+        if self.micro_batch_size is not None and self.micro_batch_size > self.batch_size:
+            raise problem(
+                f"must be at most batch_size ({self.batch_size}), got {self.micro_batch_size}; "
+                "lower it or leave it out",
+                at="micro_batch_size",
+            )
         if self.cv_fold is not None and not 0 <= self.cv_fold[1] < self.cv_fold[0]:
-            raise ValueError(f"cv_fold must be (K, i) with 0 <= i < K, got {self.cv_fold}")
+            raise problem(f"must be (K, i) with 0 <= i < K, got {self.cv_fold}", at="cv_fold")
         if self.cv_fold is not None and self.train_on != "train":
-            raise ValueError("cv_fold chooses the training posts itself; keep train_on: train")
-        for name in ("batch_size", "epochs", "max_length", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
-            raise ValueError(
-                f"micro_batch_size must be in 1..batch_size ({self.batch_size}), "
-                f"got {self.micro_batch_size}"
-            )
-        if isinstance(self.micro_batch_tokens, int) and self.micro_batch_tokens < 1:
-            raise ValueError(
-                "micro_batch_tokens must be >= 1 (or auto, or null for no bound), "
-                f"got {self.micro_batch_tokens}"
-            )
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.lora_r < 1 or self.lora_alpha < 1 or not 0 <= self.lora_dropout < 1:
-            raise ValueError("lora_r and lora_alpha must be >= 1 and lora_dropout in [0, 1)")
-        if not 0 <= self.label_smoothing < 0.5 or self.focal_gamma < 0:
-            raise ValueError(
-                f"label_smoothing must be in [0, 0.5) and focal_gamma >= 0, got "
-                f"{self.label_smoothing} and {self.focal_gamma}"
-            )
-        if not 0 <= self.augmentation_rate < 1:
-            raise ValueError(f"augmentation_rate must be in [0, 1), got {self.augmentation_rate}")
-        if not 0 < self.layerwise_lr_decay <= 1 or self.freeze_layers < 0:
-            raise ValueError(
-                f"layerwise_lr_decay must be in (0, 1] and freeze_layers >= 0, got "
-                f"{self.layerwise_lr_decay} and {self.freeze_layers}"
-            )
-        for name in ("encoder_dropout", "attention_dropout"):
-            if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
-                raise ValueError(
-                    f"{name} must be in [0, 1) (or null for the checkpoint's), "
-                    f"got {getattr(self, name)}"
-                )
-        if self.evidence_negative_ratio is not None and self.evidence_negative_ratio < 0:
-            raise ValueError(
-                "evidence_negative_ratio must be >= 0 (or null for all), "
-                f"got {self.evidence_negative_ratio}"
-            )
-        if self.gpus_per_trial < 1:
-            raise ValueError(f"gpus_per_trial must be >= 1, got {self.gpus_per_trial}")
-        self.head_config()  # validates the head settings
+            raise problem("chooses the training posts itself; keep train_on: train", at="cv_fold")
+        return self
 
     @property
-    def formulation(self) -> str:
+    def formulation(self) -> Formulation:
         """How the task is put to the model, one name from the data to the saved model:
         pairs or multilabel (criteria), evidence."""
         return self.criteria_formulation if self.task == "criteria" else "evidence"

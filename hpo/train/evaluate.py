@@ -22,10 +22,11 @@ from hpo.train.config import TrainConfig
 from hpo.train.memory import guard_host_memory, release_free_memory
 from hpo.train.metrics import criteria_metrics, evidence_metrics, tune_thresholds
 from hpo.train.prepare import PreparedSplit
+from hpo.vocabulary import Metric
 
 # Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom
 # thresholds.
-THRESHOLDED = (
+THRESHOLDED: tuple[Metric, ...] = (
     "macro_f1",
     "f1",
     "precision",

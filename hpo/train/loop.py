@@ -4,9 +4,9 @@ It knows nothing of Optuna. Its outward channel is ``report(step, value, metrics
 after every evaluation; if it raises (a pruned trial), training stops at once. A run evaluates at
 each epoch's end and, given ``Looks``, also where a look point falls inside an epoch; ``step``
 counts training progress in 1/``units_per_epoch`` of an epoch (the epoch itself by default).
-Where it stands (epoch, step, loss, pace, ETA, the last look) is logged every
-``PROGRESS_SECONDS``, at each look and at each epoch's end, and handed to ``progress`` (which must
-not raise) for whoever shows it.
+Where it stands (epoch, step, loss, pace, ETA) is logged every ``PROGRESS_SECONDS``, at each
+look and at each epoch's end (there with the validation metric and the run's best so far), one
+line each, and handed to ``progress`` (which must not raise) for whoever shows it.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def train(
     setup_seconds = time.perf_counter() - started  # trial start to the first optimizer step's start
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
-    pace = _Pace(config.epochs, run.steps_per_epoch, progress)
+    pace = _Pace(config.epochs, run.steps_per_epoch, progress, config.objective_metric)
     model.train()
     units = looks.units_per_epoch
     for epoch in range(1, config.epochs + 1):
@@ -115,14 +115,14 @@ def train(
                 value = objective_value(
                     evaluation.metrics, config.objective_metric, config.threshold
                 )
-                pace.look(unit / units, seen, value, time.perf_counter() - look_started)
+                pace.look(unit / units, value, time.perf_counter() - look_started)
                 if report is not None:  # raising (pruning) stops it at once
                     stop = bool(report(unit, value, evaluation.metrics)) or stop
                 epoch_started = time.perf_counter()
         train_seconds += time.perf_counter() - epoch_started
         evaluation_started = time.perf_counter()
         evaluation = evaluate(model, data.validation, run.collate, config, device, run.autocast)
-        pace.epoch_end(epoch, time.perf_counter() - evaluation_started)
+        eval_seconds = time.perf_counter() - evaluation_started
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
         history.append(evaluation.metrics)
         if (
@@ -136,6 +136,7 @@ def train(
                 }
         else:
             stale_epochs += 1
+        pace.epoch_end(epoch, eval_seconds, value, best_value, best_epoch)
         if report is not None and report(epoch * units, value, evaluation.metrics):
             stop = True  # raising (pruning) stops it too
         if stop:
@@ -179,17 +180,21 @@ def train(
 
 
 class _Pace:
-    """Where a run stands, said every PROGRESS_SECONDS, at each look and at each epoch's end: a
-    log line (the worker's output and the trial's train.log) and a dict for ``progress``."""
+    """Where a run stands, said every PROGRESS_SECONDS, at each look and at each epoch's end: one
+    log line each (the worker's output and the trial's train.log), the look's and the epoch's
+    with the validation metric (so a watcher sees whether it learns), and a dict for
+    ``progress``."""
 
-    def __init__(self, epochs: int, steps_per_epoch: int, progress: Progress | None):
+    def __init__(self, epochs: int, steps_per_epoch: int, progress: Progress | None, metric: str):
         self.epochs, self.steps_per_epoch, self.progress = epochs, steps_per_epoch, progress
+        self.metric = metric  # the study's metric: what each look and epoch end is judged by
         self.started = self.said = time.perf_counter()
         self.steps_done, self.examples, self.loss = 0, 0, None
         self.eval_seconds = 0.0  # the last epoch end's evaluation, to forecast the ones left
         self.evaluating = 0.0  # every evaluation so far (looks too): not training time
         self.epoch, self.step_in_epoch = 1, 0
         self.last_look: dict | None = None
+        self.best: tuple[float, int] | None = None  # the best epoch end's value, and that epoch
 
     def step(self, epoch: int, step: int, examples: int, loss) -> None:
         self.epoch, self.step_in_epoch, self.loss = (
@@ -202,26 +207,26 @@ class _Pace:
         if time.perf_counter() - self.said >= PROGRESS_SECONDS:
             self._say()
 
-    def look(self, epochs: float, examples: int, value: float, seconds: float) -> None:
+    def look(self, epochs: float, value: float, seconds: float) -> None:
         """An evaluation inside an epoch, at a pruner's rung: ``epochs`` of training done."""
         self.evaluating += seconds
         self.last_look = {"epochs": round(epochs, 4), "value": round(value, 4)}
-        log.info(
-            "look at %.3g epochs (%d examples into epoch %d): value %.4f, %.1fs to evaluate",
-            epochs,
-            examples,
-            self.epoch,
-            value,
-            seconds,
-        )
-        self._say()
+        self._say(f"look at {epochs:.3g} epochs, {self._judged(value)}")
 
-    def epoch_end(self, epoch: int, eval_seconds: float) -> None:
+    def epoch_end(
+        self, epoch: int, eval_seconds: float, value: float, best: float, best_epoch: int
+    ) -> None:
         self.eval_seconds = eval_seconds
         self.evaluating += eval_seconds
-        self._say(ended=True)
+        self.best = (best, best_epoch)
+        self._say(self._judged(value), ended=True)
 
-    def _say(self, ended: bool = False) -> None:
+    def _judged(self, value: float) -> str:
+        """``macro_f1 0.5512, best 0.5612 (epoch 1)``: the best only once an epoch has ended."""
+        best = "" if self.best is None else f", best {self.best[0]:.4f} (epoch {self.best[1]})"
+        return f"{self.metric} {value:.4f}{best}"
+
+    def _say(self, event: str | None = None, ended: bool = False) -> None:
         self.said = now = time.perf_counter()
         elapsed = now - self.started
         per_step = (elapsed - self.evaluating) / max(self.steps_done, 1)
@@ -239,13 +244,15 @@ class _Pace:
         }
         if self.last_look is not None:
             state["last_look"] = self.last_look
+        if self.best is not None:
+            state["best"] = {"value": round(self.best[0], 4), "epoch": self.best[1]}
+        where = f"epoch {self.epoch}/{self.epochs}" + (
+            " done" if ended else f", step {self.step_in_epoch}/{self.steps_per_epoch}"
+        )
         log.info(
-            "epoch %d/%d%s step %d/%d, loss %s, %.1f examples/s, ETA %s",
-            self.epoch,
-            self.epochs,
-            " done at" if ended else ",",
-            self.step_in_epoch,
-            self.steps_per_epoch,
+            "%s: %sloss %s, %.1f examples/s, ETA %s",
+            where,
+            f"{event}, " if event else "",
             state["loss"],
             state["examples_per_second"],
             clock(eta),

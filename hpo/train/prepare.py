@@ -31,6 +31,7 @@ from hpo.data.tokenized import TokenizedSplit
 from hpo.errors import DataError
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig
+from hpo.vocabulary import Formulation, Task
 
 SPLITS = ("train", "validation", "test")
 
@@ -41,7 +42,7 @@ class PreparedSplit:
     post_ids: tuple[str, ...]  # per example
     criteria: tuple[str, ...]  # per example; "" for a multilabel example (all nine)
     annotated: np.ndarray  # per example: False for an evidence sentence no annotator labelled
-    formulation: str  # TrainConfig.formulation: pairs | multilabel (criteria), evidence
+    formulation: Formulation  # TrainConfig.formulation
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -146,7 +147,7 @@ def _files_stamp(data_dir: str) -> tuple:
 def _split_examples(
     data_dir: str,
     _stamp: tuple,
-    task: str,
+    task: Task,
     variant: str,
     descriptions_path: str | None,
     split_seed: int,

@@ -11,7 +11,7 @@ artifacts, for the dashboard).
 
 Every retraining writes ``runs/<trial>-seed<s>/result.json`` when it is done, so a killed
 finalize resumes with the unfinished ones only; a finished one is never scored again, and
-its retraining processes die with it (``hpo.finalize.retrain``). One finalize per study at a time:
+its retraining processes die with it (``hpo.final.retrain``). One finalize per study at a time:
 a lock that the database or the kernel releases when its holder dies. Refused before
 anything is retrained: a search still running or short of its n_trials (unless
 ``--partial``), a spec or data other than the study's, a split without test posts.
@@ -21,36 +21,46 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
-from hpo.finalize import choose
-from hpo.finalize.holdout import score_on_test
-from hpo.finalize.model_card import command_line, library_versions, model_card
-from hpo.finalize.retrain import Run, retrain_all, rounded, train_config, write_json
+from hpo.final import choose
+from hpo.final.final_folder import (
+    forget_lost_models,
+    intact,
+    model_files,
+    place,
+    restore_from_copy,
+)
+from hpo.final.holdout import score_on_test
+from hpo.final.model_card import command_line, library_versions, model_card
+from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
-from hpo.spec import StudySpec, load_spec
+from hpo.spec import StudySpec
 from hpo.study import (
     artifact_store,
     check_spec,
     completed_trials,
     load_existing_study,
+    load_spec_ref,
+    spec_document,
     study_deadline,
     study_lock,
     study_uid,
     time_budget_spent,
     trial_census,
     upload,
+    write_study_note,
 )
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
 
+SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
 # seeds: the chosen configuration's seeds averaged into one model; none: its best seed alone
@@ -100,7 +110,8 @@ def finalize(
         )
     if not progress:
         hide_progress_bars()  # transformers' too, where the retrainings run in this process
-    spec = load_spec(spec_path, overrides, storage)
+    # a file, or a study's name: its recorded spec, --set flags and all
+    spec = load_spec_ref(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
     study_folder = spec.study_dir(study_uid(study) or "")
     final_dir = study_folder / "final"
@@ -112,7 +123,10 @@ def finalize(
         ).exists():  # the test split is scored once: a finished finalize is only read
             return _finalized(spec, final_dir, asked, say)
         check_spec(
-            study, spec, "finalize with the spec, --set flags and data the study was tuned with"
+            study,
+            spec,
+            f"finalize by the study's name (hpo finalize {spec.name}), or with the spec, --set "
+            "flags and data it was tuned with",
         )
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
@@ -123,13 +137,14 @@ def finalize(
         retrain = functools.partial(
             retrain_all,
             spec,
-            spec_path,
-            overrides,
+            *_spec_for_children(spec, final_dir / "runs"),
             runs_dir=final_dir / "runs",
             workers=workers,
             progress=progress,
             say=say,
         )
+        if lost := forget_lost_models(final_dir / "runs"):
+            say(f"retraining {', '.join(lost)} again: their models were in a deleted final/model")
         summary = choose.by_mean_validation(spec, runs, retrain(runs))
         if cv:
             summary["cv"] = choose.cross_validate(
@@ -144,9 +159,11 @@ def finalize(
             if ensemble == "seeds" and seeds > 1
             else {chosen["run"]: runs_dir / chosen["run"] / "model"}
         )
-        model_dir = choose.decide(spec, config, summary, members, rule, final_dir, say)
+        thresholds, tuned = choose.decide(spec, config, summary, members, rule, say)
         if refit == "train+val":
-            config, model_dir = choose.refit(config, chosen, model_dir, final_dir / "refit", say)
+            config, refitted = choose.refit(config, chosen, final_dir / "refit", say)
+            members = {"refit": refitted}
+        model_dir = place(final_dir, members, thresholds, tuned)  # moved there: one copy
         summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
         lock.confirm()  # the test split is scored by one finalize only
         tested = score_on_test(config, model_dir)
@@ -165,7 +182,7 @@ def finalize(
             "command": command_line(),
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        _publish(final_dir, model_dir, summary)
+        _publish(final_dir, summary)
         _record(study, spec, final_dir, summary)
     Tracker(spec.tracking.mlflow, spec.name).log_final_model(
         chosen["params"],
@@ -236,6 +253,15 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     }
 
 
+def _spec_for_children(spec: StudySpec, runs_dir: Path) -> tuple[str, tuple[()]]:
+    """The spec as finalize resolved it (from a file and --set flags, or from the study), in a
+    file for ``hpo retrain`` children: JSON is YAML, so they read it as a study file, without
+    opening the study; their storage comes from $HPO_STORAGE."""
+    path = runs_dir / SPEC_FILE
+    write_json(path, spec_document(spec))
+    return str(path), ()
+
+
 def _require_splits(config: TrainConfig, cv: int) -> None:
     """A test split to score, and (--cv K) at least K train + validation posts to fold."""
     corpus = load_redsm5(config.data_dir)
@@ -251,34 +277,26 @@ def _require_splits(config: TrainConfig, cv: int) -> None:
 
 def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str], None]) -> dict:
     """A finished finalize, read back: its model checked against what metrics.json lists
-    (restored from the run it was copied from where it is missing), and the settings asked
-    for now named as ignored where they differ from those it ran with."""
+    (refused where it is missing: it is the only copy, bar the copies older finalizes kept),
+    and the settings asked for now named as ignored where they differ from those it ran with."""
     summary = json.loads((final_dir / "metrics.json").read_text())
     model = final_dir / "model"
-    if _intact(model, summary):
+    files = summary.get("model_files")
+    if intact(model, files):
         say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
     else:
-        if summary.get("refit", {}).get("on") == "train+val":
-            source = final_dir / "refit" / "model"
-        elif summary.get("ensemble"):
-            source = final_dir / "ensemble"
-        elif summary.get("thresholds"):  # the chosen run, saved at the decision thresholds
-            source = final_dir / "chosen"
-        else:  # a finalize from before the decision thresholds were saved apart
-            source = final_dir / "runs" / summary["chosen"]["run"] / "model"
-        if not _intact(source, summary):
+        # only a finalize from before models were moved kept a copy to restore from
+        legacy = [final_dir / "refit" / "model", final_dir / "ensemble", final_dir / "chosen"]
+        if not (source := restore_from_copy(final_dir, legacy, files)):
             raise UsageError(
-                f"{spec.name}: finalized, but {model} is missing or incomplete, "
-                f"and so is {source} it "
-                "was copied from; the test split was scored already (metrics.json): "
-                f"move {final_dir} "
-                "aside to finalize anew"
+                f"{spec.name}: finalized, but {model} is missing or incomplete, and it was "
+                "the model's only copy; the test split was scored already (metrics.json): "
+                f"restore {model} from a copy of yours, or move {final_dir} aside to "
+                "finalize anew"
             )
-        _place_model(final_dir, source)
         say(
             f"{spec.name}: already finalized; {model} was missing or incomplete "
-            f"and is restored from {source}, "
-            f"the model metrics.json scored"
+            f"and is restored from {source}, the model metrics.json scored"
         )
     done = {
         "top_k": len(summary["configurations"]),
@@ -303,39 +321,13 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
     return summary
 
 
-def _intact(model: Path, summary: dict) -> bool:
-    """Every file metrics.json lists for the model is there, at its size (a summary from
-    before the list: its classifier.json is)."""
-    files = summary.get("model_files")
-    if not files:
-        return (model / "classifier.json").is_file()
-    return all(
-        (path := model / name).is_file() and path.stat().st_size == size
-        for name, size in files.items()
-    )
-
-
-def _publish(final_dir: Path, model_dir: Path, summary: dict) -> None:
-    """The model, metrics.json (with the model's files and sizes, so a rerun can check the
-    model) and model_card.md; metrics.json goes last, as the mark of a finished finalize."""
-    _place_model(final_dir, model_dir)
-    summary["model_files"] = {
-        str(path.relative_to(final_dir / "model")): path.stat().st_size
-        for path in sorted((final_dir / "model").rglob("*"))
-        if path.is_file()
-    }
+def _publish(final_dir: Path, summary: dict) -> None:
+    """metrics.json (with the model's files and sizes, so a rerun can check the model) and
+    model_card.md; metrics.json goes last, as the mark of a finished finalize."""
+    summary["model_files"] = model_files(final_dir / "model")
     with atomic_text(final_dir / "model_card.md") as stream:
         stream.write(model_card(summary))
     write_json(final_dir / "metrics.json", summary)
-
-
-def _place_model(final_dir: Path, model_dir: Path) -> None:
-    """``model_dir`` copied to ``final_dir/model``, replacing it whole (staged, then renamed)."""
-    staged = final_dir / "model.partial"
-    shutil.rmtree(staged, ignore_errors=True)
-    shutil.copytree(model_dir, staged)
-    shutil.rmtree(final_dir / "model", ignore_errors=True)
-    staged.rename(final_dir / "model")
 
 
 def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
@@ -363,6 +355,7 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
     )
     study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
     study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary))
+    write_study_note(study, spec)  # the dashboard's study note ends with the chosen model
 
 
 def seed_spread_line(metric: str, configuration: dict) -> str:

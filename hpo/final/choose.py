@@ -17,10 +17,8 @@ import numpy as np
 
 from hpo.data import SYMPTOMS
 from hpo.errors import UsageError
-from hpo.finalize.holdout import compare_on_validation, heldout_cells
-from hpo.finalize.retrain import Run, rounded, train_config, write_json
-from hpo.models.classifier_file import read_inference, rewrite_inference
-from hpo.models.ensemble_file import write_ensemble
+from hpo.final.holdout import compare_on_validation, heldout_cells
+from hpo.final.retrain import Run, rounded, run_log, train_config, write_json
 from hpo.spec import StudySpec
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
@@ -152,14 +150,13 @@ def decide(
     summary: dict,
     members: dict[str, Path],
     rule: str,
-    final_dir: Path,
     say: Callable[[str], None],
-) -> Path:
-    """The model the test split scores: ``members`` (run name -> model folder; several: the
-    average of their probabilities, ``final/ensemble``; one: ``final/chosen``) saved to decide
-    at the thresholds ``rule`` gives. On validation, it is scored at the fixed 0.5, at
-    thresholds tuned there and (--cv) at the out-of-fold ones, for the card; the comparison
-    informs the reader and chooses nothing."""
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The thresholds the model test scores decides at, by ``rule``, and those tuned on
+    validation (recorded beside them): ``members`` (run name -> model folder; several: the
+    average of their probabilities) scored on validation at the fixed 0.5, at thresholds tuned
+    there and (--cv) at the out-of-fold ones, for the card; the comparison informs the reader
+    and chooses nothing."""
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
     oof = summary.get("cv", {}).get("out_of_fold", {}).get("thresholds")
     candidates = {"fixed": fixed, "validation": None} | ({"out_of_fold": oof} if oof else {})
@@ -174,9 +171,6 @@ def decide(
     }
     summary["chosen"]["validation"] = rounded(compared[rule])
     if len(members) > 1:
-        folder = final_dir / "ensemble"
-        shutil.rmtree(folder, ignore_errors=True)  # rebuilt from the kept runs on a resume
-        write_ensemble(folder, members, thresholds, tuned)
         # as each seed's value was judged: at 0.5, or at thresholds tuned on validation
         value = objective_value(
             compared["validation" if config.threshold == "tuned" else "fixed"], spec.metric, "fixed"
@@ -188,46 +182,19 @@ def decide(
             f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} "
             f"(alone: {alone})"
         )
-    else:
-        folder = final_dir / "chosen"
-        with_thresholds(next(iter(members.values())), folder, thresholds, tuned)
     say(f"decision thresholds: {rule.replace('_', '-')}")
-    return folder
-
-
-def with_thresholds(
-    source: Path, folder: Path, thresholds: dict[str, float], tuned: dict[str, float] | None
-) -> Path:
-    """A copy of the classifier in ``source`` as ``folder`` (replaced whole) deciding at
-    ``thresholds``, its settings rewritten and sealed again by ``rewrite_inference``: the
-    weights are the run's own files, and no classifier.json is edited by hand."""
-    staged = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(staged, ignore_errors=True)
-    shutil.copytree(source, staged)
-    _decide_at(staged, thresholds, tuned)
-    shutil.rmtree(folder, ignore_errors=True)
-    staged.rename(folder)
-    return folder
-
-
-def _decide_at(folder: Path, thresholds: dict[str, float], tuned: dict[str, float] | None) -> None:
-    settings = read_inference(folder)
-    rewrite_inference(
-        folder,
-        dataclasses.replace(settings, thresholds=dict(thresholds), validation_thresholds=tuned),
-    )
+    return thresholds, tuned
 
 
 def refit(
     config: TrainConfig,
     chosen: dict,
-    chosen_model: Path,
     refit_dir: Path,
     say: Callable[[str], None],
 ) -> tuple[TrainConfig, Path]:
     """The chosen configuration and seed retrained on train + validation for its best epoch
-    count, deciding at the thresholds decided for its train-only model (the refit has seen
-    validation, so it cannot choose them)."""
+    count; it decides at the thresholds decided for its train-only model (the refit has seen
+    validation, so it cannot choose them), which ``final_folder.place`` writes into it."""
     epochs = chosen["best_epoch"]
     config = dataclasses.replace(
         config,
@@ -244,9 +211,8 @@ def refit(
         )
         from hpo.train.loop import train
 
-        train(config)
-        decided = read_inference(chosen_model)
-        _decide_at(refit_dir / "model", decided.thresholds, decided.validation_thresholds)
+        with run_log(refit_dir, "refit"):
+            train(config)
         write_json(
             refit_dir / "result.json",
             {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]},

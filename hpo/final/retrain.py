@@ -14,14 +14,18 @@ trains only the runs without one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +35,12 @@ from tqdm import tqdm
 
 from hpo.errors import RunStopped
 from hpo.outputs import atomic_text
-from hpo.process import exit_with_parent, interruptible, start_child, stop_children
-from hpo.spec import StudySpec, argv_overrides, load_spec
-from hpo.storage_url import ENV as STORAGE_ENV
+from hpo.process import interruptible, start_child, stop_children
+from hpo.spec import StudySpec, load_spec, set_flags
 from hpo.storage_url import StorageUrl
+from hpo.train.child import ChildContract
 from hpo.train.config import TrainConfig
-from hpo.train.memory import memory_share_mb, set_memory_ceiling
+from hpo.train.memory import memory_share_mb
 
 PLAN_FILE = "plan.json"  # in runs/: the runs the children share
 RESULT_FILE = "result.json"  # in a run's folder, written last: the run and its model are complete
@@ -44,6 +48,9 @@ CLAIM_FILE = "claim.lock"  # in a run's folder: locked while a process trains th
 # after Ctrl-C or SIGTERM, how long children get before SIGKILL (they have nothing to save)
 STOP_SECONDS = 10
 POLL_SECONDS = 0.5  # how often the progress bar counts finished runs
+RELAY_DRAIN_SECONDS = 5  # how long a finished child's last lines get to reach the terminal
+RUN_LOG = "train.log"  # in a run's folder: all its training logged, as a trial's train.log
+RUN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # a trial's train.log's
 
 Say = Callable[[str], None]
 
@@ -115,7 +122,7 @@ def retrain_all(
         total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True
     ) as bar:
         if children <= 1:
-            set_memory_ceiling(memory_share_mb(1))  # as a worker's, so a step past it backs off
+            ChildContract().apply()  # a worker's memory ceiling, so a step past it backs off
             retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
         else:
             write_json(runs_dir / PLAN_FILE, [dataclasses.asdict(run) for run in pending])
@@ -184,33 +191,14 @@ def child_launches(
     """Each retraining child's command and environment: ``threads`` CPU threads each and
     ``memory_mb`` of host memory, told finalize's PID so it dies with it; the storage URL in
     the environment, never in `ps`."""
-    env = dict(os.environ if base_env is None else base_env)
-    env.update(
-        {
-            STORAGE_ENV: StorageUrl.of(storage).text,
-            "OMP_NUM_THREADS": str(threads),
-            "MKL_NUM_THREADS": str(threads),
-            "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1",
-        }
+    contract = ChildContract(
+        threads=threads,
+        memory_mb=memory_mb,
+        parent_pid=os.getpid() if parent_pid is None else parent_pid,
+        storage=StorageUrl.of(storage),
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "hpo",
-        "retrain",
-        spec_path,
-        "--runs-dir",
-        str(runs_dir),
-        "--threads",
-        str(threads),
-        "--parent-pid",
-        str(os.getpid() if parent_pid is None else parent_pid),
-    ]
-    if memory_mb is not None:
-        cmd += ["--memory-limit", str(memory_mb)]
-    for override in argv_overrides(overrides):  # the storage is in the environment
-        cmd += ["--set", override]
+    program = [sys.executable, "-m", "hpo", "retrain", spec_path, "--runs-dir", str(runs_dir)]
+    cmd, env = [*program, *contract.flags(), *set_flags(overrides)], contract.env(base_env)
     return [(list(cmd), dict(env)) for _ in range(n)]
 
 
@@ -223,41 +211,48 @@ def _run_children(
     """Start the children and wait for all of them; their exit codes. On Ctrl-C, SIGTERM or
     SIGHUP, stop them all, then raise KeyboardInterrupt."""
     procs: list[subprocess.Popen] = []
+    relays: list[threading.Thread] = []
     with interruptible():  # the stop runs inside too: a second signal cannot cut it short
         try:
             for cmd, env in launches:  # from the main thread: see exit_with_parent
-                procs.append(start_child(cmd, env, stdin=subprocess.DEVNULL))
+                procs.append(
+                    start_child(
+                        cmd,
+                        env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        bufsize=1,
+                    )
+                )
+                relays.append(_relay(procs[-1]))
             while any(proc.poll() is None for proc in procs):
                 time.sleep(POLL_SECONDS)
                 bar.update(count_finished() - bar.n)
         except KeyboardInterrupt:
             stop_children(procs, signal.SIGTERM, STOP_SECONDS)
+            for relay in relays:
+                relay.join(RELAY_DRAIN_SECONDS)  # what they said while stopping
             say(
                 f"stopped; {count_finished()} finished retrainings are kept: "
                 "run hpo finalize again to resume"
             )
             raise
+    for relay in relays:
+        relay.join(RELAY_DRAIN_SECONDS)  # their last lines (an error) before ours
     bar.update(count_finished() - bar.n)
     return [proc.returncode for proc in procs]
 
 
 def retrain_child(
-    spec_path: str,
-    overrides: Sequence[str],
-    runs_dir: str,
-    threads: int,
-    parent_pid: int,
-    memory_limit_mb: int | None = None,
+    spec_path: str, overrides: Sequence[str], runs_dir: str, contract: ChildContract
 ) -> int:
     """``hpo retrain``: one of finalize's retraining processes (see the module's docstring)."""
-    exit_with_parent(parent_pid)  # first: a finalize killed while this one starts is noticed too
+    contract.apply()  # first: a finalize killed while this one starts is noticed too
     # the storage comes from $HPO_STORAGE, as finalize resolved it
     spec = load_spec(spec_path, overrides)
     runs = [Run(**record) for record in json.loads((Path(runs_dir) / PLAN_FILE).read_text())]
-    import torch
-
-    torch.set_num_threads(threads)
-    set_memory_ceiling(memory_limit_mb or memory_share_mb(1))
     retrain_pending(spec, runs, Path(runs_dir))
     return 0
 
@@ -265,7 +260,8 @@ def retrain_child(
 def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
     from hpo.train.loop import train
 
-    result = train(config)
+    with run_log(run_dir, run.name):
+        result = train(config)
     record = {
         "run": run.name,
         "rank": run.rank,
@@ -281,6 +277,58 @@ def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
     # last: its presence means the run and its model are complete
     write_json(run_dir / RESULT_FILE, record)
     return record
+
+
+@contextmanager
+def run_log(folder: Path, name: str) -> Iterator[Path]:
+    """While one retraining runs, hpo's lines at INFO (the loop's epoch lines among them) go to
+    standard error named by the run, as ``hpo tune``'s workers name theirs, above any progress
+    bar; and all of them, the log-file-only detail too, to ``folder/train.log``, kept."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / RUN_LOG
+    to_file = logging.FileHandler(path, mode="w")  # a retraining started over, its log too
+    to_file.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
+    to_terminal = _AboveTheBar()
+    to_terminal.setFormatter(
+        logging.Formatter(f"%(asctime)s [{name.replace('%', '%%')}] %(message)s")
+    )
+    package, detail = logging.getLogger("hpo"), logging.getLogger("hpo.detail")
+    level, propagate = package.level, package.propagate
+    package.setLevel(logging.INFO)
+    package.propagate = False  # named once by the handler here, not again by the root's
+    for logger, handler in ((package, to_terminal), (package, to_file), (detail, to_file)):
+        logger.addHandler(handler)
+    try:
+        yield path
+    finally:
+        for logger, handler in ((package, to_terminal), (package, to_file), (detail, to_file)):
+            logger.removeHandler(handler)
+        package.setLevel(level)
+        package.propagate = propagate
+        to_file.close()
+
+
+class _AboveTheBar(logging.Handler):
+    """A log line on standard error through tqdm, which lifts a progress bar out of its way."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:
+            self.handleError(record)
+
+
+def _relay(proc: subprocess.Popen) -> threading.Thread:
+    """A retraining child's output, line by line, on our standard error above the bar."""
+
+    def relay() -> None:
+        with contextlib.suppress(OSError, ValueError):  # our stderr gone: nothing to show it on
+            for line in proc.stdout:
+                tqdm.write(line.rstrip("\n"), file=sys.stderr)
+
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    return thread
 
 
 def rounded(metrics: dict[str, float]) -> dict[str, float]:

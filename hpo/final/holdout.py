@@ -74,11 +74,11 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         per_symptom(data.test, probs, decision),
         decision,
         sizes,
-        _intervals(data.test, probs, decision),
+        post_intervals(data.test, probs, decision),
     )
 
 
-def _intervals(split: PreparedSplit, probs, thresholds: dict[str, float]) -> dict[str, dict]:
+def post_intervals(split: PreparedSplit, probs, thresholds: dict[str, float]) -> dict[str, dict]:
     """How far each post-level F1 could move by which posts the test split happened to hold."""
     if split.formulation == "evidence":
         return {}  # sentence-level: no post x symptom matrix to resample

@@ -1,0 +1,102 @@
+"""One line per finished trial, as a person watching a study reads it: its state, value, epochs
+and time, and the few searched parameters that tell it apart; the rest are in `hpo best` and
+the dashboard. Plain values in, a string out: the worker and the tune summary both use it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hpo.spec import CategoricalParam, StudySpec
+
+# What most moves a fine-tuning result comes first (the model, how fast it learns, how much it
+# reads); the rest follow in the spec's order. A study searching 27 parameters would otherwise
+# print a trial as four wrapped lines.
+HEADLINE = (
+    "encoder",
+    "adapter",
+    "learning_rate",
+    "batch_size",
+    "epochs",
+    "criteria_formulation",
+    "max_length",
+    "long_text",
+)
+MAX_SHOWN = 6  # parameters on a trial's line; "+N more" says how many are left out (2 or more)
+SHORT_NAMES = {  # names every fine-tuner reads at a glance
+    "learning_rate": "lr",
+    "batch_size": "bs",
+    "weight_decay": "wd",
+    "warmup_ratio": "warmup",
+    "max_length": "max_len",
+    "criteria_formulation": "formulation",
+    "layerwise_lr_decay": "lr_decay",
+}
+REASON_CHARS = 160  # a failure's reason on the line: its first line, cut to this
+
+
+def searched_names(spec: StudySpec) -> list[str]:
+    """The parameters the study's search space varies (a categorical with one choice does not),
+    headline ones first."""
+    varied = [
+        name
+        for name, param in spec.search_space.items()
+        if not (isinstance(param, CategoricalParam) and len(param.choices) < 2)
+    ]
+    return [name for name in HEADLINE if name in varied] + [
+        name for name in varied if name not in HEADLINE
+    ]
+
+
+def compact_params(
+    params: Mapping[str, object], names: Sequence[str], limit: int | None = MAX_SHOWN
+) -> str:
+    """``encoder=deberta-v3-base lr=3.2e-05 bs=16 +19 more``: the trial's values of ``names``
+    (a conditional one it did not sample is skipped), at most ``limit`` of them."""
+    present = [name for name in names if name in params]
+    # "+1 more" would take the room of the one it hides
+    shown = present if limit is None or len(present) <= limit + 1 else present[:limit]
+    words = [f"{SHORT_NAMES.get(name, name)}={_short(params[name])}" for name in shown]
+    if left := len(present) - len(shown):
+        words.append(f"+{left} more")
+    return " ".join(words)
+
+
+def trial_line(
+    number: int,
+    state: str,
+    *,
+    metric: str,
+    value: float | None,
+    epochs: int | None,
+    seconds: float | None,
+    params: str,
+    reason: str | None = None,
+) -> str:
+    """``trial 12 COMPLETE macro_f1=0.5512, 3 epochs, 35m12s: lr=3.2e-05 bs=16`` (a failure's
+    reason after the parameters)."""
+    facts = [f"trial {number} {state}" + ("" if value is None else f" {metric}={value:.4f}")]
+    if epochs is not None:
+        facts.append(f"{epochs} epoch" + ("" if epochs == 1 else "s"))
+    if seconds is not None:
+        facts.append(duration(seconds))
+    line = ", ".join(facts) + (f": {params}" if params else "")
+    if reason:
+        first = str(reason).splitlines()[0] if str(reason).strip() else str(reason)
+        line += f"; reason: {first[:REASON_CHARS]}" + ("…" if len(first) > REASON_CHARS else "")
+    return line
+
+
+def duration(seconds: float) -> str:
+    """``12.3s`` under a minute, ``35m12s``, ``2h05m``: as a person reads a trial's time."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"
+
+
+def _short(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, str) and "/" in value:  # a hub id or a path: its last part names it
+        return value.rstrip("/").rsplit("/", 1)[-1]
+    return str(value)

@@ -1,0 +1,106 @@
+"""A study found by its name or its spec file, and the spec it was tuned with, which the study
+keeps: every command that reads a study (``hpo finalize``, ``best``, ``status``, ``export``,
+``report``, ``dashboard``) takes its name alone, and a study tuned with ``--set`` flags is
+finalized with them without repeating them.
+
+``open_study`` records the spec as ``hpo tune`` (or a worker) resolved it, file and overrides
+together, in a study system attribute: optuna-dashboard shows the user attributes, and a whole
+spec there would push the ones a user reads out of view. The storage URL is left out (it may
+hold a password, and the study is found through it anyway); paths stay as the spec gave them,
+relative to where hpo runs, as they are when the file is read again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import optuna
+import sqlalchemy as sa
+
+from hpo.errors import UsageError
+from hpo.spec import StudySpec, load_spec, spec_from_document
+from hpo.storage_url import StorageUrl
+from hpo.study._optuna_private import study_id, study_storage
+from hpo.study._storage import get_storage
+
+SPEC_ATTR = "hpo:spec"  # study system attribute: the spec as a JSON document, less its storage
+
+
+def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Study:
+    """A study by name, for the commands that read one; an unknown name is one line listing
+    the studies there (a SQLite file that does not exist is not created to say so)."""
+    storage_url = StorageUrl.of(storage_url)
+    if not sqlite_file_exists(storage_url):
+        raise UsageError(f"no study named {name!r} in {storage_url}; studies there: none")
+    storage = get_storage(storage_url)
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise UsageError(
+            f"no study named {name!r} in {storage_url}; studies there: {', '.join(names) or 'none'}"
+        ) from None
+
+
+def load_study_ref(ref: str, storage: StorageUrl | str | None) -> optuna.Study:
+    """STUDY as the read commands take it: a spec file (name and storage from it) or a name."""
+    if ref.endswith((".yaml", ".yml")) and Path(ref).exists():
+        spec = load_spec(ref, (), storage)
+        return load_existing_study(spec.name, spec.storage)
+    return load_existing_study(ref, StorageUrl.resolve(storage))
+
+
+def load_spec_ref(
+    ref: str, overrides: Sequence[str] = (), storage: StorageUrl | str | None = None
+) -> StudySpec:
+    """STUDY as ``hpo finalize`` takes it: a YAML file (read as ``load_spec`` reads it), or a
+    study's name on ``storage`` (``--storage``, else ``$HPO_STORAGE``, else the default, as
+    ``hpo status NAME`` finds it), whose recorded spec is used with ``overrides`` applied."""
+    if ref.endswith((".yaml", ".yml")) or Path(ref).is_file():
+        return load_spec(ref, overrides, storage)
+    url = StorageUrl.resolve(storage)
+    spec = recorded_spec(load_existing_study(ref, url), url, overrides)
+    if spec is None:
+        raise UsageError(
+            f"study {ref!r} in {url} has no spec recorded (it was created before hpo kept one); "
+            "pass its YAML file and the --set flags it was tuned with instead of its name"
+        )
+    if spec.name != ref:
+        raise UsageError(f"--set name={spec.name} would leave study {ref!r}; drop that --set")
+    return spec
+
+
+def spec_document(spec: StudySpec) -> dict:
+    """``spec`` as the study records it: plain JSON, every default filled in."""
+    return spec.model_dump(mode="json", exclude={"storage"})
+
+
+def record_spec(study: optuna.Study, spec: StudySpec) -> None:
+    """Keep ``spec`` in ``study``, replacing the one recorded before (one read, and a write
+    only when it changed)."""
+    storage, sid = study_storage(study), study_id(study)
+    document = spec_document(spec)
+    if storage.get_study_system_attrs(sid).get(SPEC_ATTR) != document:
+        storage.set_study_system_attr(sid, SPEC_ATTR, document)
+
+
+def recorded_spec(
+    study: optuna.Study, storage: StorageUrl | str | None = None, overrides: Sequence[str] = ()
+) -> StudySpec | None:
+    """The spec ``study`` was last tuned with, on ``storage`` (the one it was found on), with
+    ``overrides`` applied as to a file; None for a study that recorded none (created by an
+    older hpo, or by Optuna itself)."""
+    document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
+    if document is None:
+        return None
+    return spec_from_document(document, f"study {study.study_name}", overrides, storage)
+
+
+def sqlite_file_exists(url: StorageUrl) -> bool:
+    """False for a SQLite URL whose file is missing (opening it would create it); True for
+    every other storage."""
+    if not url.is_sqlite:
+        return True
+    database = sa.engine.make_url(url.sqlalchemy).database
+    return not database or database == ":memory:" or Path(database).exists()

@@ -1,0 +1,34 @@
+"""A trial's validation metrics as one user attribute each (``metric:macro_f1`` = 0.6123):
+optuna-dashboard shows each on a line of its own and as a sortable column of its trials table,
+where one JSON attribute of a dozen metrics ran past the page's right edge."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from optuna.trial import FrozenTrial
+
+METRIC_PREFIX = "metric:"
+DECIMALS = 4  # as every figure hpo prints; the value itself keeps full precision
+LEGACY_ATTR = "metrics"  # one JSON attribute, as trials recorded before per-metric attributes
+
+
+def metric_attrs(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The user attributes that record ``metrics``, by name, rounded."""
+    return {f"{METRIC_PREFIX}{name}": round(value, DECIMALS) for name, value in metrics.items()}
+
+
+def trial_metrics(trial: FrozenTrial) -> dict[str, float]:
+    """The validation metrics a trial recorded (empty for a pruned or failed one), from its
+    per-metric attributes, or the one JSON attribute of a trial recorded before them."""
+    return recorded_metrics(trial.user_attrs)
+
+
+def recorded_metrics(user_attrs: Mapping[str, object]) -> dict[str, float]:
+    """``trial_metrics`` from a trial's user attributes."""
+    found = {
+        key.removeprefix(METRIC_PREFIX): value
+        for key, value in user_attrs.items()
+        if key.startswith(METRIC_PREFIX)
+    }
+    return found or dict(user_attrs.get(LEGACY_ATTR) or {})

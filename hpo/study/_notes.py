@@ -1,0 +1,173 @@
+"""The notes optuna-dashboard shows: the study's (its spec in brief, its budget, what a step of
+the intermediate values is, and once finalized the chosen model with its test score) and each
+trial's (its value and what it cost, in one line at the top of the trial's page, where the
+user-attribute box shows only its first lines).
+
+Notes are optuna-dashboard's own format (``save_note``), so they need its package, an optional
+extra: without it nothing is written and the search runs as before. The study note's part
+hpo writes is rewritten whole each time; anything a user adds below its closing line stays.
+Writing a note is best effort: a database blip must not end a trial or a finalize.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+
+import optuna
+
+from hpo.spec import CategoricalParam, StudySpec
+from hpo.study._metric_attrs import recorded_metrics
+from hpo.study._optuna_private import trial_id
+from hpo.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+# finalize's summary in the study (hpo.final.pipeline.FINAL_ATTR, below this layer), and its
+# two one-line companions FINAL_ATTR_seed_spread and FINAL_ATTR_test
+FINAL_ATTR = "final"
+HPO_PART_END = "<!-- end of the part hpo writes: notes below this line are kept -->"
+DEFAULT_EPOCHS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}["epochs"]
+
+
+def write_study_note(study: optuna.Study, spec: StudySpec) -> None:
+    """The study's note from ``spec`` and what the study records (its final model), written
+    only when it changed; the objective named after the spec's metric."""
+    try:
+        from optuna_dashboard import get_note, save_note
+    except ImportError:  # the dashboard extra is not installed: no one can read a note here
+        return
+    try:
+        if study.metric_names != [spec.metric]:  # a study created before hpo named it
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names([spec.metric])
+        before = get_note(study)
+        kept = before.split(HPO_PART_END, 1)[1] if HPO_PART_END in before else ""
+        text = f"{study_note(spec, study.user_attrs)}\n\n{HPO_PART_END}{kept}"
+        if text != before:
+            save_note(study, text)
+    except Exception as exc:
+        log.warning("study %s: could not write its note (%s)", spec.name, type(exc).__name__)
+
+
+def write_trial_note(
+    trial: optuna.Trial, metric: str, value: float | None, outcome: str = ""
+) -> None:
+    """The trial's note (``trial_note``) from the attributes it recorded, if optuna-dashboard
+    is installed."""
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:
+        return
+    try:
+        # read back: attributes written in one transaction (set_user_attrs, claim) bypass the
+        # live trial's own copy of them
+        attrs = trial.storage.get_trial(trial_id(trial)).user_attrs
+        save_note(trial, trial_note(metric, value, attrs, outcome))
+    except Exception as exc:
+        log.warning("trial %d: could not write its note (%s)", trial.number, type(exc).__name__)
+
+
+def study_note(spec: StudySpec, attrs: dict) -> str:
+    """The note's hpo part, in Markdown: the spec in brief, the budget, the units of the
+    intermediate values and the attributes, and the final model once there is one."""
+    judged = spec.prune_on or spec.metric
+    lines = [
+        f"## {spec.name}: {spec.task}, {spec.direction} validation {spec.metric}",
+        "",
+        f"- **Data**: `{spec.data_dir}`",
+        f"- **Search space** ({len(spec.search_space)} parameters): "
+        + "; ".join(f"{name} {_searched(param)}" for name, param in spec.search_space.items()),
+        f"- **Training**: {_epochs(spec)}"
+        + "".join(f", {key} {value}" for key, value in sorted(spec.train.items()) if key in _SHOWN),
+        f"- **Sampler** {spec.sampler.name}"
+        + (f" (seed {spec.sampler.seed})" if spec.sampler.seed is not None else "")
+        + f", **pruner** {spec.pruner.name}"
+        + (f" judging {judged}" if spec.pruner.name != "none" else ""),
+        f"- **Budget**: {_budget(spec)}",
+        f"- **Intermediate values**: validation {judged}; {_step(spec.pruner.units_per_epoch)}",
+        "- **Trial attributes**: `metric:NAME`, each validation metric at the trial's best "
+        "epoch (4 decimals); `wall_seconds`, `peak_memory_mb` and `worker` say what it cost "
+        "and where it ran. Each trial's note sums these up; its artifacts hold its `train.log`.",
+    ]
+    if final := attrs.get(FINAL_ATTR):
+        lines += ["", *_final(final, attrs)]
+    return "\n".join(lines)
+
+
+def trial_note(metric: str, value: float | None, attrs: dict, outcome: str = "") -> str:
+    """One trial's note: its value and best epoch, the time and memory it took and its
+    worker, then its validation metrics; ``outcome`` (e.g. "pruned after epoch 1") stands
+    for the value of a trial that has none."""
+    head = f"**{metric} {value:.4f}**" if value is not None else f"**{outcome}**"
+    if "best_epoch" in attrs:
+        head += f" at epoch {attrs['best_epoch']} of {attrs.get('epochs_run', '?')}"
+    parts = [head]
+    if "wall_seconds" in attrs:
+        parts.append(_duration(attrs["wall_seconds"]))
+    if "peak_memory_mb" in attrs:
+        parts.append(f"peak memory {attrs['peak_memory_mb']:,.0f} MB")
+    if attrs.get("worker"):
+        parts.append(f"worker {attrs['worker']}")
+    lines = [" · ".join(parts)]
+    if metrics := recorded_metrics(attrs):
+        lines += ["", "Validation: " + " · ".join(f"{k} {v:.4f}" for k, v in metrics.items())]
+    return "\n".join(lines)
+
+
+_SHOWN = ("max_length", "batch_size", "long_text", "criteria_formulation", "threshold")
+
+
+def _searched(param) -> str:
+    if isinstance(param, CategoricalParam):
+        return "{" + ", ".join(str(choice) for choice in param.choices) + "}"
+    scale = " log" if param.log else ""
+    return f"{param.low:g}–{param.high:g}{scale}"
+
+
+def _epochs(spec: StudySpec) -> str:
+    if "epochs" in spec.search_space:
+        return "epochs searched"
+    return f"{spec.train.get('epochs', DEFAULT_EPOCHS)} epochs"
+
+
+def _budget(spec: StudySpec) -> str:
+    parts = [f"{spec.n_trials} finished trials (complete or pruned, over all workers)"]
+    if spec.timeout:
+        parts.append(f"a time budget of {_duration(spec.timeout)}")
+    if spec.timeout_per_trial:
+        parts.append(f"at most {_duration(spec.timeout_per_trial)} a trial")
+    return ", ".join(parts)
+
+
+def _step(units: int) -> str:
+    if units == 1:
+        return "a step is an epoch (step 2: the end of epoch 2)"
+    return (
+        f"a step is 1/{units} of an epoch (step {units}: the end of epoch 1, "
+        f"step {2 * units}: the end of epoch 2)"
+    )
+
+
+def _final(final: dict, attrs: dict) -> list[str]:
+    seeds = final.get("ensemble_of")
+    made = f"an ensemble of {len(seeds)} seeds" if seeds else f"seed {final.get('seed')}"
+    lines = [
+        "## Final model (hpo finalize)",
+        "",
+        f"- trial {final.get('trial')}'s configuration, {made}: `{final.get('model')}`",
+    ]
+    for key in (f"{FINAL_ATTR}_seed_spread", f"{FINAL_ATTR}_test"):
+        if attrs.get(key):
+            lines.append(f"- {attrs[key]}")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"

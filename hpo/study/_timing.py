@@ -1,0 +1,98 @@
+"""A study's time as ``hpo status`` shows it: when it will end, from the running trials' own
+ETAs (``hpo.train.loop``'s pace, recorded in each trial's ``progress`` user attribute) and the
+trials left; and how close ``hpo validate --estimate`` came to the epochs the trials measure."""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+import time
+from collections.abc import Sequence
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from hpo.spec import StudySpec
+from hpo.study._census import FINISHED
+from hpo.study._strategy import read_estimate
+from hpo.study._trials import completed_trials, running_trials
+
+
+def finish_in(
+    running: Sequence[float | None], left: int, trial_seconds: float | None
+) -> float | None:
+    """Seconds until the last trial ends (pure): ``running`` holds each running trial's own
+    seconds to go (None: just started, taken as a whole trial), ``left`` the trials not
+    started yet, each ``trial_seconds`` long and taken by the first worker to come free.
+    The running trials are the workers: None when none runs (nothing moves the study), or
+    when a trial's length is needed and unknown."""
+    if not running:
+        return None
+    if trial_seconds is None and (left or None in running):
+        return None
+    free_at = [trial_seconds if eta is None else eta for eta in running]
+    heapq.heapify(free_at)
+    for _ in range(left):
+        heapq.heappush(free_at, heapq.heappop(free_at) + trial_seconds)
+    return max(free_at)
+
+
+def study_eta_seconds(study: optuna.Study, n_trials: int | None) -> float | None:
+    """``finish_in`` for ``study``: each running trial's ETA as its pace last recorded it (less
+    the time since), the trials ``n_trials`` still wants started, and the mean length of the
+    finished trials (pruned ones too: the trials to come will be pruned as often)."""
+    if not n_trials:
+        return None
+    now = time.time()
+    running = running_trials(study)
+    etas = [_trial_eta(trial, now) for trial in running]
+    finished = study.get_trials(deepcopy=False, states=FINISHED)
+    lengths = [
+        (t.datetime_complete - t.datetime_start).total_seconds()
+        for t in finished
+        if t.datetime_start and t.datetime_complete
+    ]
+    if not lengths:  # none finished yet: a running trial's whole length, as its pace foresees
+        lengths = [
+            now - t.datetime_start.timestamp() + eta
+            for t, eta in zip(running, etas, strict=True)
+            if eta is not None and t.datetime_start
+        ]
+    trial_seconds = statistics.fmean(lengths) if lengths else None
+    left = max(n_trials - len(finished) - len(running), 0)
+    return finish_in(etas, left, trial_seconds)
+
+
+def _trial_eta(trial: FrozenTrial, now: float) -> float | None:
+    progress = trial.user_attrs.get("progress") or {}
+    if "eta_seconds" not in progress:
+        return None
+    said_at = progress.get("at", now)  # a trial from before "at" was recorded: as of now
+    return max(float(progress["eta_seconds"]) - max(now - said_at, 0.0), 0.0)
+
+
+def estimate_check(study: optuna.Study, spec: StudySpec) -> list[dict]:
+    """Per encoder that ``hpo validate --estimate`` timed for ``spec`` (with the settings the
+    study runs): the estimated seconds per epoch beside the median its complete trials
+    measured (training and validation, setup left out), where any did."""
+    record = read_estimate(spec)
+    if not record or not record.get("encoders"):
+        return []
+    measured: dict[str, list[float]] = {}
+    for trial in completed_trials(study):
+        attrs = trial.user_attrs
+        if attrs.get("epochs_run") and "wall_seconds" in attrs:
+            encoder = str(trial.params.get("encoder", spec.train.get("encoder")))
+            seconds = attrs["wall_seconds"] - attrs.get("setup_seconds", 0.0)
+            measured.setdefault(encoder, []).append(seconds / attrs["epochs_run"])
+    return [
+        {
+            "encoder": encoder,
+            "estimated_epoch_s": timed["epoch_s"],
+            "threads": timed.get("threads"),
+            "measured_epoch_s": statistics.median(measured[encoder]),
+            "trials": len(measured[encoder]),
+        }
+        for encoder, timed in record["encoders"].items()
+        if encoder in measured
+    ]

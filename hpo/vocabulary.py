@@ -1,0 +1,71 @@
+"""The words every layer shares, each spelled once: the tasks, how a task is put to a model,
+what happens to a long text, which criteria an evidence model reads, and the metrics a study
+can be judged by.
+
+The ground floor: it imports nothing from hpo, so data, models, training, the study file and
+a saved model's settings all take their choices from here (data and models may not import
+each other). Each name is a ``Literal`` for pydantic and type checkers, beside the tuple of
+its values for messages and loops.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Task = Literal["criteria", "evidence"]
+# criteria: one (criterion, post) pair per symptom, or one post with all nine labels
+CriteriaFormulation = Literal["pairs", "multilabel"]
+# how a task is put to the model, one name from the data to the saved model
+Formulation = Literal["pairs", "multilabel", "evidence"]
+# a text longer than max_length: keep the start, keep the start and the end, or read it all in
+# overlapping windows (hpo.data.tokenize)
+LongText = Literal["truncate", "head_tail", "chunks"]
+# the criteria each post's sentences are paired with (evidence): those the post shows, or all
+EvidenceScope = Literal["positive_criteria", "all_criteria"]
+# what a study can be judged by. post_*: the post-level multi-label F1 the ReDSM5 paper reports
+# (criteria only); recall_at_*: how often the evidence ranks first or in the top 3 (evidence only)
+Metric = Literal[
+    "macro_f1",
+    "f1",
+    "precision",
+    "recall",
+    "accuracy",
+    "auroc",
+    "average_precision",
+    "post_micro_f1",
+    "post_macro_f1",
+    "recall_at_1",
+    "recall_at_3",
+]
+
+TASKS: tuple[Task, ...] = get_args(Task)
+CRITERIA_FORMULATIONS: tuple[CriteriaFormulation, ...] = get_args(CriteriaFormulation)
+LONG_TEXT: tuple[LongText, ...] = get_args(LongText)
+EVIDENCE_SCOPES: tuple[EvidenceScope, ...] = get_args(EvidenceScope)
+METRICS: tuple[Metric, ...] = get_args(Metric)
+FORMULATIONS: dict[Task, tuple[Formulation, ...]] = {
+    "criteria": CRITERIA_FORMULATIONS,
+    "evidence": ("evidence",),
+}
+
+
+def task_of(formulation: Formulation) -> Task:
+    """criteria or evidence: what ``formulation`` is for."""
+    return next(task for task, formulations in FORMULATIONS.items() if formulation in formulations)
+
+
+__all__ = [
+    "CRITERIA_FORMULATIONS",
+    "EVIDENCE_SCOPES",
+    "FORMULATIONS",
+    "LONG_TEXT",
+    "METRICS",
+    "TASKS",
+    "CriteriaFormulation",
+    "EvidenceScope",
+    "Formulation",
+    "LongText",
+    "Metric",
+    "Task",
+    "task_of",
+]

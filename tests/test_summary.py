@@ -1,0 +1,152 @@
+"""What `hpo tune` says (issue #36): each epoch's metric, one line per trial, and a closing
+summary; the summary's lines on a real SQLite study, and the real CLI on tiny encoders."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
+from shared_storage import read_study
+from tune_cli import run_tune, tune_assets
+
+from hpo.outputs import study_dir
+from hpo.run.summary import tune_summary
+from hpo.study import fail_running, find_trial, get_storage, requeue
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = str(REPO / "studies" / "criteria-smoke.yaml")
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
+
+def test_the_summary_counts_states_groups_failures_and_names_the_next_commands(
+    sqlite_url, study_name
+):
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(sqlite_url), direction="maximize"
+    )
+    study.set_user_attr("metric", "macro_f1")  # as open_study records it
+    space = {"learning_rate": FloatDistribution(1e-3, 6e-3, log=True)}
+    for value in (0.61234, 0.55):
+        study.tell(study.ask(space), value)
+    for reason in ("ValueError: bad data", "ValueError: bad data", "OSError: disk full"):
+        trial = study.ask(space)
+        trial.set_user_attr("fail_reason", reason)
+        study.tell(trial, state=TrialState.FAIL)
+    interrupted = study.ask(space).number
+    fail_running(study, find_trial(study, interrupted), "interrupted (Ctrl-C)")
+    requeue(study, find_trial(study, interrupted), 3)
+
+    lines = tune_summary(
+        study,
+        95.2,
+        spec_path=SMOKE,
+        overrides=[f"name={study_name}", "n_trials=4"],
+        storage=sqlite_url,
+        workers=2,
+        interrupted=True,
+    )
+    assert lines[0] == f"study {study_name!r} stopped after 1m35s: 2 of 4 trials finished"
+    assert lines[1] == "  trials    2 complete, 3 failed, 1 re-queued, 1 waiting"
+    assert lines[2:4] == [
+        "  failures  2 × ValueError: bad data",
+        "            1 × OSError: disk full",
+    ]
+    best = study.best_trial
+    assert lines[4] == (
+        f"  best trial {best.number}: macro_f1 = 0.6123 (lr={best.params['learning_rate']:.3g})"
+    )
+    sets = f"--set name={study_name} --set n_trials=4"
+    commands = [line.strip().removeprefix("next").strip() for line in lines[5:]]
+    assert commands == [
+        f"hpo tune {SMOKE} --workers 2 {sets} --storage {sqlite_url}",
+        f"hpo best {study_name} --storage {sqlite_url}",
+        f"hpo dashboard {study_name} --storage {sqlite_url}",
+        f"hpo finalize {study_name} --storage {sqlite_url}",
+    ]
+    assert lines[5].startswith("  next      hpo tune ")
+
+
+def test_the_commands_never_show_a_storage_password(study_name, tmp_path):
+    study = optuna.create_study(study_name=study_name)  # in memory: only its name is read
+    lines = tune_summary(study, 3, spec_path=SMOKE, storage="postgresql://alice:s3cret@db:5432/hpo")
+    text = "\n".join(lines)
+    assert "s3cret" not in text and "--storage 'postgresql://alice:***@db:5432/hpo'" in text
+    assert "  best      no completed trial yet" in lines
+
+
+def test_a_storage_a_bare_command_finds_anyway_is_not_repeated(study_name, monkeypatch):
+    monkeypatch.delenv("HPO_STORAGE", raising=False)  # the default, as the spec leaves it
+    study = optuna.create_study(study_name=study_name)
+    lines = tune_summary(study, 3, spec_path=SMOKE)
+    assert [line.split()[-2:] for line in lines[-3:]] == [
+        ["best", study_name],
+        ["dashboard", study_name],
+        ["finalize", study_name],
+    ]
+
+
+# ---- the real CLI -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_output_says_each_epochs_metric_one_line_per_trial_and_ends_with_a_summary(
+    sqlite_url, study_name, assets
+):
+    """What a user watching `hpo tune` reads (issue #36): each epoch's line with the study's
+    metric and the trial's best so far (in the trial's train.log too), one line per trial with
+    only the parameters the search varies and the worker named once, and a closing summary."""
+    run = run_tune(
+        "criteria-smoke.yaml",
+        study_name,
+        sqlite_url,
+        assets,
+        2,
+        *("--set", "n_trials=3", "--set", "train.epochs=2", "--set", "keep_top_k=0"),
+        *("--set", "search_space.encoder.choices=[tiny-roberta]", "--set", "pruner={name: none}"),
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    study = read_study(study_name, sqlite_url)
+    out = run.stdout
+    epoch_lines = [line for line in out.splitlines() if " epoch 2/2 done: " in line]
+    assert len(epoch_lines) == 3, out[-3000:]
+    for line in epoch_lines:
+        assert re.search(
+            r" epoch 2/2 done: macro_f1 0\.\d{4}, best 0\.\d{4} \(epoch [12]\), ", line
+        )
+    folder = study_dir(assets["root"] / study_name, study_name, study.user_attrs["uid"])
+    log = (folder / "trial_0" / "train.log").read_text()
+    assert re.search(r"epoch 1/2 done: macro_f1 0\.\d{4}, best 0\.\d{4} \(epoch 1\), loss ", log)
+
+    trial_lines = [line for line in out.splitlines() if re.search(r"\] trial \d+ COMPLETE ", line)]
+    assert len(trial_lines) == 3, out[-3000:]
+    for trial in study.trials:
+        (line,) = [line for line in trial_lines if f"] trial {trial.number} COMPLETE " in line]
+        worker = trial.user_attrs["worker"]
+        assert (
+            f"[{worker}] trial {trial.number} COMPLETE macro_f1={trial.value:.4f}, 2 epochs, "
+            in line
+        )
+        assert line.count(worker) == 1, line  # named once, by the line's prefix
+        assert f"lr={trial.params['learning_rate']:.3g} " in line
+        # the encoder has one choice here and train settings are no search: neither is shown
+        assert not re.search(r"\b(encoder|batch_size|bs|max_len|warmup|class_weighting)=", line)
+
+    summary = out[out.index(f"study {study_name!r} ran for ") :].splitlines()
+    assert summary[0].endswith(": 3 of 3 trials finished"), summary
+    assert summary[1].split() == ["trials", "3", "complete"]
+    best = study.best_trial
+    assert summary[2].startswith(f"  best trial {best.number}: macro_f1 = {best.value:.4f} (lr=")
+    assert [line.split() for line in summary[3:]] == [
+        ["next", "hpo", "best", study_name, "--storage", sqlite_url],
+        ["hpo", "dashboard", study_name, "--storage", sqlite_url],
+        ["hpo", "finalize", study_name, "--storage", sqlite_url],
+    ]
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
+    return tune_assets(tmp_path_factory.mktemp("summary"), tiny_roberta, tiny_deberta)
