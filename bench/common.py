@@ -1,4 +1,5 @@
-"""Shared set-up for the benchmarks: the encoder, the data, study specs and timing."""
+"""Shared set-up for the benchmarks: the encoder, the data, study specs and timing, and the
+workload and results-file helpers the measure modules share."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
+from bench.results import write_results
+
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "_runs" / "bench"
-# 150 realistic sample posts x 9 criteria, split 0.6/0.3/0.1 by post: ~810 training and ~405
-# validation pairs, the workload the issue measured Trainer.hyperparameter_search on.
-POSTS, FRACTIONS = 150, (0.6, 0.3, 0.1)
 
 
 def encoder_path() -> tuple[str, str]:
@@ -61,17 +62,17 @@ def write_spec(name: str, **fields) -> Path:
 
 
 def timed_run(
-    cmd: list[str], env: dict | None = None, timeout: int = 1800
+    cmd: list[str], env: dict | None = None, timeout: int = 1800, cwd: Path = REPO
 ) -> tuple[float, subprocess.CompletedProcess]:
     """Wall time of a whole command, process start-up and imports included, as a user waits
-    for it."""
+    for it; ``cwd`` (``python -m`` imports hpo from there): another checkout's code."""
     started = time.perf_counter()
     done = subprocess.run(
         cmd,
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=REPO,
+        cwd=cwd,
         env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
     )
     elapsed = time.perf_counter() - started
@@ -117,3 +118,126 @@ def peak_rss(cmd: list[str], env: dict | None = None) -> dict:
         env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# The small study P4, P2 and start-up run: 40 generated posts, 24 training posts (216 criteria
+# pairs) and 12 validation posts. service_spec splits every study by these fractions (P1's and
+# P6's too, on their own posts).
+SAMPLE_POSTS, SAMPLE_FRACTIONS = 40, (0.6, 0.3, 0.1)
+SEARCH_SPACE = {
+    "learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True},
+    "weight_decay": {"type": "float", "low": 0.0, "high": 0.1},
+}
+
+
+def service_spec(
+    name: str, data_dir: str, encoder: str, n_trials: int, storage: str, **overrides
+) -> str:
+    """A study file for ``hpo tune``: criteria multilabel, 1 epoch, max_length 128, batch 16,
+    float32, TPE seed 0, no pruner, SEARCH_SPACE; ``overrides`` replace fields (``train``'s
+    keys one by one)."""
+    train = {
+        "encoder": encoder,
+        "epochs": 1,
+        "max_length": 128,
+        "batch_size": 16,
+        "warmup_ratio": 0.0,
+        "split_fractions": list(SAMPLE_FRACTIONS),
+        "class_weighting": "balanced",
+        "mixed_precision": "no",
+        "criteria_formulation": "multilabel",
+        "cache_dir": str(RUNS / "cache"),
+    }
+    train.update(overrides.pop("train", {}))
+    fields = {
+        "task": "criteria",
+        "data_dir": data_dir,
+        "n_trials": n_trials,
+        "keep_top_k": 0,
+        "storage": storage,
+        "output_dir": str(RUNS / "studies"),
+        "sampler": {"name": "tpe", "seed": 0},
+        "pruner": {"name": "none"},
+        "train": train,
+        "search_space": SEARCH_SPACE,
+        "metric": "post_macro_f1",
+        **overrides,
+    }
+    return str(write_spec(name, **fields))
+
+
+def small_sample(data_dir: str | None) -> tuple[str, str]:
+    """The SAMPLE_POSTS study's data folder (``data_dir`` when given), and what a results file's
+    workload says of it."""
+    words = data_words(data_dir, SAMPLE_POSTS, SAMPLE_FRACTIONS)
+    return sample_data(f"data-{SAMPLE_POSTS}", SAMPLE_POSTS, data_dir), words
+
+
+def workload(encoder_name: str, data: str, **more) -> dict:
+    """A results file's workload: the encoder, the data, and what else the measure fixes."""
+    return {"encoder": encoder_name, "data": data, **more}
+
+
+def data_words(data_dir: str | None, posts: int, fractions) -> str:
+    """What a results file's workload says of its data."""
+    if data_dir:
+        return f"real ReDSM5 files ({data_dir})"
+    return (
+        f"{posts} generated realistic posts (seed 0; ReDSM5's post lengths), "
+        f"split {fractions} by post"
+    )
+
+
+class Headline(NamedTuple):
+    """One results file a measure's runs go into: its name, the case its headline is taken from,
+    that figure and its target bound, the definition, and the figures recorded beside it."""
+
+    name: str
+    case: str
+    figure: str
+    bound: dict
+    definition: str
+    also: tuple[str, ...] = ()
+
+
+def write_headlines(
+    headlines: tuple[Headline, ...], runs: dict[str, list[dict]], load: dict, command: str
+) -> None:
+    """One results file per headline, from ``runs`` by file name, with one workload and command."""
+    for one in headlines:
+        write_results(
+            one.name,
+            load,
+            {one.case: runs[one.name]},
+            one.figure,
+            {"key": one.case, **one.bound},
+            definition=one.definition,
+            also=one.also,
+            command=command,
+        )
+
+
+def repeated(
+    measure: str,
+    run_once,
+    runs: int,
+    load: dict,
+    definition: str,
+    target: dict | None = None,
+    value: str = "ratio",
+) -> None:
+    """A measure whose one run is a whole function call: ``runs`` calls of ``run_once``, each a
+    run, into one results file."""
+    results = []
+    for run_no in range(runs):
+        results.append(run_once())
+        print(f"[{measure} run {run_no + 1}] {value} {results[-1].get(value)}", flush=True)
+    write_results(
+        measure,
+        load,
+        {measure: results},
+        value,
+        target and {"key": measure, **target},
+        definition=definition,
+        command=f"python -m bench.run --only {measure}",
+    )

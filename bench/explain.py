@@ -42,6 +42,12 @@ from hpo.explain import Explanation, Explanations, load_pair
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
+NAME = "explain"
+DEFINITION = (
+    "posts per second of hpo predict --criteria --evidence: the criteria model, then the "
+    "evidence model over the sentences of each symptom it finds, on the first held-out test "
+    "posts after one warm-up"
+)
 POSTS, FRACTIONS, SPLIT_SEED = 200, (0.6, 0.2, 0.2), 0
 TOP_K = 3
 TIMED_POSTS = 10  # the first test posts, explained --runs times; the joint metric uses all of them
@@ -188,7 +194,9 @@ def main() -> None:
         "quality_all_test_posts": quality,
         "command": "python -m bench.explain",
     }
-    path = write_results("explain", workload, {"joined": runs}, "posts_per_second")
+    path = write_results(
+        NAME, workload, {"joined": runs}, "posts_per_second", definition=DEFINITION
+    )
     print(
         f"wrote {path}: {statistics.median(r['posts_per_second'] for r in runs):.2f} posts/s "
         f"(median), evidence share {statistics.median(r['evidence_share'] for r in runs):.0%}; "

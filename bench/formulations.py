@@ -8,11 +8,26 @@ from __future__ import annotations
 
 import time
 
+from bench.common import encoder_path, repeated, sample_data, workload
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
+NAME = "formulations"
+DEFINITION = (
+    "encoder tokens per training epoch, (criterion, post) pairs / multilabel, max_length 128"
+)
+POSTS = 300
+TARGET = {"at_least": 5}
+
 # (formulation, long_text): today's pairs, the multilabel pass, and multilabel reading every token.
 VARIANTS = (("pairs", "truncate"), ("multilabel", "truncate"), ("multilabel", "chunks"))
+
+
+def measure(args) -> None:
+    encoder, encoder_name = encoder_path()
+    data = sample_data(f"data-{NAME}", POSTS, args.data_dir)
+    load = workload(encoder_name, f"{POSTS} generated realistic posts")
+    repeated(NAME, lambda: formulations(encoder, data), args.runs, load, DEFINITION, TARGET)
 
 
 def formulations(encoder: str, data_dir: str, max_length: int = 128) -> dict:

@@ -1,6 +1,9 @@
 """P3: what the service adds per trial around the sampler and the database, at trial ~800
 on PostgreSQL, against raw Optuna ask/tell on the same database with the same sampler
-(the same seed too, so both sides propose the same points and do the same sampler work)."""
+(the same seed too, so both sides propose the same points and do the same sampler work).
+
+    python -m bench.run --only p3      # --postgres URL: another database
+"""
 
 from __future__ import annotations
 
@@ -28,6 +31,11 @@ from hpo.study import (
     trial_census,
 )
 
+NAME = "p3"
+DEFINITION = (
+    "orchestration per trial at trial 790: mean interval between a run's trial completions, "
+    "hpo's worker / raw Optuna ask+tell on the same database, sampler and seed"
+)
 SPACE = {
     "learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
     "weight_decay": {"type": "float", "low": 0.0, "high": 0.1},
@@ -37,7 +45,12 @@ SPACE = {
 }
 
 
-def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int = 40) -> None:
+def measure(args) -> None:
+    """``args.runs`` rounds on the database ``args.postgres`` names."""
+    service_vs_raw(args.postgres, args.runs)
+
+
+def service_vs_raw(url: str, runs: int = 5, prefill: int = 790, measured: int = 40) -> None:
     """``runs`` rounds, each a run of both sides in alternating order. Per run, the mean and the
     median interval between the measured trials' completions; per round, service / raw of each."""
     # 800 "trial finished" lines say nothing here
@@ -120,7 +133,7 @@ def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int 
         if summary.study_name.startswith(f"{spec.name}-"):
             optuna.delete_study(study_name=summary.study_name, storage=url)
     write_results(
-        "p3",
+        NAME,
         {
             "storage": "PostgreSQL on 127.0.0.1",
             "at_trial": prefill,
@@ -132,8 +145,7 @@ def p3_orchestration(url: str, runs: int = 5, prefill: int = 790, measured: int 
         {"service / raw ask+tell": rounds},
         "mean_ratio",
         {"key": "service / raw ask+tell", "at_most": 1.1},
-        definition="orchestration per trial at trial 790: mean interval between a run's trial "
-        "completions, hpo's worker / raw Optuna ask+tell on the same database, sampler and seed",
+        definition=DEFINITION,
         also=(
             "median_ratio",
             "service_mean_ms",

@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 import sys
 
-from bench.common import RUNS, peak_rss, sample_data
+from bench.common import RUNS, encoder_path, peak_rss, sample_data
 from bench.memory import TRIAL
 from bench.results import write_results
 
+NAME = "peak_memory"
+DEFINITION = (
+    "peak RSS (MiB) of one trial in a fresh process: all-MiniLM-L6-v2, multilabel, max_length "
+    "256, batch 16; the worse of long_text truncate and head_tail per run"
+)
 POSTS = 80  # 64 training posts: 4 steps of 16 posts, one epoch (the issue's run had 1,187)
 # issue #25: peak_memory_mb of one such trial on the real data before #29, one thread
 ISSUE_PEAK_MB = 4099
@@ -26,8 +31,11 @@ CASES = {
 HEADLINE = ("truncate", "head_tail")
 
 
-def peak_memory(encoder: str, encoder_name: str, runs: int, data_dir: str | None = None) -> None:
-    data = sample_data(f"data-{POSTS}", POSTS, data_dir)
+def measure(args) -> None:
+    """``args.runs`` runs of each headline case (two of the others), each a fresh process."""
+    encoder, encoder_name = encoder_path()
+    runs = args.runs
+    data = sample_data(f"data-{POSTS}", POSTS, args.data_dir)
     results: dict[str, list[dict]] = {case: [] for case in CASES}
     for run_no in range(runs):
         for case, overrides in CASES.items():
@@ -70,7 +78,7 @@ def peak_memory(encoder: str, encoder_name: str, runs: int, data_dir: str | None
         ]
     }
     write_results(
-        "peak_memory",
+        NAME,
         {
             "encoder": encoder_name,
             "data": f"{POSTS} generated realistic posts (seed 0), "
@@ -85,7 +93,6 @@ def peak_memory(encoder: str, encoder_name: str, runs: int, data_dir: str | None
         {**results, **worst},
         "peak_rss_mb",
         {"key": "worst of truncate and head_tail", "at_most": 1536},
-        definition="peak RSS (MiB) of one trial in a fresh process: all-MiniLM-L6-v2, multilabel, "
-        "max_length 256, batch 16; the worse of long_text truncate and head_tail per run",
+        definition=DEFINITION,
         command="python -m bench.run --only peak_memory",
     )

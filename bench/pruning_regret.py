@@ -30,9 +30,15 @@ from multiprocessing import get_context
 
 import optuna
 
-from bench.common import RUNS, write_spec
-from bench.results import commit
-from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, TRAIN
+from bench.common import RUNS, data_words, encoder_path, sample_data, workload, write_spec
+from bench.results import commit, load_all, write_results
+from bench.search_budget import FRACTIONS, POSTS, RECIPE, SEARCH_SPACE, TRAIN
+
+NAME = "pruning_regret"
+DEFINITION = (
+    "share of replay orders in which the pruner killed the configuration that ends best; "
+    "regret: its final post macro-F1 minus the best kept"
+)
 
 EPOCHS, CONFIGS, ORDERS, RUNS_OF_ORDERS = 4, 10, 100, 5  # 5 runs of 100 random orders
 UNITS, LOOKS = 9, (1, 3)  # sub-epoch curves: steps of 1/9 epoch, looks at 1/9 and 1/3 epoch
@@ -45,6 +51,33 @@ VARIANTS = {  # what the pruner judges by, its first rung, and its unit (steps p
     "ninth_epoch": {"signal": "post_macro_f1", "min_resource": 1, "units": UNITS},
     "third_epoch": {"signal": "post_macro_f1", "min_resource": 3, "units": UNITS},
 }
+
+
+def measure(args) -> None:
+    """Trains the curves, or with ``args.resume`` replays the committed results file's again."""
+    encoder, encoder_name = encoder_path()
+    data = sample_data(f"data-{POSTS}", POSTS, args.data_dir)
+    earlier = load_all().get(NAME) if args.resume else None
+    if earlier:  # its curves, and the commit that trained them
+        earlier = {"curves_commit": earlier["commit"], **earlier["details"]}
+    runs, details = pruning_regret(encoder, data, earlier)
+    write_results(
+        NAME,
+        workload(
+            encoder_name,
+            data_words(args.data_dir, POSTS, FRACTIONS),
+            shape=f"the recipe + {CONFIGS} random configurations of bench/search_budget.py's "
+            f"space, {EPOCHS} epochs each, replayed through HyperbandPruner "
+            f"(max_resource {EPOCHS}, reduction_factor 3); each run: {ORDERS} random orders",
+        ),
+        runs,
+        "best_pruned_share",
+        None,
+        definition=DEFINITION,
+        also=("mean_regret", "epochs_share"),
+        details=details,
+        command=f"python -m bench.run --only {NAME}",
+    )
 
 
 def curves(encoder: str, data_dir: str, workers: int = 2) -> list[dict]:

@@ -44,8 +44,11 @@ MEASURES = {
     "sizing": "Supermax trial cost (estimate)",
     "calibration_probe": "Realistic sample difficulty (fast proxy)",
     "calibration_mid": "Realistic sample difficulty (real size, short run)",
-    "calibration_full": "Realistic sample difficulty (full size)",
+    "calibration": "Realistic sample difficulty (full size, clarity 0.6)",
+    "calibration_c075": "Realistic sample difficulty (full size, clarity 0.75: shipped)",
     "hardware_limit": "Hardware limit (training step / matmul peak)",
+    "explain": "Explanation (symptoms + evidence sentences)",
+    "seed_ensemble": "Seed ensemble vs one seed (finalize --ensemble seeds)",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
@@ -159,6 +162,12 @@ def details(measure: str, result: dict) -> list[str]:
     for name, value in (result.get("details") or {}).items():
         if isinstance(value, dict):
             lines += ["", f"{name}:", ""] + [f"- {k}: {fmt(v, name)}" for k, v in value.items()]
+        elif (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int | float) for v in value)
+        ):  # an interval
+            lines += ["", f"{name}: {fmt(value[0], name)} – {fmt(value[1], name)}"]
         elif isinstance(value, list):  # raw records (curves): the results file has them
             lines += ["", f"{name}: {len(value)} recorded in the results file"]
         else:

@@ -2,8 +2,9 @@
 sample (issue #35): (a) the standard recipe alone, (b) the search + finalize as the round before
 issue #35 shipped them, (c) the search + finalize issue #35 builds; every repeat on new seeds.
 
-    python -m bench.run --only search_budget          # REPEATS repeats of the three arms
-    python -m bench.search_budget --plan              # how long that takes here, nothing run
+    python -m bench.run --only search_budget                # the full size: ~2 days here
+    python -m bench.run --only search_budget --share quick  # a small share: ~1 hour here
+    python -m bench.search_budget --plan                    # how long the full size takes
 
 (a) the standard recipe (lr 1e-4, 4 epochs, batch 16, balanced weighting, head_tail), trained
     once and scored once on test: ``hpo tune`` (its one warm-start trial) + ``hpo finalize
@@ -12,8 +13,9 @@ issue #35 shipped them, (c) the search + finalize issue #35 builds; every repeat
     from epoch 2 on the study metric (the specs before #35); ``hpo finalize --top-k 1 --seeds 2
     --ensemble seeds`` at the fixed 0.5.
 (c) the same budget: ``sampler: auto`` (the recipe, a portfolio around it and GPSampler while
-    trials are few, then TPE), Hyperband on quarter epochs (``units_per_epoch: 4``, first rung
-    a quarter of an epoch); the same finalize plus ``--cv 5`` (out-of-fold thresholds).
+    trials are few, then TPE), pruned as (b) and as the supermax specs ship (sub-epoch first
+    rungs pruned the best configuration too often: bench/results/pruning_regret.json); the
+    same finalize plus ``--cv K`` (out-of-fold thresholds).
 (b) and (c) get the same ``--timeout`` and the same finalize, so the same wall clock within a
 few percent (each arm's seconds are recorded).
 
@@ -29,25 +31,59 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import statistics
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import optuna
 
-from bench.common import RUNS, hpo_cmd, timed_run, write_spec
-from bench.results import commit
+from bench.common import RUNS, data_words, encoder_path, hpo_cmd, sample_data, timed_run, write_spec
+from bench.results import commit, write_results
 from hpo.fixtures.realistic import REAL_POSTS
 
+NAME = "search_budget"
+DEFINITION = (
+    "test post macro-F1 of the model each arm ends with, scored once, at one wall-clock budget; "
+    "target: (c) beats (a)'s median by more than the half-width of (a)'s 95% interval over "
+    "repeats; a gain only where (c) - (a)'s interval is above zero"
+)
 ARMS = ("a_recipe", "b_before", "c_issue35")
 # pruning_regret's workload (bench/pruning_regret.py reads POSTS, FRACTIONS and TRAIN)
 POSTS, FRACTIONS = 150, (0.6, 0.2, 0.2)  # 90 training, 30 validation, 30 test posts
-# This bench's: the calibrated realistic sample at the real set's size and split
-BUDGET_POSTS, BUDGET_FRACTIONS, BUDGET_MAX_LENGTH = REAL_POSTS, (0.8, 0.1, 0.1), 256
-TUNE_BUDGET = "2h"  # buys ~4 full standard-recipe trials on a quiet 2-core machine
 REPEATS = 5  # the issue asks for intervals over >= 5 repeats
-CV_FOLDS = 5  # (c)'s out-of-fold thresholds
-QUARTERS = 4  # (c)'s rungs: units per epoch
+
+
+@dataclass(frozen=True)
+class Share:
+    """How much of the real job one repeat runs: the calibrated realistic sample's size and
+    split, the texts' token budget, the search's wall-clock budget and (c)'s CV folds."""
+
+    name: str
+    posts: int
+    fractions: tuple[float, float, float]
+    max_length: int
+    tune_budget: str  # hpo tune --timeout
+    cv_folds: int
+    why: str
+
+
+SHARES = {
+    # the real set's size and split; ~4 full standard-recipe trials on a quiet 2-core machine
+    "full": Share("full", REAL_POSTS, (0.8, 0.1, 0.1), 256, "2h", 5, "the issue's full size"),
+    # five repeats of the three arms in about an hour of a 2-core machine
+    "quick": Share(
+        "quick",
+        POSTS,
+        FRACTIONS,
+        128,
+        "4m",
+        3,
+        "a small share (150 posts: 90 train / 30 validation / 30 test, 128 tokens, a 4-minute "
+        "search, 3 CV folds) so that 5 repeats of the three arms fit an hour of a 2-core machine",
+    ),
+}
 STORAGE = f"sqlite:///{RUNS / 'search_budget.db'}"
 DONE = RUNS / "search_budget"  # each finished arm's result
 RECIPE = {
@@ -75,35 +111,66 @@ TRAIN = {
     "mixed_precision": "no",
     "threshold": "fixed",
 }
-BUDGET_TRAIN = {
-    **TRAIN,
-    "max_length": BUDGET_MAX_LENGTH,
-    "split_fractions": list(BUDGET_FRACTIONS),
-}
-WORKLOAD = {
-    "shape": f"MiniLM, criteria multilabel, max_length {BUDGET_MAX_LENGTH}; search "
-    f"{sorted(SEARCH_SPACE)}, the recipe as warm start, hpo tune --workers 2 --timeout "
-    f"{TUNE_BUDGET}; finalize --top-k 1 --seeds 2 --workers 2 (c: --cv {CV_FOLDS})",
-    "recipe": RECIPE,
-}
 
 
-def spec(arm: str, repeat: int, encoder: str, data_dir: str) -> tuple[str, str]:
-    name = f"budget-{arm}-{repeat}"
+def measure(args) -> None:
+    """At least REPEATS repeats (``args.runs`` if more) of the three arms at ``args.share``'s
+    size; ``args.resume`` keeps the arms a cut-short run finished."""
+    encoder, encoder_name = encoder_path()
+    chosen = SHARES[args.share]
+    (RUNS / "search_budget.db").unlink(missing_ok=True)
+    if not args.resume:
+        shutil.rmtree(DONE, ignore_errors=True)
+    # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY) at the real set's size
+    data = sample_data(f"data-{chosen.posts}", chosen.posts, args.data_dir)
+    runs = search_budget(encoder, data, max(REPEATS, args.runs), chosen)
+    outcome = verdict(runs)
+    half = (outcome["a_recipe_test_interval"][1] - outcome["a_recipe_test_interval"][0]) / 2
+    write_results(
+        NAME,
+        {
+            "encoder": encoder_name,
+            "data": data_words(args.data_dir, chosen.posts, chosen.fractions),
+            **workload(chosen),
+        },
+        runs,
+        "test_post_macro_f1",
+        {
+            "key": "c_issue35",
+            "figure": "test_post_macro_f1",
+            "at_least": round(outcome["a_recipe_test_median"] + half, 4),
+        },
+        definition=DEFINITION,
+        also=("validation_post_macro_f1", "wall_s"),
+        details=outcome,
+        command="python -m bench.run --only search_budget"
+        + (f" --share {args.share}" if args.share != "full" else ""),
+    )
+
+
+def workload(share: Share) -> dict:
+    return {
+        "shape": f"MiniLM, criteria multilabel, max_length {share.max_length}; search "
+        f"{sorted(SEARCH_SPACE)}, the recipe as warm start, hpo tune --workers 2 --timeout "
+        f"{share.tune_budget}; finalize --top-k 1 --seeds 2 --workers 2 (c: --cv "
+        f"{share.cv_folds})",
+        "share": share.why,
+        "recipe": RECIPE,
+    }
+
+
+def spec(arm: str, repeat: int, encoder: str, data_dir: str, share: Share) -> tuple[str, str]:
+    name = f"budget-{share.name}-{arm}-{repeat}"
     sampler = {"name": "auto" if arm == "c_issue35" else "tpe", "seed": repeat}
     sampler["options"] = {"multivariate": True, "group": True, "constant_liar": True}
-    pruners = {  # steps in units of 1/units_per_epoch of an epoch; max: the longest trial
-        "a_recipe": {"name": "none"},
-        "b_before": {
-            "name": "hyperband",
-            "options": {"min_resource": 2, "max_resource": 4, "reduction_factor": 3},
-        },
-        "c_issue35": {
-            "name": "hyperband",
-            "units_per_epoch": QUARTERS,
-            "options": {"min_resource": 1, "max_resource": 4 * QUARTERS, "reduction_factor": 3},
-        },
+    # (b) and (c) prune alike, as the supermax specs ship (first rung at epoch 2, whole
+    # epochs; max: the longest trial searched): sub-epoch first rungs killed the configuration
+    # that ends best in 85% of orders (bench/results/pruning_regret.json), so (c) keeps them off
+    hyperband = {
+        "name": "hyperband",
+        "options": {"min_resource": 2, "max_resource": 4, "reduction_factor": 3},
     }
+    pruners = {"a_recipe": {"name": "none"}, "b_before": hyperband, "c_issue35": hyperband}
     fields = {
         "task": "criteria",
         "data_dir": data_dir,
@@ -115,7 +182,9 @@ def spec(arm: str, repeat: int, encoder: str, data_dir: str) -> tuple[str, str]:
         "sampler": sampler,
         "pruner": pruners[arm],
         "train": {
-            **BUDGET_TRAIN,
+            **TRAIN,
+            "max_length": share.max_length,
+            "split_fractions": list(share.fractions),
             "encoder": encoder,
             "seed": 100 * repeat,
             "cache_dir": str(RUNS / "cache"),
@@ -126,10 +195,10 @@ def spec(arm: str, repeat: int, encoder: str, data_dir: str) -> tuple[str, str]:
     return name, str(write_spec(name, **fields))
 
 
-def run_arm(arm: str, repeat: int, encoder: str, data_dir: str) -> dict:
+def run_arm(arm: str, repeat: int, encoder: str, data_dir: str, share: Share) -> dict:
     """One arm of one repeat; its result is kept in ``DONE/<study>.json`` so a bench cut
     short goes on from the arms it finished (each records the commit it ran at)."""
-    name, path = spec(arm, repeat, encoder, data_dir)
+    name, path = spec(arm, repeat, encoder, data_dir, share)
     done = DONE / f"{name}.json"
     if done.exists():
         return json.loads(done.read_text())
@@ -137,10 +206,10 @@ def run_arm(arm: str, repeat: int, encoder: str, data_dir: str) -> dict:
         tune = ["--workers", "1"]
         finalize = ["--top-k", "1", "--seeds", "1"]
     else:
-        tune = ["--workers", "2", "--timeout", TUNE_BUDGET]
+        tune = ["--workers", "2", "--timeout", share.tune_budget]
         finalize = ["--top-k", "1", "--seeds", "2", "--workers", "2", "--ensemble", "seeds"]
         if arm == "c_issue35":
-            finalize += ["--cv", str(CV_FOLDS)]
+            finalize += ["--cv", str(share.cv_folds)]
     tune_s, _ = timed_run(hpo_cmd("tune", path, *tune, "--no-progress"), timeout=6 * 3600)
     finalize_s, _ = timed_run(
         hpo_cmd("finalize", path, *finalize, "--no-progress"), timeout=6 * 3600
@@ -183,14 +252,14 @@ def per_rung_rate(study: optuna.Study, search_seconds: float) -> dict[str, float
     return {str(step): round(count / hours, 2) for step, count in sorted(steps.items())}
 
 
-def search_budget(encoder: str, data_dir: str, repeats: int) -> dict[str, list[dict]]:
+def search_budget(encoder: str, data_dir: str, repeats: int, share: Share) -> dict[str, list[dict]]:
     """Every arm once per repeat, in an order that rotates between repeats."""
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for repeat in range(repeats):
         order = ARMS[repeat % 3 :] + ARMS[: repeat % 3]
         for arm in order:
             started = time.time()
-            result = run_arm(arm, repeat, encoder, data_dir)
+            result = run_arm(arm, repeat, encoder, data_dir, share)
             runs[arm].append({"repeat": repeat, **result})
             print(
                 f"[search_budget repeat {repeat + 1}] {arm}: validation "
@@ -244,16 +313,16 @@ def _first_rung(result: dict) -> float:
     return rates[min(rates, key=int)] if rates else 0.0
 
 
-def plan(trial_seconds: float, repeats: int = REPEATS) -> dict:
+def plan(trial_seconds: float, repeats: int = REPEATS, share: Share = SHARES["full"]) -> dict:
     """How long the bench takes, in hours, from one standard-recipe trial's seconds on this
     machine: (a) one trial + a one-seed retrain; (b) and (c) the budget each, then two seeds
-    ((c) also CV_FOLDS fold retrains); workers share the cores, so retrains add up."""
-    budget_h = _hours(TUNE_BUDGET)
+    ((c) also its CV folds' retrains); workers share the cores, so retrains add up."""
+    budget_h = _hours(share.tune_budget)
     trial_h = trial_seconds / 3600
     per_repeat = {
         "a_recipe": 2 * trial_h,
         "b_before": budget_h + 2 * trial_h,
-        "c_issue35": budget_h + (2 + CV_FOLDS) * trial_h,
+        "c_issue35": budget_h + (2 + share.cv_folds) * trial_h,
     }
     return {
         "trial_hours": round(trial_h, 2),
@@ -278,14 +347,14 @@ def main() -> None:
     parser.add_argument(
         "--trial-seconds",
         type=float,
-        help="one standard-recipe trial's seconds (default: bench/results/calibration_full.json)",
+        help="one standard-recipe trial's seconds (default: bench/results/calibration_c075.json)",
     )
     args = parser.parse_args()
     seconds = args.trial_seconds
     if seconds is None:
-        calibration = load_all().get("calibration_full")
+        calibration = load_all().get("calibration_c075")
         if calibration is None:
-            raise SystemExit("no calibration_full results: run python -m bench.calibration")
+            raise SystemExit("no calibration_c075 results: run python -m bench.calibration")
         seconds = next(iter(calibration["figures"]["wall_s"].values()))["median"]
     print(json.dumps(plan(seconds), indent=2))
 

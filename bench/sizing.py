@@ -15,8 +15,19 @@ from __future__ import annotations
 
 import shutil
 
-from bench.common import REPO, RUNS, sample_data
+from bench.common import REPO, RUNS, encoder_path, sample_data, workload
+from bench.results import write_results
 
+NAME = "sizing"
+DEFINITION = (
+    "hpo validate --estimate's figures for the spec's standard recipe: seconds of one trial "
+    "(set-up + its epochs of training and validation)"
+)
+FEWER_RUNS = {
+    "at_least": 1,
+    "why": "an order of magnitude for the specs' comments: hpo validate --estimate's own "
+    "timing of a few optimizer steps per encoder, not a headline",
+}
 SPECS = ("criteria-supermax", "evidence-supermax")
 REDSM5_POSTS = 1484
 SHAPES = {  # the base checkpoints' configs, as published on their model cards
@@ -48,6 +59,25 @@ SHAPES = {  # the base checkpoints' configs, as published on their model cards
 }
 
 
+def measure(args) -> None:
+    """One run: the estimate times a few optimizer steps itself; MiniLM lends its tokenizer."""
+    write_results(
+        NAME,
+        workload(
+            "roberta-base and deberta-v3-base shapes, random weights, MiniLM's tokenizer",
+            f"{REDSM5_POSTS} generated realistic posts (ReDSM5's count and post lengths)",
+            shape="each supermax spec's warm-start recipe, one worker with every core",
+        ),
+        sizing(encoder_path()[0]),
+        "recipe_trial_s",
+        None,
+        definition=DEFINITION,
+        also=("epoch_s", "study_s"),
+        command=f"python -m bench.run --only {NAME}",
+        fewer_runs=FEWER_RUNS,
+    )
+
+
 def shaped_encoder(name: str, tokenizer_dir: str) -> str:
     """A random-weight encoder of ``name``'s shape, saved with MiniLM's tokenizer."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -65,7 +95,7 @@ def shaped_encoder(name: str, tokenizer_dir: str) -> str:
 
 def sizing(tokenizer_dir: str, workers: int = 1) -> dict[str, list[dict]]:
     """Per spec and encoder, the estimate's figures (seconds) for the warm-start recipe."""
-    from hpo.run.estimate import encoder_estimates
+    from hpo.run.estimate import time_configs
     from hpo.spec import load_spec
     from hpo.study import sample_points
 
@@ -82,7 +112,8 @@ def sizing(tokenizer_dir: str, workers: int = 1) -> dict[str, list[dict]]:
         for recipe, point in zip(spec.warm_start, sampled, strict=True):
             params = {**point, **recipe}
             params = {k: v for k, v in params.items() if spec.applies(k, params)}
-            (estimate,) = encoder_estimates(spec, [spec.train_config(params, None)], workers)
+            encoder = str(params.get("encoder", spec.train.get("encoder")))
+            (estimate,) = time_configs(spec, {encoder: spec.train_config(params, None)}, workers)
             epoch = estimate["epoch_train_s"] + estimate["epoch_validation_s"]
             runs[f"{spec_name} {estimate['encoder']}"] = [
                 {

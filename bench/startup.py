@@ -1,5 +1,7 @@
 """Start-up: `hpo tune --workers 2` launched to its first trial RUNNING, against the import floor
-(`python -c "import torch, transformers, optuna"`), alternated in each round.
+(`python -c "import torch, transformers, optuna"`), alternated in each round. Beside it, the
+training floor: that floor plus the model classes and metrics any process that trains must import
+(`transformers` imports its modeling stack lazily, so the import floor leaves it out).
 
     python -m bench.run --only startup
     python -m bench.startup --profile      # where the seconds go: py-spy over every process
@@ -19,15 +21,26 @@ from pathlib import Path
 
 import optuna
 
-from bench.common import REPO, RUNS, hpo_cmd, timed_run, write_spec
+from bench.common import REPO, RUNS, encoder_path, hpo_cmd, small_sample, timed_run, write_spec
 from bench.results import RESULTS, commit, write_results
 
+NAME = "startup"
+DEFINITION = (
+    "seconds from launching hpo tune --workers 2 to its first trial RUNNING, minus the seconds "
+    "of python -c 'import torch, transformers, optuna' in the same round"
+)
 WORKERS = 2  # as in make demo
 FLOOR = [sys.executable, "-c", "import torch, transformers, optuna"]
+TRAINING_FLOOR = [
+    sys.executable,
+    "-c",
+    "import torch, transformers, optuna, sklearn.metrics; "
+    "from transformers import AutoModel, AutoTokenizer, PreTrainedModel",
+]
 STORAGE = f"sqlite:///{RUNS / 'startup.db'}"
 
 
-def _spec(name: str, encoder: str, data_dir: str) -> str:
+def _spec(name: str, encoder: str, data_dir: str, cache: str = "startup-cache") -> str:
     return str(
         write_spec(
             name,
@@ -44,7 +57,7 @@ def _spec(name: str, encoder: str, data_dir: str) -> str:
                 "epochs": 1,
                 "max_length": 128,
                 "criteria_formulation": "multilabel",
-                "cache_dir": str(RUNS / "startup-cache"),
+                "cache_dir": str(RUNS / cache),
             },
             search_space={
                 "learning_rate": {"type": "float", "low": 2e-5, "high": 2e-4, "log": True}
@@ -53,57 +66,111 @@ def _spec(name: str, encoder: str, data_dir: str) -> str:
     )
 
 
-def first_running(name: str, spec: str) -> float:
-    """Seconds from launching `hpo tune` to its first trial's start (the trial turning RUNNING)."""
+def first_running(name: str, spec: str, checkout: Path = REPO) -> float:
+    """Seconds from launching `hpo tune` (the code in ``checkout``) to its first trial's start
+    (the trial turning RUNNING)."""
     launched = time.time()
-    timed_run(hpo_cmd("tune", spec, "--workers", str(WORKERS), "--no-progress"))
+    timed_run(hpo_cmd("tune", spec, "--workers", str(WORKERS), "--no-progress"), cwd=checkout)
     first = min(
         optuna.load_study(study_name=name, storage=STORAGE).trials, key=lambda t: t.datetime_start
     )
     return first.datetime_start.timestamp() - launched
 
 
-def startup(encoder: str, encoder_name: str, data_dir: str, data: str, runs: int) -> None:
+def baseline_checkout(ref: str) -> tuple[Path, str]:
+    """A git worktree of ``ref`` under _runs/bench (made once), and its short commit."""
+    short = subprocess.run(
+        ["git", "rev-parse", "--short", ref], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    path = RUNS / f"baseline-{short}"
+    if not path.exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), short], cwd=REPO, check=True
+        )
+    return path, short
+
+
+def measure(args) -> None:
+    """``args.runs`` rounds of the sides in a rotating order; keeps startup.json's profile."""
+    encoder, encoder_name = encoder_path()
+    data_dir, data = small_sample(args.data_dir)
     (RUNS / "startup.db").unlink(missing_ok=True)
     shutil.rmtree(RUNS / "startup-cache", ignore_errors=True)
+    shutil.rmtree(RUNS / "startup-cache-baseline", ignore_errors=True)
+    baseline = baseline_checkout(args.baseline) if args.baseline else None
     rounds = []
-    for round_no in range(runs):
+    for round_no in range(args.runs):
         name = f"startup-{round_no}"
         spec = _spec(name, encoder, data_dir)
-        got = {}
-        for side in ("floor", "tune") if round_no % 2 == 0 else ("tune", "floor"):
-            got[side] = timed_run(FLOOR)[0] if side == "floor" else first_running(name, spec)
+        sides = {
+            "floor": lambda: timed_run(FLOOR)[0],
+            "training": lambda: timed_run(TRAINING_FLOOR)[0],
+            "tune": lambda: first_running(name, spec),  # noqa: B023 (called in this round)
+        }
+        if baseline:  # the same study at the baseline's commit, its own name and cache
+            before = f"{name}-baseline"
+            before_spec = _spec(before, encoder, data_dir, cache="startup-cache-baseline")
+            sides["baseline"] = lambda: first_running(before, before_spec, baseline[0])  # noqa: B023
+        shift = round_no % len(sides)
+        order = list(sides)[shift:] + list(sides)[:shift]  # rotating
+        got = {side: sides[side]() for side in order}
         rounds.append(
             {
                 "first_trial_running_s": got["tune"],
                 "import_floor_s": got["floor"],
                 "over_floor_s": got["tune"] - got["floor"],
+                "training_floor_s": got["training"],
+                "over_training_floor_s": got["tune"] - got["training"],
             }
+            | (
+                {
+                    "baseline_first_trial_running_s": got["baseline"],
+                    "baseline_over_floor_s": got["baseline"] - got["floor"],
+                    "saved_s": got["baseline"] - got["tune"],
+                }
+                if baseline
+                else {}
+            )
         )
         print(
-            f"[startup round {round_no + 1}] {got['tune']:.1f} s vs floor {got['floor']:.1f} s",
+            f"[startup round {round_no + 1}] {got['tune']:.1f} s vs floor {got['floor']:.1f} s, "
+            f"training floor {got['training']:.1f} s"
+            + (f", baseline {got['baseline']:.1f} s" if baseline else ""),
             flush=True,
         )
     previous = RESULTS / "startup.json"
     details = json.loads(previous.read_text()).get("details") if previous.exists() else None
     write_results(
-        "startup",
+        NAME,
         {
             "encoder": encoder_name,
             "data": data,
             "workers": WORKERS,
-            "rounds": "the two sides alternate in each round",
+            "rounds": "the sides (floor, training floor, hpo tune, and with --baseline hpo tune "
+            "at that commit from its own worktree and cache) in a rotating order",
+            "baseline": baseline[1] if baseline else None,
+            "training_floor": " ".join(TRAINING_FLOOR[1:]),
             "study": "criteria multilabel, 2 trials, 1 epoch, SQLite storage, tokenization "
-            "cache kept between rounds (after the first), as on a user's second run",
+            "cache and preflight receipt kept between rounds (the first round is a first run), "
+            "as on a user's second run",
         },
         {"hpo tune --workers 2": rounds},
         "over_floor_s",
         {"key": "hpo tune --workers 2", "at_most": 1.5},
-        definition="seconds from launching hpo tune --workers 2 to its first trial RUNNING, "
-        "minus the seconds of python -c 'import torch, transformers, optuna' in the same round",
-        also=("first_trial_running_s", "import_floor_s"),
+        definition=DEFINITION,
+        also=(
+            "first_trial_running_s",
+            "import_floor_s",
+            "training_floor_s",
+            "over_training_floor_s",
+            *(
+                ("baseline_first_trial_running_s", "baseline_over_floor_s", "saved_s")
+                * bool(baseline)
+            ),
+        ),
         details=details,
-        command="python -m bench.run --only startup",
+        command="python -m bench.run --only startup"
+        + (f" --runs {args.runs} --baseline {baseline[1]}" if baseline else ""),
     )
 
 
@@ -195,10 +262,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.profile:
-        from bench.common import encoder_path, sample_data
-        from bench.run import POSTS
-
-        result = profile(encoder_path()[0], sample_data(f"data-{POSTS}", POSTS))
+        result = profile(encoder_path()[0], small_sample(None)[0])
         path = RESULTS / "startup.json"
         stored = json.loads(path.read_text())
         stored["details"] = result

@@ -14,13 +14,28 @@ import statistics
 import numpy as np
 import optuna
 
+from bench.common import repeated, sample_data, tiny_encoder, workload
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
+NAME = "p7"
+DEFINITION = (
+    "share of an equal epoch budget TPE + median pruning needs to reach random search's final "
+    "median best (5 seeds each)"
+)
+TARGET = {"at_most": 0.5}
+POSTS = 150
 SEEDS = 5
 EPOCHS_PER_TRIAL = 4
 BUDGET_EPOCHS = 48  # 12 full trials
 CHECKPOINTS = (0.25, 0.5, 1.0)
+
+
+def measure(args) -> None:
+    """A tiny random-init encoder: the measure needs many trials, not a good model."""
+    data = sample_data("data-p7", POSTS, args.data_dir)
+    load = workload("tiny random-init RoBERTa", f"{POSTS} generated realistic posts")
+    repeated(NAME, lambda: tpe_vs_random(tiny_encoder(), data), args.runs, load, DEFINITION, TARGET)
 
 
 def _space(trial: optuna.Trial) -> dict:
@@ -66,7 +81,7 @@ def _best_at(curve: list, epochs: float) -> float:
     return reached[-1] if reached else float("nan")
 
 
-def p7_search(encoder: str, data_dir: str) -> dict:
+def tpe_vs_random(encoder: str, data_dir: str) -> dict:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     base = TrainConfig(
         task="criteria",
@@ -154,39 +169,3 @@ def proposal_spread(workers: int = 4, rounds: int = 10, seeds: int = SEEDS) -> d
                     study.tell(t, objective(t.params))
         spread["constant_liar" if liar else "plain"] = statistics.fmean(distances)
     return spread
-
-
-def determinism_cost(encoder: str, data_dir: str, runs: int = 2) -> dict:
-    """Wall time of the same trial with and without ``deterministic: true`` (transformers'
-    enable_full_determinism), and whether two deterministic runs agree bit for bit."""
-    import time
-
-    import torch
-
-    base = TrainConfig(
-        task="criteria",
-        encoder=encoder,
-        data_dir=data_dir,
-        criteria_formulation="multilabel",
-        max_length=128,
-        epochs=1,
-        batch_size=16,
-        objective_metric="macro_f1",
-        mixed_precision="no",
-    )
-    seconds, values = {}, {}
-    for deterministic in (False, True):  # off first: enable_full_determinism is process-wide
-        times = []
-        for _ in range(runs):
-            started = time.perf_counter()
-            result = train(dataclasses.replace(base, deterministic=deterministic))
-            times.append(time.perf_counter() - started)
-            values.setdefault(deterministic, []).append(result.metrics)
-        seconds[deterministic] = statistics.median(times)
-    torch.use_deterministic_algorithms(False)
-    return {
-        "ratio": seconds[True] / seconds[False],
-        "seconds": {"off": seconds[False], "on": seconds[True]},
-        "bitwise_equal_reruns": values[True][0] == values[True][1],
-        "command": "python -m bench.run --only determinism",
-    }

@@ -25,8 +25,60 @@ import time
 
 import optuna
 
-from bench.common import RUNS, hpo_cmd, timed_run
+from bench.common import (
+    RUNS,
+    SAMPLE_FRACTIONS,
+    Headline,
+    data_words,
+    encoder_path,
+    hpo_cmd,
+    sample_data,
+    service_spec,
+    timed_run,
+    workload,
+    write_headlines,
+)
 
+NAME = "p1"  # also writes time_to_quality.json from the same rounds
+DEFINITION = (
+    "wall time of the whole search, hpo tune --workers 2 on (criterion, post) pairs / "
+    "Trainer.hyperparameter_search on the same pairs: same examples, split, epochs, trials, "
+    "class weighting"
+)
+TIME_TO_QUALITY = (
+    "seconds from launch until hpo tune --workers 2 (multilabel: each post read once for nine "
+    "logits) first evaluates a post macro-F1 at least the Trainer's best, over the seconds until "
+    "Trainer.hyperparameter_search (pairs) first reached its best; same split"
+)
+HEADLINES = (  # every round goes into both files
+    Headline(
+        NAME,
+        "same work",
+        "p1_ratio",
+        {"at_most": 0.4},
+        DEFINITION,
+        (
+            "trainer_seconds",
+            "service_pairs_seconds",
+            "trainer_best_post_macro_f1",
+            "service_pairs_best_post_macro_f1",
+        ),
+    ),
+    Headline(
+        "time_to_quality",
+        "multilabel vs Trainer",
+        "time_to_quality_ratio",
+        {"at_most": 0.2},
+        TIME_TO_QUALITY,
+        (
+            "trainer_reached_s",
+            "service_multilabel_reached_s",
+            "target_post_macro_f1",
+            "service_multilabel_best_post_macro_f1",
+            "service_pairs_quality_ratio",
+        ),
+    ),
+)
 POLL = 0.5  # seconds between looks at the service's study
 # Big enough that the Trainer learns (at 30 posts, 2 epochs and 64 tokens its best post macro-F1 was
 # 0.000: no quality to reach), small enough for 5 rounds on a 2-core machine.
@@ -35,7 +87,53 @@ POSTS = 80  # 48 training posts (432 pairs), 24 validation posts
 STORAGE = f"sqlite:///{RUNS / 'p1.db'}"
 
 
-def p1_round(round_no: int, encoder: str, data_dir: str, spec_for) -> dict:
+def measure(args) -> None:
+    """``args.runs`` rounds; writes p1.json and time_to_quality.json."""
+    encoder, encoder_name = encoder_path()
+    (RUNS / "p1.db").unlink(missing_ok=True)
+    data = data_words(args.data_dir, POSTS, SAMPLE_FRACTIONS)
+    data_dir = sample_data(f"data-{POSTS}", POSTS, args.data_dir)
+
+    def spec_for(name: str, formulation: str) -> tuple[str, str]:
+        return name, service_spec(
+            name,
+            data_dir,
+            encoder,
+            TRIALS,
+            STORAGE,
+            train={"epochs": EPOCHS, "max_length": MAX_LENGTH, "criteria_formulation": formulation},
+        )
+
+    rounds = []
+    for round_no in range(args.runs):
+        rounds.append(one_round(round_no, encoder, data_dir, spec_for))
+        print(
+            f"[p1 round {round_no + 1}] P1 {rounds[-1]['p1_ratio']:.2f}x, time to quality "
+            f"{rounds[-1].get('time_to_quality_ratio')}",
+            flush=True,
+        )
+    shape = (
+        f"{TRIALS} trials x {EPOCHS} epochs each side, max_length {MAX_LENGTH}, "
+        "batch 16, search space learning_rate [2e-5, 2e-4] log x weight_decay [0, 0.1], "
+        "TPE seed 0, float32, "
+        "balanced class weighting on both sides (the Trainer's through compute_loss), "
+        "every epoch evaluated"
+    )
+    load = workload(
+        encoder_name,
+        data,
+        shape=shape,
+        rounds=f"{args.runs} rounds; each runs the three searches in a rotated order",
+        service="hpo tune --workers 2 (1 thread each)",
+        trainer=(
+            "bench/trainer_baseline.py: Trainer.hyperparameter_search, optuna backend, 2 threads"
+        ),
+    )
+    runs = dict.fromkeys((h.name for h in HEADLINES), rounds)
+    write_headlines(HEADLINES, runs, load, f"python -m bench.run --only {NAME}")
+
+
+def one_round(round_no: int, encoder: str, data_dir: str, spec_for) -> dict:
     """One round: the three searches in a rotated order; each side's seconds and evaluations."""
     sides = {
         "trainer": lambda: _trainer(round_no, encoder, data_dir),
@@ -150,7 +248,3 @@ def _watch(name: str, launched: float, seen: dict, stop: threading.Event) -> Non
         for trial in trials:
             for epoch, value in trial.intermediate_values.items():
                 seen.setdefault((trial.number, epoch), (now, value))
-
-
-def clean() -> None:
-    (RUNS / "p1.db").unlink(missing_ok=True)

@@ -1,0 +1,149 @@
+"""Does averaging seeds help? ``hpo finalize --seeds 2`` averages the chosen configuration's
+seeds by default (``--ensemble seeds``). Here the standard recipe trains on K seeds of one
+calibrated realistic sample (the same data and split for every seed); each seed alone and each
+pair of seeds averaged is scored on validation and on test, at the fixed 0.5 and at thresholds
+tuned on validation, with a 95% bootstrap interval over test posts. A pair's gain is its test
+post macro-F1 minus the mean of its two members' (the same posts, so paired).
+
+    python -m bench.seed_ensemble --posts 600 --max-length 128 --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+
+import numpy as np
+
+from bench.calibration import SPLIT, recipe_config
+from bench.common import RUNS, encoder_path
+from bench.results import write_results
+from bench.search_budget import RECIPE
+from hpo.fixtures import write_sample
+from hpo.fixtures.realistic import CLARITY
+
+NAME = "seed_ensemble"
+DEFINITION = (
+    "test post macro-F1 of the standard recipe: each seed alone, and each pair of seeds "
+    "averaged (finalize's --ensemble seeds), at the fixed 0.5 and at validation-tuned thresholds"
+)
+
+
+def _config(encoder: str, data: str, max_length: int, seed: int, folder):
+    return recipe_config(
+        encoder,
+        data,
+        max_length,
+        seed,
+        split_seed=0,  # one split for every seed: the seeds differ in training alone
+        checkpoint_dir=str(folder),
+        cache_dir=str(RUNS / "seed-ensemble-cache"),
+    )
+
+
+def _scores(data, probs: dict[str, np.ndarray], tuned: dict[str, float]) -> dict:
+    """Validation and test post macro-F1 at 0.5 and at ``tuned``, and test's interval at 0.5."""
+    from hpo.data import SYMPTOMS
+    from hpo.final.holdout import post_intervals
+    from hpo.train.evaluate import metrics_at
+
+    fixed = dict.fromkeys(SYMPTOMS, 0.5)
+    found = {}
+    for split_name, thresholds, label in (
+        ("validation", fixed, ""),
+        ("test", fixed, ""),
+        ("validation", tuned, "_tuned"),
+        ("test", tuned, "_tuned"),
+    ):
+        split = getattr(data, split_name)
+        value = metrics_at(split, probs[split_name], thresholds)["post_macro_f1"]
+        found[f"{split_name}_post_macro_f1{label}"] = round(value, 4)
+    interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
+    found["test_interval"] = [round(interval["low"], 4), round(interval["high"], 4)]
+    return found
+
+
+def measure(args) -> None:
+    from hpo.final.holdout import mean_probabilities
+    from hpo.train.evaluate import score
+    from hpo.train.loop import train
+    from hpo.train.prepare import prepare_data
+
+    encoder, encoder_name = encoder_path()
+    data_dir = RUNS / "seed-ensemble" / f"{args.posts}-c{args.clarity}"
+    if not (data_dir / "redsm5_posts.csv").exists():
+        write_sample(data_dir, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
+    probs, configs, walls = {}, {}, {}
+    for seed in range(args.seeds):
+        folder = RUNS / "seed-ensemble" / f"model-{args.posts}-{args.max_length}-s{seed}"
+        config = _config(encoder, str(data_dir), args.max_length, seed, folder)
+        started = time.perf_counter()
+        if not (folder / "classifier.json").exists():
+            train(config)
+        walls[seed] = round(time.perf_counter() - started, 1)
+        data = prepare_data(config)
+        configs[seed] = (config, data)
+        probs[seed] = {
+            name: mean_probabilities(config, data, getattr(data, name), [folder])
+            for name in ("validation", "test")
+        }
+        print(f"[seed_ensemble] seed {seed} trained and scored ({walls[seed]} s)", flush=True)
+    config, data = configs[0]
+    singles, pairs = [], []
+    for seed in range(args.seeds):
+        tuned = score(data.validation, probs[seed]["validation"]).thresholds
+        singles.append(
+            {"seeds": [seed], **_scores(data, probs[seed], tuned), "wall_s": walls[seed]}
+        )
+    by_seed = {run["seeds"][0]: run for run in singles}
+    for a, b in itertools.combinations(range(args.seeds), 2):
+        averaged = {name: (probs[a][name] + probs[b][name]) / 2 for name in ("validation", "test")}
+        tuned = score(data.validation, averaged["validation"]).thresholds
+        run = {"seeds": [a, b], **_scores(data, averaged, tuned)}
+        for figure in ("test_post_macro_f1", "test_post_macro_f1_tuned"):
+            members = statistics.fmean([by_seed[a][figure], by_seed[b][figure]])
+            run[f"gain_over_members{figure.removeprefix('test_post_macro_f1')}"] = round(
+                run[figure] - members, 4
+            )
+        pairs.append(run)
+        print(f"[seed_ensemble] seeds {a}+{b}: {run}", flush=True)
+    write_results(
+        NAME,
+        {
+            "encoder": encoder_name,
+            "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
+            f"split {SPLIT} by post, one split for every seed",
+            "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
+            "size": "the real size"
+            if args.posts >= 1484 and args.max_length >= 256
+            else "a smaller share (fewer posts or shorter texts) so that the seeds fit an hour",
+        },
+        {"one seed": singles, "two seeds averaged": pairs},
+        "test_post_macro_f1",
+        definition=DEFINITION,
+        also=(
+            "validation_post_macro_f1",
+            "test_post_macro_f1_tuned",
+            "gain_over_members",
+            "gain_over_members_tuned",
+        ),
+        command=f"python -m bench.seed_ensemble --posts {args.posts} --max-length "
+        f"{args.max_length} --seeds {args.seeds} --clarity {args.clarity}",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--posts", type=int, default=600)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--clarity", type=float, default=CLARITY)
+    measure(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
