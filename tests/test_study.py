@@ -187,7 +187,7 @@ def test_heartbeats_are_written_at_once_and_stale_trials_found_as_optuna_finds_t
 
 @pytest.mark.postgres
 def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_when_dead(
-    postgres_url,
+    postgres_url, monkeypatch
 ):
     storage = get_storage(postgres_url)
     pings = []
@@ -198,21 +198,21 @@ def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_whe
         return real_ping(dialect, connection)
 
     storage.engine.dialect.do_ping = counting_ping.__get__(storage.engine.dialect)
-    for _ in range(
-        20
-    ):  # a trial's burst of storage calls: the pool hands back live connections unchecked
+    # The idle limit is set, not waited for: a loaded machine's stall inside the burst
+    # would otherwise count as idleness (it did, in CI).
+    monkeypatch.setattr("hpo.study._storage.PING_AFTER_IDLE_SECONDS", 3600.0)
+    for _ in range(20):  # a trial's burst of storage calls: live connections go unchecked
         storage.get_all_studies()
-    assert len(pings) == len({id(connection) for connection in pings}) <= 2, (
-        "at most once each, when first used"
-    )
+    assert pings == [], "a connection new or just handed back is not pinged"
     with storage.engine.connect() as connection:
         backend_pid = connection.execute(sa.text("SELECT pg_backend_pid()")).scalar()
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:  # what a database restart does to the pooled connection
         connection.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": backend_pid})
     admin.dispose()
-    time.sleep(1.2)  # idle, as across a trial's training
+    monkeypatch.setattr("hpo.study._storage.PING_AFTER_IDLE_SECONDS", 0.0)  # idle, as in training
     storage.get_all_studies()  # checked, found dead, replaced: no error
+    assert pings, "an idle connection is checked before use"
     with storage.engine.connect() as connection:
         assert connection.execute(sa.text("SELECT pg_backend_pid()")).scalar() != backend_pid
 
