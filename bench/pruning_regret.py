@@ -1,6 +1,12 @@
 """How often does the pruner kill the configuration that would have ended best?
 
-    python -m bench.run --only pruning_regret
+    python -m bench.run --only pruning_regret                # the real job's size (~1 hour here)
+    python -m bench.run --only pruning_regret --share quick  # 150 posts (~15 minutes)
+
+The full share trains on the calibrated realistic sample at the real set's size and split
+(1,484 posts: 149 validation posts decide, as on the real job) at 128 of the real 256 tokens, so
+that eleven 4-epoch curves fit an hour of a 2-core machine (``pruning_regret_full.json``); the
+quick share on 150 posts (30 validation posts, ``pruning_regret.json``).
 
 Every configuration is trained to its last epoch once, without pruning, recording each epoch's
 validation metrics (the study metric and the threshold-free average precision). Optuna's own
@@ -33,8 +39,14 @@ import optuna
 from bench.common import RUNS, data_words, encoder_path, sample_data, workload, write_spec
 from bench.results import commit, load_all, write_results
 from bench.search_budget import FRACTIONS, POSTS, RECIPE, SEARCH_SPACE, TRAIN
+from hpo.fixtures.realistic import REAL_POSTS
 
 NAME = "pruning_regret"
+# per share: results file, posts, split; the token budget is TRAIN's 128 in both
+SHARES = {
+    "full": (f"{NAME}_full", REAL_POSTS, (0.8, 0.1, 0.1)),
+    "quick": (NAME, POSTS, FRACTIONS),
+}
 DEFINITION = (
     "share of replay orders in which the pruner killed the configuration that ends best; "
     "regret: its final post macro-F1 minus the best kept"
@@ -50,25 +62,42 @@ VARIANTS = {  # what the pruner judges by, its first rung, and its unit (steps p
     # successive halving on ninths of an epoch: the supermax specs' rungs, and a gentler start
     "ninth_epoch": {"signal": "post_macro_f1", "min_resource": 1, "units": UNITS},
     "third_epoch": {"signal": "post_macro_f1", "min_resource": 3, "units": UNITS},
+    # the same rungs judged by how well scores rank: F1 at a fixed 0.5 is near its floor
+    # for every configuration a ninth of an epoch in, so it may not rank them at all
+    "ninth_epoch_average_precision": {
+        "signal": "average_precision",
+        "min_resource": 1,
+        "units": UNITS,
+    },
+    "third_epoch_average_precision": {
+        "signal": "average_precision",
+        "min_resource": 3,
+        "units": UNITS,
+    },
 }
 
 
 def measure(args) -> None:
-    """Trains the curves, or with ``args.resume`` replays the committed results file's again."""
+    """Trains the curves at ``args.share``'s size, or with ``args.resume`` replays that share's
+    committed results file's curves again."""
     encoder, encoder_name = encoder_path()
-    data = sample_data(f"data-{POSTS}", POSTS, args.data_dir)
-    earlier = load_all().get(NAME) if args.resume else None
+    results, posts, fractions = SHARES[args.share]
+    # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY)
+    data = sample_data(f"data-{posts}", posts, args.data_dir)
+    earlier = load_all().get(results) if args.resume else None
     if earlier:  # its curves, and the commit that trained them
         earlier = {"curves_commit": earlier["commit"], **earlier["details"]}
-    runs, details = pruning_regret(encoder, data, earlier)
+    runs, details = pruning_regret(encoder, data, earlier, fractions)
     write_results(
-        NAME,
+        results,
         workload(
             encoder_name,
-            data_words(args.data_dir, POSTS, FRACTIONS),
+            data_words(args.data_dir, posts, fractions),
             shape=f"the recipe + {CONFIGS} random configurations of bench/search_budget.py's "
-            f"space, {EPOCHS} epochs each, replayed through HyperbandPruner "
-            f"(max_resource {EPOCHS}, reduction_factor 3); each run: {ORDERS} random orders",
+            f"space, {EPOCHS} epochs each at max_length {TRAIN['max_length']}, replayed "
+            f"through HyperbandPruner (max_resource {EPOCHS}, reduction_factor 3) or, for "
+            f"looks inside an epoch, SuccessiveHalvingPruner (reduction_factor 3); each run: "
+            f"{ORDERS} random orders",
         ),
         runs,
         "best_pruned_share",
@@ -76,11 +105,13 @@ def measure(args) -> None:
         definition=DEFINITION,
         also=("mean_regret", "epochs_share"),
         details=details,
-        command=f"python -m bench.run --only {NAME}",
+        command=f"python -m bench.run --only {NAME}"
+        + (f" --share {args.share}" if args.share != "full" else "")
+        + (" --resume" if earlier else ""),
     )
 
 
-def curves(encoder: str, data_dir: str, workers: int = 2) -> list[dict]:
+def curves(encoder: str, data_dir: str, fractions=FRACTIONS, workers: int = 2) -> list[dict]:
     """The recipe and CONFIGS random configurations of the search space (epochs fixed, so
     every curve reaches the same last epoch), each trained to the end, ``workers`` at a time
     with one thread each, as ``hpo tune --workers 2`` runs them."""
@@ -95,7 +126,13 @@ def curves(encoder: str, data_dir: str, workers: int = 2) -> list[dict]:
         metric="post_macro_f1",
         n_trials=CONFIGS,
         sampler={"name": "random", "seed": 0},
-        train={**TRAIN, "encoder": encoder, "epochs": EPOCHS, "cache_dir": str(RUNS / "cache")},
+        train={
+            **TRAIN,
+            "split_fractions": list(fractions),
+            "encoder": encoder,
+            "epochs": EPOCHS,
+            "cache_dir": str(RUNS / "cache"),
+        },
         search_space=space,
     )
     spec = load_spec(str(path))
@@ -186,11 +223,13 @@ def replay(configs: list[dict], variant: dict, orders: int = ORDERS, seed: int =
     }
 
 
-def pruning_regret(encoder: str, data_dir: str, recorded: dict | None = None) -> tuple[dict, dict]:
+def pruning_regret(
+    encoder: str, data_dir: str, recorded: dict | None = None, fractions=FRACTIONS
+) -> tuple[dict, dict]:
     """Per variant one summary of its replays; the curves themselves as details.
     ``recorded``: an earlier results file's details, to replay its curves again."""
     if recorded is None:
-        recorded = {"curves": curves(encoder, data_dir), "curves_commit": commit()}
+        recorded = {"curves": curves(encoder, data_dir, fractions), "curves_commit": commit()}
     sub_epoch = all("step" in e for c in recorded["curves"] for e in c["epochs"])
     runs = {
         name: [replay(recorded["curves"], variant, seed=run) for run in range(RUNS_OF_ORDERS)]
@@ -200,7 +239,7 @@ def pruning_regret(encoder: str, data_dir: str, recorded: dict | None = None) ->
     details = {
         "configurations": len(recorded["curves"]),
         "orders_per_run": ORDERS,
-        "split_fractions": list(FRACTIONS),
+        "split_fractions": list(recorded.get("split_fractions", fractions)),
         "curves_commit": recorded.get("curves_commit"),
         "curves": recorded["curves"],
     }

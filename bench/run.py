@@ -37,7 +37,7 @@ MEASURES = {
     "formulations": ("formulations",),
     "determinism": ("determinism",),
     "search_budget": ("search_budget",),
-    "pruning_regret": ("pruning_regret",),
+    "pruning_regret": ("pruning_regret", "pruning_regret_full"),
     "sizing": ("sizing",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
@@ -80,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
         "--share",
         default="full",
         choices=("full", "quick"),
-        help="search_budget: the real job's size (days here) or a small share (about an hour)",
+        help="search_budget, pruning_regret: the real job's size (days here for search_budget, "
+        "an hour for pruning_regret) or a small share (about an hour, a quarter of one)",
     )
     parser.add_argument(
         "--baseline",
