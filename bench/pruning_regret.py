@@ -15,7 +15,8 @@ rivals change with the order) for each variant: the last round's (the thresholde
 from epoch 1), this round's default first rung (the same metric, from epoch 2), and a
 threshold-free signal (``prune_on: average_precision`` or ``auroc``) from epoch 2. Per order:
 whether the configuration with the best final value was pruned, the regret (best final value
-minus the best among the trials not pruned) and the share of epochs trained.
+minus the best among the trials not pruned), the share of epochs trained and its inverse, the
+configurations judged for one full trial's training.
 
 Curves recorded with looks inside an epoch (``UNITS`` per epoch, at ``LOOKS``, as
 ``pruner.units_per_epoch`` records them) also replay the sub-epoch variants through
@@ -62,6 +63,9 @@ VARIANTS = {  # what the pruner judges by, its first rung, and its unit (steps p
     # successive halving on ninths of an epoch: the supermax specs' rungs, and a gentler start
     "ninth_epoch": {"signal": "post_macro_f1", "min_resource": 1, "units": UNITS},
     "third_epoch": {"signal": "post_macro_f1", "min_resource": 3, "units": UNITS},
+    # successive halving from the end of epoch 1: the latest first rung that can still buy the
+    # issue's 4 configurations per full trial's cost (a 4-epoch trial pruned there pays 1/4)
+    "first_epoch": {"signal": "post_macro_f1", "min_resource": UNITS, "units": UNITS},
     # the same rungs judged by how well scores rank: F1 at a fixed 0.5 is near its floor
     # for every configuration a ninth of an epoch in, so it may not rank them at all
     "ninth_epoch_average_precision": {
@@ -103,7 +107,7 @@ def measure(args) -> None:
         "best_pruned_share",
         None,
         definition=DEFINITION,
-        also=("mean_regret", "epochs_share"),
+        also=("mean_regret", "epochs_share", "configurations_per_full_trial"),
         details=details,
         command=f"python -m bench.run --only {NAME}"
         + (f" --share {args.share}" if args.share != "full" else "")
@@ -220,6 +224,9 @@ def replay(configs: list[dict], variant: dict, orders: int = ORDERS, seed: int =
         "median_regret": statistics.median(regrets),
         # training done, in epochs, over what every configuration trained in full would cost
         "epochs_share": trained / (orders * len(configs) * EPOCHS),
+        # configurations judged for one full trial's training (1 / epochs_share): the issue's
+        # "4N configurations at a budget of N full trials", before per-trial overheads
+        "configurations_per_full_trial": orders * len(configs) * EPOCHS / trained,
     }
 
 

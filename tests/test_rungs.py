@@ -310,6 +310,12 @@ def test_pruning_regret_replays_sub_epoch_curves_as_the_objective_judges_them():
     configs = [curve(0.5, 0.6), curve(0.1, 0.9), curve(0.4, 0.5), curve(0.3, 0.4)]
     ninth = pr.replay(configs, pr.VARIANTS["ninth_epoch"], orders=30)
     assert 0 < ninth["best_pruned_share"] < 1 and ninth["epochs_share"] < 1
+    first_epoch = pr.replay(configs, pr.VARIANTS["first_epoch"], orders=30)
+    # pruned at epoch 1 at the earliest: at most EPOCHS configurations per full trial's cost
+    assert 1 < first_epoch["configurations_per_full_trial"] <= pr.EPOCHS
+    assert first_epoch["configurations_per_full_trial"] == pytest.approx(
+        1 / first_epoch["epochs_share"]
+    )
     # epoch-end variants read the same curves' epoch ends only
     assert pr.replay(configs, pr.VARIANTS["first_rung_2"], orders=30)["epochs_share"] > 0
 
