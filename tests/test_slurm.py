@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from shared_storage import read_trials
+from shared_storage import read_trials, wait_for
 from tune_cli import study_sets, tune_assets
 
 from hpo.cli import main
@@ -218,15 +218,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"waited {seconds}s for {what}")
-
-
 def _slurm_conf(root: Path, socket_path: Path) -> str:
     host = socket.gethostname().split(".")[0]
     return "\n".join(
@@ -318,7 +309,7 @@ def slurm():
                 stderr=subprocess.STDOUT,
             )
         )
-        _wait_for(lambda: socket_path.exists(), 20, "munged's socket")
+        wait_for(lambda: socket_path.exists(), 20, "munged's socket")
         conf = root / "slurm.conf"
         conf.write_text(_slurm_conf(root, socket_path))
         env = dict(os.environ, SLURM_CONF=str(conf))
@@ -342,14 +333,14 @@ def slurm():
             )
             return state.stdout.strip() == "idle"
 
-        _wait_for(node_idle, 60, "the Slurm node to come up idle")
+        wait_for(node_idle, 60, "the Slurm node to come up idle")
         yield env
     finally:
         if (
             len(daemons) == 3
         ):  # a failed test's tasks must not outlive the cluster (slurmstepd stays up)
             subprocess.run(["scancel", "--user", str(os.geteuid())], env=env, timeout=30)
-            _wait_for(
+            wait_for(
                 lambda: (
                     not subprocess.run(
                         ["squeue", "-h"], env=env, capture_output=True, text=True
@@ -448,9 +439,9 @@ def test_a_job_array_finishes_the_study_and_a_cancelled_task_hands_its_trial_ove
                 and t.intermediate_values
             ]
 
-        interrupted = _wait_for(task_1_training, 120, "task 1 to be mid-trial")[0]
+        interrupted = wait_for(task_1_training, 120, "task 1 to be mid-trial")[0]
         subprocess.run(["scancel", f"{job_id}_1"], env=slurm, check=True)
-        _wait_for(lambda: not _in_queue(job_id, slurm), 150, "the job array to end")
+        wait_for(lambda: not _in_queue(job_id, slurm), 150, "the job array to end")
     finally:
         subprocess.run(["scancel", job_id], env=slurm)
     logs = {task: (log_dir / f"{study_name}-{job_id}_{task}.log").read_text() for task in (0, 1)}
@@ -521,7 +512,7 @@ def test_a_job_array_keeps_the_time_budget_and_ends_by_itself(
     assert "a time budget until" in run.stdout, run.stdout
     job_id = re.search(r"submitted job array (\d+):", run.stdout).group(1)
     try:
-        _wait_for(lambda: not _in_queue(job_id, slurm), 240, "the job array to end by itself")
+        wait_for(lambda: not _in_queue(job_id, slurm), 240, "the job array to end by itself")
     finally:
         subprocess.run(["scancel", job_id], env=slurm)
     log_dir = assets["root"] / study_name / "slurm"
