@@ -39,15 +39,12 @@ import optuna
 
 from bench.common import RUNS, data_words, encoder_path, sample_data, workload, write_spec
 from bench.results import commit, load_all, write_results
-from bench.search_budget import FRACTIONS, POSTS, RECIPE, SEARCH_SPACE, TRAIN
-from hpo.fixtures.realistic import REAL_POSTS
+from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, SHARES, TRAIN
 
 NAME = "pruning_regret"
-# per share: results file, posts, split; the token budget is TRAIN's 128 in both
-SHARES = {
-    "full": (f"{NAME}_full", REAL_POSTS, (0.8, 0.1, 0.1)),
-    "quick": (NAME, POSTS, FRACTIONS),
-}
+# per share its results file; posts and split are search_budget's share of the same name, the
+# token budget TRAIN's 128 in both
+RESULTS = {"full": f"{NAME}_full", "quick": NAME}
 DEFINITION = (
     "share of replay orders in which the pruner killed the configuration that ends best; "
     "regret: its final post macro-F1 minus the best kept"
@@ -85,7 +82,8 @@ def measure(args) -> None:
     """Trains the curves at ``args.share``'s size, or with ``args.resume`` replays that share's
     committed results file's curves again."""
     encoder, encoder_name = encoder_path()
-    results, posts, fractions = SHARES[args.share]
+    results, share = RESULTS[args.share], SHARES[args.share]
+    posts, fractions = share.posts, share.fractions
     # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY)
     data = sample_data(f"data-{posts}", posts, args.data_dir)
     earlier = load_all().get(results) if args.resume else None
