@@ -70,9 +70,9 @@ def test_a_few_trial_budget_runs_the_portfolio_then_gp_until_tpe_can_model():
     # ten per searched parameter (4), and never before TPE's 10 random startup trials are over
     assert plan.handover == plan.gp_until == 40 == handover(auto_spec())
     assert [label for label, _ in plan.portfolio] == [
+        "class_weighting balanced -> sqrt",
         "learning_rate 0.0001 -> 0.0002",
-        "learning_rate 0.0001 -> 5e-05",
-        "class_weighting balanced -> sqrt",  # epochs 4 x 1.5 leaves the space: no longer run
+        "learning_rate 0.0001 -> 5e-05",  # epochs 4 x 1.5 leaves the space: no longer run
         "learning_rate 0.0001 -> 0.0003",
         "epochs 4 -> 3",
         "class_weighting balanced -> none",
@@ -86,8 +86,8 @@ def test_the_portfolio_never_outgrows_the_budget_and_a_timeout_counts_with_an_es
     plan = plan_search(spec, trial_seconds=2100, workers=2)
     assert plan.strategy == "portfolio" and plan.budget_trials == 3
     assert [label for label, _ in plan.portfolio] == [
+        "class_weighting balanced -> sqrt",
         "learning_rate 0.0001 -> 0.0002",
-        "learning_rate 0.0001 -> 5e-05",
     ]
     assert "timeout 1h00m x 2 workers / 35m a trial" in plan.describe()[0]
     # a timeout with no measured trial cost is taken as few trials: TPE's random start could be
@@ -124,7 +124,8 @@ def test_portfolio_points_stay_in_the_space_and_never_repeat_a_recipe():
     labels = [label for label, _ in points]
     # x2 is clipped to the bound; x3 is then the same point, dropped; the second recipe's lr can
     # only go down, its x0.5 equals nothing else
-    assert labels[:3] == [
+    assert labels[:4] == [
+        "warm start 0: class_weighting balanced -> sqrt",
         "warm start 0: learning_rate 0.0001 -> 0.00015",
         "warm start 0: learning_rate 0.0001 -> 5e-05",
         "warm start 1: learning_rate 0.00015 -> 7.5e-05",
@@ -136,6 +137,19 @@ def test_portfolio_points_stay_in_the_space_and_never_repeat_a_recipe():
     assert all(spec.point_problem(point) is None for _, point in points)
     assert len({json.dumps(t, sort_keys=True) for t in typed}) == len(typed)
     assert not any(t in [spec.typed_point(r) for r in spec.warm_start] for t in typed)
+
+
+def test_the_first_move_weights_rare_labels_the_middle_way_and_the_other_choice_comes_last():
+    # sqrt sits between plain BCE and balanced's full inverse frequency: one step from either
+    for recipe, first, last in (
+        ("balanced", "sqrt", "none"),
+        ("none", "sqrt", "balanced"),
+        ("sqrt", "balanced", "none"),
+    ):
+        spec = auto_spec(warm_start=[{**RECIPE, "class_weighting": recipe}])
+        labels = [label for label, _ in portfolio_points(spec)]
+        assert labels[0] == f"class_weighting {recipe} -> {first}"
+        assert labels[-1] == f"class_weighting {recipe} -> {last}"
 
 
 def test_no_warm_start_means_no_portfolio_and_the_plan_says_why():
@@ -310,14 +324,14 @@ warm_start:
     recipe = {"learning_rate": 2.0e-3, "epochs": 1, "class_weighting": "balanced"}
     assert trials[0].params == recipe and PORTFOLIO_ATTR not in trials[0].user_attrs
     assert [t.params for t in trials[1:]] == [
+        {**recipe, "class_weighting": "sqrt"},
         {**recipe, "learning_rate": 4.0e-3},
         {**recipe, "learning_rate": 1.0e-3},
-        {**recipe, "epochs": 2},
     ]
     assert [t.user_attrs[PORTFOLIO_ATTR] for t in trials[1:]] == [
+        "class_weighting balanced -> sqrt",
         "learning_rate 0.002 -> 0.004",
         "learning_rate 0.002 -> 0.001",
-        "epochs 1 -> 2",
     ]
     # queued by Optuna's own enqueue_trial, and proposed while GP was the study's sampler
     assert all("fixed_params" in t.system_attrs for t in trials)
