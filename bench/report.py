@@ -50,6 +50,7 @@ MEASURES = {
     "hardware_limit": "Hardware limit (training step / matmul peak)",
     "explain": "Explanation (symptoms + evidence sentences)",
     "seed_ensemble": "Seed ensemble vs one seed (finalize --ensemble seeds)",
+    "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {

@@ -10,7 +10,6 @@ post macro-F1 minus the mean of its two members' (the same posts, so paired).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import time
@@ -18,11 +17,10 @@ import time
 import numpy as np
 
 from bench.calibration import SPLIT, recipe_config
-from bench.common import RUNS, encoder_path
+from bench.common import RUNS, encoder_path, sample_parser
 from bench.results import write_results
 from bench.search_budget import RECIPE
 from hpo.fixtures import write_sample
-from hpo.fixtures.realistic import CLARITY
 
 NAME = "seed_ensemble"
 DEFINITION = (
@@ -135,14 +133,7 @@ def measure(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--posts", type=int, default=600)
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--clarity", type=float, default=CLARITY)
-    measure(parser.parse_args())
+    measure(sample_parser(__doc__, posts=600, seeds=5).parse_args())
 
 
 if __name__ == "__main__":
