@@ -7,7 +7,7 @@ sample at the real post count and split, on the same seeds; each is scored once 
 fixed 0.5, with a 95% bootstrap interval over test posts, and against the recipe on the same
 seeds and posts (the paired gain, its interval from resampling the test posts).
 
-    python -m bench.portfolio_moves --posts 1484 --max-length 128 --seeds 2
+    python -m bench.portfolio_moves --posts 1484 --max-length 128 --seeds 3
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def measure(args) -> None:
     chosen = points()[: args.moves + 1]
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
-    truth = data = None
+    fixed = dict.fromkeys(SYMPTOMS, 0.5)
+    truth = None
     for seed in range(args.seeds):  # seed by seed: a run cut short still has whole rounds
         for label, point in chosen:
             # named by the point, not its place: a reordered portfolio reuses the right model
@@ -125,12 +126,11 @@ def measure(args) -> None:
                 train(config)
                 timing.write_text(f"{time.perf_counter() - started:.1f}\n")
             wall = float(timing.read_text())  # the training's, kept with its model
-            data = data or prepare_data(config)
+            data = prepare_data(config)  # its own: a move may change what the encoder reads
             probs = {
                 name: mean_probabilities(config, data, getattr(data, name), [folder])
                 for name in ("validation", "test")
             }
-            fixed = dict.fromkeys(SYMPTOMS, 0.5)
             interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
             truth, decided = _decided(data, probs["test"])
             decisions[label].append(decided)
@@ -156,10 +156,11 @@ def measure(args) -> None:
         if label != "recipe"
     }
     first = chosen[1][0]
-    two_trials = [  # the hour with two workers: the recipe and the first move, finalize's pick
-        max((runs["recipe"][seed], runs[first][seed]), key=lambda r: r["validation_post_macro_f1"])
+    picks = [  # the hour with two workers: the recipe and the first move, finalize's pick
+        max(("recipe", first), key=lambda label: runs[label][seed]["validation_post_macro_f1"])
         for seed in range(rounds)
     ]
+    picked = [runs[label][seed]["test_post_macro_f1"] for seed, label in enumerate(picks)]
     write_results(
         NAME,
         {
@@ -180,14 +181,11 @@ def measure(args) -> None:
             "paired_gain_over_recipe": gains,
             "two_trial_search": {
                 "trials": ["recipe", first],
-                "chosen_by_validation": [
-                    "recipe" if run is runs["recipe"][seed] else first
-                    for seed, run in enumerate(two_trials)
-                ],
-                "test_post_macro_f1": [run["test_post_macro_f1"] for run in two_trials],
+                "chosen_by_validation": picks,
+                "test_post_macro_f1": picked,
                 "gain_over_recipe": [
-                    round(run["test_post_macro_f1"] - runs["recipe"][seed]["test_post_macro_f1"], 4)
-                    for seed, run in enumerate(two_trials)
+                    round(value - runs["recipe"][seed]["test_post_macro_f1"], 4)
+                    for seed, value in enumerate(picked)
                 ],
             },
             "seeds_paired": rounds,
