@@ -82,6 +82,8 @@ def measure(args) -> None:
     """Trains the curves at ``args.share``'s size, or with ``args.resume`` replays that share's
     committed results file's curves again."""
     encoder, encoder_name = encoder_path()
+    if args.share not in RESULTS:
+        raise SystemExit(f"pruning_regret has no {args.share} share: use --share full or quick")
     results, share = RESULTS[args.share], SHARES[args.share]
     posts, fractions = share.posts, share.fractions
     # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY)

@@ -36,7 +36,7 @@ MEASURES = {
     "search_effectiveness": ("p7",),
     "formulations": ("formulations",),
     "determinism": ("determinism",),
-    "search_budget": ("search_budget",),
+    "search_budget": ("search_budget", "search_budget_mid", "search_budget_full"),
     "pruning_regret": ("pruning_regret", "pruning_regret_full"),
     "sizing": ("sizing",),
 }
@@ -79,9 +79,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--share",
         default="full",
-        choices=("full", "quick"),
+        choices=("full", "mid", "quick"),
         help="search_budget, pruning_regret: the real job's size (days here for search_budget, "
-        "an hour for pruning_regret) or a small share (about an hour, a quarter of one)",
+        "an hour for pruning_regret) or a small share (about an hour, a quarter of one); "
+        "search_budget also a third of it (mid: about two hours)",
     )
     parser.add_argument(
         "--baseline",

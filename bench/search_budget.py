@@ -3,6 +3,7 @@ sample (issue #35): (a) the standard recipe alone, (b) the search + finalize as 
 issue #35 shipped them, (c) the search + finalize issue #35 builds; every repeat on new seeds.
 
     python -m bench.run --only search_budget                # the full size: ~2 days here
+    python -m bench.run --only search_budget --share mid    # a third of it: ~2 hours here
     python -m bench.run --only search_budget --share quick  # a small share: ~1 hour here
     python -m bench.search_budget --plan                    # how long the full size takes
 
@@ -50,6 +51,7 @@ DEFINITION = (
     "repeats; a gain only where (c) - (a)'s interval is above zero"
 )
 ARMS = ("a_recipe", "b_before", "c_issue35")
+RESULTS = {"full": f"{NAME}_full", "mid": f"{NAME}_mid", "quick": NAME}
 # pruning_regret's workload (bench/pruning_regret.py reads POSTS, FRACTIONS and TRAIN)
 POSTS, FRACTIONS = 150, (0.6, 0.2, 0.2)  # 90 training, 30 validation, 30 test posts
 REPEATS = 5  # the issue asks for intervals over >= 5 repeats
@@ -72,6 +74,20 @@ class Share:
 SHARES = {
     # the real set's size and split; ~4 full standard-recipe trials on a quiet 2-core machine
     "full": Share("full", REAL_POSTS, (0.8, 0.1, 0.1), 256, "2h", 5, "the issue's full size"),
+    # the real split and the real hour's shape (a search that trains about two configurations,
+    # the warm start and one more) at a third of the posts and half the tokens, so that five
+    # repeats of the three arms fit about two hours of a 2-core machine
+    "mid": Share(
+        "mid",
+        500,
+        (0.8, 0.1, 0.1),
+        128,
+        "5m",
+        3,
+        "a third of the real size (500 posts: 400 train / 50 validation / 50 test, 128 tokens), "
+        "a 5-minute search that trains about two configurations, as the real hour does, and 3 "
+        "CV folds, so that 5 repeats of the three arms fit about two hours of a 2-core machine",
+    ),
     # five repeats of the three arms in about an hour of a 2-core machine
     "quick": Share(
         "quick",
@@ -127,7 +143,7 @@ def measure(args) -> None:
     outcome = verdict(runs)
     half = (outcome["a_recipe_test_interval"][1] - outcome["a_recipe_test_interval"][0]) / 2
     write_results(
-        NAME,
+        RESULTS[args.share],
         {
             "encoder": encoder_name,
             "data": data_words(args.data_dir, chosen.posts, chosen.fractions),
