@@ -315,12 +315,33 @@ def verdict(runs: dict[str, list[dict]]) -> dict:
             "c_vs_a": "gain" if low > 0 else "loss" if high < 0 else "no difference shown",
             "c_beats_a_by_more_than_half_width": margin > half,
         }
+    out |= what_was_chosen(runs)
     first = {arm: [_first_rung(r) for r in runs[arm]] for arm in ("b_before", "c_issue35")}
     if first["b_before"] and first["c_issue35"]:
         ratio = statistics.median(first["c_issue35"]) / max(
             statistics.median(first["b_before"]), 1e-9
         )
         out["first_rung_configs_per_hour_c_over_b"] = round(ratio, 2)
+    return out
+
+
+def what_was_chosen(runs: dict[str, list[dict]]) -> dict:
+    """How often each search finalized the recipe itself, and, over the repeats where (b) and
+    (c) finalized the same configuration (the same seeds, so the same models), (c) - (b): there
+    the only difference is the decision thresholds, out-of-fold against the fixed 0.5."""
+    out: dict = {
+        f"{arm}_chose_the_recipe": sum(r["chosen_params"] == RECIPE for r in runs[arm])
+        for arm in ("b_before", "c_issue35")
+    }
+    same = [
+        c["test_post_macro_f1"] - b["test_post_macro_f1"]
+        for b, c in zip(runs["b_before"], runs["c_issue35"], strict=False)
+        if b["chosen_params"] == c["chosen_params"]
+    ]
+    out["same_choice_repeats"] = len(same)
+    if same:
+        out["same_choice_c_minus_b"] = round(statistics.mean(same), 4)
+        out["same_choice_c_minus_b_interval"] = mean_interval(same)
     return out
 
 

@@ -5,13 +5,27 @@ from __future__ import annotations
 
 import optuna
 
-from bench.search_budget import REPEATS, per_rung_rate, plan, verdict
+from bench import run
+from bench.search_budget import (
+    RECIPE,
+    REPEATS,
+    RESULTS,
+    SHARES,
+    per_rung_rate,
+    plan,
+    verdict,
+    what_was_chosen,
+)
 
 
 def arms(a: list[float], c: list[float]) -> dict[str, list[dict]]:
     def runs(values, first_rung):
         return [
-            {"test_post_macro_f1": v, "configurations_per_hour": {str(first_rung): 8.0}}
+            {
+                "test_post_macro_f1": v,
+                "configurations_per_hour": {str(first_rung): 8.0},
+                "chosen_params": RECIPE,
+            }
             for v in values
         ]
 
@@ -43,3 +57,34 @@ def test_the_plan_adds_the_budget_and_the_retrains():
     hours = plan(1800, repeats=REPEATS)
     assert hours["trial_hours"] == 0.5
     assert hours["hours_total"] == round(REPEATS * sum(hours["hours_per_repeat"].values()), 1)
+
+
+def test_each_share_writes_its_own_results_file_and_bench_run_names_it():
+    """A run of one share never overwrites another's figures, and ``--only`` reaches each."""
+    assert set(RESULTS) == set(SHARES)
+    assert len(set(RESULTS.values())) == len(RESULTS)
+    assert set(RESULTS.values()) == set(run.MEASURES["search_budget"])
+    for share in SHARES:
+        args = run.parser().parse_args(["--only", RESULTS[share], "--share", share])
+        assert run.chosen(args.only) == ["search_budget"]
+
+
+def test_where_both_searches_finalize_the_same_configuration_the_difference_is_thresholds():
+    """(c) - (b) is kept only for the repeats where both chose the same configuration; the
+    recipe's count is per arm."""
+    moved = {**RECIPE, "class_weighting": "sqrt"}
+
+    def run(value, params):
+        return {"test_post_macro_f1": value, "chosen_params": params}
+
+    runs = {
+        "b_before": [run(0.40, RECIPE), run(0.50, RECIPE), run(0.30, moved)],
+        "c_issue35": [run(0.38, RECIPE), run(0.60, moved), run(0.26, moved)],
+    }
+    found = what_was_chosen(runs)
+    assert found["b_before_chose_the_recipe"] == 2
+    assert found["c_issue35_chose_the_recipe"] == 1
+    assert found["same_choice_repeats"] == 2  # repeats 0 and 2
+    assert found["same_choice_c_minus_b"] == -0.03
+    low, high = found["same_choice_c_minus_b_interval"]
+    assert low <= -0.03 <= high
