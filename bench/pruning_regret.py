@@ -43,8 +43,8 @@ from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, SHARES, TRAIN
 
 NAME = "pruning_regret"
 # per share its results file; posts and split are search_budget's share of the same name, the
-# token budget TRAIN's 128 in both
-RESULTS = {"full": f"{NAME}_full", "quick": NAME}
+# token budget TRAIN's 128 in each
+RESULTS = {share: NAME if share == "quick" else f"{NAME}_{share}" for share in SHARES}
 DEFINITION = (
     "share of replay orders in which the pruner killed the configuration that ends best; "
     "regret: its final post macro-F1 minus the best kept"
@@ -82,8 +82,6 @@ def measure(args) -> None:
     """Trains the curves at ``args.share``'s size, or with ``args.resume`` replays that share's
     committed results file's curves again."""
     encoder, encoder_name = encoder_path()
-    if args.share not in RESULTS:
-        raise SystemExit(f"pruning_regret has no {args.share} share: use --share full or quick")
     results, share = RESULTS[args.share], SHARES[args.share]
     posts, fractions = share.posts, share.fractions
     # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY)

@@ -37,7 +37,7 @@ MEASURES = {
     "formulations": ("formulations",),
     "determinism": ("determinism",),
     "search_budget": ("search_budget", "search_budget_mid", "search_budget_full"),
-    "pruning_regret": ("pruning_regret", "pruning_regret_full"),
+    "pruning_regret": ("pruning_regret", "pruning_regret_full", "pruning_regret_mid"),
     "sizing": ("sizing",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from bench import run
+from bench import pruning_regret, run
 from bench.search_budget import (
     RECIPE,
     REPEATS,
@@ -67,6 +67,9 @@ def test_each_share_writes_its_own_results_file_and_bench_run_names_it():
     for share in SHARES:
         args = run.parser().parse_args(["--only", RESULTS[share], "--share", share])
         assert run.chosen(args.only) == ["search_budget"]
+    # pruning_regret runs on search_budget's shares: each has its file there too
+    assert set(pruning_regret.RESULTS) == set(SHARES)
+    assert set(pruning_regret.RESULTS.values()) == set(run.MEASURES["pruning_regret"])
 
 
 def test_where_both_searches_finalize_the_same_configuration_the_difference_is_thresholds():
