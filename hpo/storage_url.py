@@ -155,6 +155,11 @@ class StorageUrl:
             return None
 
     @property
+    def holds_secrets(self) -> bool:
+        """Whether the URL carries a password or a secret query value (a path does not)."""
+        return bool(self._parts and self._parts.secrets())
+
+    @property
     def redacted(self) -> str:
         """The URL with its password and every secret query parameter shown as ***; a URL
         that cannot be parsed is hidden whole. Hand-written because SQLAlchemy's masking

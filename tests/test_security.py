@@ -229,6 +229,35 @@ def test_no_child_argv_holds_a_storage_override_its_url_travels_in_the_environme
     assert "s3cret" not in script and "--set train.epochs=1" in script
 
 
+@pytest.mark.parametrize(
+    "uri", ["http://u:s3cret@mlflow:5000", "https://mlflow:5000/?token=s3cret"]
+)
+def test_a_tracking_uri_holding_a_secret_is_refused_before_any_child_could_see_it(uri):
+    """Any other override travels on the command line and into the recorded spec, so the one
+    other URL a spec holds may carry no credentials: exit 2, the fix named, the secret unshown."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hpo", "validate", str(REPO / "studies" / "criteria-smoke.yaml")]
+        + ["--set", f"tracking.mlflow={uri}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "tracking.mlflow: holds a password or token" in result.stderr
+    assert "MLFLOW_TRACKING_PASSWORD" in result.stderr
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+def test_a_tracking_uri_or_path_without_credentials_is_kept():
+    from hpo.spec import load_spec
+
+    for uri in ("http://mlflow:5000", "sqlite:///mlflow.db", "mlruns"):
+        spec = load_spec(
+            REPO / "studies" / "criteria-smoke.yaml", [f"tracking.mlflow={uri}"], env={}
+        )
+        assert spec.tracking.mlflow == uri
+
+
 @pytest.mark.parametrize("environment", [{}, {"HPO_STORAGE": "sqlite:///from-env.db"}])
 def test_a_child_resolves_the_storage_its_parent_resolved_from_set_storage(environment, tmp_path):
     """--set storage= loses to $HPO_STORAGE, as it always did; whichever wins in the parent is

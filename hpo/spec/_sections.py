@@ -131,3 +131,17 @@ class TrackingSpec(_Strict):
 
     # tracking URI: http://host:5000, sqlite:///mlflow.db
     mlflow: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _no_secret_in_uri(self) -> TrackingSpec:
+        # Unlike the storage, a spec field travels as it is: on every child's command line,
+        # into the study's recorded spec and finalize's files. MLflow reads credentials from
+        # its own variables, so the URI never needs to carry them.
+        if self.mlflow and StorageUrl.of(self.mlflow).holds_secrets:
+            raise _problem(
+                "holds a password or token, which would show in `ps`, the study and its files; "
+                "give the URI without it and set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN) instead",
+                at="mlflow",
+            )
+        return self
