@@ -42,9 +42,8 @@ def recipe_config(encoder: str, data_dir: str, max_length: int, seed: int, **set
         max_length=max_length,
         threshold="fixed",
         objective_metric="post_macro_f1",
-        split_fractions=SPLIT,
         seed=seed,
-        **{**RECIPE, **settings},
+        **{"split_fractions": SPLIT, **RECIPE, **settings},
     )
 
 

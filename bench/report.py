@@ -52,6 +52,7 @@ MEASURES = {
     "explain": "Explanation (symptoms + evidence sentences)",
     "seed_ensemble": "Seed ensemble vs one seed (finalize --ensemble seeds)",
     "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
+    "threshold_rules": "Threshold rules of finalize --cv (same models, paired)",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
