@@ -101,7 +101,7 @@ def one_repeat(args, encoder: str, repeat: int) -> dict:
     """The seed and fold models of one sample, each rule's test post macro-F1 on them."""
     from hpo.data import SYMPTOMS
     from hpo.final.choose import out_of_fold_thresholds
-    from hpo.final.holdout import heldout_cells, mean_probabilities
+    from hpo.final.holdout import mean_probabilities, split_cells
     from hpo.train.evaluate import metrics_at, score
     from hpo.train.prepare import prepare_data
 
@@ -133,9 +133,9 @@ def one_repeat(args, encoder: str, repeat: int) -> dict:
         # finalize folds its best configuration's first seed
         fold_config = config(0, folder, (FOLDS, i))
         walls[f"fold{i}"] = _trained(fold_config, folder)
-        heldout.append(heldout_cells(fold_config, folder))
         fold_data = prepare_data(fold_config)
         probs = mean_probabilities(fold_config, fold_data, fold_data.validation, [folder])
+        heldout.append(split_cells(fold_data.validation, probs))  # scored once, kept twice
         fold_validation |= dict(zip(fold_data.validation.post_ids, probs, strict=True))
     print(f"[threshold_rules repeat {repeat + 1}] trained: {walls}", flush=True)
 

@@ -120,14 +120,19 @@ def heldout_cells(config: TrainConfig, model_dir: Path) -> dict:
     posts, its validation split): per symptom the truth and out-of-fold probabilities, and
     the posts, so the folds together give every train + validation post one probability."""
     data = prepare_data(config)
-    probs = mean_probabilities(config, data, data.validation, [model_dir])
+    return split_cells(
+        data.validation, mean_probabilities(config, data, data.validation, [model_dir])
+    )
+
+
+def split_cells(split: PreparedSplit, probs: np.ndarray) -> dict:
+    """``probs`` on ``split`` as ``heldout_cells`` keeps them: its posts and, per symptom, the
+    truth and scores."""
     return {
-        "posts": sorted(set(data.validation.post_ids)),
+        "posts": sorted(set(split.post_ids)),
         "cells": {
             symptom: {"truth": truth.astype(int).tolist(), "scores": scores.round(7).tolist()}
-            for symptom, (truth, scores) in zip(
-                SYMPTOMS, symptom_cells(data.validation, probs), strict=True
-            )
+            for symptom, (truth, scores) in zip(SYMPTOMS, symptom_cells(split, probs), strict=True)
         },
     }
 
