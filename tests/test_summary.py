@@ -70,6 +70,44 @@ def test_the_summary_counts_states_groups_failures_and_names_the_next_commands(
     assert lines[5].startswith("  next      hpo tune ")
 
 
+def test_trials_a_time_budget_left_queued_are_named_with_the_command_that_runs_them(
+    sqlite_url, study_name
+):
+    """A `--timeout` that ends before the portfolio's last queued point starts leaves it
+    WAITING: the summary says so and gives the `hpo tune` (with the same budget) that runs it."""
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(sqlite_url), direction="maximize"
+    )
+    study.set_user_attr("metric", "macro_f1")
+    space = {"learning_rate": FloatDistribution(1e-3, 6e-3, log=True)}
+    study.tell(study.ask(space), 0.5)
+    for rate in (2e-3, 4e-3):
+        study.enqueue_trial({"learning_rate": rate})
+
+    lines = tune_summary(
+        study, 3600, spec_path=SMOKE, overrides=["n_trials=4"], storage=sqlite_url, timeout=5400
+    )
+    assert lines[1] == "  trials    1 complete, 2 waiting"
+    assert (
+        "  queued    2 not started before the run ended; the next `hpo tune` runs them first"
+        in lines
+    )
+    assert lines[-4] == (
+        f"  next      hpo tune {SMOKE} --set n_trials=4 --timeout 90m --storage {sqlite_url}"
+    )
+    # none left waiting: no resume command, as before
+    plain = tune_summary(optuna.create_study(), 3, spec_path=SMOKE, timeout=5400)
+    assert not any("hpo tune" in line or "queued" in line for line in plain)
+
+
+@pytest.mark.parametrize("seconds", [7200, 5400, 45, 90.5])
+def test_the_resume_commands_timeout_reads_back_as_the_same_budget(seconds):
+    from hpo.cli._common import _seconds
+    from hpo.run.summary import _duration_flag
+
+    assert _seconds(_duration_flag(seconds)) == seconds
+
+
 def test_the_commands_never_show_a_storage_password(study_name, tmp_path):
     study = optuna.create_study(study_name=study_name)  # in memory: only its name is read
     lines = tune_summary(study, 3, spec_path=SMOKE, storage="postgresql://alice:s3cret@db:5432/hpo")

@@ -72,6 +72,7 @@ def run(args) -> int:
         storage=args.storage,
         workers=args.workers,
         interrupted=code == 130,
+        timeout=args.timeout,
     )
     print("\n" + "\n".join(summary))
     return code

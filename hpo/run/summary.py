@@ -31,9 +31,12 @@ def tune_summary(
     storage: str | None = None,
     workers: int = 1,
     interrupted: bool = False,
+    timeout: float | None = None,
 ) -> list[str]:
     """The summary's lines. ``storage``: the ``--storage`` flag as given; ``interrupted``: Ctrl-C
-    (or SIGTERM) stopped the run, so the first command resumes it."""
+    (or SIGTERM) stopped the run; ``timeout``: the ``--timeout`` given, in seconds. Where the run
+    was interrupted or left queued trials (a time budget ends before the portfolio's last point
+    starts), the first command resumes it, and those trials run first."""
     spec = load_spec(spec_path, overrides, storage)
     outcomes, best = trial_outcomes(study), best_trial(study)
     counts = outcomes["counts"]
@@ -55,30 +58,44 @@ def tune_summary(
             f"  best trial {best['number']}: {best['metric']} = {best['value']:.4f}"
             + (f" ({params})" if params else "")
         )
-    lines += _next_commands(
-        study.study_name, spec_path, overrides, spec.storage, workers, interrupted
+    queued = counts["waiting"] and not interrupted
+    if queued:
+        lines.append(
+            f"  queued    {counts['waiting']} not started before the run ended; the next "
+            "`hpo tune` runs them first"
+        )
+    resume = (
+        _tune_command(spec_path, overrides, workers, timeout) if interrupted or queued else None
     )
+    lines += _next_commands(study.study_name, resume, spec.storage)
     return lines
 
 
-def _next_commands(
-    name: str,
-    spec_path: str,
-    overrides: Sequence[str],
-    storage: StorageUrl,
-    workers: int,
-    interrupted: bool,
+def _tune_command(
+    spec_path: str, overrides: Sequence[str], workers: int, timeout: float | None
 ) -> list[str]:
-    """`hpo best/dashboard/finalize NAME`: each finds the study's spec in the study. The
-    storage is named where a bare command would look elsewhere (``--storage`` or the spec's
-    own), redacted: a password never shows."""
+    """The `hpo tune` that ran, to run again: its workers, `--set`s and time budget."""
+    again = ["--workers", str(workers)] if workers > 1 else []
+    sets = [word for override in overrides for word in ("--set", override)]
+    budget = ["--timeout", _duration_flag(timeout)] if timeout is not None else []
+    return ["hpo", "tune", spec_path, *again, *sets, *budget]
+
+
+def _duration_flag(seconds: float) -> str:
+    """``seconds`` as `--timeout` reads it back: 2h, 90m or 45s."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
+def _next_commands(name: str, resume: list[str] | None, storage: StorageUrl) -> list[str]:
+    """``resume`` (the `hpo tune` to run again, if any), then `hpo best/dashboard/finalize
+    NAME`: each finds the study's spec in the study. The storage is named where a bare command
+    would look elsewhere (``--storage`` or the spec's own), redacted: a password never shows."""
     bare = StorageUrl.resolve(None)
     flag = [] if bare is not None and bare.text == storage.text else ["--storage", str(storage)]
-    commands = []
-    if interrupted:  # resuming runs the re-queued trials first
-        again = ["--workers", str(workers)] if workers > 1 else []
-        sets = [word for override in overrides for word in ("--set", override)]
-        commands.append(["hpo", "tune", spec_path, *again, *sets, *flag])
+    commands = [[*resume, *flag]] if resume else []
     commands += [
         ["hpo", "best", name, *flag],  # every parameter and metric of the best trial
         ["hpo", "dashboard", name, *flag],
