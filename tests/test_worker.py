@@ -372,6 +372,52 @@ def test_no_trial_starts_that_the_time_budget_cannot_fit(sqlite_url, study_name)
     assert time_budget_spent(study, start_time_budget(study, None)) is None
 
 
+def test_with_a_rung_pruner_a_trial_starts_that_can_reach_its_first_judgement(
+    sqlite_url, study_name
+):
+    """The real hour: 2 workers, ~35-minute trials, 25 minutes left after the first two. Too
+    little for a whole trial, enough for the two epochs before Hyperband's first rung: that
+    trial starts (the budget then ends it at an epoch's end, kept), where before both workers
+    went idle."""
+    import optuna
+
+    from hpo.study import get_storage, start_time_budget, time_budget_spent
+
+    study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
+    for seconds, epochs, complete in ((2000, 4, True), (2200, 5, True), (700, 2, False)):
+        trial = study.ask()
+        trial.set_user_attr("wall_seconds", seconds)
+        trial.set_user_attr("epochs_run", epochs)
+        if complete:
+            study.tell(trial, 0.5)
+        else:
+            study.tell(trial, state=TrialState.PRUNED)
+    # paces 500, 440 and 350 s an epoch: the median 440, so the first rung takes 880 s
+    left = 25 * 60
+    assert time_budget_spent(study, start_time_budget(study, left)) is not None, (
+        "without a rung, a whole median trial must fit"
+    )
+    assert time_budget_spent(study, start_time_budget(study, left), first_look=2) is None
+    said = time_budget_spent(study, start_time_budget(study, 800), first_look=2)
+    assert said is not None and "first judgement (880s: 2 epochs at the median 440s each)" in said
+
+
+@pytest.mark.parametrize(
+    ("pruner", "first_look"),
+    [
+        ("{name: hyperband}", 2),  # the default first rung: epoch 2
+        ("{name: successive_halving, units_per_epoch: 3, options: {min_resource: 1}}", 1 / 3),
+        ("{name: median}", None),  # waits for finished trials, no rung
+        ("{name: none}", None),
+    ],
+)
+def test_the_first_judgement_is_the_pruners_first_rung_in_epochs(pruner, first_look):
+    from hpo.study import first_look_epochs
+
+    spec = load_spec(str(SMOKE), ["train.epochs=4", f"pruner={pruner}"])
+    assert first_look_epochs(spec) == first_look
+
+
 @pytest.mark.parametrize(
     ("limit", "said"),
     [

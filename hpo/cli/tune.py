@@ -31,8 +31,9 @@ def add_parser(subparsers) -> None:
         "--timeout",
         type=_seconds,
         metavar="DURATION",
-        help="wall-clock budget, e.g. 90m or 2h: no trial starts that the rest cannot fit (the "
-        "study's median trial), running ones end at their next epoch's end and are kept",
+        help="wall-clock budget, e.g. 90m or 2h: no trial starts that the rest cannot take to "
+        "its pruner's first rung (without rungs: the study's median trial), running ones end at "
+        "their next epoch's end and are kept",
     )
     parser.add_argument(
         "--memory-per-worker",

@@ -45,6 +45,7 @@ from hpo.study import (
     artifact_store,
     check_spec,
     completed_trials,
+    first_look_epochs,
     load_existing_study,
     load_spec_ref,
     spec_document,
@@ -232,8 +233,10 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     (``hpo tune --timeout``) ended is finished: the user chose to stop it there."""
     census = trial_census(study)
     n_trials = study.user_attrs.get("n_trials", spec.n_trials)
-    # the workers' own rule: no trial starts that the budget left cannot fit
-    budget_spent = time_budget_spent(study, study_deadline(study)) is not None
+    # the workers' own rule: no trial starts that the budget left cannot take to its first rung
+    budget_spent = (
+        time_budget_spent(study, study_deadline(study), first_look_epochs(spec)) is not None
+    )
     short = census["finished"] < n_trials and not budget_spent
     unfinished = census["running"] > 0 or short
     if unfinished and not partial:

@@ -38,6 +38,7 @@ from hpo.study import (
     fail_trials_of_worker,
     find_trial,
     first_heartbeat,
+    first_look_epochs,
     is_surplus,
     open_study,
     requeue,
@@ -102,6 +103,7 @@ def run_worker(
     """
     study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
     deadline = study_deadline(study)  # set by `hpo tune --timeout` before its workers start
+    first_look = first_look_epochs(spec)  # what a trial started late must still reach
     objective = objective or Objective(spec, uid=study_uid(study), worker=worker, deadline=deadline)
     guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = _TrialLog(spec.metric, searched_names(spec))
@@ -119,7 +121,7 @@ def run_worker(
                         lost = None
                     if _study_done(study, spec.n_trials, poll_seconds, look_for_stale, deadline):
                         return ran
-                    if (no_room := time_budget_spent(study, deadline)) is not None:
+                    if (no_room := time_budget_spent(study, deadline, first_look)) is not None:
                         log.info("worker %s: %s; stopping", worker, no_room)
                         return ran
                     look_for_stale(study)

@@ -92,7 +92,8 @@ class StudySpec(_Strict):
     keep_top_k: int = Field(default=3, ge=0)
     timeout_per_trial: float | None = Field(default=None, gt=0)
     # seconds of wall clock for the whole search, from `hpo tune` (or `hpo submit`): no trial starts
-    # that the rest cannot fit, running ones end at their next epoch's end and are kept. Finite and
+    # that the rest cannot take to its first rung (without rungs: cannot fit), running ones end at
+    # their next epoch's end and are kept. Finite and
     # at most a year: 1e400 (inf) created the study, then ended in an OverflowError
     timeout: float | None = Field(default=None, gt=0, le=365 * 24 * 3600, allow_inf_nan=False)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)

@@ -38,6 +38,7 @@ from hpo.study._notes import trial_note, write_study_note, write_trial_note
 from hpo.study._open import (
     check_spec,
     finished_study,
+    first_look_epochs,
     make_pruner,
     make_sampler,
     open_study,
@@ -142,6 +143,7 @@ __all__ = [
     "make_pruner",
     "make_sampler",
     "rung_schedule",
+    "first_look_epochs",
     "open_study",
     "param_importances",
     "rdb_backend",

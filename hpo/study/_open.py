@@ -107,6 +107,13 @@ def rung_schedule(spec: StudySpec) -> tuple[int, ...]:
     return spec.pruner.rungs(longest_epochs(spec))
 
 
+def first_look_epochs(spec: StudySpec) -> float | None:
+    """The epochs a trial trains before the spec's pruner first judges it: its first rung.
+    None for a pruner without rungs (median waits for finished trials, none never judges)."""
+    rungs = rung_schedule(spec)
+    return rungs[0] / spec.pruner.units_per_epoch if rungs else None
+
+
 # The option types Optuna's annotations name that are checked here; others (functions,
 # "str | int") are left to it.
 _WANTED = {
