@@ -65,18 +65,17 @@ def versions() -> dict:
     return found
 
 
-def commit() -> str:
+def commit(checkout: Path | None = None) -> str:
+    """The commit of this checkout (or ``checkout``), "+uncommitted" where it has changes."""
+    where = checkout or Path(__file__).resolve().parent
     done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parent,
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=where
     )
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"],
         capture_output=True,
         text=True,
-        cwd=Path(__file__).resolve().parent,
+        cwd=where,
     ).stdout.strip()
     return done.stdout.strip() + ("+uncommitted" if dirty else "")
 

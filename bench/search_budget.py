@@ -175,8 +175,11 @@ def workload(share: Share) -> dict:
     }
 
 
-def spec(arm: str, repeat: int, encoder: str, data_dir: str, share: Share) -> tuple[str, str]:
-    name = f"budget-{share.name}-{arm}-{repeat}"
+def spec(
+    arm: str, repeat: int, encoder: str, data_dir: str, share: Share, name: str | None = None
+) -> tuple[str, str]:
+    """An arm's study spec for one repeat (``name``: another study name for the same spec)."""
+    name = name or f"budget-{share.name}-{arm}-{repeat}"
     sampler = {"name": "auto" if arm == "c_issue35" else "tpe", "seed": repeat}
     sampler["options"] = {"multivariate": True, "group": True, "constant_liar": True}
     # (b) and (c) prune alike, as the supermax specs ship (first rung at epoch 2, whole

@@ -1,0 +1,126 @@
+"""What a time budget's tail buys: the rule for starting a trial late, before and after.
+
+    python -m bench.budget_tail --repeats 5     # ~50 min on a quiet 2-core machine
+
+On the real job a 60-minute ``hpo tune --timeout`` with ~35-minute trials stopped both workers
+at minute 35: no trial started unless a whole median trial fit in the time left (issue #35).
+Since b086acf a worker starts one when the time left fits the epochs to the pruner's first rung
+at the study's median pace. This bench runs the same search under both rules: the search_budget
+bench's (c) arm at its mid share (the calibrated realistic sample, 500 posts split as the real
+set, 128 tokens, ``sampler: auto`` with the recipe as warm start, Hyperband from epoch 2, two
+workers, a 5-minute ``--timeout``: the real hour's shape, where the first two trials leave
+about 40% of the budget), once from a checkout of the commit before the change and once from
+this one, the same seeds and data, the order alternating by repeat.
+
+Per run: the configurations that reached the first rung (a value reported at epoch 2), the
+trials started, ``hpo tune``'s wall seconds, how far past the deadline its last trial ended
+(the budget ends running trials at an epoch's end, kept) and the best validation post macro-F1
+(recorded, not a claim: it is not scored on test). Across repeats: each rule's median, and
+after - before in configurations at the first rung, paired by repeat, with a 95% interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+from bench.common import REPO, data_words, encoder_path, hpo_cmd, sample_data, timed_run
+from bench.results import commit, write_results
+from bench.search_budget import SHARES, STORAGE, mean_interval, spec
+from hpo.study import study_deadline
+
+NAME = "budget_tail"
+DEFINITION = (
+    "configurations that reached the first rung (epoch 2) in one hpo tune --timeout 5m with two "
+    "workers, under the rule before b086acf (a whole median trial must fit) and after (the "
+    "epochs to the first rung must fit); after - before paired by repeat, with a 95% interval"
+)
+BEFORE = "b086acf^"  # the commit before the rule changed
+FIRST_RUNG = 2  # Hyperband's min_resource in search_budget's spec, in epochs
+SHARE = SHARES["mid"]
+
+
+def run_rule(rule: str, checkout: Path, repeat: int, encoder: str, data: str) -> dict:
+    """One search under ``rule`` (the code of ``checkout``) and what it got to."""
+    name, path = spec("c_issue35", repeat, encoder, data, SHARE, name=f"tail-{rule}-{repeat}")
+    tune_s, _ = timed_run(
+        hpo_cmd("tune", path, "--workers", "2", "--timeout", SHARE.tune_budget, "--no-progress"),
+        timeout=3600,
+        cwd=checkout,
+    )
+    study = optuna.load_study(study_name=name, storage=STORAGE)
+    started = [t for t in study.trials if t.state.name != "WAITING"]
+    ends = [t.datetime_complete.timestamp() for t in started if t.datetime_complete]
+    values = [t.value for t in started if t.state.name == "COMPLETE"]
+    return {
+        "repeat": repeat,
+        "first_rung_configurations": sum(FIRST_RUNG in t.intermediate_values for t in started),
+        "trials_started": len(started),
+        "states": dict(collections.Counter(t.state.name.lower() for t in study.trials)),
+        "tune_s": round(tune_s, 1),
+        "past_deadline_s": round(max(ends) - study_deadline(study), 1),
+        "best_validation_post_macro_f1": round(max(values), 4) if values else None,
+        "commit": commit(checkout),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--before", default=BEFORE, help="the commit whose rule is 'before'")
+    args = parser.parse_args()
+    encoder, encoder_name = encoder_path()
+    data = sample_data(f"data-{SHARE.posts}", SHARE.posts)
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        before = Path(tmp) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], check=True)
+        try:
+            checkouts = {"before": before, "after": REPO}
+            for repeat in range(args.repeats):
+                for rule in ("before", "after") if repeat % 2 == 0 else ("after", "before"):
+                    began = time.time()
+                    runs[rule].append(run_rule(rule, checkouts[rule], repeat, encoder, data))
+                    print(
+                        f"[{NAME} {repeat + 1}] {rule}: {runs[rule][-1]} "
+                        f"in {time.time() - began:.0f} s",
+                        flush=True,
+                    )
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(before)], check=False)
+    gains = [
+        a["first_rung_configurations"] - b["first_rung_configurations"]
+        for b, a in zip(runs["before"], runs["after"], strict=True)
+    ]
+    low, high = mean_interval(gains)
+    write_results(
+        NAME,
+        {
+            "encoder": encoder_name,
+            "data": data_words(None, SHARE.posts, SHARE.fractions),
+            "shape": "search_budget's c_issue35 search (sampler auto, the recipe as warm start, "
+            f"Hyperband from epoch 2), hpo tune --workers 2 --timeout {SHARE.tune_budget}",
+            "share": SHARE.why,
+        },
+        runs,
+        "first_rung_configurations",
+        definition=DEFINITION,
+        also=("trials_started", "tune_s", "past_deadline_s", "best_validation_post_macro_f1"),
+        details={
+            "after_minus_before": round(statistics.mean(gains), 2),
+            "after_minus_before_interval": [low, high],
+            "verdict": "more" if low > 0 else "fewer" if high < 0 else "no difference shown",
+        },
+        command=f"python -m bench.budget_tail --repeats {args.repeats}",
+    )
+
+
+if __name__ == "__main__":
+    main()
