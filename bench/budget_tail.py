@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -31,8 +33,8 @@ from pathlib import Path
 
 import optuna
 
-from bench.common import REPO, data_words, encoder_path, hpo_cmd, sample_data, timed_run
-from bench.results import commit, write_results
+from bench.common import REPO, RUNS, data_words, encoder_path, hpo_cmd, sample_data, timed_run
+from bench.results import MACHINE_USE, commit, write_results
 from bench.search_budget import SHARES, STORAGE, mean_interval, spec
 from hpo.study import study_deadline
 
@@ -45,11 +47,15 @@ DEFINITION = (
 BEFORE = "b086acf^"  # the commit before the rule changed
 FIRST_RUNG = 2  # Hyperband's min_resource in search_budget's spec, in epochs
 SHARE = SHARES["mid"]
+DONE = RUNS / NAME  # each finished run, so a bench cut short goes on from there (--resume)
 
 
 def run_rule(rule: str, checkout: Path, repeat: int, encoder: str, data: str) -> dict:
     """One search under ``rule`` (the code of ``checkout``) and what it got to."""
     name, path = spec("c_issue35", repeat, encoder, data, SHARE, name=f"tail-{rule}-{repeat}")
+    done = DONE / f"{name}.json"
+    if done.exists():
+        return json.loads(done.read_text())
     tune_s, _ = timed_run(
         hpo_cmd("tune", path, "--workers", "2", "--timeout", SHARE.tune_budget, "--no-progress"),
         timeout=3600,
@@ -59,7 +65,7 @@ def run_rule(rule: str, checkout: Path, repeat: int, encoder: str, data: str) ->
     started = [t for t in study.trials if t.state.name != "WAITING"]
     ends = [t.datetime_complete.timestamp() for t in started if t.datetime_complete]
     values = [t.value for t in started if t.state.name == "COMPLETE"]
-    return {
+    result = {
         "repeat": repeat,
         "first_rung_configurations": sum(FIRST_RUNG in t.intermediate_values for t in started),
         "trials_started": len(started),
@@ -69,13 +75,23 @@ def run_rule(rule: str, checkout: Path, repeat: int, encoder: str, data: str) ->
         "best_validation_post_macro_f1": round(max(values), 4) if values else None,
         "commit": commit(checkout),
     }
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(result, indent=2))
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--before", default=BEFORE, help="the commit whose rule is 'before'")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already finished")
+    parser.add_argument("--machine-use", help="what else ran on the machine meanwhile")
     args = parser.parse_args()
+    if args.machine_use:
+        MACHINE_USE["text"] = args.machine_use
+    if not args.resume:
+        shutil.rmtree(DONE, ignore_errors=True)
+        Path(STORAGE.removeprefix("sqlite:///")).unlink(missing_ok=True)
     encoder, encoder_name = encoder_path()
     data = sample_data(f"data-{SHARE.posts}", SHARE.posts)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
