@@ -53,6 +53,7 @@ MEASURES = {
     "seed_ensemble": "Seed ensemble vs one seed (finalize --ensemble seeds)",
     "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
     "threshold_rules": "Threshold rules of finalize --cv (same models, paired)",
+    "budget_tail": "A time budget's tail: the start rule before and after b086acf",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
