@@ -89,7 +89,7 @@ def test_the_portfolio_never_outgrows_the_budget_and_a_timeout_counts_with_an_es
         "class_weighting balanced -> sqrt",
         "learning_rate 0.0001 -> 0.0002",
     ]
-    assert "timeout 1h00m x 2 workers / 35m a trial" in plan.describe()[0]
+    assert "timeout 1h00m x 2 workers / 35m00s a trial" in plan.describe()[0]
     # a timeout with no measured trial cost is taken as few trials: TPE's random start could be
     # the whole budget, while the portfolio and GP cost little if trials turn out cheap
     unmeasured = plan_search(spec)
@@ -266,10 +266,19 @@ warm_start:
 
     # the study's creation decides with the recorded cost: 10 min of 100 s trials buys 6
     record_trial_cost(spec, 100.0, 1)
+    # validate plans for the budget hpo tune --timeout will get, not the spec's own 10 s
+    code = main(["validate", str(path), "--storage", sqlite_url, "--timeout", "5m"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (
+        "strategy: the budget buys ~3 full trials (timeout 5m00s x 1 worker / 1m40s a trial" in out
+    ), out
     study = open_study(load_spec(str(path), ["timeout=600"], sqlite_url))
     plan = study.user_attrs[PLAN_ATTR]
     assert (plan["strategy"], plan["budget_trials"], plan["gp_until"]) == ("portfolio", 6, 20)
-    assert plan["basis"] == "timeout 10m x 1 worker / 1m a trial, from hpo validate --estimate"
+    assert (
+        plan["basis"] == "timeout 10m00s x 1 worker / 1m40s a trial, from hpo validate --estimate"
+    )
     waiting = study.get_trials(states=(TrialState.WAITING,))
     assert [t.user_attrs.get(PORTFOLIO_ATTR) for t in waiting] == [
         None,  # the warm start

@@ -3,7 +3,7 @@ it starts; creates nothing."""
 
 from __future__ import annotations
 
-from hpo.cli._common import _positive_int, _thread_count, add_spec_args
+from hpo.cli._common import _positive_int, _seconds, _thread_count, add_spec_args
 
 
 def add_parser(subparsers) -> None:
@@ -31,6 +31,13 @@ def add_parser(subparsers) -> None:
         help="torch CPU threads per worker, for the estimate, as hpo tune --threads (default: "
         "the cores split evenly between workers)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="DURATION",
+        help="the wall-clock budget you will give hpo tune --timeout, e.g. 90m or 2h: the "
+        "estimate says how many trials it buys and the strategy it sets (default: the spec's)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -38,7 +45,7 @@ def run(args) -> int:
     from hpo.run.preflight import preflight
     from hpo.spec import load_spec
 
-    spec = load_spec(args.spec, args.overrides, args.storage)
+    spec = load_spec(args.spec, args.overrides, args.storage, timeout=args.timeout)
     for note in preflight(spec) + _search_notes(spec) + _rung_notes(spec):
         print(f"  {note}")
     if args.estimate:

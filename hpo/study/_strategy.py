@@ -27,6 +27,7 @@ import optuna
 
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
+from hpo.study._notes import _duration
 from hpo.study._portfolio import portfolio_points
 from hpo.study._sampler import PLAN_ATTR, StagedSampler
 from hpo.study._trials import enqueue
@@ -125,8 +126,8 @@ def plan_search(
         if bought < budget:
             budget, basis = (
                 bought,
-                f"timeout {_clock(spec.timeout)} x {workers} worker{'s' * (workers > 1)} / "
-                f"{_clock(trial_seconds)} a trial, from hpo validate --estimate",
+                f"timeout {_duration(spec.timeout)} x {workers} worker{'s' * (workers > 1)} / "
+                f"{_duration(trial_seconds)} a trial, from hpo validate --estimate",
             )
     elif spec.timeout:
         # A timeout with no measured trial cost is taken as few trials, the safe side: if trials
@@ -134,7 +135,7 @@ def plan_search(
         # handover; if they turn out dear, TPE's random start would be the whole budget (#35).
         budget = None
         basis = (
-            f"a timeout of {_clock(spec.timeout)} with no trial cost measured (hpo validate "
+            f"a timeout of {_duration(spec.timeout)} with no trial cost measured (hpo validate "
             "--estimate)"
         )
     known = (budget, basis, until, _tpe_startup(spec), len(spec.warm_start))
@@ -215,13 +216,6 @@ def _settings_hash(spec: StudySpec) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[
         :12
     ]
-
-
-def _clock(seconds: float) -> str:
-    minutes = int(seconds) // 60
-    if not minutes:
-        return f"{int(seconds)}s"
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 def staged_sampler(
