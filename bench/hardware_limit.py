@@ -145,11 +145,14 @@ def hardware_limit(runs: int) -> dict[str, list[dict]]:
 def main() -> None:
     import argparse
 
-    from bench.results import write_results
+    from bench.results import MACHINE_USE, write_results
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--machine-use", help="what else ran on the machine meanwhile")
     args = parser.parse_args()
+    if args.machine_use:
+        MACHINE_USE["text"] = args.machine_use
     _, encoder_name = encoder_path()
     write_results(
         "hardware_limit",

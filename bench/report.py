@@ -60,7 +60,8 @@ DEFINITIONS = {
     "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, "
     "in a fresh process (bench/memory.py)",
 }
-UNITS = (
+UNITS = (  # first match wins: a rate per second before a duration in seconds
+    ("_per_s", "/s"),
     ("_ms", " ms"),
     ("_mb", " MiB"),
     ("_s", " s"),
