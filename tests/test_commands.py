@@ -838,7 +838,8 @@ search_space:
     threads = max(1, available_cpus() // 2)
     for encoder in ("tiny", "tiny-deberta"):
         line = re.search(
-            rf"compute, encoder {encoder} on cpu \({threads} threads?, 3 steps timed at batch 4, "
+            rf"compute, encoder {encoder} on cpu \({threads} threads?, 3 steps of a sampled point "
+            r"timed at batch 4, "
             r"max_length 64\): an epoch ≈ (\S+) training \((\d+) steps\) \+ (\S+) validation; "
             r"a trial of 2–4 epochs ≈ (\S+)–(\S+); 40 trials ≈ (\S+) with 2 at a time",
             out,
@@ -856,6 +857,35 @@ search_space:
         "tiny-deberta": threads,
     }
     assert all(timed["epoch_s"] > 0 for timed in record["encoders"].values())
+
+
+def test_validate_estimate_times_the_warm_start_the_study_runs_first(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
+    """A sampled point, not the first trial, was timed: with freeze_layers, batch size or
+    max_length searched, one random draw put a trial's cost at half what trials then took."""
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(f"""name: {study_name}
+task: criteria
+data_dir: {tmp_path / "data"}
+n_trials: 40
+output_dir: {tmp_path / "out"}
+model_paths: {{tiny: {tiny_roberta}}}
+train: {{encoder: tiny, batch_size: 4}}
+search_space:
+  max_length: {{type: categorical, choices: [64, 96, 128]}}
+  epochs: {{type: int, low: 2, high: 4}}
+warm_start:
+  - {{max_length: 96}}
+""")
+    code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url, "--estimate")
+    assert code == 0, err
+    assert re.search(
+        r"compute, encoder tiny on cpu \(\d+ threads?, 3 steps of the warm start timed at batch 4, "
+        r"max_length 96\): an epoch ≈ \S+ training",
+        out,
+    ), out
 
 
 def test_a_step_timing_counts_the_tokens_an_epoch_reads(tiny_roberta, tmp_path):

@@ -33,14 +33,6 @@ def encoder_configs(spec: StudySpec, configs: list) -> dict[str, object]:
     return chosen
 
 
-def encoder_estimates(
-    spec: StudySpec, configs: list, workers: int = 1, threads: int | None = None
-) -> list[dict]:
-    """``time_configs`` for every encoder the spec searches; ``configs``: sampled points'
-    TrainConfigs."""
-    return time_configs(spec, encoder_configs(spec, configs), workers, threads)
-
-
 def time_configs(
     spec: StudySpec, configs: dict[str, object], workers: int = 1, threads: int | None = None
 ) -> list[dict]:
@@ -95,21 +87,33 @@ def time_configs(
 def estimate_notes(
     spec: StudySpec, configs: list, workers: int = 1, threads: int | None = None
 ) -> list[str]:
-    """``encoder_estimates`` in words, a note per encoder; the estimate is kept for the study
-    (``record_trial_cost``): its creation plans on it, and ``hpo status`` sets it beside the
-    epochs the trials measure."""
+    """``time_configs`` of every encoder the spec searches in words, a note per encoder;
+    ``configs``: the TrainConfigs of ``sample_points``, the warm start's first. The estimate is
+    kept for the study (``record_trial_cost``): its creation plans on it, and ``hpo status``
+    sets it beside the epochs the trials measure."""
     from hpo.study import record_trial_cost
     from hpo.train.loop import clock
 
     notes = []
-    estimates = encoder_estimates(spec, configs, workers, threads)
+    chosen = encoder_configs(spec, configs)
+    estimates = time_configs(spec, chosen, workers, threads)
     for e in estimates:
         (low, high), (shortest, longest) = e["epochs"], e["trial_s"]
         span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
+        # the warm start runs first and is the recipe the search is measured against
+        timed = chosen[e["encoder"]]
+        point = (
+            "the warm start"
+            if any(
+                dataclasses.replace(timed, encoder=config.encoder) == config
+                for config in configs[: len(spec.warm_start)]
+            )
+            else "a sampled point"
+        )
         notes.append(
             f"compute, encoder {e['encoder']} on {e['device']} "
-            f"({e['threads']} thread{'s' * (e['threads'] != 1)}, {e['timed_steps']} steps "
-            "timed at batch "
+            f"({e['threads']} thread{'s' * (e['threads'] != 1)}, {e['timed_steps']} steps of "
+            f"{point} timed at batch "
             f"{e['batch_size']}, max_length {e['max_length']}): an epoch ≈ "
             f"{clock(e['epoch_train_s'])} training ({e['steps_per_epoch']} steps) + "
             f"{clock(e['epoch_validation_s'])} validation; a trial "

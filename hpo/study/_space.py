@@ -6,6 +6,7 @@ import optuna
 
 from hpo.spec import CategoricalParam, FloatParam, IntParam, SpecError, StudySpec
 from hpo.study._open import make_pruner, make_sampler
+from hpo.study._trials import enqueue
 
 DRY_RUN_POINTS = 3
 
@@ -32,9 +33,10 @@ def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, object]:
 
 
 def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, object]]:
-    """``n`` points sampled by the spec's own sampler and pruner on a throw-away in-memory
-    study. A sampler option that is only used while sampling (``n_startup_trials: abc``)
-    fails here, before any real study exists."""
+    """The warm start's points, completed as the study completes them, then ``n`` points
+    sampled by the spec's own sampler and pruner, on a throw-away in-memory study: the first
+    trials the real study runs, in its order. A sampler option that is only used while
+    sampling (``n_startup_trials: abc``) fails here, before any real study exists."""
     sampler, pruner = make_sampler(spec), make_pruner(spec)
     verbosity = optuna.logging.get_verbosity()
     # the throw-away study is no news to the user
@@ -42,7 +44,9 @@ def sample_points(spec: StudySpec, n: int = DRY_RUN_POINTS) -> list[dict[str, ob
     points = []
     try:
         study = optuna.create_study(direction=spec.direction, sampler=sampler, pruner=pruner)
-        for index in range(n):
+        for point in spec.warm_start:
+            enqueue(study, spec, point)
+        for index in range(len(spec.warm_start) + n):
             trial = study.ask()
             points.append(suggest(trial, spec))
             trial.report(0.5, step=1)
