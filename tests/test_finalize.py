@@ -206,11 +206,13 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     note = get_note(study)
     assert "## Final model (hpo finalize)" in note and study.user_attrs["final_test"] in note
 
-    # hpo best shows how far the chosen configuration's value moved with the seed
+    # hpo best shows how far the chosen configuration's value moved with the seed (and the best
+    # trial's, where finalize chose another)
     best = _hpo("best", tuned["name"], "--storage", tuned["storage"], cwd=tuned["root"])
     assert best.returncode == 0, best.stderr[-2000:]
     assert (
-        f"  seed spread (finalize's seeds, trial {chosen['trial']}'s configuration): "
+        f"  seed spread of trial {chosen['trial']}'s configuration (finalize's seeds; finalize "
+        "chose it): "
         f"macro_f1 {sum(seeds) / 2:.4f} ± {summary['configurations'][0]['sd']:.4f} sd over 2, "
         f"min {min(seeds):.4f}, max {max(seeds):.4f}"
     ) in best.stdout.splitlines(), best.stdout
@@ -480,6 +482,38 @@ def test_best_shows_the_spread_of_trials_that_re_ran_the_best_parameters(tmp_pat
     run = _hpo("best", "repeats", "--storage", storage, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (
-        "  seed spread (trials 0, 1, 2 (same parameters), trial 1's configuration): "
+        "  seed spread of trial 1's configuration (trials 0, 1, 2: same parameters): "
         "macro_f1 0.6500 ± 0.0500 sd over 3, min 0.6000, max 0.7000"
     ) in run.stdout.splitlines(), run.stdout
+
+
+def test_best_shows_the_best_trials_own_seeds_beside_the_configuration_finalize_chose(tmp_path):
+    """finalize chooses by the mean over seeds, which need not be the best single trial's
+    configuration: hpo best showed the chosen one's spread under the best trial's name."""
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    study = optuna.create_study(study_name="chose", storage=storage, direction="maximize")
+    study.set_user_attr("metric", "macro_f1")
+    space = {"lr": optuna.distributions.FloatDistribution(1e-5, 1e-3)}
+    for value, lr in [(0.54, 1e-4), (0.50, 2e-4)]:
+        study.enqueue_trial({"lr": lr})
+        study.tell(study.ask(space), value)
+    study.set_user_attr(
+        "final",  # as finalize records it: trial 1's configuration had the better mean
+        {
+            "trial": 1,
+            "validation_macro_f1_seeds": [0.50, 0.61],
+            "validation_macro_f1_seeds_by_trial": {"1": [0.50, 0.61], "0": [0.54, 0.49]},
+        },
+    )
+    run = _hpo("best", "chose", "--storage", storage, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines[0] == "best trial 0: macro_f1 = 0.5400", run.stdout
+    assert (
+        "  seed spread of trial 0's configuration (finalize's seeds): "
+        "macro_f1 0.5150 ± 0.0354 sd over 2, min 0.4900, max 0.5400"
+    ) in lines, run.stdout
+    assert (
+        "  seed spread of trial 1's configuration (finalize's seeds; finalize chose it): "
+        "macro_f1 0.5550 ± 0.0778 sd over 2, min 0.5000, max 0.6100"
+    ) in lines, run.stdout

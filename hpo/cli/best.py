@@ -32,7 +32,7 @@ def print_best(best: dict | None, study: str) -> None:
         print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best["metrics"].items()))
     for spread in best.get("spread", []):
         print(
-            f"  seed spread ({spread['source']}, trial {spread['trial']}'s configuration): "
+            f"  seed spread of trial {spread['trial']}'s configuration ({spread['source']}): "
             f"{best['metric']} {spread['mean']:.4f} ± {spread['sd']:.4f} sd over {spread['n']}, "
             f"min {spread['min']:.4f}, max {spread['max']:.4f}"
         )

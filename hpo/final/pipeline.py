@@ -349,6 +349,11 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
             "model": str(final_dir / "model"),
             f"validation_{spec.metric}_mean": round(best["mean"], 6),
             f"validation_{spec.metric}_seeds": [round(s["value"], 6) for s in best["seeds"]],
+            # every retrained configuration's, so hpo best shows the best trial's own spread
+            f"validation_{spec.metric}_seeds_by_trial": {
+                str(c["trial"]): [round(s["value"], 6) for s in c["seeds"]]
+                for c in summary["configurations"]
+            },
             f"test_{spec.metric}": round(_test_value(spec, summary), 6),
             "test_intervals": summary["test"].get("intervals", {}),
             "thresholds": summary.get("thresholds", {}).get("rule"),

@@ -56,17 +56,22 @@ def _metric_first(metrics: dict[str, float], metric: str | None) -> dict[str, fl
 
 def _spreads(study, best) -> list[dict]:
     """How far the best value moves with the seed, where the study shows it: finalize's seeds
-    of its chosen configuration, and completed trials that re-ran the best trial's parameters."""
+    of the best trial's configuration and of the one finalize chose (the best mean over seeds,
+    which need not be the best single trial), and completed trials that re-ran the best
+    trial's parameters."""
     found = []
     metric = study.user_attrs.get("metric", "value")
     final = study.user_attrs.get(FINAL_ATTR) or {}
+    by_trial = final.get(f"validation_{metric}_seeds_by_trial") or {}
+    if (values := by_trial.get(str(best.number))) and final["trial"] != best.number:
+        found.append(_spread("finalize's seeds", best.number, values))
     if values := final.get(f"validation_{metric}_seeds"):
-        found.append(_spread("finalize's seeds", final["trial"], values))
+        found.append(_spread("finalize's seeds; finalize chose it", final["trial"], values))
     repeats = [t for t in completed_trials(study) if t.params == best.params]
     if len(repeats) > 1:
         found.append(
             _spread(
-                f"trials {', '.join(str(t.number) for t in repeats)} (same parameters)",
+                f"trials {', '.join(str(t.number) for t in repeats)}: same parameters",
                 best.number,
                 [t.value for t in repeats],
             )
