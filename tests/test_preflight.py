@@ -8,7 +8,7 @@ import yaml
 
 from hpo.errors import UsageError
 from hpo.fixtures import make_tiny_encoder
-from hpo.run.preflight import _check_search_fits, _train_config
+from hpo.run.preflight import _check_search_fits, _train_config, sampled_configs
 from hpo.spec import load_spec
 
 
@@ -17,11 +17,14 @@ def deep_roberta(tmp_path_factory):
     return make_tiny_encoder("roberta", tmp_path_factory.mktemp("deep"), layers=4)
 
 
-def _study(tmp_path, train: dict, search_space: dict):
-    """A two-trial criteria spec of ``train`` and ``search_space``, loaded."""
+def _study(tmp_path, train: dict, search_space: dict, **more):
+    """A two-trial criteria spec of ``train`` and ``search_space`` (and ``more`` top-level
+    fields), loaded."""
     document = {"name": "preflight", "task": "criteria", "data_dir": "unused", "n_trials": 2}
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({**document, "train": train, "search_space": search_space}))
+    path.write_text(
+        yaml.safe_dump({**document, "train": train, "search_space": search_space, **more})
+    )
     return load_spec(path, env={})
 
 
@@ -91,12 +94,32 @@ def test_a_sampled_point_breaking_a_rule_across_settings_is_named_on_one_line(tm
     }
     spec = _study(tmp_path, {"encoder": "x"}, searched)
     with pytest.raises(UsageError) as caught:
-        _train_config(spec, {"batch_size": 8, "micro_batch_size": 16})
+        _train_config(spec, {"batch_size": 8, "micro_batch_size": 16}, "sampled")
     assert str(caught.value).endswith(
         "is not a valid training setting: micro_batch_size: must be at most batch_size (8), "
         "got 16; lower it or leave it out"
     )
     assert "\n" not in str(caught.value)
+
+
+def test_the_warm_start_is_checked_as_a_training_setting_before_the_study_exists(tmp_path):
+    """The dry run queues the warm start first, as the study does: a warm start that the
+    search space accepts but training refuses is named before any trial runs."""
+    searched = {
+        "batch_size": {"type": "categorical", "choices": [16, 8]},
+        "micro_batch_size": {"type": "categorical", "choices": [4, 16]},
+    }
+    warm = [{"batch_size": 8, "micro_batch_size": 16}]
+    spec = _study(tmp_path, {"encoder": "x"}, searched, warm_start=warm)
+    with pytest.raises(UsageError, match=r"the warm start point \{'batch_size': 8, 'micro_"):
+        sampled_configs(spec)
+    # a valid one is the first configuration, as it is the study's first trial
+    searched = {"learning_rate": {"type": "float", "low": 1.0e-5, "high": 1.0e-3, "log": True}}
+    spec = _study(tmp_path, {"encoder": "x"}, searched, warm_start=[{"learning_rate": 3.0e-4}])
+    configs = sampled_configs(spec)
+    assert configs[0].learning_rate == 3.0e-4
+    assert all(config.learning_rate != 3.0e-4 for config in configs[1:])
+    assert len(configs) == 1 + 3  # and the sampler's own draws
 
 
 _IMPORTED = (  # a run's preflight, then the heavy libraries it imported, on the last line

@@ -79,14 +79,17 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
 
 
 def sampled_configs(spec: StudySpec) -> list:
-    """The TrainConfigs of a few points the spec's own sampler draws (UsageError if one is
-    not a valid training setting)."""
+    """The TrainConfigs of the warm start and a few points the spec's own sampler draws
+    (UsageError if one is not a valid training setting)."""
     from hpo.study import sample_points
 
-    return [_train_config(spec, point) for point in sample_points(spec)]
+    return [
+        _train_config(spec, point, "warm start" if index < len(spec.warm_start) else "sampled")
+        for index, point in enumerate(sample_points(spec))
+    ]
 
 
-def _train_config(spec: StudySpec, point: dict):
+def _train_config(spec: StudySpec, point: dict, origin: str):
     try:
         return spec.train_config(point, None)
     except ValueError as exc:  # pydantic's ValidationError is one
@@ -95,7 +98,7 @@ def _train_config(spec: StudySpec, point: dict):
             path, problem = located(exc.errors()[0])
             problem = f"{path.split('.')[0]}: {problem}" if path else problem
         raise UsageError(
-            f"{spec.source}: the sampled point {point} is not a valid training setting: {problem}"
+            f"{spec.source}: the {origin} point {point} is not a valid training setting: {problem}"
         ) from None
 
 
