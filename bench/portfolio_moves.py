@@ -91,8 +91,8 @@ def paired_gain(truth: np.ndarray, moved: list, recipe: list, resamples: int = R
 
 def measure(args) -> None:
     from hpo.data import SYMPTOMS
-    from hpo.final.holdout import mean_probabilities, post_intervals
-    from hpo.train.evaluate import metrics_at
+    from hpo.final.holdout import mean_probabilities
+    from hpo.train.evaluate import metrics_at, post_intervals
     from hpo.train.loop import train
     from hpo.train.prepare import prepare_data
 

@@ -44,8 +44,7 @@ def _config(encoder: str, data: str, max_length: int, seed: int, folder):
 def _scores(data, probs: dict[str, np.ndarray], tuned: dict[str, float]) -> dict:
     """Validation and test post macro-F1 at 0.5 and at ``tuned``, and test's interval at 0.5."""
     from hpo.data import SYMPTOMS
-    from hpo.final.holdout import post_intervals
-    from hpo.train.evaluate import metrics_at
+    from hpo.train.evaluate import metrics_at, post_intervals
 
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
     found = {}

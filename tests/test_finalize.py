@@ -517,3 +517,19 @@ def test_best_shows_the_best_trials_own_seeds_beside_the_configuration_finalize_
         "  seed spread of trial 1's configuration (finalize's seeds; finalize chose it): "
         "macro_f1 0.5550 ± 0.0778 sd over 2, min 0.5000, max 0.6100"
     ) in lines, run.stdout
+
+
+def test_best_shows_the_best_value_with_its_validation_interval(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    study = optuna.create_study(study_name="ci", storage=storage, direction="maximize")
+    study.set_user_attr("metric", "post_macro_f1")
+    space = {"lr": optuna.distributions.FloatDistribution(1e-5, 1e-3)}
+    trial = study.ask(space)
+    interval = {"low": 0.41, "high": 0.66, "level": 0.95, "posts": 149}
+    trial.set_user_attr("validation_interval", interval)  # as the objective records it
+    study.tell(trial, 0.5384)
+    run = _hpo("best", "ci", "--storage", storage, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines()[0] == (
+        "best trial 0: post_macro_f1 = 0.5384, 95% CI 0.4100-0.6600 over 149 validation posts"
+    )

@@ -31,7 +31,12 @@ def test_the_summary_counts_states_groups_failures_and_names_the_next_commands(
     study.set_user_attr("metric", "macro_f1")  # as open_study records it
     space = {"learning_rate": FloatDistribution(1e-3, 6e-3, log=True)}
     for value in (0.61234, 0.55):
-        study.tell(study.ask(space), value)
+        trial = study.ask(space)
+        # as the objective records it for a post-level metric (none here: shown all the same)
+        trial.set_user_attr(
+            "validation_interval", {"low": 0.5, "high": 0.7, "level": 0.95, "posts": 9}
+        )
+        study.tell(trial, value)
     for reason in ("ValueError: bad data", "ValueError: bad data", "OSError: disk full"):
         trial = study.ask(space)
         trial.set_user_attr("fail_reason", reason)
@@ -57,7 +62,8 @@ def test_the_summary_counts_states_groups_failures_and_names_the_next_commands(
     ]
     best = study.best_trial
     assert lines[4] == (
-        f"  best trial {best.number}: macro_f1 = 0.6123 (lr={best.params['learning_rate']:.3g})"
+        f"  best trial {best.number}: macro_f1 = 0.6123, 95% CI 0.5000-0.7000 over 9 validation "
+        f"posts (lr={best.params['learning_rate']:.3g})"
     )
     sets = f"--set name={study_name} --set n_trials=4"
     commands = [line.strip().removeprefix("next").strip() for line in lines[5:]]

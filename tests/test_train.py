@@ -70,6 +70,32 @@ def test_criteria_training_beats_chance_and_reports_post_level_f1(tiny_roberta, 
     assert {"post_micro_f1", "post_macro_f1", "auroc"} <= set(result.metrics)
 
 
+def test_the_best_epochs_value_comes_with_its_interval_over_the_validation_posts(
+    tiny_roberta, sample_dir
+):
+    """#35: a trial's value on ~150 validation posts moves by a tenth with the posts drawn; the
+    interval is what hpo best and the tune summary show beside it."""
+    config = _config(
+        tiny_roberta,
+        sample_dir,
+        task="criteria",
+        criteria_formulation="multilabel",
+        objective_metric="post_macro_f1",
+        epochs=2,
+        max_length=64,
+    )
+    result = train(config)
+    interval = result.interval
+    assert interval["level"] == 0.95 and interval["resamples"] == 2000
+    assert interval["posts"] == len(prepare_data(config).validation)  # a post per example
+    assert 0 <= interval["low"] <= result.value <= interval["high"] <= 1, (interval, result.value)
+    assert interval["high"] - interval["low"] > 0.01  # a handful of posts: a wide interval
+    # an example-level metric has no post x symptom matrix to resample
+    assert (
+        train(dataclasses.replace(config, objective_metric="macro_f1", epochs=1)).interval is None
+    )
+
+
 @pytest.mark.slow
 def test_returns_the_best_epoch_not_the_last(tiny_roberta, sample_dir):
     reported: list[tuple[int, float]] = []

@@ -26,7 +26,11 @@ def print_best(best: dict | None, study: str) -> None:
     if best is None:
         print(f"study {study} has no completed trial yet")
         return
-    print(f"best trial {best['number']}: {best['metric']} = {best['value']:.4f}")
+    from hpo.study import interval_words
+
+    print(
+        f"best trial {best['number']}: {best['metric']} = {best['value']:.4f}{interval_words(best)}"
+    )
     print("  params: " + ", ".join(f"{k}={v}" for k, v in best["params"].items()))
     if best["metrics"]:
         print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best["metrics"].items()))

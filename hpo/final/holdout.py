@@ -22,20 +22,12 @@ from hpo.train.evaluate import (
     Evaluation,
     metrics_at,
     per_symptom,
-    post_matrix,
+    post_intervals,
     score,
     split_probabilities,
     symptom_cells,
 )
-from hpo.train.metrics import BOOTSTRAP_LEVEL, bootstrap_interval
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
-
-# resamples of the test posts for each interval: on a split shaped like the real test split
-# (148 posts, 3-33 positives per symptom) the bounds of 2,000 move by sd 0.002 between seeds;
-# the seed is fixed so that a card can be reproduced
-RESAMPLES = 2000
-SEED = 0
-INTERVAL_METRICS = ("post_macro_f1", "post_micro_f1")  # criteria's post-level F1s
 
 
 @dataclass(frozen=True)
@@ -76,28 +68,6 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         sizes,
         post_intervals(data.test, probs, decision),
     )
-
-
-def post_intervals(split: PreparedSplit, probs, thresholds: dict[str, float]) -> dict[str, dict]:
-    """How far each post-level F1 could move by which posts the test split happened to hold."""
-    if split.formulation == "evidence":
-        return {}  # sentence-level: no post x symptom matrix to resample
-    truth, scores = post_matrix(split, probs)
-    decided = (scores >= np.array([thresholds[s] for s in SYMPTOMS])).astype(np.int64)
-    found = {}
-    for name in INTERVAL_METRICS:
-        low, high = bootstrap_interval(
-            truth, decided, name.removeprefix("post_"), n=RESAMPLES, seed=SEED
-        )
-        found[name] = {
-            "low": round(low, 6),
-            "high": round(high, 6),
-            "level": BOOTSTRAP_LEVEL,
-            "resamples": RESAMPLES,
-            "seed": SEED,
-            "posts": len(truth),
-        }
-    return found
 
 
 def compare_on_validation(

@@ -18,6 +18,7 @@ from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.spec import StudySpec
 from hpo.study import (
+    INTERVAL_ATTR,
     artifact_store,
     completed_trials,
     metric_attrs,
@@ -185,6 +186,10 @@ class Objective:
             result.thresholds is not None
         ):  # tuned on validation; the decision ones with threshold: tuned
             attrs["validation_thresholds"] = {k: round(v, 6) for k, v in result.thresholds.items()}
+        if result.interval is not None:  # shown beside the value: hpo best, the trial line
+            attrs[INTERVAL_ATTR] = {
+                k: result.interval[k] for k in ("low", "high", "level", "posts")
+            }
         set_user_attrs(trial, attrs)
 
     def _keep_outputs(self, trial: optuna.Trial, value: float, result: TrainResult) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from hpo.run.trial_line import compact_params, duration, searched_names
 from hpo.spec import load_spec
 from hpo.storage_url import StorageUrl
-from hpo.study import best_trial, trial_outcomes
+from hpo.study import best_trial, interval_words, trial_outcomes
 
 # the order a person reads a study's trials in; zero counts are left out
 STATES = (
@@ -56,6 +56,7 @@ def tune_summary(
         params = compact_params(best["params"], searched_names(spec))
         lines.append(
             f"  best trial {best['number']}: {best['metric']} = {best['value']:.4f}"
+            + interval_words(best)
             + (f" ({params})" if params else "")
         )
     queued = counts["waiting"] and not interrupted

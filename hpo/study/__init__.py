@@ -33,7 +33,7 @@ from hpo.study._find import (
 from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
 from hpo.study._lock import StudyLock, study_lock
 from hpo.study._logs import log_through_hpo
-from hpo.study._metric_attrs import METRIC_PREFIX, metric_attrs, trial_metrics
+from hpo.study._metric_attrs import INTERVAL_ATTR, METRIC_PREFIX, metric_attrs, trial_metrics
 from hpo.study._notes import trial_note, write_study_note, write_trial_note
 from hpo.study._open import (
     check_spec,
@@ -70,7 +70,7 @@ from hpo.study._strategy import (
     record_trial_cost,
     recorded_plan,
 )
-from hpo.study._summary import best_trial, study_status, study_summaries
+from hpo.study._summary import best_trial, interval_words, study_status, study_summaries
 from hpo.study._trials import (
     ARTIFACT_DIR,
     artifact_store,
@@ -86,6 +86,7 @@ from hpo.study._trials import (
 )
 
 __all__ = [
+    "INTERVAL_ATTR",
     "METRIC_PREFIX",
     "metric_attrs",
     "trial_metrics",
@@ -104,6 +105,7 @@ __all__ = [
     "record_trial_cost",
     "recorded_plan",
     "best_trial",
+    "interval_words",
     "study_status",
     "study_summaries",
     "SURPLUS",

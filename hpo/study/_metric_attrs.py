@@ -11,6 +11,8 @@ from optuna.trial import FrozenTrial
 METRIC_PREFIX = "metric:"
 DECIMALS = 4  # as every figure hpo prints; the value itself keeps full precision
 LEGACY_ATTR = "metrics"  # one JSON attribute, as trials recorded before per-metric attributes
+# the study metric's 95% bootstrap interval over the validation posts, at the trial's best epoch
+INTERVAL_ATTR = "validation_interval"
 
 
 def metric_attrs(metrics: Mapping[str, float]) -> dict[str, float]:

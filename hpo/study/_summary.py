@@ -16,7 +16,7 @@ from hpo.storage_url import StorageUrl
 from hpo.study._budget import study_deadline
 from hpo.study._census import state_counts, trial_census, trials_per_hour
 from hpo.study._find import recorded_spec, sqlite_file_exists
-from hpo.study._metric_attrs import trial_metrics
+from hpo.study._metric_attrs import INTERVAL_ATTR, trial_metrics
 from hpo.study._open import study_uid
 from hpo.study._storage import get_storage
 from hpo.study._timing import estimate_check, study_eta_seconds
@@ -40,12 +40,24 @@ def best_trial(study) -> dict | None:
         "number": trial.number,
         "metric": study.user_attrs.get("metric", "value"),
         "value": trial.value,
+        "interval": trial.user_attrs.get(INTERVAL_ATTR),  # over the validation posts
         "params": dict(trial.params),
         "metrics": _metric_first(trial_metrics(trial), study.user_attrs.get("metric")),
         "checkpoint": None if refused else checkpoint,
         "checkpoint_refused": refused,
         "spread": _spreads(study, trial),
     }
+
+
+def interval_words(best: dict) -> str:
+    """``, 95% CI 0.4100-0.6600 over 30 validation posts``, where the trial recorded one."""
+    interval = best.get("interval")
+    if not interval:
+        return ""
+    return (
+        f", {interval['level']:.0%} CI {interval['low']:.4f}-{interval['high']:.4f} over "
+        f"{interval['posts']} validation posts"
+    )
 
 
 def _metric_first(metrics: dict[str, float], metric: str | None) -> dict[str, float]:

@@ -24,7 +24,13 @@ from hpo.models.classifier import save_classifier
 from hpo.models.device import unwrap_model
 from hpo.models.inference import InferenceSettings
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import evaluate, objective_value
+from hpo.train.evaluate import (
+    INTERVAL_METRICS,
+    Evaluation,
+    evaluate,
+    objective_value,
+    post_intervals,
+)
 from hpo.train.prepare import PreparedData
 from hpo.train.setup import set_up
 
@@ -76,6 +82,9 @@ class TrainResult:
     thresholds: dict[str, float] | None = None  # per symptom, tuned on validation at the best epoch
     history: list[dict[str, float]] = field(default_factory=list)
     checkpoint: str | None = None
+    # the best epoch's objective value: its 95% bootstrap interval over the validation posts
+    # (a post-level F1 only), at the thresholds it was judged at
+    interval: dict | None = None
 
 
 def train(
@@ -176,7 +185,18 @@ def train(
         thresholds=best.thresholds,
         history=history,
         checkpoint=checkpoint,
+        interval=_objective_interval(data.validation, best, config),
     )
+
+
+def _objective_interval(split, best: Evaluation, config: TrainConfig) -> dict | None:
+    """How far the trial's value could move by which posts validation happened to hold: with
+    ~150 validation posts and a handful of positives for some symptoms, two trials 0.04 apart
+    may not differ."""
+    if config.objective_metric not in INTERVAL_METRICS or best.probs is None:
+        return None
+    thresholds = best.thresholds if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5)
+    return post_intervals(split, best.probs, thresholds).get(config.objective_metric)
 
 
 class _Pace:
