@@ -186,7 +186,7 @@ class Objective:
             result.thresholds is not None
         ):  # tuned on validation; the decision ones with threshold: tuned
             attrs["validation_thresholds"] = {k: round(v, 6) for k, v in result.thresholds.items()}
-        if result.interval is not None:  # shown beside the value: hpo best, the trial line
+        if result.interval is not None:  # shown beside the value: hpo best, the tune summary
             attrs[INTERVAL_ATTR] = {
                 k: result.interval[k] for k in ("low", "high", "level", "posts")
             }

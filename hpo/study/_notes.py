@@ -106,7 +106,7 @@ def trial_note(metric: str, value: float | None, attrs: dict, outcome: str = "")
         head += f" at epoch {attrs['best_epoch']} of {attrs.get('epochs_run', '?')}"
     parts = [head]
     if "wall_seconds" in attrs:
-        parts.append(_duration(attrs["wall_seconds"]))
+        parts.append(spelled_duration(attrs["wall_seconds"]))
     if "peak_memory_mb" in attrs:
         parts.append(f"peak memory {attrs['peak_memory_mb']:,.0f} MB")
     if attrs.get("worker"):
@@ -136,9 +136,9 @@ def _epochs(spec: StudySpec) -> str:
 def _budget(spec: StudySpec) -> str:
     parts = [f"{spec.n_trials} finished trials (complete or pruned, over all workers)"]
     if spec.timeout:
-        parts.append(f"a time budget of {_duration(spec.timeout)}")
+        parts.append(f"a time budget of {spelled_duration(spec.timeout)}")
     if spec.timeout_per_trial:
-        parts.append(f"at most {_duration(spec.timeout_per_trial)} a trial")
+        parts.append(f"at most {spelled_duration(spec.timeout_per_trial)} a trial")
     return ", ".join(parts)
 
 
@@ -165,7 +165,8 @@ def _final(final: dict, attrs: dict) -> list[str]:
     return lines
 
 
-def _duration(seconds: float) -> str:
+def spelled_duration(seconds: float) -> str:
+    """``1h05m``, ``1m40s``, ``45s``: the study's notes and its search plan write time so."""
     minutes, seconds = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     if hours:

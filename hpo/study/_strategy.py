@@ -27,7 +27,7 @@ import optuna
 
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
-from hpo.study._notes import _duration
+from hpo.study._notes import spelled_duration
 from hpo.study._portfolio import portfolio_points
 from hpo.study._sampler import PLAN_ATTR, StagedSampler
 from hpo.study._trials import enqueue
@@ -126,8 +126,9 @@ def plan_search(
         if bought < budget:
             budget, basis = (
                 bought,
-                f"timeout {_duration(spec.timeout)} x {workers} worker{'s' * (workers > 1)} / "
-                f"{_duration(trial_seconds)} a trial, from hpo validate --estimate",
+                f"timeout {spelled_duration(spec.timeout)} x {workers} "
+                f"worker{'s' * (workers > 1)} / {spelled_duration(trial_seconds)} a trial, "
+                "from hpo validate --estimate",
             )
     elif spec.timeout:
         # A timeout with no measured trial cost is taken as few trials, the safe side: if trials
@@ -135,8 +136,8 @@ def plan_search(
         # handover; if they turn out dear, TPE's random start would be the whole budget (#35).
         budget = None
         basis = (
-            f"a timeout of {_duration(spec.timeout)} with no trial cost measured (hpo validate "
-            "--estimate)"
+            f"a timeout of {spelled_duration(spec.timeout)} with no trial cost measured "
+            "(hpo validate --estimate)"
         )
     known = (budget, basis, until, _tpe_startup(spec), len(spec.warm_start))
     if budget is not None and budget >= until:
