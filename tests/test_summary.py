@@ -101,9 +101,39 @@ def test_trials_a_time_budget_left_queued_are_named_with_the_command_that_runs_t
     assert lines[-4] == (
         f"  next      hpo tune {SMOKE} --set n_trials=4 --timeout 90m --storage {sqlite_url}"
     )
-    # none left waiting: no resume command, as before
-    plain = tune_summary(optuna.create_study(), 3, spec_path=SMOKE, timeout=5400)
+    # none left waiting and n_trials reached: no resume command, as before
+    done = optuna.create_study()
+    for _ in range(6):  # the smoke spec's n_trials
+        done.tell(done.ask(space), 0.5)
+    plain = tune_summary(done, 3, spec_path=SMOKE, timeout=5400, ended_cleanly=True)
     assert not any("hpo tune" in line or "queued" in line for line in plain)
+
+
+def test_a_time_budget_that_ends_the_run_short_of_n_trials_says_so_and_how_to_go_on(
+    sqlite_url, study_name
+):
+    """The workers stop starting trials when the budget's rest cannot take one to its first
+    judgement; the run then exits 0 short of n_trials, and the summary only listed best,
+    dashboard and finalize, as if the search were done."""
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(sqlite_url), direction="maximize"
+    )
+    study.set_user_attr("metric", "macro_f1")
+    space = {"learning_rate": FloatDistribution(1e-3, 6e-3, log=True)}
+    for value in (0.5, 0.6, 0.55):
+        study.tell(study.ask(space), value)
+    lines = tune_summary(
+        study, 180, spec_path=SMOKE, storage=sqlite_url, workers=2, timeout=180, ended_cleanly=True
+    )
+    assert lines[0] == f"study {study_name!r} ran for 3m00s: 3 of 6 trials finished"
+    assert (
+        "  budget    the time budget (3m) ended the run 3 trials short of n_trials; the next "
+        "`hpo tune` goes on"
+    ) in lines
+    assert f"  next      hpo tune {SMOKE} --workers 2 --timeout 3m --storage {sqlite_url}" in lines
+    # a run that failed (the breaker stopped it) is not called the budget's doing
+    failed = tune_summary(study, 180, spec_path=SMOKE, storage=sqlite_url, timeout=180)
+    assert not any(line.startswith(("  budget", "  next      hpo tune")) for line in failed)
 
 
 @pytest.mark.parametrize("seconds", [7200, 5400, 45, 90.5])

@@ -74,6 +74,7 @@ def run(args) -> int:
         workers=args.workers,
         interrupted=code == 130,
         timeout=args.timeout,
+        ended_cleanly=code == 0,
     )
     print("\n" + "\n".join(summary))
     return code

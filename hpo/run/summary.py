@@ -32,11 +32,13 @@ def tune_summary(
     workers: int = 1,
     interrupted: bool = False,
     timeout: float | None = None,
+    ended_cleanly: bool = False,
 ) -> list[str]:
     """The summary's lines. ``storage``: the ``--storage`` flag as given; ``interrupted``: Ctrl-C
-    (or SIGTERM) stopped the run; ``timeout``: the ``--timeout`` given, in seconds. Where the run
-    was interrupted or left queued trials (a time budget ends before the portfolio's last point
-    starts), the first command resumes it, and those trials run first."""
+    (or SIGTERM) stopped the run; ``timeout``: the ``--timeout`` given, in seconds;
+    ``ended_cleanly``: the run exited 0. Where the run was interrupted, left queued trials (a
+    time budget ends before the portfolio's last point starts) or ended by its time budget
+    short of ``n_trials``, the first command resumes it, and queued trials run first."""
     spec = load_spec(spec_path, overrides, storage)
     outcomes, best = trial_outcomes(study), best_trial(study)
     counts = outcomes["counts"]
@@ -65,8 +67,17 @@ def tune_summary(
             f"  queued    {counts['waiting']} not started before the run ended; the next "
             "`hpo tune` runs them first"
         )
+    budget = timeout if timeout is not None else spec.timeout
+    short = ended_cleanly and budget and not queued and finished < spec.n_trials
+    if short:  # a clean exit short of n_trials: only the time budget stops workers so
+        lines.append(
+            f"  budget    the time budget ({_duration_flag(budget)}) ended the run "
+            f"{spec.n_trials - finished} trials short of n_trials; the next `hpo tune` goes on"
+        )
     resume = (
-        _tune_command(spec_path, overrides, workers, timeout) if interrupted or queued else None
+        _tune_command(spec_path, overrides, workers, timeout)
+        if interrupted or queued or short
+        else None
     )
     lines += _next_commands(study.study_name, resume, spec.storage)
     return lines
