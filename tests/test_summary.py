@@ -120,14 +120,14 @@ def test_a_time_budget_that_ends_the_run_short_of_n_trials_says_so_and_how_to_go
     )
     study.set_user_attr("metric", "macro_f1")
     space = {"learning_rate": FloatDistribution(1e-3, 6e-3, log=True)}
-    for value in (0.5, 0.6, 0.55):
+    for value in (0.5, 0.6, 0.55, 0.52, 0.58):
         study.tell(study.ask(space), value)
     lines = tune_summary(
         study, 180, spec_path=SMOKE, storage=sqlite_url, workers=2, timeout=180, ended_cleanly=True
     )
-    assert lines[0] == f"study {study_name!r} ran for 3m00s: 3 of 6 trials finished"
+    assert lines[0] == f"study {study_name!r} ran for 3m00s: 5 of 6 trials finished"
     assert (
-        "  budget    the time budget (3m) ended the run 3 trials short of n_trials; the next "
+        "  budget    the time budget (3m) ended the run 1 trial short of n_trials; the next "
         "`hpo tune` goes on"
     ) in lines
     assert f"  next      hpo tune {SMOKE} --workers 2 --timeout 3m --storage {sqlite_url}" in lines

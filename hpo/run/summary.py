@@ -72,7 +72,8 @@ def tune_summary(
     if short:  # a clean exit short of n_trials: only the time budget stops workers so
         lines.append(
             f"  budget    the time budget ({_duration_flag(budget)}) ended the run "
-            f"{spec.n_trials - finished} trials short of n_trials; the next `hpo tune` goes on"
+            f"{spec.n_trials - finished} trial{'s' * (spec.n_trials - finished > 1)} short of "
+            "n_trials; the next `hpo tune` goes on"
         )
     resume = (
         _tune_command(spec_path, overrides, workers, timeout)
