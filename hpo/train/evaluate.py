@@ -168,15 +168,20 @@ def score(
     return Evaluation(metrics, thresholds, probs)
 
 
-def post_intervals(split: PreparedSplit, probs, thresholds: dict[str, float]) -> dict[str, dict]:
-    """How far each post-level F1 could move by which posts the split happened to hold: a
-    percentile bootstrap over its posts at ``thresholds``."""
+def post_intervals(
+    split: PreparedSplit,
+    probs,
+    thresholds: dict[str, float],
+    metrics: tuple[str, ...] = INTERVAL_METRICS,
+) -> dict[str, dict]:
+    """How far each post-level F1 in ``metrics`` could move by which posts the split happened
+    to hold: a percentile bootstrap over its posts at ``thresholds``."""
     if split.formulation == "evidence":
         return {}  # sentence-level: no post x symptom matrix to resample
     truth, scores = post_matrix(split, probs)
     decided = (scores >= np.array([thresholds[s] for s in SYMPTOMS])).astype(np.int64)
     found = {}
-    for name in INTERVAL_METRICS:
+    for name in metrics:
         low, high = bootstrap_interval(
             truth, decided, name.removeprefix("post_"), n=RESAMPLES, seed=SEED
         )

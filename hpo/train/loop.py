@@ -196,7 +196,8 @@ def _objective_interval(split, best: Evaluation, config: TrainConfig) -> dict | 
     if config.objective_metric not in INTERVAL_METRICS or best.probs is None:
         return None
     thresholds = best.thresholds if config.threshold == "tuned" else dict.fromkeys(SYMPTOMS, 0.5)
-    return post_intervals(split, best.probs, thresholds).get(config.objective_metric)
+    metric = config.objective_metric
+    return post_intervals(split, best.probs, thresholds, (metric,)).get(metric)
 
 
 class _Pace:
