@@ -810,6 +810,17 @@ def test_enqueue_without_a_parameter_is_a_usage_error(conditional):
     assert result.returncode == 2 and "--set" in result.stderr and "Traceback" not in result.stderr
 
 
+def _estimate_spec(tmp_path, study_name: str, rest: str):
+    """A 40-trial criteria spec on 40 sample posts: the common head, then ``rest``."""
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    path = tmp_path / "estimate.yaml"
+    path.write_text(
+        f"name: {study_name}\ntask: criteria\ndata_dir: {tmp_path / 'data'}\nn_trials: 40\n"
+        f"output_dir: {tmp_path / 'out'}\n{rest}"
+    )
+    return path
+
+
 def test_validate_estimate_times_every_encoder_at_a_workers_threads(
     capsys, tmp_path, study_name, tiny_roberta, tiny_deberta, sqlite_url
 ):
@@ -817,20 +828,17 @@ def test_validate_estimate_times_every_encoder_at_a_workers_threads(
     hpo tune --workers 2 gives each worker half of them (a ~15x over-estimate)."""
     from hpo.run.launcher import available_cpus
 
-    write_sample(tmp_path / "data", posts=40, seed=0)
-    path = tmp_path / "sized.yaml"
-    path.write_text(f"""name: {study_name}
-task: criteria
-data_dir: {tmp_path / "data"}
-n_trials: 40
-timeout: 7200
-output_dir: {tmp_path / "out"}
+    path = _estimate_spec(
+        tmp_path,
+        study_name,
+        f"""timeout: 7200
 model_paths: {{tiny: {tiny_roberta}, tiny-deberta: {tiny_deberta}}}
 train: {{batch_size: 4, max_length: 64}}
 search_space:
   encoder: {{type: categorical, choices: [tiny, tiny-deberta]}}
   epochs: {{type: int, low: 2, high: 4}}
-""")
+""",
+    )
     code, out, err = hpo(
         capsys, "validate", str(path), "--storage", sqlite_url, "--estimate", "--workers", "2"
     )
@@ -864,21 +872,18 @@ def test_validate_estimate_times_the_warm_start_the_study_runs_first(
 ):
     """A sampled point, not the first trial, was timed: with freeze_layers, batch size or
     max_length searched, one random draw put a trial's cost at half what trials then took."""
-    write_sample(tmp_path / "data", posts=40, seed=0)
-    path = tmp_path / "recipe.yaml"
-    path.write_text(f"""name: {study_name}
-task: criteria
-data_dir: {tmp_path / "data"}
-n_trials: 40
-output_dir: {tmp_path / "out"}
-model_paths: {{tiny: {tiny_roberta}}}
+    path = _estimate_spec(
+        tmp_path,
+        study_name,
+        f"""model_paths: {{tiny: {tiny_roberta}}}
 train: {{encoder: tiny, batch_size: 4}}
 search_space:
   max_length: {{type: categorical, choices: [64, 96, 128]}}
   epochs: {{type: int, low: 2, high: 4}}
 warm_start:
   - {{max_length: 96}}
-""")
+""",
+    )
     code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url, "--estimate")
     assert code == 0, err
     assert re.search(
