@@ -221,6 +221,33 @@ def test_the_output_says_each_epochs_metric_one_line_per_trial_and_ends_with_a_s
     ]
 
 
+@pytest.mark.slow
+def test_a_post_level_trial_line_bounds_its_value_over_the_validation_posts(
+    sqlite_url, study_name, assets
+):
+    """With a post-level metric the worker's line for a trial carries the 95% interval the
+    objective recorded (issue #35 item 4): the first place a person compares two trials."""
+    run = run_tune(
+        "criteria-smoke.yaml",
+        study_name,
+        sqlite_url,
+        assets,
+        1,
+        *("--set", "n_trials=1", "--set", "train.epochs=1", "--set", "keep_top_k=0"),
+        *("--set", "metric=post_macro_f1", "--set", "pruner={name: none}"),
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (trial,) = read_study(study_name, sqlite_url).trials
+    interval = trial.user_attrs["validation_interval"]
+    assert interval["level"] == 0.95 and interval["posts"] > 0
+    assert interval["low"] <= trial.value <= interval["high"]
+    (line,) = [line for line in run.stdout.splitlines() if "] trial 0 COMPLETE " in line]
+    assert (
+        f"trial 0 COMPLETE post_macro_f1={trial.value:.4f} "
+        f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}), 1 epoch, "
+    ) in line, line
+
+
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     return tune_assets(tmp_path_factory.mktemp("summary"), tiny_roberta, tiny_deberta)

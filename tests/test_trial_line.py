@@ -78,6 +78,34 @@ def test_a_failed_trial_names_its_reason_on_the_same_line_and_a_pruned_one_no_va
     assert pruned == "trial 5 PRUNED, 1 epoch, 4.2s: bs=16"
 
 
+def test_a_value_with_its_validation_interval_shows_it_beside_the_value():
+    interval = {"low": 0.41, "high": 0.66, "level": 0.95, "posts": 149}
+    line = trial_line(
+        8,
+        "COMPLETE",
+        metric="post_macro_f1",
+        value=0.5384,
+        epochs=4,
+        seconds=2015,
+        params="lr=3e-05",
+        interval=interval,
+    )
+    assert line == (
+        "trial 8 COMPLETE post_macro_f1=0.5384 (95% CI 0.4100-0.6600), 4 epochs, 33m35s: lr=3e-05"
+    )
+    pruned = trial_line(
+        9,
+        "PRUNED",
+        metric="post_macro_f1",
+        value=None,
+        epochs=2,
+        seconds=9.0,
+        params="",
+        interval=interval,
+    )
+    assert "CI" not in pruned  # no value, nothing to bound
+
+
 def test_durations_read_as_a_person_says_them():
     assert [duration(s) for s in (3.04, 59.9, 61, 2112.4, 7500)] == [
         "3.0s",

@@ -71,10 +71,18 @@ def trial_line(
     seconds: float | None,
     params: str,
     reason: str | None = None,
+    interval: Mapping[str, float] | None = None,
 ) -> str:
     """``trial 12 COMPLETE macro_f1=0.5512, 3 epochs, 35m12s: lr=3.2e-05 bs=16`` (a failure's
-    reason after the parameters)."""
-    facts = [f"trial {number} {state}" + ("" if value is None else f" {metric}={value:.4f}")]
+    reason after the parameters); with the value's ``interval`` over the validation posts,
+    ``post_macro_f1=0.5512 (95% CI 0.4100-0.6600)``: on 149 posts a trial's lead over another
+    is often inside it, and the line is where a person watching first compares trials."""
+    head = f"trial {number} {state}"
+    if value is not None:
+        head += f" {metric}={value:.4f}"
+        if interval:
+            head += f" ({interval['level']:.0%} CI {interval['low']:.4f}-{interval['high']:.4f})"
+    facts = [head]
     if epochs is not None:
         facts.append(f"{epochs} epoch" + ("" if epochs == 1 else "s"))
     if seconds is not None:

@@ -26,6 +26,7 @@ from hpo.run.objective import Objective
 from hpo.run.trial_line import compact_params, searched_names, trial_line
 from hpo.spec import StudySpec
 from hpo.study import (
+    INTERVAL_ATTR,
     SURPLUS,
     DatabaseProblem,
     beating,
@@ -364,5 +365,6 @@ class _TrialLog:
             seconds=attrs.get("wall_seconds"),
             params=compact_params(trial.params, self.names),
             reason=self.last_reason,
+            interval=attrs.get(INTERVAL_ATTR),
         )
         log.info("%s", line)
