@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import select
 import shutil
 import signal
@@ -757,6 +758,10 @@ def test_a_time_budget_stops_a_study_on_time_keeping_its_trials(postgres_url, st
         (t.number, t.state.name) for t in trials
     ]
     assert all("time budget" in t.user_attrs.get("stopped_by", "") for t in trials), output[-3000:]
+    for trial in trials:  # and each trial's line says why it ran fewer epochs than it asked
+        assert re.search(
+            rf"\] trial {trial.number} COMPLETE .*, ended by the time budget, ", output
+        ), output[-3000:]
     assert all(t.user_attrs["epochs_run"] < 400 for t in trials)
     # the budget, and start-up, and an epoch's slack
     deadline = trials[0].datetime_start.timestamp() + 20 + 60

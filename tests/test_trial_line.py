@@ -106,6 +106,23 @@ def test_a_value_with_its_validation_interval_shows_it_beside_the_value():
     assert "CI" not in pruned  # no value, nothing to bound
 
 
+def test_a_trial_the_time_budget_stopped_says_so_beside_its_epochs():
+    line = trial_line(
+        14,
+        "COMPLETE",
+        metric="macro_f1",
+        value=0.31,
+        epochs=2,
+        seconds=310,
+        params="epochs=6",
+        budget_ended=True,
+    )
+    assert (
+        line
+        == "trial 14 COMPLETE macro_f1=0.3100, 2 epochs, ended by the time budget, 5m10s: epochs=6"
+    )
+
+
 def test_durations_read_as_a_person_says_them():
     assert [duration(s) for s in (3.04, 59.9, 61, 2112.4, 7500)] == [
         "3.0s",

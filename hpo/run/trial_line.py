@@ -72,11 +72,15 @@ def trial_line(
     params: str,
     reason: str | None = None,
     interval: Mapping[str, float] | None = None,
+    budget_ended: bool = False,
 ) -> str:
     """``trial 12 COMPLETE macro_f1=0.5512, 3 epochs, 35m12s: lr=3.2e-05 bs=16`` (a failure's
     reason after the parameters); with the value's ``interval`` over the validation posts,
     ``post_macro_f1=0.5512 (95% CI 0.4100-0.6600)``: on 149 posts a trial's lead over another
-    is often inside it, and the line is where a person watching first compares trials."""
+    is often inside it, and the line is where a person watching first compares trials.
+    ``budget_ended``: the study's time budget stopped the trial before its last epoch, so its
+    value is from a shorter schedule than its parameters ask (``… 2 epochs, ended by the time
+    budget, 5m10s``)."""
     head = f"trial {number} {state}"
     if value is not None:
         head += f" {metric}={value:.4f}"
@@ -85,6 +89,8 @@ def trial_line(
     facts = [head]
     if epochs is not None:
         facts.append(f"{epochs} epoch" + ("" if epochs == 1 else "s"))
+    if budget_ended:
+        facts.append("ended by the time budget")
     if seconds is not None:
         facts.append(duration(seconds))
     line = ", ".join(facts) + (f": {params}" if params else "")

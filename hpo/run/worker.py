@@ -366,5 +366,6 @@ class _TrialLog:
             params=compact_params(trial.params, self.names),
             reason=self.last_reason,
             interval=attrs.get(INTERVAL_ATTR),
+            budget_ended="stopped_by" in attrs,
         )
         log.info("%s", line)
