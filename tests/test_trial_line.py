@@ -3,9 +3,22 @@ parameters its study searches, however many that is."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from hpo.run.trial_line import MAX_SHOWN, compact_params, duration, searched_names, trial_line
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
+
+from hpo.run.trial_line import (
+    MAX_SHOWN,
+    compact_params,
+    duration,
+    progress_words,
+    searched_names,
+    trial_line,
+)
+from hpo.run.worker import _TrialLog
 from hpo.spec import load_spec
 
 STUDIES = Path(__file__).parent.parent / "studies"
@@ -121,6 +134,34 @@ def test_a_trial_the_time_budget_stopped_says_so_beside_its_epochs():
         line
         == "trial 14 COMPLETE macro_f1=0.3100, 2 epochs, ended by the time budget, 5m10s: epochs=6"
     )
+
+
+def test_a_pruned_trial_says_where_it_was_judged_and_by_what(caplog):
+    """Optuna keeps a pruned trial's last report as its value: the signal the pruner judged
+    (``prune_on``, not the study's metric, where the spec sets one), at a step that may fall
+    inside an epoch."""
+    trial_log = _TrialLog("post_macro_f1", ["learning_rate"], "average_precision", 9)
+    pruned = optuna.trial.create_trial(
+        state=TrialState.PRUNED,
+        value=0.41,
+        intermediate_values={1: 0.38, 3: 0.41},
+        params={"learning_rate": 1e-3},
+        distributions={"learning_rate": FloatDistribution(1e-5, 1e-2, log=True)},
+        user_attrs={"epochs_run": 0, "wall_seconds": 2.0},
+    )
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(pruned)
+    with caplog.at_level(logging.INFO, logger="hpo.run.worker"):
+        trial_log(study.trials[0])
+    assert [r.getMessage() for r in caplog.records if r.name == "hpo.run.worker"] == [
+        "trial 0 PRUNED average_precision=0.4100 at 3/9 of an epoch, 2.0s: lr=0.001"
+    ]
+    assert [progress_words(step, 3) for step in (2, 3, 6, 7)] == [
+        "2/3 of an epoch",
+        "epoch 1",
+        "epoch 2",
+        "2.33 epochs",
+    ]
 
 
 def test_durations_read_as_a_person_says_them():

@@ -16,6 +16,7 @@ import optuna
 
 from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
+from hpo.run.trial_line import progress_words
 from hpo.spec import StudySpec
 from hpo.study import (
     INTERVAL_ATTR,
@@ -107,12 +108,12 @@ class Objective:
             # rivals, but never obeyed there: the trial has already paid for all its epochs.
             if trial.should_prune() and step < last_step:
                 raise optuna.TrialPruned(
-                    f"pruned after {_progress(step, units)} at {judged_by}={signal:.4f}"
+                    f"pruned after {progress_words(step, units)} at {judged_by}={signal:.4f}"
                 )
             limit = self.spec.timeout_per_trial
             if limit and time.perf_counter() - started > limit:  # checked at each report
                 raise TimeoutError(
-                    f"trial ran past timeout_per_trial={limit}s after {_progress(step, units)}"
+                    f"trial ran past timeout_per_trial={limit}s after {progress_words(step, units)}"
                 )
             if epoch_end and self.deadline is not None and time.time() >= self.deadline:
                 trial.set_user_attr(
@@ -236,13 +237,6 @@ class Objective:
                 trial.number,
                 type(exc).__name__,
             )
-
-
-def _progress(step: int, units: int) -> str:
-    """A report's step in words: "epoch 2", or "2/9 of an epoch" inside one."""
-    if step % units == 0:
-        return f"epoch {step // units}"
-    return f"{step}/{units} of an epoch" if step < units else f"{step / units:.3g} epochs"
 
 
 def _prefixed(prefix: str, settings: dict[str, object]) -> dict[str, object]:

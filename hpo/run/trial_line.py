@@ -73,6 +73,7 @@ def trial_line(
     reason: str | None = None,
     interval: Mapping[str, float] | None = None,
     budget_ended: bool = False,
+    judged_at: str | None = None,
 ) -> str:
     """``trial 12 COMPLETE macro_f1=0.5512, 3 epochs, 35m12s: lr=3.2e-05 bs=16`` (a failure's
     reason after the parameters); with the value's ``interval`` over the validation posts,
@@ -80,14 +81,18 @@ def trial_line(
     is often inside it, and the line is where a person watching first compares trials.
     ``budget_ended``: the study's time budget stopped the trial before its last epoch, so its
     value is from a shorter schedule than its parameters ask (``… 2 epochs, ended by the time
-    budget, 5m10s``)."""
+    budget, 5m10s``). ``judged_at``: where the pruner judged a pruned trial (``progress_words``),
+    whose value, then, is the one it judged (``trial 5 PRUNED ap=0.4100 at 1/3 of an epoch``),
+    in place of its whole epochs."""
     head = f"trial {number} {state}"
     if value is not None:
         head += f" {metric}={value:.4f}"
         if interval:
             head += f" ({interval['level']:.0%} CI {interval['low']:.4f}-{interval['high']:.4f})"
+    if judged_at:
+        head += f" at {judged_at}"
     facts = [head]
-    if epochs is not None:
+    if epochs is not None and not judged_at:
         facts.append(f"{epochs} epoch" + ("" if epochs == 1 else "s"))
     if budget_ended:
         facts.append("ended by the time budget")
@@ -98,6 +103,14 @@ def trial_line(
         first = str(reason).splitlines()[0] if str(reason).strip() else str(reason)
         line += f"; reason: {first[:REASON_CHARS]}" + ("…" if len(first) > REASON_CHARS else "")
     return line
+
+
+def progress_words(step: int, units: int) -> str:
+    """A report's step (in 1/``units`` of an epoch) in words: "epoch 2", or "2/9 of an epoch"
+    inside one."""
+    if step % units == 0:
+        return f"epoch {step // units}"
+    return f"{step}/{units} of an epoch" if step < units else f"{step / units:.3g} epochs"
 
 
 def duration(seconds: float) -> str:

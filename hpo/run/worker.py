@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.errors import find_cause
 from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
-from hpo.run.trial_line import compact_params, searched_names, trial_line
+from hpo.run.trial_line import compact_params, progress_words, searched_names, trial_line
 from hpo.spec import StudySpec
 from hpo.study import (
     INTERVAL_ATTR,
@@ -107,7 +107,9 @@ def run_worker(
     first_look = first_look_epochs(spec)  # what a trial started late must still reach
     objective = objective or Objective(spec, uid=study_uid(study), worker=worker, deadline=deadline)
     guarded = _Guarded(objective, spec.n_trials, worker)
-    trial_log = _TrialLog(spec.metric, searched_names(spec))
+    trial_log = _TrialLog(
+        spec.metric, searched_names(spec), spec.prune_on, spec.pruner.units_per_epoch
+    )
     look_for_stale = _StaleLook(spec.heartbeat.interval)
     ran, failures = 0, 0
     outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
@@ -344,9 +346,17 @@ class _TrialLog:
     """One log line per trial (the worker's name is the line's prefix, not in it), and what the
     worker needs to know about its last one."""
 
-    def __init__(self, metric: str, names: Sequence[str]):
-        # the study's metric, and the searched parameters the line shows (``searched_names``)
+    def __init__(
+        self,
+        metric: str,
+        names: Sequence[str],
+        prune_on: str | None = None,
+        units_per_epoch: int = 1,
+    ):
+        # the study's metric, and the searched parameters the line shows (``searched_names``);
+        # a pruned trial's value is what the pruner judged: ``prune_on`` where the spec sets it
         self.metric, self.names = metric, names
+        self.judged_by, self.units = prune_on or metric, units_per_epoch
         self.last_failed, self.last_reason = False, None
 
     def __call__(self, trial: FrozenTrial) -> None:
@@ -356,10 +366,12 @@ class _TrialLog:
         self.last_reason = attrs.get("fail_reason")
         if surplus:
             return
+        # Optuna keeps a pruned trial's last report as its value
+        pruned_at = trial.last_step if trial.state == TrialState.PRUNED else None
         line = trial_line(
             trial.number,
             trial.state.name,
-            metric=self.metric,
+            metric=self.metric if pruned_at is None else self.judged_by,
             value=trial.value,
             epochs=attrs.get("epochs_run"),
             seconds=attrs.get("wall_seconds"),
@@ -367,5 +379,6 @@ class _TrialLog:
             reason=self.last_reason,
             interval=attrs.get(INTERVAL_ATTR),
             budget_ended="stopped_by" in attrs,
+            judged_at=None if pruned_at is None else progress_words(pruned_at, self.units),
         )
         log.info("%s", line)
