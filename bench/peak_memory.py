@@ -1,7 +1,7 @@
 """Peak memory of one trial of issue #25's workload: all-MiniLM-L6-v2, criteria multilabel,
 max_length 256, batch 16, float32, ``long_text`` truncate and head_tail, each run a fresh
 process (its peak RSS from RUSAGE_CHILDREN), the trial as bench/memory.py runs it (a worker's
-memory ceiling set, which also tunes glibc to return freed blocks; 2 torch threads).
+memory ceiling set, above which it hands glibc's freed heap back; 2 torch threads).
 
     python -m bench.run --only peak_memory
 """

@@ -208,6 +208,26 @@ def test_the_watcher_interrupts_a_block_that_grows_past_the_ceiling():
         memory.set_memory_ceiling(None)
 
 
+def test_freed_memory_glibc_keeps_does_not_count_against_the_ceiling():
+    """glibc keeps freed heap pages for reuse (fast steps), and they count as resident: the
+    ceiling hands them back before it calls the process over."""
+    before = memory.resident_mb()
+    blocks = [np.ones(8192) for _ in range(4096)]  # 64 KiB each: from the heap, 256 MiB touched
+    last = blocks.pop()  # still live at the heap's top, so freeing the rest cannot shrink it
+    del blocks
+    ceiling = before + 100
+    assert memory.resident_mb() > ceiling, "glibc kept the freed pages resident"
+    memory.set_memory_ceiling(ceiling)
+    try:
+        assert memory.over_ceiling() is None
+        assert memory.resident_mb() < ceiling
+        with memory.guard_host_memory():  # leaving a guarded block checks the same way
+            pass
+    finally:
+        memory.set_memory_ceiling(None)
+    assert last.sum() == 8192
+
+
 def test_a_token_budget_caps_every_forward_pass_and_keeps_the_gradient(tiny_roberta, long_posts):
     tokenizer, tokens = long_posts
     model = _model(tiny_roberta)
