@@ -54,6 +54,7 @@ MEASURES = {
     "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
     "threshold_rules": "Threshold rules of finalize --cv (same models, paired)",
     "budget_tail": "A time budget's tail: the start rule before and after b086acf",
+    "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {

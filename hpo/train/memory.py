@@ -8,8 +8,10 @@ fail the trial with its reason when even one sequence does not fit).
 
 A watcher thread samples the resident set every ``SAMPLE_SECONDS`` and, inside a guarded
 block, interrupts the main thread, which raises at its next Python instruction (after the
-torch operation it is in, which a bounded micro-batch keeps small). Linux only: elsewhere
-``resident_mb`` is None and nothing is watched.
+torch operation it is in, which a bounded micro-batch keeps small). The resident set counts
+the freed heap glibc keeps for reuse, so it is handed back first (``over_ceiling``): only
+live memory past the ceiling ends a step. Linux only: elsewhere ``resident_mb`` is None and
+nothing is watched.
 """
 
 from __future__ import annotations
@@ -97,10 +99,10 @@ M_ARENA_MAX = -8  # from <malloc.h>
 def limit_malloc_arenas() -> None:
     """At most two glibc arenas: per-thread arenas each keep their own free memory. glibc's
     thresholds are otherwise left alone: a fixed 1 MiB mmap threshold (hpo's before 0.1.0)
-    mapped every activation afresh and faulted its pages in again each step, and CPU training
-    steps took 1.3x as long (MiniLM, 16 x 256 tokens) for a resident set 0.5 GiB lower; the
-    ceiling trims the heap when it is reached instead (``over_ceiling``). A no-op without
-    glibc."""
+    mapped every activation afresh and faulted its pages in again each step; without it a CPU
+    trial of the real job's shape takes 0.795x the time, for a higher peak resident set
+    (bench/results/malloc_thresholds.json). The ceiling trims the heap when it is reached
+    instead (``over_ceiling``). A no-op without glibc."""
     if _mallopt is not None:
         _mallopt(M_ARENA_MAX, 2)
 
