@@ -98,7 +98,7 @@ M_ARENA_MAX = -8  # from <malloc.h>
 
 def limit_malloc_arenas() -> None:
     """At most two glibc arenas: per-thread arenas each keep their own free memory. glibc's
-    thresholds are otherwise left alone: a fixed 1 MiB mmap threshold (hpo's before 0.1.0)
+    thresholds are otherwise left alone: a fixed 1 MiB mmap threshold (hpo's until f9aac69)
     mapped every activation afresh and faulted its pages in again each step; without it a CPU
     trial of the real job's shape takes 0.795x the time, for a higher peak resident set
     (bench/results/malloc_thresholds.json). The ceiling trims the heap when it is reached
