@@ -488,9 +488,10 @@ def test_a_job_slurm_refuses_is_one_line_with_slurms_reason(
 def test_a_job_array_keeps_the_time_budget_and_ends_by_itself(
     slurm, postgres_url, study_name, assets
 ):
-    """`hpo submit --slurm --timeout 45s` on a study of 100 trials: the budget starts when the
-    study is opened (as `hpo tune`'s does), the tasks start no trial past it and the array
-    ends by itself, long before 100 trials, with nothing left running."""
+    """`hpo submit --slurm --timeout 45s` on a study of 10,000 trials (a tiny trial takes
+    ~0.3 s here, so the budget, not n_trials, must end it): the budget starts when the study is
+    opened (as `hpo tune`'s does), the tasks start no trial past it and the array ends by
+    itself, long before n_trials, with nothing left running."""
     run = _submit(
         study_name,
         postgres_url,
@@ -499,7 +500,7 @@ def test_a_job_array_keeps_the_time_budget_and_ends_by_itself(
         "--timeout",
         "45s",
         "--set",
-        "n_trials=100",
+        "n_trials=10000",
         "--set",
         "train.epochs=1",
         "--set",
@@ -518,7 +519,7 @@ def test_a_job_array_keeps_the_time_budget_and_ends_by_itself(
     log_dir = assets["root"] / study_name / "slurm"
     logs = "".join((log_dir / f"{study_name}-{job_id}_{task}.log").read_text() for task in (0, 1))
     trials = read_trials(study_name, postgres_url)
-    assert 0 < len([t for t in trials if t.state.name in FINISHED]) < 100, logs[-3000:]
+    assert 0 < len([t for t in trials if t.state.name in FINISHED]) < 10000, logs[-3000:]
     assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")], logs[-3000:]
     late = [t for t in trials if t.datetime_start.timestamp() > submitted + 45]
     assert not late, f"trials started after the budget: {[t.number for t in late]}"
