@@ -28,14 +28,19 @@ import collections
 import json
 import shutil
 import statistics
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import optuna
 
-from bench.common import REPO, RUNS, data_words, encoder_path, hpo_cmd, sample_data, timed_run
+from bench.common import (
+    RUNS,
+    before_and_after,
+    data_words,
+    encoder_path,
+    hpo_cmd,
+    sample_data,
+    timed_run,
+)
 from bench.results import MACHINE_USE, commit, write_results
 from bench.search_budget import SHARES, STORAGE, mean_interval, spec
 from hpo.study import study_deadline
@@ -101,23 +106,12 @@ def main() -> None:
         Path(STORAGE.removeprefix("sqlite:///")).unlink(missing_ok=True)
     encoder, encoder_name = encoder_path()
     data = sample_data(f"data-{SHARE.posts}", SHARE.posts)
-    runs: dict[str, list[dict]] = {"before": [], "after": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], check=True)
-        try:
-            checkouts = {"before": before, "after": REPO}
-            for repeat in range(args.repeats):
-                for rule in ("before", "after") if repeat % 2 == 0 else ("after", "before"):
-                    began = time.time()
-                    runs[rule].append(run_rule(rule, checkouts[rule], repeat, encoder, data))
-                    print(
-                        f"[{NAME} {repeat + 1}] {rule}: {runs[rule][-1]} "
-                        f"in {time.time() - began:.0f} s",
-                        flush=True,
-                    )
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], check=False)
+    runs = before_and_after(
+        NAME,
+        args.before,
+        args.repeats,
+        lambda rule, checkout, repeat: run_rule(rule, checkout, repeat, encoder, data),
+    )
     gains = [
         a["first_rung_configurations"] - b["first_rung_configurations"]
         for b, a in zip(runs["before"], runs["after"], strict=True)

@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import optuna
 
 from bench.common import (
-    REPO,
     RUNS,
+    before_and_after,
     data_words,
     encoder_path,
     hpo_cmd,
@@ -115,23 +112,12 @@ def main() -> None:
     Path(STORAGE.removeprefix("sqlite:///")).unlink(missing_ok=True)
     encoder, encoder_name = encoder_path()
     data = sample_data(f"data-{POSTS}", POSTS)
-    runs: dict[str, list[dict]] = {"before": [], "after": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], check=True)
-        try:
-            checkouts = {"before": before, "after": REPO}
-            for repeat in range(args.repeats):
-                for rule in ("before", "after") if repeat % 2 == 0 else ("after", "before"):
-                    began = time.time()
-                    runs[rule].append(run_rule(rule, checkouts[rule], repeat, encoder, data))
-                    print(
-                        f"[{NAME} {repeat + 1}] {rule}: {runs[rule][-1]} "
-                        f"in {time.time() - began:.0f} s",
-                        flush=True,
-                    )
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], check=False)
+    runs = before_and_after(
+        NAME,
+        args.before,
+        args.repeats,
+        lambda side, checkout, repeat: run_rule(side, checkout, repeat, encoder, data),
+    )
     pairs = list(zip(runs["before"], runs["after"], strict=True))
     ratios = [a["trial_s"] / b["trial_s"] for b, a in pairs]
     low, high = mean_interval(ratios)
