@@ -173,18 +173,15 @@ def test_the_output_says_each_epochs_metric_one_line_per_trial_and_ends_with_a_s
     """What a user watching `hpo tune` reads (issue #36): each epoch's line with the study's
     metric and the trial's best so far (in the trial's train.log too), one line per trial with
     only the parameters the search varies and the worker named once, and a closing summary."""
-    run = run_tune(
-        "criteria-smoke.yaml",
+    out, study = _smoke_tune(
         study_name,
         sqlite_url,
         assets,
         2,
-        *("--set", "n_trials=3", "--set", "train.epochs=2", "--set", "keep_top_k=0"),
-        *("--set", "search_space.encoder.choices=[tiny-roberta]", "--set", "pruner={name: none}"),
+        "n_trials=3",
+        "train.epochs=2",
+        "search_space.encoder.choices=[tiny-roberta]",
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    study = read_study(study_name, sqlite_url)
-    out = run.stdout
     epoch_lines = [line for line in out.splitlines() if " epoch 2/2 done: " in line]
     assert len(epoch_lines) == 3, out[-3000:]
     for line in epoch_lines:
@@ -227,21 +224,14 @@ def test_a_post_level_trial_line_bounds_its_value_over_the_validation_posts(
 ):
     """With a post-level metric the worker's line for a trial carries the 95% interval the
     objective recorded (issue #35 item 4): the first place a person compares two trials."""
-    run = run_tune(
-        "criteria-smoke.yaml",
-        study_name,
-        sqlite_url,
-        assets,
-        1,
-        *("--set", "n_trials=1", "--set", "train.epochs=1", "--set", "keep_top_k=0"),
-        *("--set", "metric=post_macro_f1", "--set", "pruner={name: none}"),
+    out, study = _smoke_tune(
+        study_name, sqlite_url, assets, 1, "n_trials=1", "train.epochs=1", "metric=post_macro_f1"
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (trial,) = read_study(study_name, sqlite_url).trials
+    (trial,) = study.trials
     interval = trial.user_attrs["validation_interval"]
     assert interval["level"] == 0.95 and interval["posts"] > 0
     assert interval["low"] <= trial.value <= interval["high"]
-    (line,) = [line for line in run.stdout.splitlines() if "] trial 0 COMPLETE " in line]
+    (line,) = [line for line in out.splitlines() if "] trial 0 COMPLETE " in line]
     assert (
         f"trial 0 COMPLETE post_macro_f1={trial.value:.4f} "
         f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}), 1 epoch, "
@@ -251,3 +241,14 @@ def test_a_post_level_trial_line_bounds_its_value_over_the_validation_posts(
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, tiny_roberta, tiny_deberta):
     return tune_assets(tmp_path_factory.mktemp("summary"), tiny_roberta, tiny_deberta)
+
+
+def _smoke_tune(study_name, sqlite_url, assets, workers: int, *sets: str):
+    """The smoke spec through the real `hpo tune` with ``sets``, no checkpoints and no pruning:
+    its output and the study it left."""
+    flags = [
+        flag for key in ("keep_top_k=0", "pruner={name: none}", *sets) for flag in ("--set", key)
+    ]
+    run = run_tune("criteria-smoke.yaml", study_name, sqlite_url, assets, workers, *flags)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout, read_study(study_name, sqlite_url)
