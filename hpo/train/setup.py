@@ -24,6 +24,7 @@ from hpo.train.config import TrainConfig
 from hpo.train.evaluate import sequence_logits
 from hpo.train.losses import bce_loss
 from hpo.train.optim import build_optimizer, freeze_bottom
+from hpo.train.posts import accumulate_post_gradients
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.schedule import warmup_schedule
 from hpo.train.step import accumulate_gradients, plan_units
@@ -60,21 +61,39 @@ class Setup:
     def step(self, batch: list[int]) -> tuple[torch.Tensor, int]:
         """One optimizer step on ``batch``; its loss and the tokens its forward passes read."""
         config, train = self.config, self.data.train
-        units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
-        self.micro, loss = accumulate_gradients(
-            self.model,
-            train.tokens,
-            units,
-            len(batch),
-            self.micro,
-            self.collate,
-            self.loss_fn,
-            self.autocast,
-            self.scaler,
-            self.optimizer,
-            self.device,
-            self.max_tokens,
-        )
+        if self.whole_posts:
+            self.micro, loss, read = accumulate_post_gradients(
+                self.model,
+                train,
+                batch,
+                len(batch),
+                self.micro,
+                self.collate,
+                self.loss_fn,
+                config.evidence_loss_weight,
+                self.autocast,
+                self.scaler,
+                self.optimizer,
+                self.device,
+                self.max_tokens,
+            )
+        else:
+            units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
+            self.micro, loss = accumulate_gradients(
+                self.model,
+                train.tokens,
+                units,
+                len(batch),
+                self.micro,
+                self.collate,
+                self.loss_fn,
+                self.autocast,
+                self.scaler,
+                self.optimizer,
+                self.device,
+                self.max_tokens,
+            )
+            read = int(train.tokens.sequence_lengths[units.sequences].sum())
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         if config.max_grad_norm:
@@ -86,7 +105,16 @@ class Setup:
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss, int(train.tokens.sequence_lengths[units.sequences].sum())
+        return loss, read
+
+    @property
+    def whole_posts(self) -> bool:
+        """whole_post with a pooling or loss whose gradient reaches every sentence: whole posts
+        per step (``hpo.train.posts``); under max pooling alone, each symptom's best window."""
+        config = self.config
+        return config.formulation == "whole_post" and (
+            config.post_pooling != "max" or config.evidence_loss_weight > 0
+        )
 
     def _score_chunks(self, sequence_ids):  # a long post's chunks, scored to pick each winner
         return sequence_logits(

@@ -1,0 +1,200 @@
+"""whole_post: every sentence scored and pooled per post; exact gradients whatever a post's
+length; the sentence loss reads the training posts' evidence only; the sentences rank evidence as
+the evidence task measures it; a symptom stated only in the middle of a long post is found."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import shutil
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hpo.data import SYMPTOMS
+from hpo.data.sentences import split_sentences
+from hpo.fixtures import write_sample
+from hpo.models.pooling import SHARPNESS, pool_posts, sentence_weights, window_max
+from hpo.train.config import TrainConfig
+from hpo.train.evaluate import post_scores
+from hpo.train.loop import train
+from hpo.train.metrics import evidence_metrics
+from hpo.train.posts import accumulate_post_gradients, evidence_ranking
+from hpo.train.prepare import prepare_data
+from hpo.train.setup import set_up
+
+
+@pytest.fixture(scope="module")
+def long_posts(tmp_path_factory) -> Path:
+    """Realistic lengths: at max_length 48 most posts take several windows."""
+    return write_sample(tmp_path_factory.mktemp("long"), posts=60, seed=1, profile="realistic")
+
+
+def _config(encoder, data_dir, **overrides) -> TrainConfig:
+    base = dict(
+        task="criteria",
+        criteria_formulation="whole_post",
+        encoder=str(encoder),
+        data_dir=str(data_dir),
+        epochs=1,
+        learning_rate=3e-3,
+        batch_size=8,
+        max_length=48,
+        seed=0,
+        mixed_precision="no",
+        objective_metric="post_macro_f1",
+    )
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_pooling_is_the_max_a_smooth_max_or_an_attention_over_each_posts_sentences():
+    logits = torch.tensor([[1.0, -2.0], [3.0, 0.0], [2.0, 5.0]])
+    post = torch.tensor([0, 0, 1])
+    assert pool_posts(logits, post, 2, "max").tolist() == [[3.0, 0.0], [2.0, 5.0]]
+    smooth = pool_posts(logits, post, 2, "logsumexp")
+    expected = torch.log(torch.exp(SHARPNESS * logits[:2]).mean(0)) / SHARPNESS
+    assert torch.allclose(smooth[0], expected) and torch.allclose(smooth[1], logits[2])
+    assert (smooth[0] <= logits[:2].max(0).values).all()  # never above the max
+    gates = torch.tensor([[0.0, 0.0], [float(np.log(3.0)), 0.0], [9.0, 9.0]])
+    attended = pool_posts(logits, post, 2, "attention", gates)
+    assert torch.allclose(attended[0], torch.tensor([0.25 * 1 + 0.75 * 3, -1.0]))
+    weights = sentence_weights(logits, post, 2)
+    assert torch.allclose(weights[:2].sum(0), torch.ones(2))
+    assert torch.allclose(weights[2], torch.ones(2))
+
+
+def test_a_window_stands_for_its_sentences_by_their_highest_logit():
+    outputs = torch.tensor([[[1.0], [4.0], [9.0]], [[2.0], [0.0], [0.0]]])
+    index = torch.tensor(
+        [[-1, 0, 1, -1], [-1, 0, 0, -1]]
+    )  # 2 sentences, then 1: rows past are none
+    assert window_max(outputs, index, 1).tolist() == [[4.0], [2.0]]
+
+
+@pytest.mark.parametrize("pooling", ["logsumexp", "attention"])
+def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
+    tiny_roberta, long_posts, pooling
+):
+    config = _config(tiny_roberta, long_posts, post_pooling=pooling, evidence_loss_weight=1.0)
+    run = set_up(config)
+    run.model.eval()  # no dropout: the two ways compute one function
+    counts = np.diff(run.data.train.tokens.offsets)
+    batch = [int(np.argmax(counts >= 5)), int(np.argmax(counts == 1)), int(np.argmax(counts == 2))]
+    assert counts[batch[0]] >= 5
+
+    def gradients(micro: int) -> tuple[float, list[torch.Tensor]]:
+        run.optimizer.zero_grad()
+        _, loss, _ = accumulate_post_gradients(
+            run.model, run.data.train, batch, 3, micro, run.collate, run.loss_fn, 1.0,
+            nullcontext, None, run.optimizer, run.device,
+        )  # fmt: skip
+        return loss.item(), [p.grad.clone() for p in run.model.parameters() if p.grad is not None]
+
+    whole, in_one = gradients(micro=64)  # every window in one pass
+    parts, in_parts = gradients(micro=2)  # the long post in checkpointed parts of 2 windows
+    assert parts == pytest.approx(whole, rel=1e-5)
+    for a, b in zip(in_one, in_parts, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_the_sentence_loss_moves_a_posts_softmax_onto_its_evidence(tiny_roberta, long_posts):
+    """One step with the sentence loss alone raises the evidence sentences' share; the train
+    split's evidence is what it reads."""
+    config = _config(tiny_roberta, long_posts, post_pooling="attention", learning_rate=1e-2)
+    run = set_up(config)
+    train_split = run.data.train
+    taught = [
+        i
+        for i in range(len(train_split))
+        if (train_split.evidence[i].any(0) & (train_split.tokens.labels[i] > 0)).any()
+    ][:8]
+
+    def evidence_share() -> float:
+        scores = post_scores(run.model, dataclasses.replace(train_split.tokens), run.collate, 64,
+                             run.device)  # fmt: skip
+        posts, sentences, probs = scores.per_sentence()
+        shares = []
+        for post in taught:
+            rows = posts == post
+            logits = torch.logit(torch.from_numpy(probs[rows]).clamp(1e-6, 1 - 1e-6))
+            weights = torch.softmax(logits, dim=0).numpy()
+            evidence = train_split.evidence[post][sentences[rows]]
+            for symptom in np.flatnonzero(train_split.tokens.labels[post]):
+                if evidence[:, symptom].any():
+                    shares.append(weights[evidence[:, symptom] > 0, symptom].sum())
+        return float(np.mean(shares))
+
+    before = evidence_share()
+    run.model.train()
+    for _ in range(3):
+        accumulate_post_gradients(
+            run.model, train_split, taught, len(taught), 64, run.collate,
+            lambda logits, labels, mask=None: logits.sum() * 0.0,  # the sentence loss alone
+            1.0, nullcontext, None, run.optimizer, run.device,
+        )  # fmt: skip
+        run.optimizer.step()
+        run.optimizer.zero_grad()
+    assert evidence_share() > before + 0.05
+
+
+def test_validation_evidence_is_scored_never_trained_on(tiny_roberta, long_posts, tmp_path):
+    """Moving every validation and test evidence annotation to another sentence of its post
+    (labels, split and training posts unchanged) leaves training bit for bit the same."""
+    moved = tmp_path / "moved"
+    shutil.copytree(long_posts, moved)
+    config = _config(tiny_roberta, long_posts, evidence_loss_weight=1.0, epochs=1)
+    data = prepare_data(config)
+    held_out = set(data.validation.post_ids) | set(data.test.post_ids)
+    path = moved / "redsm5_annotations.csv"
+    rows = list(csv.DictReader(path.open()))
+    texts = {r["post_id"]: r["text"] for r in csv.DictReader((moved / "redsm5_posts.csv").open())}
+    changed = 0
+    for row in rows:
+        if row["post_id"] in held_out and row["status"] == "1":
+            others = [
+                sentence.text
+                for sentence in split_sentences(texts[row["post_id"]])
+                if sentence.text not in row["sentence_text"]
+            ]
+            if others:
+                row["sentence_text"], changed = others[0], changed + 1
+    assert changed
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    first = train(config)
+    second = train(dataclasses.replace(config, data_dir=str(moved)))
+    same = {name: value for name, value in first.metrics.items() if "evidence" not in name}
+    assert same == {name: second.metrics[name] for name in same}  # the same weights scored
+    assert (
+        first.metrics["evidence_average_precision"] != second.metrics["evidence_average_precision"]
+    )  # scored on the moved evidence
+
+
+def test_evidence_ranking_is_the_evidence_tasks_measure_over_the_same_candidates(
+    tiny_roberta, long_posts
+):
+    config = _config(tiny_roberta, long_posts)
+    run = set_up(config)
+    validation = run.data.validation
+    scores = post_scores(run.model, validation.tokens, run.collate, 64, run.device)
+    ranking = evidence_ranking(validation, scores)
+    # by hand: every sentence of every (post, symptom shown), scored by that symptom's column
+    posts, sentences, probs = scores.per_sentence()
+    labels, ranked, groups = [], [], []
+    for post in range(len(validation)):
+        for symptom in np.flatnonzero(validation.tokens.labels[post]):
+            rows = posts == post
+            labels += validation.evidence[post][sentences[rows], symptom].tolist()
+            ranked += probs[rows, symptom].tolist()
+            groups += [f"{post}|{symptom}"] * int(rows.sum())
+    expected = evidence_metrics(np.array(labels), np.array(ranked), np.array(groups))
+    assert ranking == {
+        f"evidence_{name}": expected[name]
+        for name in ("average_precision", "auroc", "recall_at_1", "recall_at_3")
+    }
+    assert len(scores.probs) == len(validation) and scores.probs.shape[1] == len(SYMPTOMS)
