@@ -826,7 +826,7 @@ def test_validate_estimate_times_every_encoder_at_a_workers_threads(
 ):
     """#36: it timed one of two searched encoders, with every thread of the machine while
     hpo tune --workers 2 gives each worker half of them (a ~15x over-estimate)."""
-    from hpo.run.launcher import available_cpus
+    from hpo.process import available_cpus
 
     path = _estimate_spec(
         tmp_path,

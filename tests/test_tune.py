@@ -86,7 +86,7 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
 
 
 def test_three_workers_end_at_exactly_n_trials(postgres_url, study_name, assets):
-    from hpo.run.launcher import available_cpus
+    from hpo.process import available_cpus
 
     run = run_tune(
         "evidence-smoke.yaml",

@@ -3,7 +3,7 @@ it starts; creates nothing."""
 
 from __future__ import annotations
 
-from hpo.cli._common import _positive_int, _seconds, _thread_count, add_spec_args
+from hpo.cli._common import _positive_int, _seconds, add_spec_args, add_threads_arg
 
 
 def add_parser(subparsers) -> None:
@@ -25,11 +25,10 @@ def add_parser(subparsers) -> None:
         help="trials at a time, for the estimate: each encoder is timed at the threads each "
         "worker of hpo tune --workers N gets (default 1)",
     )
-    parser.add_argument(
-        "--threads",
-        type=_thread_count,
-        help="torch CPU threads per worker, for the estimate, as hpo tune --threads (default: "
-        "the cores split evenly between workers)",
+    add_threads_arg(
+        parser,
+        "per worker, for the estimate, as hpo tune --threads",
+        "the cores split evenly between workers",
     )
     parser.add_argument(
         "--timeout",

@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from hpo.process import threads_per_process
 from hpo.spec import StudySpec
 
 # Validation runs forward passes only: about a third of a training step's forward + backward
 # per token (backward costs about twice the forward).
 FORWARD_SHARE = 1 / 3
-
-
-def worker_threads(workers: int, threads: int | None = None) -> int:
-    """The torch threads each of ``workers`` gets from ``hpo tune --workers N [--threads T]``:
-    ``worker_launches``' split of this machine's CPUs. Timed with every thread, an epoch of two
-    workers on two cores was over-estimated ~15x."""
-    from hpo.run.launcher import available_cpus
-
-    return threads or max(1, available_cpus() // workers)
 
 
 def encoder_configs(spec: StudySpec, configs: list) -> dict[str, object]:
@@ -36,10 +28,11 @@ def encoder_configs(spec: StudySpec, configs: list) -> dict[str, object]:
 def time_configs(
     spec: StudySpec, configs: dict[str, object], workers: int = 1, threads: int | None = None
 ) -> list[dict]:
-    """Per named TrainConfig, in seconds, timed at the threads each of ``workers`` gets
-    (``worker_threads``): one epoch's training and validation, a trial over the fewest and most
-    epochs searched, the whole study with ``workers`` trials at a time, and how many trials
-    ``timeout`` buys."""
+    """Per named TrainConfig, in seconds, timed at the threads each of ``workers`` gets from
+    ``hpo tune --workers N [--threads T]`` (``threads_per_process``; timed with every thread, an
+    epoch of two workers on two cores was over-estimated ~15x): one epoch's training and
+    validation, a trial over the fewest and most epochs searched, the whole study with
+    ``workers`` trials at a time, and how many trials ``timeout`` buys."""
     import torch
 
     from hpo.run.preflight import searched_values
@@ -49,7 +42,7 @@ def time_configs(
     low, high = min(epochs), max(epochs)
     estimates = []
     before = torch.get_num_threads()
-    torch.set_num_threads(worker_threads(workers, threads))
+    torch.set_num_threads(threads_per_process(workers, threads))
     try:  # one at a time: each is timed as one worker's trial
         timings = {
             name: time_steps(dataclasses.replace(config, checkpoint_dir=None, epochs=high))
