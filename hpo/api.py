@@ -58,6 +58,7 @@ def finalize(
     top_k: int | None = None,
     seeds: int | None = None,
     workers: int = 1,
+    threads: int | None = None,
     cv: int | None = None,
     refit: str | None = None,
     ensemble: str | None = None,
@@ -68,7 +69,8 @@ def finalize(
 ) -> dict:
     """Retrain the best configurations on new seeds, score the chosen model once on test and
     write ``final/`` (as ``hpo finalize``); ``spec_or_study`` is the spec file or the study's
-    name. Returns the summary that ``final/metrics.json`` holds."""
+    name; ``threads``: CPU threads per retraining (None: the cores split between ``workers``).
+    Returns the summary that ``final/metrics.json`` holds."""
     from hpo.final.pipeline import finalize as run_finalize
 
     return run_finalize(
@@ -78,6 +80,7 @@ def finalize(
         top_k=top_k,
         seeds=seeds,
         workers=workers,
+        threads=threads,
         refit=refit,
         ensemble=ensemble,
         cv=cv,

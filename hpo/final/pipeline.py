@@ -85,9 +85,11 @@ def finalize(
     partial: bool = False,
     progress: bool = True,
     say: Callable[[str], None] = print,
+    threads: int | None = None,
 ) -> dict:
     """``top_k``, ``seeds``, ``refit``, ``ensemble`` and ``cv`` left None take their DEFAULTS;
-    given, they are named as ignored when the study was finalized already with others."""
+    given, they are named as ignored when the study was finalized already with others.
+    ``threads``: CPU threads per retraining process (None: the cores split between them)."""
     asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble, "cv": cv}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
     if refit == "train+val" and ensemble is None:
@@ -143,6 +145,7 @@ def finalize(
             workers=workers,
             progress=progress,
             say=say,
+            threads=threads,
         )
         if lost := forget_lost_models(final_dir / "runs"):
             say(f"retraining {', '.join(lost)} again: their models were in a deleted final/model")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from hpo.run.trial_line import compact_params, duration, searched_names
 from hpo.spec import load_spec
@@ -38,16 +39,20 @@ def tune_summary(
     (or SIGTERM) stopped the run; ``timeout``: the ``--timeout`` given, in seconds;
     ``ended_cleanly``: the run exited 0. Where the run was interrupted, left queued trials (a
     time budget ends before the portfolio's last point starts) or ended by its time budget
-    short of ``n_trials``, the first command resumes it, and queued trials run first."""
+    short of ``n_trials``, the first command resumes it, and queued trials run first. A run
+    that started no trial of a study already holding ``n_trials`` says the study was done."""
     spec = load_spec(spec_path, overrides, storage)
     outcomes, best = trial_outcomes(study), best_trial(study)
     counts = outcomes["counts"]
     finished = counts["complete"] + counts["pruned"]
-    how = "stopped after" if interrupted else "ran for"
-    lines = [
-        f"study {study.study_name!r} {how} {duration(seconds)}: "
-        f"{finished} of {spec.n_trials} trials finished"
-    ]
+    tally = f"{finished} of {spec.n_trials} trials finished"
+    if interrupted:
+        lines = [f"study {study.study_name!r} stopped after {duration(seconds)}: {tally}"]
+    elif finished >= spec.n_trials and not _started_since(study, seconds):
+        # "ran for 5.5s: 6 of 6 trials finished" read as if this run had run them
+        lines = [f"study {study.study_name!r} was already done: {tally}; this run started none"]
+    else:
+        lines = [f"study {study.study_name!r} ran for {duration(seconds)}: {tally}"]
     states = ", ".join(f"{counts[key]} {word}" for key, word in STATES if counts[key])
     lines.append(f"  trials    {states or 'none yet'}")
     for index, (reason, n) in enumerate(outcomes["failures"]):
@@ -82,6 +87,15 @@ def tune_summary(
     )
     lines += _next_commands(study.study_name, resume, spec.storage)
     return lines
+
+
+def _started_since(study, seconds: float) -> bool:
+    """Whether a trial of ``study`` started in the last ``seconds`` (this run's time): Optuna
+    records a trial's start in local time, as ``datetime.now`` reads it."""
+    since = datetime.now() - timedelta(seconds=seconds)
+    return any(
+        t.datetime_start and t.datetime_start >= since for t in study.get_trials(deepcopy=False)
+    )
 
 
 def _tune_command(

@@ -6,7 +6,8 @@ objective, tell), so that the worker, not the storage, decides when to look for 
 trials: once per heartbeat interval. A dead worker's trial is failed by the heartbeat and
 re-queued with the same parameters. Between trials the worker checks the count itself, so
 N workers end the study at exactly ``n_trials``: when the remaining trials are all running
-elsewhere it waits, failing stale ones, in case one of them dies.
+elsewhere it waits, failing stale ones, in case one of them dies. It counts and asks under
+the study's trial-start lock (``trial_start``), so two workers never both take the last place.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ from hpo.study import (
     is_surplus,
     open_study,
     requeue,
+    room_for_a_trial,
     study_deadline,
     study_exists,
     study_uid,
     time_budget_spent,
     trial_census,
+    trial_start,
 )
 
 log = logging.getLogger(__name__)
@@ -128,8 +131,10 @@ def run_worker(
                         log.info("worker %s: %s; stopping", worker, no_room)
                         return ran
                     look_for_stale(study)
-                    _run_trial(study, guarded, trial_log)
+                    started = _run_trial(study, guarded, trial_log)
                     outage, retries = 0.0, 0
+                    if not started:  # another worker took the last place meanwhile
+                        continue
                 except optuna.exceptions.UpdateFinishedTrialError as exc:
                     # Another worker failed this trial as stale (we were cut off); its retry runs
                     # instead.
@@ -194,12 +199,15 @@ def gave_up(worker: str, problem: DatabaseProblem, seconds: float) -> str:
     )
 
 
-def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> None:
+def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> bool:
     """One trial's whole life, as Optuna's ``study.optimize`` runs it (ask, heartbeat,
     objective, tell) but without its stale-trial query before every trial: ``run_worker``
     looks once per heartbeat interval. Each trial gets one log line; an interrupted one gets
-    none here (``run_worker`` says it was re-queued) instead of Optuna's 60-line traceback."""
+    none here (``run_worker`` says it was re-queued) instead of Optuna's 60-line traceback.
+    False when the study had no room left for it, and nothing was started."""
     trial = _ask(study, guarded)
+    if trial is None:
+        return False
     value, state, error = None, None, None
     with beating(trial):
         try:
@@ -217,6 +225,7 @@ def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> 
         raise error
     finished = study.tell(trial, value, state=state)
     trial_log(finished)
+    return True
 
 
 class _StaleLook:
@@ -257,7 +266,7 @@ def _study_done(
         census = trial_census(study)
         if census["finished"] >= n_trials or (deadline is not None and time.time() >= deadline):
             return True
-        if census["finished"] + census["running"] < n_trials or census["waiting"]:
+        if room_for_a_trial(census, n_trials):
             return False
         look_for_stale(study)
         time.sleep(poll_seconds)
@@ -302,8 +311,9 @@ class _Guarded:
             raise
 
 
-def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial:
-    """``study.ask`` with stop signals held until the new trial is known to this worker.
+def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial | None:
+    """``study.ask`` with stop signals held until the new trial is known to this worker; None,
+    asking nothing, when the count taken under the study's trial-start lock leaves no room.
 
     ``ask`` creates the RUNNING trial; a Ctrl-C or SIGTERM (a Slurm pre-emption) landing
     before the worker knows its number would leave a RUNNING trial that no heartbeat would
@@ -311,7 +321,10 @@ def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial:
     too, at once, for a worker killed outright before ``beating`` starts.
     """
     with stop_signals_deferred():
-        trial = study.ask()
+        with trial_start(study) as census:  # counted and created before another worker counts
+            if not room_for_a_trial(census, guarded.n_trials):
+                return None
+            trial = study.ask()
         guarded.current_trial = trial.number
         first_heartbeat(trial)
     return trial

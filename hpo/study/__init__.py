@@ -15,9 +15,11 @@ from hpo.study._census import (
     claim,
     is_surplus,
     recent_outcomes,
+    room_for_a_trial,
     state_counts,
     trial_census,
     trial_outcomes,
+    trial_start,
     trials_per_hour,
 )
 from hpo.study._dashboard import serve_dashboard
@@ -151,6 +153,7 @@ __all__ = [
     "rdb_backend",
     "proxy_storage",
     "recent_outcomes",
+    "room_for_a_trial",
     "requeue",
     "running_trials",
     "require_grpc",
@@ -167,6 +170,7 @@ __all__ = [
     "study_uid",
     "sweep_stale_trials",
     "trial_census",
+    "trial_start",
     "trial_outcomes",
     "trials_per_hour",
     "upload",
