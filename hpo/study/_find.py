@@ -12,6 +12,7 @@ relative to where hpo runs, as they are when the file is read again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import optuna
 import sqlalchemy as sa
 
 from hpo.errors import UsageError
-from hpo.spec import StudySpec, load_spec, spec_from_document
+from hpo.spec import SpecError, StudySpec, load_spec, parse_override, spec_from_document
 from hpo.storage_url import StorageUrl
 from hpo.study._optuna_private import study_id, study_storage
 from hpo.study._storage import get_storage
@@ -51,24 +52,41 @@ def load_study_ref(ref: str, storage: StorageUrl | str | None) -> optuna.Study:
     return load_existing_study(ref, StorageUrl.resolve(storage))
 
 
+def is_spec_file(ref: str) -> bool:
+    """STUDY names a study file rather than a study (``load_spec_ref``)."""
+    return ref.endswith((".yaml", ".yml")) or Path(ref).is_file()
+
+
 def load_spec_ref(
     ref: str, overrides: Sequence[str] = (), storage: StorageUrl | str | None = None
 ) -> StudySpec:
     """STUDY as ``hpo finalize`` takes it: a YAML file (read as ``load_spec`` reads it), or a
     study's name on ``storage`` (``--storage``, else ``$HPO_STORAGE``, else the default, as
     ``hpo status NAME`` finds it), whose recorded spec is used with ``overrides`` applied."""
-    if ref.endswith((".yaml", ".yml")) or Path(ref).is_file():
+    if is_spec_file(ref):
         return load_spec(ref, overrides, storage)
     url = StorageUrl.resolve(storage)
-    spec = recorded_spec(load_existing_study(ref, url), url, overrides)
+    study = load_existing_study(ref, url)
+    spec = recorded_spec(study, url, overrides)
     if spec is None:
         raise UsageError(
             f"study {ref!r} in {url} has no spec recorded (it was created before hpo kept one); "
             "pass its YAML file and the --set flags it was tuned with instead of its name"
         )
-    if spec.name != ref:
+    given = _keys(overrides)
+    if spec.name != ref and "name" in given:
         raise UsageError(f"--set name={spec.name} would leave study {ref!r}; drop that --set")
+    if spec.name != ref:
+        raise UsageError(
+            f"study {ref!r}: its recorded spec names another study ({spec.name!r}), so the "
+            "record was edited in the database; pass the study's YAML file instead of its name"
+        )
     return spec
+
+
+def _keys(overrides: Sequence[str]) -> set[str]:
+    """The dotted keys ``overrides`` set (valid ones: ``recorded_spec`` has applied them)."""
+    return {".".join(parse_override(text)[0]) for text in overrides}
 
 
 def spec_document(spec: StudySpec) -> dict:
@@ -91,10 +109,22 @@ def recorded_spec(
     """The spec ``study`` was last tuned with, on ``storage`` (the one it was found on), with
     ``overrides`` applied as to a file; None for a study that recorded none (created by an
     older hpo, or by Optuna itself)."""
-    document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
+    try:
+        document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
+    except json.JSONDecodeError:  # an attribute edited in the database into something else
+        raise _unreadable(study, "not valid JSON") from None
     if document is None:
         return None
+    if not isinstance(document, dict):
+        raise _unreadable(study, f"a JSON {type(document).__name__}, not a mapping of keys")
     return spec_from_document(document, f"study {study.study_name}", overrides, storage)
+
+
+def _unreadable(study: optuna.Study, why: str) -> SpecError:
+    return SpecError(
+        f"study {study.study_name!r}: its recorded spec is unreadable ({why}); pass the "
+        "study's YAML file (with the --set flags it was tuned with) instead of its name"
+    )
 
 
 def sqlite_file_exists(url: StorageUrl) -> bool:
