@@ -18,6 +18,7 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
+from shared_storage import edit_recorded_spec, write_recorded_spec
 
 from hpo.errors import StudyBusy
 from hpo.fixtures import write_sample
@@ -335,6 +336,82 @@ def test_finalize_refuses_data_other_than_the_studys(tmp_path, assets):
         "finalize by the study's name (hpo finalize edited), or with the spec, --set flags and "
         "data it was tuned with",
     )
+    assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
+
+
+def by_name(name: str, storage: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hpo", "finalize", name, "--storage", storage, *extra]
+
+
+@pytest.mark.slow
+def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_study(tmp_path, assets):
+    """Issue #48 item 15: the study's recorded spec edited in its database into what is no spec
+    (not JSON, a string, a list) made `hpo finalize NAME` and `hpo status NAME` tracebacks."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    searched(tmp_path, assets, storage, "garbled")
+    for value, why in (
+        ("{not json", "not valid JSON"),
+        ('"a string"', "a JSON str, not a mapping of keys"),
+        ("[1, 2]", "a JSON list, not a mapping of keys"),
+    ):
+        write_recorded_spec("garbled", storage, value)
+        one_line_error(
+            run(by_name("garbled", storage), tmp_path),
+            2,
+            f"study 'garbled': its recorded spec is unreadable ({why}); pass the study's YAML",
+        )
+        status = run(
+            [sys.executable, "-m", "hpo", "status", "garbled", "--storage", storage], tmp_path
+        )
+        assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+        assert "complete=4" in status.stdout, status.stdout  # it needs no spec to count trials
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
+@pytest.mark.slow
+def test_an_edited_recorded_name_is_not_blamed_on_a_set_flag(tmp_path, assets):
+    """Issue #48 item 16: `name` edited in the recorded spec said "--set name=other-name would
+    leave study …; drop that --set" to a user who gave no --set."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    searched(tmp_path, assets, storage, "renamed")
+    edit_recorded_spec("renamed", storage, name="other-name")
+    line = one_line_error(
+        run(by_name("renamed", storage), tmp_path),
+        2,
+        "study 'renamed': its recorded spec names another study ('other-name'), so the record "
+        "was edited in the database; pass the study's YAML file instead of its name",
+    )
+    assert "--set" not in line
+    one_line_error(  # where a --set did it, the --set is named
+        run(by_name("renamed", storage, "--set", "name=zzz"), tmp_path),
+        2,
+        "--set name=zzz would leave study 'renamed'; drop that --set",
+    )
+
+
+@pytest.mark.slow
+def test_other_data_by_the_studys_name_does_not_say_to_run_the_command_that_was_run(
+    tmp_path, assets
+):
+    """Issue #48 item 16: the recorded data_dir edited to other data, `hpo finalize NAME` said
+    to "finalize by the study's name (hpo finalize NAME)": the command that was just run."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "moved")
+    final_dir(tmp_path, storage, args).parent.mkdir(parents=True)  # as tuning leaves it
+    edited = tmp_path / "edited"
+    shutil.copytree(assets["data"], edited)
+    with (edited / "redsm5_posts.csv").open("a") as stream:
+        stream.write("extra-post,one more post that was not there when the study was tuned\n")
+    edit_recorded_spec("moved", storage, data_dir=str(edited))
+    line = one_line_error(
+        run(by_name("moved", storage), tmp_path),
+        2,
+        "study 'moved' was created from another spec (data: ",
+        "the spec recorded in the study no longer describes what it was tuned with (the files "
+        "under data_dir changed since, or the record was edited in its database); finalize with "
+        "the YAML, --set flags and data it was tuned with",
+    )
+    assert "hpo finalize moved" not in line
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 
 

@@ -157,6 +157,43 @@ def test_a_run_that_started_no_trial_of_a_done_study_says_it_was_already_done(
     assert ran[0] == f"study {study_name!r} ran for 1h00m: 6 of 6 trials finished"
 
 
+@pytest.mark.postgres
+def test_a_database_dropped_under_the_run_makes_the_summary_one_line(postgres_url, study_name):
+    """Issue #48 item 14: after the workers' "the study's database is gone" line, the summary
+    read the study from that database and ended `hpo tune` in a ~150-line traceback."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    base = sa.make_url(postgres_url)
+    database = f"hpo_gone_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {database}"))
+    url = base.set(database=database).render_as_string(False)
+    try:
+        storage = get_storage(url)
+        study = optuna.create_study(study_name=study_name, storage=storage)
+        study.tell(study.ask(), 0.5)
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE {database} WITH (FORCE)"))
+        # the pool's connections died with it; after the workers' minutes of waiting, each has
+        # been idle long enough to be pinged and replaced: the summary connects anew
+        storage.engine.dispose()
+        lines = tune_summary(study, 620, spec_path=SMOKE, storage=url, workers=2)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        admin.dispose()
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert lines[0].startswith(
+        f"study {study_name!r} ran for 10m20s; its trials cannot be read: the study's database "
+        "is gone ("
+    ), lines[0]
+    assert f'database "{database}" does not exist' in lines[0]
+    assert "unless it is restored from a backup" in lines[0] and "resume" not in lines[0]
+
+
 @pytest.mark.parametrize("seconds", [7200, 5400, 45, 90.5])
 def test_the_resume_commands_timeout_reads_back_as_the_same_budget(seconds):
     from hpo.cli._common import _seconds

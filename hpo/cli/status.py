@@ -22,8 +22,9 @@ def run(args) -> int:
 
     s = study_status(load_study_ref(args.study, args.storage))
     counts = s["counts"]
+    stale = sum(trial["silent_seconds"] is not None for trial in s["running"])
     print(f"study {s['study']} ({s['task']}, {s['direction']} {s['metric']})")
-    print("  " + _states(counts))
+    print("  " + _states(counts, stale))
     print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {_best(counts)}")
     pace = [f"{s['trials_per_hour']:.1f} trials/hour"] if s["trials_per_hour"] else []
     if s["eta_hours"] is not None:  # from the running trials' own ETAs and the trials left
@@ -33,6 +34,9 @@ def run(args) -> int:
     if (left := s["budget_seconds_left"]) is not None:
         print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
     for trial in s["running"]:
+        if trial["silent_seconds"] is not None:
+            print(f"  trial {trial['number']} {_stale_words(trial)}")
+            continue
         where = (
             f"epoch {trial['epoch']}/{trial['epochs']} step {trial['step']}/{trial['steps']}, ETA "
             f"{_duration(trial['eta_seconds'] / 3600)}"
@@ -80,13 +84,26 @@ def _list_studies(storage) -> int:
     return 0
 
 
-def _states(counts: dict) -> str:
-    """Trials by state; interrupted trials queued again are re-queued, not failed (shown only
-    when there are some, as the progress bar shows them)."""
+def _states(counts: dict, stale: int = 0) -> str:
+    """Trials by state; interrupted trials queued again are re-queued, not failed, and RUNNING
+    ones no worker beats any more are stale, not running (each shown only when there are some,
+    as the progress bar shows them)."""
     states = [f"{k}={counts[k]}" for k in ("complete", "pruned", "failed")]
     if counts.get("requeued"):
         states.append(f"re-queued={counts['requeued']}")
-    return "  ".join(states + [f"{k}={counts[k]}" for k in ("running", "waiting")])
+    states.append(f"running={counts['running'] - stale}")
+    if stale:
+        states.append(f"stale={stale}")
+    return "  ".join([*states, f"waiting={counts['waiting']}"])
+
+
+def _stale_words(trial: dict) -> str:
+    """A RUNNING trial whose heartbeat stopped: not running, whatever its progress last said."""
+    return (
+        f"stale: no heartbeat from {trial['worker'] or '?'} for "
+        f"{_duration(trial['silent_seconds'] / 3600)} (it died, hung or lost the database); the "
+        "next worker on the study fails it and re-queues it"
+    )
 
 
 def _best(counts: dict) -> str:

@@ -46,6 +46,7 @@ from hpo.study import (
     check_spec,
     completed_trials,
     first_look_epochs,
+    is_spec_file,
     load_existing_study,
     load_spec_ref,
     spec_document,
@@ -125,12 +126,7 @@ def finalize(
             final_dir / "metrics.json"
         ).exists():  # the test split is scored once: a finished finalize is only read
             return _finalized(spec, final_dir, asked, say)
-        check_spec(
-            study,
-            spec,
-            f"finalize by the study's name (hpo finalize {spec.name}), or with the spec, --set "
-            "flags and data it was tuned with",
-        )
+        check_spec(study, spec, _spec_fix(spec, spec_path, overrides))
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
         # before hours of retraining
@@ -257,6 +253,22 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
         "partial": unfinished,
         "ended_by_time_budget": budget_spent and census["finished"] < n_trials,
     }
+
+
+def _spec_fix(spec: StudySpec, spec_path: str, overrides) -> str:
+    """What to do about a spec that differs from the study's fingerprint: by the study's name
+    only if that is not what was just run, and then what can have changed it."""
+    if is_spec_file(spec_path):
+        return (
+            f"finalize by the study's name (hpo finalize {spec.name}), or with the spec, --set "
+            "flags and data it was tuned with"
+        )
+    changed = "a --set flag here changes it, " if overrides else ""
+    return (
+        "the spec recorded in the study no longer describes what it was tuned with "
+        f"({changed}the files under data_dir changed since, or the record was edited in its "
+        "database); finalize with the YAML, --set flags and data it was tuned with"
+    )
 
 
 def _spec_for_children(spec: StudySpec, runs_dir: Path) -> tuple[str, tuple[()]]:

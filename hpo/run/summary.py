@@ -10,7 +10,14 @@ from datetime import datetime, timedelta
 from hpo.run.trial_line import compact_params, duration, searched_names
 from hpo.spec import load_spec
 from hpo.storage_url import StorageUrl
-from hpo.study import best_trial, interval_words, trial_outcomes
+from hpo.study import (
+    DatabaseProblem,
+    best_trial,
+    caused_by_database,
+    database_problem,
+    interval_words,
+    trial_outcomes,
+)
 
 # the order a person reads a study's trials in; zero counts are left out
 STATES = (
@@ -42,7 +49,13 @@ def tune_summary(
     short of ``n_trials``, the first command resumes it, and queued trials run first. A run
     that started no trial of a study already holding ``n_trials`` says the study was done."""
     spec = load_spec(spec_path, overrides, storage)
-    outcomes, best = trial_outcomes(study), best_trial(study)
+    try:
+        outcomes, best = trial_outcomes(study), best_trial(study)
+    except Exception as exc:
+        if not caused_by_database(exc):
+            raise
+        problem = database_problem(study, exc)
+        return [_unreadable(study, seconds, interrupted, problem, spec.storage)]
     counts = outcomes["counts"]
     finished = counts["complete"] + counts["pruned"]
     tally = f"{finished} of {spec.n_trials} trials finished"
@@ -98,6 +111,22 @@ def _started_since(study, seconds: float) -> bool:
     )
 
 
+def _unreadable(
+    study, seconds: float, interrupted: bool, problem: DatabaseProblem, storage: StorageUrl
+) -> str:
+    """The summary, in one line, of a run whose database refuses or lost the study as it ends:
+    the workers have said what became of their trials."""
+    how = "stopped after" if interrupted else "ran for"
+    said = f"study {study.study_name!r} {how} {duration(seconds)}; its trials cannot be read: "
+    if problem.gone:
+        return said + str(problem)
+    status = shlex.join(["hpo", "status", study.study_name, *_storage_flag(storage)])
+    return (
+        f"{said}{problem}; once it answers, `{status}` shows them and `hpo tune` resumes the "
+        "study, re-queueing any trial this run left RUNNING"
+    )
+
+
 def _tune_command(
     spec_path: str, overrides: Sequence[str], workers: int, timeout: float | None
 ) -> list[str]:
@@ -116,12 +145,17 @@ def _duration_flag(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def _storage_flag(storage: StorageUrl) -> list[str]:
+    """``--storage URL`` (redacted) where a bare command would look elsewhere."""
+    bare = StorageUrl.resolve(None)
+    return [] if bare is not None and bare.text == storage.text else ["--storage", str(storage)]
+
+
 def _next_commands(name: str, resume: list[str] | None, storage: StorageUrl) -> list[str]:
     """``resume`` (the `hpo tune` to run again, if any), then `hpo best/dashboard/finalize
     NAME`: each finds the study's spec in the study. The storage is named where a bare command
     would look elsewhere (``--storage`` or the spec's own), redacted: a password never shows."""
-    bare = StorageUrl.resolve(None)
-    flag = [] if bare is not None and bare.text == storage.text else ["--storage", str(storage)]
+    flag = _storage_flag(storage)
     commands = [[*resume, *flag]] if resume else []
     commands += [
         ["hpo", "best", name, *flag],  # every parameter and metric of the best trial

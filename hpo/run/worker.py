@@ -25,7 +25,7 @@ from hpo.errors import find_cause
 from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
 from hpo.run.trial_line import compact_params, progress_words, searched_names, trial_line
-from hpo.spec import StudySpec
+from hpo.spec import HeartbeatSpec, StudySpec
 from hpo.study import (
     INTERVAL_ATTR,
     SURPLUS,
@@ -175,14 +175,7 @@ def run_worker(
                         f"{trial_log.last_reason}"
                     )
         except KeyboardInterrupt:
-            if _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry):
-                log.warning(
-                    "worker %s interrupted; its running trial %d was re-queued",
-                    worker,
-                    guarded.current_trial,
-                )
-            else:
-                log.warning("worker %s interrupted", worker)
+            log.warning("%s", _interrupted(study, worker, guarded.current_trial, spec.heartbeat))
             raise
 
 
@@ -224,6 +217,7 @@ def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> 
             study.tell(trial, value, state=state)
         raise error
     finished = study.tell(trial, value, state=state)
+    guarded.current_trial = None  # told: an interrupt now has nothing to re-queue
     trial_log(finished)
     return True
 
@@ -333,6 +327,30 @@ def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial | None:
 def failure_reason(exc: BaseException) -> str:
     """What a failed trial records: the error's type and message, bounded for the database."""
     return f"{type(exc).__name__}: {exc}"[:1000]
+
+
+def _interrupted(
+    study: optuna.Study, worker: str, number: int | None, heartbeat: HeartbeatSpec
+) -> str:
+    """Re-queue the trial a stop signal interrupted and say so, in one line. A database that
+    refuses or lost the study meanwhile leaves the trial RUNNING: its beat has stopped, so the
+    next worker on the study fails it as stale and re-queues it (``fail_stale``)."""
+    try:
+        requeued = _requeue_interrupted(study, number, heartbeat.max_retry)
+    except Exception as exc:
+        if not caused_by_database(exc):
+            raise
+        problem = database_problem(study, exc)
+        said = f"worker {worker} interrupted; could not re-queue its trial {number}: {problem}"
+        if problem.gone:
+            return said
+        return (
+            f"{said}; it stays RUNNING until a worker on the study (the next `hpo tune`) fails "
+            f"it as stale, {heartbeat.grace_period}s after its last heartbeat, and re-queues it"
+        )
+    if requeued:
+        return f"worker {worker} interrupted; its running trial {number} was re-queued"
+    return f"worker {worker} interrupted"
 
 
 def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> bool:

@@ -25,6 +25,7 @@ from hpo.study._census import (
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._db_problem import DatabaseProblem, database_problem
 from hpo.study._find import (
+    is_spec_file,
     load_existing_study,
     load_spec_ref,
     load_study_ref,
@@ -133,6 +134,7 @@ __all__ = [
     "find_trial",
     "get_storage",
     "heartbeat_interval",
+    "is_spec_file",
     "is_surplus",
     "load_existing_study",
     "log_through_hpo",
