@@ -518,3 +518,52 @@ def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storag
             env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"
         )
         assert env["KEEP"] == "1"
+
+
+def _plant_folds(runs: Path, k: int, done: int) -> list[Path]:
+    """What a ``finalize --cv k`` stopped after ``done`` folds leaves: their run folders."""
+    from hpo.final.retrain import Run
+
+    folders = [runs / Run(1, 0, {}, 0, folds=k, fold=i).name for i in range(done)]
+    for folder in folders:
+        (folder / "model").mkdir(parents=True)
+        (folder / "result.json").write_text("{}")
+        (folder / "heldout.json").write_text("{}")
+    return folders
+
+
+def test_fold_runs_of_another_k_are_removed_and_those_of_this_k_kept(tmp_path):
+    from hpo.final.retrain import forget_other_folds
+
+    runs = tmp_path / "runs"
+    stale, kept = _plant_folds(runs, 180, 5), _plant_folds(runs, 3, 2)
+    (runs / "trial_0-seed_0").mkdir()  # the search's own split: never a fold
+    said: list[str] = []
+    forget_other_folds(runs, 3, said.append)
+    assert not any(folder.exists() for folder in stale) and all(f.exists() for f in kept)
+    assert said == [
+        "removed 5 fold retrainings an earlier finalize left (--cv 180); this one runs --cv 3"
+    ]
+    forget_other_folds(runs, 0, said.append)  # a finalize without --cv
+    assert sorted(path.name for path in runs.iterdir()) == ["trial_0-seed_0"]
+    assert (
+        said[-1]
+        == "removed 2 fold retrainings an earlier finalize left (--cv 3); this one runs no --cv"
+    )
+
+
+@pytest.mark.slow
+def test_a_finalize_with_another_cv_removes_the_folds_an_interrupted_one_left(tmp_path, assets):
+    """Issue #48, item 19: an interrupted ``--cv 180`` re-run with ``--cv 2``."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "refold")
+    runs = final_dir(tmp_path, storage, args) / "runs"
+    stale = _plant_folds(runs, 180, 3)
+    done = run(finalize_argv(storage, args, "--top-k", "1", "--seeds", "1", "--cv", "2"), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "removed 3 fold retrainings an earlier finalize left (--cv 180)" in done.stdout
+    assert not any(folder.exists() for folder in stale)
+    assert sorted(path.name for path in runs.glob("*-fold_*")) == [
+        "trial_3-seed_0-fold_1of2",
+        "trial_3-seed_0-fold_2of2",
+    ]

@@ -37,7 +37,14 @@ from hpo.final.final_folder import (
 )
 from hpo.final.holdout import score_on_test
 from hpo.final.model_card import command_line, library_versions, model_card
-from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
+from hpo.final.retrain import (
+    Run,
+    forget_other_folds,
+    retrain_all,
+    rounded,
+    train_config,
+    write_json,
+)
 from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
@@ -145,6 +152,7 @@ def finalize(
         )
         if lost := forget_lost_models(final_dir / "runs"):
             say(f"retraining {', '.join(lost)} again: their models were in a deleted final/model")
+        forget_other_folds(final_dir / "runs", cv, say)
         summary = choose.by_mean_validation(spec, runs, retrain(runs))
         if cv:
             summary["cv"] = choose.cross_validate(
