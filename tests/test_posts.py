@@ -17,7 +17,7 @@ import torch
 from hpo.data import SYMPTOMS
 from hpo.data.sentences import split_sentences
 from hpo.fixtures import write_sample
-from hpo.models.pooling import SHARPNESS, pool_posts, sentence_weights, window_max
+from hpo.models.pooling import SHARPNESS, pool_posts, sentence_weights
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import post_scores
 from hpo.train.loop import train
@@ -66,14 +66,6 @@ def test_pooling_is_the_max_a_smooth_max_or_an_attention_over_each_posts_sentenc
     assert torch.allclose(weights[2], torch.ones(2))
 
 
-def test_a_window_stands_for_its_sentences_by_their_highest_logit():
-    outputs = torch.tensor([[[1.0], [4.0], [9.0]], [[2.0], [0.0], [0.0]]])
-    index = torch.tensor(
-        [[-1, 0, 1, -1], [-1, 0, 0, -1]]
-    )  # 2 sentences, then 1: rows past are none
-    assert window_max(outputs, index, 1).tolist() == [[4.0], [2.0]]
-
-
 @pytest.mark.parametrize("pooling", ["logsumexp", "attention"])
 def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
     tiny_roberta, long_posts, pooling
@@ -98,6 +90,47 @@ def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
     assert parts == pytest.approx(whole, rel=1e-5)
     for a, b in zip(in_one, in_parts, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_under_max_pooling_a_step_trains_the_top_and_evidence_windows_at_the_exact_loss(
+    tiny_roberta, long_posts
+):
+    """Max pooling: only the windows holding a symptom's top sentence or taught evidence run
+    with a graph, yet the loss is the one every window would give."""
+    config = _config(tiny_roberta, long_posts, evidence_loss_weight=0.5)
+    run = set_up(config)
+    run.model.eval()
+    train_split = run.data.train
+    counts = np.diff(train_split.tokens.offsets)
+    batch = [int(i) for i in np.flatnonzero(counts >= 4)[:3]]
+    _, loss, read = accumulate_post_gradients(
+        run.model, train_split, batch, len(batch), 64, run.collate, run.loss_fn, 0.5,
+        nullcontext, None, run.optimizer, run.device, None, run._score_windows,
+    )  # fmt: skip
+    every = train_split.tokens.sequence_lengths[
+        np.concatenate(
+            [
+                np.arange(train_split.tokens.offsets[i], train_split.tokens.offsets[i + 1])
+                for i in batch
+            ]
+        )
+    ].sum()
+    assert read < every, "some windows ran without a graph"
+    # by hand, from every window's scores
+    scores = post_scores(run.model, train_split.tokens, run.collate, 64, run.device)
+    expected = 0.0
+    for post in batch:
+        rows = scores.example_of == post
+        logits = torch.logit(torch.from_numpy(scores.sentence_probs[rows]).clamp(1e-7, 1 - 1e-7))
+        labels = torch.as_tensor(train_split.tokens.labels[post], dtype=torch.float32)
+        expected += run.loss_fn(logits.max(0).values[None], labels[None]).item()
+        evidence = torch.as_tensor(
+            train_split.evidence[post][scores.sentence_of[rows]], dtype=torch.float32
+        )
+        share = (torch.softmax(logits, 0) * evidence).sum(0)
+        taught = (labels > 0) & (evidence.sum(0) > 0)
+        expected -= 0.5 * torch.log(share[taught]).sum().item()
+    assert loss.item() == pytest.approx(expected / len(batch), rel=1e-4)
 
 
 def test_the_sentence_loss_moves_a_posts_softmax_onto_its_evidence(tiny_roberta, long_posts):

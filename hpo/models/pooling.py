@@ -69,16 +69,3 @@ def sentence_weights(
     )
     return weights / total[example_of]
 
-
-def window_max(
-    outputs: torch.Tensor, sentence_index: torch.Tensor, num_labels: int
-) -> torch.Tensor:
-    """Per sequence, the highest of its sentences' logits per label: (sequences, labels) from a
-    whole_post model's (sequences, tokens, outputs). Under max pooling a post's score is the
-    highest of its windows', so a window stands for its sentences as a chunk does."""
-    count = sentence_index.max(dim=1).values + 1  # sentences are numbered from 0 in a sequence
-    rows = torch.arange(outputs.shape[1], device=outputs.device)
-    logits = outputs[..., :num_labels].masked_fill(
-        (rows[None, :] >= count[:, None]).unsqueeze(-1), float("-inf")
-    )
-    return logits.amax(dim=1)

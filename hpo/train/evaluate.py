@@ -28,7 +28,7 @@ from hpo.train.metrics import (
 )
 from hpo.train.posts import PostScores, evidence_ranking, score_posts
 from hpo.train.prepare import PreparedSplit
-from hpo.train.step import free_memory, is_out_of_memory, sequence_scores
+from hpo.train.step import free_memory, is_out_of_memory
 from hpo.vocabulary import POST_FORMULATIONS, Metric
 
 # Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom
@@ -77,9 +77,8 @@ def sequence_logits(
     """Logits per sequence, (len(sequence_ids), labels) float32, in eval mode and in
     length-sorted batches of ``batch_size`` sequences (and ``max_tokens`` tokens at most, at
     the longest sequence's width): memory is bounded by the batch, not by how many chunks a
-    long text has. Out of memory halves the batch. A whole_post model's windows score as their
-    best sentence, or with ``sentences`` per sentence: (len(sequence_ids), rows, outputs),
-    row i for the sequence's sentence i."""
+    long text has. Out of memory halves the batch. ``sentences``: a whole_post model's outputs
+    per sentence, (len(sequence_ids), rows, outputs), row i for the sequence's sentence i."""
     sequence_ids = np.asarray(sequence_ids, dtype=np.int64)
     rows = int(tokens.sentences_per_sequence[sequence_ids].max()) if sentences else 0
     lengths = tokens.sequence_lengths[sequence_ids]
@@ -101,7 +100,7 @@ def sequence_logits(
                             out = model(**inputs)[:, :rows]
                             out = torch.nn.functional.pad(out, (0, 0, 0, rows - out.shape[1]))
                         else:
-                            out = sequence_scores(model, inputs)
+                            out = model(**inputs)
                         outputs.append(out.float())
                     order += batch
                 break

@@ -120,6 +120,17 @@ def evidence_ranking(split: PreparedSplit, scores: PostScores) -> dict[str, floa
     return {EVIDENCE_PREFIX + name: found[name] for name in EVIDENCE_METRICS}
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a step trains of one post: the windows it runs with a graph, and the scores of its
+    other sentences (no graph, eval mode), which only the sentence loss's softmax reads."""
+
+    post: int
+    windows: np.ndarray
+    fixed: np.ndarray | None = None  # (rows, outputs)
+    fixed_sentences: np.ndarray | None = None  # which of the post's sentences those rows are
+
+
 def accumulate_post_gradients(
     model,
     split: PreparedSplit,
@@ -134,14 +145,19 @@ def accumulate_post_gradients(
     optimizer,
     device,
     max_tokens: int | None = None,
+    score_windows=None,
 ) -> tuple[int, torch.Tensor, int]:
-    """Forward and backward over ``batch``'s whole posts: posts together in passes of
-    ``micro`` sequences (and ``max_tokens`` tokens) at most, a longer post in checkpointed
-    parts of that size. Returns the micro-batch that worked, the step's loss (a tensor) and the
-    tokens read. The loss is divided by the step's examples, as ``accumulate_gradients``'s."""
+    """Forward and backward over ``batch``'s posts: each post's planned windows (``_plan``;
+    ``score_windows(sequence_ids)``: their sentence outputs without a graph, as
+    ``evaluate.sequence_logits`` gives them), posts together in passes of ``micro`` sequences
+    (and ``max_tokens`` tokens) at most, a post of more in checkpointed parts of that size.
+    Returns the micro-batch that worked, the step's loss (a tensor) and the tokens the passes
+    with a graph read. The loss is divided by the step's examples, as
+    ``accumulate_gradients``'s."""
     tokens, head = split.tokens, unwrap_model(model).head_config
-    batch = np.asarray(batch, dtype=np.int64)
-    longest = max(len(tokens.input_ids[j]) for i in batch for j in _windows(tokens, i))
+    plans = _plan(split, batch, head, evidence_weight, score_windows)
+    trained = np.concatenate([plan.windows for plan in plans])
+    longest = int(tokens.sequence_lengths[trained].max())
 
     def forward(sequences: np.ndarray) -> torch.Tensor:
         inputs = {
@@ -153,8 +169,8 @@ def accumulate_post_gradients(
 
     def attempt(size: int) -> torch.Tensor:
         total = torch.zeros((), device=device)
-        for posts in _passes(tokens, batch, size):
-            sequences = np.concatenate([_windows(tokens, i) for i in posts])
+        for group in _passes(plans, size):
+            sequences = np.concatenate([plan.windows for plan in group])
             with guard_host_memory():
                 if len(sequences) <= size:
                     rows = forward(sequences)
@@ -163,9 +179,7 @@ def accumulate_post_gradients(
                     rows = torch.cat(
                         [checkpoint(forward, part, use_reentrant=False) for part in parts]
                     )
-                loss = _post_loss(
-                    split, posts, sequences, rows, head, loss_fn, evidence_weight, device
-                )
+                loss = _post_loss(split, group, sequences, rows, head, loss_fn, evidence_weight)
                 loss = loss / n_examples
                 (scaler.scale(loss) if scaler else loss).backward()
             total += loss.detach()
@@ -175,31 +189,75 @@ def accumulate_post_gradients(
     micro, loss = with_backoff(
         attempt, micro, optimizer, device, passes_of(micro, max_tokens, longest)
     )
-    read = int(sum(tokens.lengths[batch]))
-    return micro, loss, read
+    return micro, loss, int(tokens.sequence_lengths[trained].sum())
+
+
+def _plan(split: PreparedSplit, batch, head, evidence_weight: float, score_windows) -> list[_Plan]:
+    """Which windows of each post a step runs with a graph. A smooth pooling sends gradient to
+    every sentence: all of them. Under max pooling a symptom's gradient reaches its top sentence
+    alone, so only the windows holding a top sentence (found by ``score_windows``, without a
+    graph) train, as ``chunks`` trains each label's winning chunk; the sentence loss adds the
+    windows holding the evidence it teaches, and its softmax also reads the other sentences'
+    scores, as constants (their gradient, each in proportion to its small share, is left out)."""
+    tokens, evidence = split.tokens, split.evidence
+    plans = [_Plan(int(post), _windows(tokens, post)) for post in batch]
+    several = [plan.post for plan in plans if len(plan.windows) > 1]
+    if head.post_pooling != "max" or not several:
+        return plans
+    sequences = np.concatenate([_windows(tokens, post) for post in several])
+    counts = tokens.sentences_per_sequence[sequences]
+    rows = flat_rows(score_windows(sequences), counts)
+    posts, sentences = tokens.sentence_rows(sequences)
+    window_of = np.repeat(sequences, counts)
+    for index, plan in enumerate(plans):
+        if len(plan.windows) == 1:
+            continue
+        mine = posts == plan.post
+        logits = rows[mine, : head.num_labels]
+        chosen = set(window_of[mine][logits.argmax(axis=0)].tolist())
+        fixed = fixed_sentences = None
+        if evidence_weight:
+            taught = (tokens.labels[plan.post] > 0) & evidence[plan.post].any(axis=0)
+            holds = evidence[plan.post][sentences[mine]][:, taught].any(axis=1)
+            chosen |= set(window_of[mine][holds].tolist())
+            rest = ~np.isin(window_of[mine], list(chosen))
+            fixed, fixed_sentences = rows[mine][rest], sentences[mine][rest]
+        plans[index] = _Plan(plan.post, np.array(sorted(chosen)), fixed, fixed_sentences)
+    return plans
 
 
 def _post_loss(
     split: PreparedSplit,
-    posts: np.ndarray,
+    group: list[_Plan],
     sequences: np.ndarray,
     rows: torch.Tensor,
     head,
     loss_fn,
     evidence_weight: float,
-    device,
 ) -> torch.Tensor:
-    """The posts' loss on their pooled scores, plus the weighted sentence loss."""
+    """The posts' loss on their pooled scores (the rows with a graph: under max pooling they
+    hold each symptom's top sentence), plus the weighted sentence loss over all their rows."""
+    device = rows.device
+    posts = np.array([plan.post for plan in group])
     example_of, sentence_of = split.tokens.sentence_rows(sequences)
-    local = torch.as_tensor(np.searchsorted(posts, example_of), device=device)
+    local = np.searchsorted(posts, example_of)
     labels = torch.as_tensor(split.tokens.labels[posts], dtype=torch.float32, device=device)
-    loss = loss_fn(pooled(rows, local, len(posts), head), labels)
+    loss = loss_fn(pooled(rows, torch.as_tensor(local, device=device), len(posts), head), labels)
     if not evidence_weight:
         return loss
-    evidence = np.concatenate(
-        [split.evidence[post][sentence_of[example_of == post]] for post in posts]
-    )
-    evidence = torch.as_tensor(evidence, dtype=torch.float32, device=device)
+    fixed = [
+        (i, plan) for i, plan in enumerate(group) if plan.fixed is not None and len(plan.fixed)
+    ]
+    if fixed:
+        rows = torch.cat([rows, *(torch.as_tensor(plan.fixed, device=device) for _, plan in fixed)])
+        local = np.concatenate([local, *(np.full(len(plan.fixed), i) for i, plan in fixed)])
+        sentence_of = np.concatenate([sentence_of, *(plan.fixed_sentences for _, plan in fixed)])
+    evidence = np.zeros((len(local), head.num_labels), np.float32)
+    for i, plan in enumerate(group):
+        mine = local == i
+        evidence[mine] = split.evidence[plan.post][sentence_of[mine]]
+    evidence = torch.as_tensor(evidence, device=device)
+    local = torch.as_tensor(local, device=device)
     # per post and symptom, the share of its sentence softmax on its evidence sentences
     weights = sentence_weights(rows[:, : head.num_labels], local, len(posts))
     on_evidence = torch.zeros_like(labels).index_add(0, local, weights * evidence)
@@ -213,17 +271,16 @@ def _windows(tokens, example: int) -> np.ndarray:
     return np.arange(tokens.offsets[example], tokens.offsets[example + 1])
 
 
-def _passes(tokens, batch: np.ndarray, size: int) -> list[np.ndarray]:
-    """``batch``'s posts (sorted, for ``searchsorted``) grouped in order into passes of at most
-    ``size`` windows; a post of more windows is a pass of its own."""
-    counts = tokens.offsets[batch + 1] - tokens.offsets[batch]
+def _passes(plans: list[_Plan], size: int) -> list[list[_Plan]]:
+    """The posts' plans, sorted by post (for ``searchsorted``) and grouped in order into passes
+    of at most ``size`` windows; a post of more is a pass of its own."""
     passes, current, held = [], [], 0
-    for post, count in zip(batch, counts, strict=True):
-        if current and held + count > size:
-            passes.append(np.sort(np.asarray(current)))
+    for plan in sorted(plans, key=lambda plan: plan.post):
+        if current and held + len(plan.windows) > size:
+            passes.append(current)
             current, held = [], 0
-        current.append(post)
-        held += count
+        current.append(plan)
+        held += len(plan.windows)
     if current:
-        passes.append(np.sort(np.asarray(current)))
+        passes.append(current)
     return passes

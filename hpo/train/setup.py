@@ -61,7 +61,7 @@ class Setup:
     def step(self, batch: list[int]) -> tuple[torch.Tensor, int]:
         """One optimizer step on ``batch``; its loss and the tokens its forward passes read."""
         config, train = self.config, self.data.train
-        if self.whole_posts:
+        if train.formulation == "whole_post":
             self.micro, loss, read = accumulate_post_gradients(
                 self.model,
                 train,
@@ -76,6 +76,7 @@ class Setup:
                 self.optimizer,
                 self.device,
                 self.max_tokens,
+                self._score_windows,
             )
         else:
             units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
@@ -107,16 +108,9 @@ class Setup:
         self.optimizer.zero_grad(set_to_none=True)
         return loss, read
 
-    @property
-    def whole_posts(self) -> bool:
-        """whole_post with a pooling or loss whose gradient reaches every sentence: whole posts
-        per step (``hpo.train.posts``); under max pooling alone, each symptom's best window."""
-        config = self.config
-        return config.formulation == "whole_post" and (
-            config.post_pooling != "max" or config.evidence_loss_weight > 0
-        )
-
-    def _score_chunks(self, sequence_ids):  # a long post's chunks, scored to pick each winner
+    def _score_chunks(self, sequence_ids, sentences: bool = False):
+        """A long post's chunks (or whole_post windows' sentences), scored without a graph to
+        pick what trains."""
         return sequence_logits(
             self.model,
             self.data.train.tokens,
@@ -126,7 +120,11 @@ class Setup:
             self.device,
             self.autocast,
             self.config.inference_token_budget(self.device.type),
+            sentences,
         )
+
+    def _score_windows(self, sequence_ids):
+        return self._score_chunks(sequence_ids, sentences=True)
 
 
 def set_up(config: TrainConfig) -> Setup:

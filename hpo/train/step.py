@@ -22,8 +22,6 @@ import torch
 
 from hpo.data.tokenized import TokenizedSplit
 from hpo.errors import OutOfMemoryError
-from hpo.models.device import unwrap_model
-from hpo.models.pooling import window_max
 from hpo.train.memory import guard_host_memory, memory_ceiling_mb, release_free_memory
 
 ChunkScorer = Callable[[np.ndarray], np.ndarray]  # sequence ids -> their logits, (n, labels)
@@ -111,7 +109,7 @@ def accumulate_gradients(
             }
             with guard_host_memory():
                 with autocast():
-                    logits = sequence_scores(model, inputs)
+                    logits = model(**inputs)
                 loss = loss_fn(logits.float(), labels, mask=mask) / n_examples
                 (scaler.scale(loss) if scaler else loss).backward()
             total += loss.detach()
@@ -125,15 +123,6 @@ def passes_of(micro: int, max_tokens: int | None, longest: int) -> Callable[[int
     """Sequences per forward pass: ``micro`` at most, and no more than ``max_tokens`` tokens
     at the width of the step's longest sequence."""
     return lambda micro: min(micro, max(1, max_tokens // longest)) if max_tokens else micro
-
-
-def sequence_scores(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Logits per sequence; a whole_post model's sentences stand in by their highest."""
-    logits = model(**inputs)
-    if logits.dim() == 3:
-        labels = unwrap_model(model).head_config.num_labels
-        return window_max(logits, inputs["sentence_index"], labels)
-    return logits
 
 
 def with_backoff(
