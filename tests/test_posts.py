@@ -231,3 +231,76 @@ def test_evidence_ranking_is_the_evidence_tasks_measure_over_the_same_candidates
         for name in ("average_precision", "auroc", "recall_at_1", "recall_at_3")
     }
     assert len(scores.probs) == len(validation) and scores.probs.shape[1] == len(SYMPTOMS)
+
+
+MIDDLE = "I lie awake every night and cannot sleep at all."
+FILLER = (
+    "I went to the market this morning and it was pretty crowded.",
+    "My cat knocked a glass off the table again.",
+    "The weather has been rainy and cold this week.",
+    "I started watching a new show on the weekend.",
+    "Our neighbours are renovating their kitchen.",
+    "I need to renew my driving licence soon.",
+    "The bus was late so I walked part of the way.",
+)
+
+
+def _middle_posts(folder: Path, posts: int, seed: int) -> Path:
+    """Posts of 15 plain sentences; every other one states sleep trouble in its 8th, and only
+    there: past any head_tail window of 48 tokens."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    with (
+        (folder / "redsm5_posts.csv").open("w", newline="") as p,
+        (folder / "redsm5_annotations.csv").open("w", newline="") as a,
+    ):
+        post_rows, note_rows = csv.writer(p), csv.writer(a)
+        post_rows.writerow(["post_id", "text"])
+        note_rows.writerow(
+            ["post_id", "sentence_id", "sentence_text", "DSM5_symptom", "status", "explanation"]
+        )
+        for n in range(posts):
+            sentences = [FILLER[i] for i in rng.integers(0, len(FILLER), 15)]
+            if n % 2:
+                sentences[7] = MIDDLE
+                note_rows.writerow([f"p{n}", f"p{n}_7", MIDDLE, "SLEEP_ISSUES", 1, "insomnia"])
+            post_rows.writerow([f"p{n}", " ".join(sentences)])
+    return folder
+
+
+@pytest.mark.slow
+def test_a_symptom_stated_only_in_the_middle_of_a_long_post_is_found(tiny_roberta, tmp_path):
+    """Issue #49: head_tail reads a long post's start and end; whole_post reads every sentence,
+    so a post whose only evidence sits in its middle is found, and the sentence named."""
+    from sklearn.metrics import roc_auc_score
+
+    from hpo.predict import load_classifier as load_model
+
+    train_on = _middle_posts(tmp_path / "train", 120, seed=0)
+    fresh = _middle_posts(tmp_path / "fresh", 40, seed=1)
+    texts = [row["text"] for row in csv.DictReader((fresh / "redsm5_posts.csv").open())]
+    truth = np.arange(len(texts)) % 2
+    sleep = SYMPTOMS.index("SLEEP_ISSUES")
+    found = {}
+    for name, formulation in {"whole_post": {}, "head_tail": {"long_text": "head_tail"}}.items():
+        config = _config(
+            tiny_roberta,
+            train_on,
+            epochs=6,
+            criteria_formulation="multilabel" if formulation else "whole_post",
+            evidence_loss_weight=0.0 if formulation else 1.0,
+            class_weighting="balanced",
+            checkpoint_dir=str(tmp_path / name),
+            **formulation,
+        )
+        train(config)
+        model = load_model(tmp_path / name, "cpu")
+        assert model.settings.formulation == config.formulation
+        found[name] = roc_auc_score(truth, model.predict(texts).probabilities[:, sleep])
+    assert found["whole_post"] >= 0.95 and found["head_tail"] <= 0.75, found
+    evidence = load_model(tmp_path / "whole_post", "cpu").predict_evidence(
+        [t for t, positive in zip(texts, truth, strict=True) if positive],
+        top_k=1,
+        symptoms=[["SLEEP_ISSUES"]] * int(truth.sum()),
+    )
+    assert np.mean([post["SLEEP_ISSUES"][0].text == MIDDLE for post in evidence]) >= 0.9
