@@ -1,0 +1,358 @@
+"""Does reading the whole post pay? The standard recipe (multilabel, head_tail) against the
+whole_post formulation, without and with the sentence loss, on the calibrated realistic sample at
+the real size: the same posts, split, epochs and settings, K seeds each. Per run: test post
+macro-F1 with its 95% bootstrap interval, recall on the positive (post, symptom) pairs none of
+whose evidence sentences lies wholly inside head_tail's window (and on the rest), time per
+training epoch, the run's peak resident memory, and (whole_post) how its sentence scores rank
+the evidence on validation, as the evidence task measures it. The separate evidence model (the evidence recipe)
+is trained on the same split for that comparison.
+
+    python -m bench.whole_post --posts 1484 --max-length 256 --seeds 5 --parallel 2
+
+Each run is its own process (its peak memory is its own), kept in _runs/bench/whole_post/ so a
+cut-short bench goes on from the runs it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from bench.calibration import SPLIT, recipe_config
+from bench.common import REPO, RUNS, encoder_path, sample_parser
+from bench.results import commit, write_results
+from bench.search_budget import RECIPE
+
+NAME = "whole_post"
+DEFINITION = (
+    "test post macro-F1 of the standard recipe (multilabel, head_tail) and of whole_post "
+    "(every sentence scored, max-pooled), without and with the sentence loss, same settings"
+)
+ARMS = {  # what each arm sets on top of the recipe
+    "head_tail": {},
+    "whole_post": {"criteria_formulation": "whole_post"},
+    "whole_post + sentence loss": {
+        "criteria_formulation": "whole_post",
+        "evidence_loss_weight": 1.0,
+    },
+}
+EVIDENCE_RECIPE = {  # the evidence task as the real job trained it (CHANGELOG, real data)
+    "task": "evidence",
+    "epochs": 2,
+    "max_length": 128,
+    "learning_rate": 5e-5,
+    "batch_size": 32,
+    "class_weighting": "none",
+    "objective_metric": "average_precision",
+}
+FOLDER = RUNS / NAME
+# issue #49's targets: beyond the interval, half the out-of-window positives, <= 2x an epoch
+TARGET = {"key": "whole_post + sentence loss", "at_least": 0.5, "figure": "recovered_share"}
+
+
+def _config(arm: str, encoder: str, data: str, max_length: int, seed: int):
+    settings = {key: value for key, value in ARMS[arm].items()}
+    if arm != "head_tail":
+        settings["long_text"] = "sentences"
+    return recipe_config(
+        encoder,
+        data,
+        max_length,
+        seed,
+        split_seed=0,  # one split for every run
+        checkpoint_dir=str(FOLDER / "models" / f"{_slug(arm)}-{max_length}-s{seed}"),
+        cache_dir=str(FOLDER / "cache"),
+        **settings,
+    )
+
+
+def _slug(arm: str) -> str:
+    return arm.replace(" + ", "-").replace(" ", "-")
+
+
+def one_run(arm: str, seed: int, data: str, max_length: int) -> dict:
+    """Train one arm at one seed and score it; runs in its own process."""
+    from hpo.data import SYMPTOMS
+    from hpo.final.holdout import mean_probabilities
+    from hpo.train.evaluate import metrics_at, post_intervals
+    from hpo.train.loop import train
+    from hpo.train.prepare import prepare_data
+
+    encoder, _ = encoder_path()
+    config = _config(arm, encoder, data, max_length, seed)
+    started = time.perf_counter()
+    result = train(config)
+    trained = time.perf_counter() - started
+    prepared = prepare_data(config)
+    folder = [Path(config.checkpoint_dir)]
+    test = mean_probabilities(config, prepared, prepared.test, folder)
+    fixed = dict.fromkeys(SYMPTOMS, 0.5)
+    interval = post_intervals(prepared.test, test, fixed)["post_macro_f1"]
+    outside, inside = window_recall(prepared.test, test, data, encoder, max_length)
+    run = {
+        "seed": seed,
+        "test_post_macro_f1": round(metrics_at(prepared.test, test, fixed)["post_macro_f1"], 4),
+        "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
+        "validation_post_macro_f1": round(result.metrics["post_macro_f1"], 4),
+        "best_epoch": result.best_epoch,
+        "recall_outside_window": outside["recall"],
+        "outside_window_pairs": outside["pairs"],
+        "recall_inside_window": inside["recall"],
+        "epoch_seconds": round(result.samples_trained / result.epochs_run
+                               / result.train_samples_per_second, 1),
+        "run_seconds": round(trained, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "tokens_per_epoch": result.tokens_trained // result.epochs_run,
+        "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
+        "commit": commit(),
+    }  # fmt: skip
+    run |= {
+        f"validation_{name}": round(value, 4)
+        for name, value in result.metrics.items()
+        if name.startswith("evidence_")
+    }
+    return run
+
+
+def evidence_run(seed: int, data: str) -> dict:
+    """The separate evidence model on the same split: how it ranks validation's sentences."""
+    from hpo.train.config import TrainConfig
+    from hpo.train.loop import train
+
+    encoder, _ = encoder_path()
+    config = TrainConfig(
+        encoder=encoder,
+        data_dir=data,
+        seed=seed,
+        split_fractions=SPLIT,
+        split_seed=0,
+        cache_dir=str(FOLDER / "cache"),
+        **EVIDENCE_RECIPE,
+    )
+    started = time.perf_counter()
+    result = train(config)
+    return {
+        "seed": seed,
+        **{
+            f"validation_evidence_{name}": round(result.metrics[name], 4)
+            for name in ("average_precision", "auroc", "recall_at_1", "recall_at_3")
+        },
+        "run_seconds": round(time.perf_counter() - started, 1),
+        "commit": commit(),
+    }
+
+
+def window_recall(split, probs, data: str, encoder: str, max_length: int) -> tuple[dict, dict]:
+    """Recall at 0.5 on the positive (post, symptom) pairs of ``split`` none of whose evidence
+    sentences lies wholly inside head_tail's window (the first quarter and last three quarters
+    of ``max_length``'s text budget), and on the pairs with one inside."""
+    outside = window_facts(data, encoder, max_length, set(split.post_ids))["outside"]
+    rows = {post: row for row, post in enumerate(split.post_ids)}
+    truth = split.tokens.labels
+    found = {True: [], False: []}
+    from hpo.data import SYMPTOMS
+
+    for post, row in rows.items():
+        for column, symptom in enumerate(SYMPTOMS):
+            if truth[row, column] and (post, symptom) in outside["evidenced"]:
+                found[(post, symptom) in outside["pairs"]].append(probs[row, column] >= 0.5)
+    return (
+        {"recall": round(float(np.mean(found[True])), 4), "pairs": len(found[True])},
+        {"recall": round(float(np.mean(found[False])), 4), "pairs": len(found[False])},
+    )
+
+
+def window_facts(data: str, encoder: str, max_length: int, posts: set | None = None) -> dict:
+    """Which positive (post, symptom) pairs have no evidence sentence wholly inside head_tail's
+    window, and the share of posts longer than it, in the encoder's tokens (issue #49's two
+    facts: 29.6% and 13.8% on the realistic sample at 256 MiniLM tokens)."""
+    from hpo.data import load_redsm5
+    from hpo.data.sentences import covered, locate, split_sentences
+    from hpo.data.tokenize import HEAD_SHARE
+    from hpo.models.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(encoder)
+    corpus = load_redsm5(data)
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    head = int(budget * HEAD_SHARE)
+    evidenced, pairs, longer, total = set(), set(), 0, 0
+    rows_of: dict[str, list] = {}
+    for a in corpus.annotations:
+        if a.status == 1:
+            rows_of.setdefault(a.post_id, []).append(a)
+    for post in corpus.posts.values():
+        if posts is not None and post.post_id not in posts:
+            continue
+        total += 1
+        spans = tokenizer(
+            post.text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        starts = np.array([start for start, _ in spans["offset_mapping"]])
+        n = len(starts)
+        longer += n > budget
+        seen = (
+            np.ones(n, bool)
+            if n <= budget
+            else np.r_[
+                np.ones(head, bool), np.zeros(n - budget, bool), np.ones(budget - head, bool)
+            ]
+        )
+        sentences = split_sentences(post.text)
+        inside: dict[str, bool] = {}
+        for a in rows_of.get(post.post_id, []):
+            span = locate(post.text, a.sentence_text)
+            for i in covered(sentences, span) if span else []:
+                tokens = (starts >= sentences[i].start) & (starts < sentences[i].end)
+                inside[a.symptom] = inside.get(a.symptom, False) or bool(seen[tokens].all())
+        for symptom, any_inside in inside.items():
+            evidenced.add((post.post_id, symptom))
+            if not any_inside:
+                pairs.add((post.post_id, symptom))
+    return {
+        "outside": {"evidenced": evidenced, "pairs": pairs},
+        "posts_over_window": round(longer / max(total, 1), 4),
+        "positive_pairs_outside_window": round(len(pairs) / max(len(evidenced), 1), 4),
+        "evidenced_pairs": len(evidenced),
+    }
+
+
+def measure(args) -> None:
+    from hpo.fixtures import write_sample
+
+    encoder, encoder_name = encoder_path()
+    data = RUNS / NAME / f"data-{args.posts}-c{args.clarity}"
+    if not (data / "redsm5_posts.csv").exists():
+        write_sample(data, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
+    jobs = [(arm, seed) for seed in range(args.seeds) for arm in ARMS]
+    jobs += [("evidence model", seed) for seed in range(args.evidence_seeds)]
+    with ThreadPoolExecutor(args.parallel) as pool:  # each job is its own process
+        done = list(pool.map(lambda job: _run_in_process(*job, data, args), jobs))
+    runs = {arm: [run for (a, _), run in zip(jobs, done, strict=True) if a == arm] for arm in ARMS}
+    evidence = [run for (a, _), run in zip(jobs, done, strict=True) if a == "evidence model"]
+    facts = window_facts(str(data), encoder, args.max_length)
+    del facts["outside"]
+    recipe = runs["head_tail"]
+    for arm_runs in runs.values():  # paired by seed: the same posts, split and seed
+        for run, base in zip(arm_runs, recipe, strict=True):
+            run["gain_over_head_tail"] = round(
+                run["test_post_macro_f1"] - base["test_post_macro_f1"], 4
+            )
+            run["epoch_time_over_head_tail"] = round(
+                run["epoch_seconds"] / base["epoch_seconds"], 3
+            )
+            gap = base["recall_outside_window"]
+            run["recovered_share"] = round((run["recall_outside_window"] - gap) / (1 - gap), 4) \
+                if gap < 1 else None  # fmt: skip
+    write_results(
+        NAME,
+        {
+            "encoder": encoder_name,
+            "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
+            f"split {SPLIT} by post, one split for every run",
+            "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
+            "arms": ARMS,
+            "evidence_recipe": EVIDENCE_RECIPE,
+            "parallel": f"{args.parallel} runs at a time, {args.threads} thread(s) each",
+            "window_facts": facts,
+        },
+        runs,
+        "test_post_macro_f1",
+        TARGET,
+        definition=DEFINITION,
+        also=(
+            "gain_over_head_tail",
+            "recall_outside_window",
+            "recall_inside_window",
+            "recovered_share",
+            "epoch_seconds",
+            "epoch_time_over_head_tail",
+            "peak_rss_mb",
+            "validation_evidence_average_precision",
+            "validation_evidence_recall_at_1",
+            "validation_evidence_recall_at_3",
+        ),
+        details={"evidence model": evidence, "gain_interval": _gain_intervals(runs)},
+        command=f"python -m bench.whole_post --posts {args.posts} --max-length {args.max_length} "
+        f"--seeds {args.seeds} --evidence-seeds {args.evidence_seeds} --parallel "
+        f"{args.parallel} --threads {args.threads} --clarity {args.clarity}",
+    )
+
+
+def _gain_intervals(runs: dict) -> dict:
+    """Per arm, the 95% bootstrap interval of its mean gain over head_tail across seeds (paired
+    by seed), beside each seed's own test interval."""
+    from bench.search_budget import mean_interval
+
+    found = {}
+    for arm, arm_runs in runs.items():
+        gains = [run["gain_over_head_tail"] for run in arm_runs]
+        if arm != "head_tail" and gains:
+            found[arm] = {
+                "mean": round(statistics.fmean(gains), 4),
+                "interval_95": mean_interval(gains),
+            }
+    return found
+
+
+def _run_in_process(arm: str, seed: int, data: Path, args) -> dict:
+    slug = f"{_slug(arm)}-{args.max_length}-s{seed}"
+    done = FOLDER / "runs" / f"{slug}.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    done.parent.mkdir(parents=True, exist_ok=True)
+    threads = str(args.threads)
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
+    command = [sys.executable, "-m", "bench.whole_post", "--one", arm, str(seed), str(data),
+               str(args.max_length), str(done)]  # fmt: skip
+    with (FOLDER / "runs" / f"{slug}.log").open("w") as log:
+        subprocess.run(command, env=env, cwd=REPO, check=True, stdout=log, stderr=log)
+    print(f"[whole_post] {arm} seed {seed}: {done.read_text()}", flush=True)
+    return json.loads(done.read_text())
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":  # one run, in its own process
+        arm, seed, data, max_length, out = sys.argv[2:7]
+        import torch
+
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        run = (
+            evidence_run(int(seed), data)
+            if arm == "evidence model"
+            else one_run(arm, int(seed), data, int(max_length))
+        )
+        Path(out).write_text(json.dumps(run, indent=2))
+        return
+    parser = sample_parser(__doc__, posts=1484, seeds=5)
+    parser.set_defaults(max_length=256)
+    parser.add_argument("--evidence-seeds", type=int, default=1)
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--facts", action="store_true", help="print the window facts and stop")
+    args = parser.parse_args()
+    if args.facts:
+        encoder, _ = encoder_path()
+        from hpo.fixtures import write_sample
+
+        data = RUNS / NAME / f"data-{args.posts}-c{args.clarity}"
+        if not (data / "redsm5_posts.csv").exists():
+            write_sample(data, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
+        facts = window_facts(str(data), encoder, args.max_length)
+        del facts["outside"]
+        print(json.dumps(facts, indent=2))
+        return
+    measure(args)
+
+
+if __name__ == "__main__":
+    main()
