@@ -235,7 +235,8 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
                 f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / "
                 f"{chunks.max()} chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
             )
-    if any(config.formulation == "whole_post" for config in configs):
+    formulations = searched_values(spec, "criteria_formulation", first.criteria_formulation)
+    if spec.task == "criteria" and "whole_post" in formulations:
         specials = tokenizer.num_special_tokens_to_add(pair=False)
         for max_length in max_lengths:
             # a lower bound: whole sentences leave a window's end unfilled now and then

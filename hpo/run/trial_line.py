@@ -20,6 +20,8 @@ HEADLINE = (
     "criteria_formulation",
     "max_length",
     "long_text",
+    "post_pooling",
+    "evidence_loss_weight",
 )
 MAX_SHOWN = 6  # parameters on a trial's line; "+N more" says how many are left out (2 or more)
 SHORT_NAMES = {  # names every fine-tuner reads at a glance
@@ -30,6 +32,7 @@ SHORT_NAMES = {  # names every fine-tuner reads at a glance
     "max_length": "max_len",
     "criteria_formulation": "formulation",
     "layerwise_lr_decay": "lr_decay",
+    "evidence_loss_weight": "evidence_loss",
 }
 REASON_CHARS = 160  # a failure's reason on the line: its first line, cut to this
 
