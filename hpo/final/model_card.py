@@ -90,14 +90,16 @@ def model_card(summary: dict) -> str:
         "### Per symptom (test, at the decision thresholds)",
         "",
         "Support: the symptom's positives in the test split. Where it is a handful, one post "
-        "moves that symptom's F1 by a tenth or more.",
+        "moves that symptom's F1 by a tenth or more. A dash: no figure, as its denominator is "
+        "zero (recall: no positive; precision: none predicted; F1: no positive and none "
+        "predicted); every count 0: the test split holds no example of the symptom.",
         "",
         "| symptom | support | threshold | F1 | precision | recall | TP | FP | FN | TN |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *(
             f"| {name} | {row['tp'] + row['fn']} | {test['thresholds'][name]:.3f} | "
-            f"{row['f1']:.3f} | {row['precision']:.3f} | "
-            f"{row['recall']:.3f} | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
+            + " | ".join(_number(row[key], 3, "—") for key in ("f1", "precision", "recall"))
+            + f" | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
             for name, row in test["per_symptom"].items()
         ),
         "",
@@ -268,8 +270,8 @@ def _cv_rows(metric: str, cv: dict) -> list[str]:
     ]
 
 
-def _number(value) -> str:
-    return "" if value is None else f"{value:.4f}"
+def _number(value, digits: int = 4, missing: str = "") -> str:
+    return missing if value is None else f"{value:.{digits}f}"
 
 
 def command_line() -> str:

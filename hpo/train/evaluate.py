@@ -200,26 +200,34 @@ def per_symptom(
     split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]
 ) -> dict[str, dict]:
     """Per symptom at ``thresholds``: F1, precision, recall, the confusion counts and the
-    support (posts for criteria, sentences for evidence), for the model card's table."""
-    cells = symptom_cells(split, probs)
+    support (positive posts for criteria, sentences for evidence), for the model card's table.
+    A figure whose denominator is zero is None, not a made-up 0: a symptom with no example in
+    the split (no test sentence of it, say) has support 0 and no F1."""
     table = {}
-    for symptom, (truth, scores) in zip(SYMPTOMS, cells, strict=True):
+    for symptom, (truth, scores) in zip(SYMPTOMS, symptom_cells(split, probs), strict=True):
+        if not len(truth):  # nothing to count: scikit-learn refuses an empty array
+            table[symptom] = dict.fromkeys(("f1", "precision", "recall")) | _counts(0, 0, 0, 0)
+            continue
         decided = (scores >= thresholds[symptom]).astype(np.int64)
         tn, fp, fn, tp = (int(n) for n in confusion_matrix(truth, decided, labels=[0, 1]).ravel())
         precision, recall, f1, _ = precision_recall_fscore_support(
-            truth, decided, labels=[1], zero_division=0
+            truth, decided, labels=[1], zero_division=np.nan
         )
         table[symptom] = {
-            "f1": float(f1[0]),
-            "precision": float(precision[0]),
-            "recall": float(recall[0]),
-            "tp": tp,
-            "fp": fp,
-            "fn": fn,
-            "tn": tn,
-            "support": tp + fn,
-        }
+            "f1": _defined(f1[0]),
+            "precision": _defined(precision[0]),
+            "recall": _defined(recall[0]),
+        } | _counts(tp, fp, fn, tn)
     return table
+
+
+def _counts(tp: int, fp: int, fn: int, tn: int) -> dict[str, int]:
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "support": tp + fn}
+
+
+def _defined(value: float) -> float | None:
+    """None for scikit-learn's NaN (zero_division): JSON and the card show it as missing."""
+    return None if np.isnan(value) else float(value)
 
 
 def symptom_cells(split: PreparedSplit, probs: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
