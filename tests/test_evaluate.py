@@ -5,11 +5,12 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import pytest
 
 from hpo.data import SYMPTOMS
 from hpo.fixtures import write_sample
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import per_symptom
+from hpo.train.evaluate import INTERVAL_METRICS, metrics_at, per_symptom, post_intervals
 from hpo.train.prepare import prepare_data
 
 ABSENT = "PSYCHOMOTOR"
@@ -45,3 +46,23 @@ def test_a_symptom_with_no_example_in_the_split_has_support_0_and_no_f1(tmp_path
         row = table[symptom]
         assert row["support"] == int(labels[criteria == symptom].sum())
         assert row["tp"] + row["fp"] + row["fn"] + row["tn"] == int((criteria == symptom).sum())
+
+
+@pytest.mark.parametrize("task", ["criteria", "evidence"])
+def test_the_studys_macro_f1_gets_a_bootstrap_interval_over_the_splits_posts(
+    task, tmp_path, tiny_roberta
+):
+    data_dir = write_sample(tmp_path / "data", posts=60, seed=0)
+    config = TrainConfig(task=task, encoder=str(tiny_roberta), data_dir=str(data_dir))
+    test = prepare_data(config).test
+    probs = np.random.default_rng(0).random((len(test), test.num_labels))
+    thresholds = dict.fromkeys(SYMPTOMS, 0.5)
+
+    found = post_intervals(test, probs, thresholds, ("macro_f1", *INTERVAL_METRICS, "auroc"))
+
+    # the post-level F1s are criteria's alone; auroc has no F1 to bootstrap
+    assert list(found) == (["macro_f1", *INTERVAL_METRICS] if task == "criteria" else ["macro_f1"])
+    point = metrics_at(test, probs, thresholds)
+    for name, interval in found.items():
+        assert interval["posts"] == len(set(test.post_ids)) and interval["level"] == 0.95
+        assert interval["low"] <= point[name] <= interval["high"], name

@@ -144,6 +144,21 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         and "| DEPRESSED_MOOD |" in card
         and "hpo finalize" in card
     )
+    # the study's own metric (macro_f1, over the cells) comes first, with its interval over
+    # posts as the post-level F1s have theirs, and the card says what each is computed over
+    assert list(summary["test"]["intervals"]) == ["macro_f1", "post_macro_f1", "post_micro_f1"]
+    own = summary["test"]["intervals"]["macro_f1"]
+    assert own["low"] <= summary["test"]["metrics"]["macro_f1"] <= own["high"]
+    assert (
+        f"| **macro_f1** (the study's: it chose the model) | "
+        f"{chosen['validation']['macro_f1']:.4f} | {summary['test']['metrics']['macro_f1']:.4f} | "
+        f"{own['low']:.4f} – {own['high']:.4f} |"
+    ) in card
+    assert (
+        f"over the test split's {summary['split_sizes']['test']['posts'] * 9} (post, symptom) cells"
+        in card
+    )
+    assert f"test macro_f1 {summary['test']['metrics']['macro_f1']:.4f} (95% CI " in run.stdout
     # the spec decides at 0.5 and there is no --cv: the card says so, not "chosen on validation"
     assert summary["thresholds"]["rule"] == "fixed"
     assert set(summary["test"]["thresholds"].values()) == {0.5}
@@ -201,6 +216,9 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     assert (
         f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
         in (study.user_attrs["final_test"])
+    )
+    assert study.user_attrs["final_test"].startswith(
+        "test, scored once at fixed thresholds: macro_f1 "
     )
     # the dashboard's study note ends with the chosen model and its test score
     note = get_note(study)

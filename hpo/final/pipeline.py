@@ -197,8 +197,8 @@ def finalize(
     say(
         f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} "
         f"{summary['configurations'][0]['mean']:.4f}"
-        f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test {spec.metric} "
-        f"{_test_value(spec, summary):.4f}; model in {final_dir / 'model'}"
+        f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test "
+        f"{test_figure(summary, spec.metric)}; model in {final_dir / 'model'}"
     )
     return summary
 
@@ -377,16 +377,23 @@ def seed_spread_line(metric: str, configuration: dict) -> str:
 
 
 def test_line(summary: dict) -> str:
-    """The test figures with their intervals, in one line."""
-    test = summary["test"]
+    """The test figures with their intervals, in one line: the study's metric first."""
+    test, metric = summary["test"], summary["metric"]
     shown = [
-        f"{name} {test['metrics'][name]:.4f} "
-        f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, {interval['posts']} posts)"
-        for name, interval in test.get("intervals", {}).items()
+        test_figure(summary, name) for name in dict.fromkeys((metric, *test.get("intervals", {})))
     ]
     rule = summary.get("thresholds", {}).get("rule", "fixed").replace("_", "-")
-    return f"test, scored once at {rule} thresholds: " + (
-        "; ".join(shown) or f"{summary['metric']} {test['metrics'][summary['metric']]:.4f}"
+    return f"test, scored once at {rule} thresholds: " + "; ".join(shown)
+
+
+def test_figure(summary: dict, name: str) -> str:
+    """``name``'s test value, with its interval where it has one."""
+    value = summary["test"]["metrics"][name]
+    if not (interval := summary["test"].get("intervals", {}).get(name)):
+        return f"{name} {value:.4f}"
+    return (
+        f"{name} {value:.4f} (95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
+        f"{interval['posts']} posts)"
     )
 
 

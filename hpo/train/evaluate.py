@@ -49,6 +49,13 @@ THRESHOLDED: tuple[Metric, ...] = (
 RESAMPLES = 2000
 SEED = 0
 INTERVAL_METRICS = ("post_macro_f1", "post_micro_f1")  # criteria's post-level F1s
+# the metrics a bootstrap over posts gives an interval for, by bootstrap_interval's name:
+# the post-level F1s, averaged over the symptoms, and macro_f1 over every cell (or sentence)
+BOOTSTRAPPED = {
+    "post_macro_f1": "macro_f1",
+    "post_micro_f1": "micro_f1",
+    "macro_f1": "binary_macro_f1",
+}
 
 
 @dataclass(frozen=True)
@@ -174,16 +181,25 @@ def post_intervals(
     thresholds: dict[str, float],
     metrics: tuple[str, ...] = INTERVAL_METRICS,
 ) -> dict[str, dict]:
-    """How far each post-level F1 in ``metrics`` could move by which posts the split happened
-    to hold: a percentile bootstrap over its posts at ``thresholds``."""
+    """How far each of ``metrics`` could move by which posts the split happened to hold: a
+    percentile bootstrap over its posts (an evidence post's sentences drawn together) at
+    ``thresholds``. Given for the F1s in BOOTSTRAPPED (post_* for criteria only); the other
+    names are left out."""
+    cut = np.array([thresholds[s] for s in SYMPTOMS])
     if split.formulation == "evidence":
-        return {}  # sentence-level: no post x symptom matrix to resample
-    truth, scores = post_matrix(split, probs)
-    decided = (scores >= np.array([thresholds[s] for s in SYMPTOMS])).astype(np.int64)
+        truth, groups = split.tokens.labels, np.array(split.post_ids)
+        decided = (probs[:, 0] >= cut[_symptom_columns(split)]).astype(np.int64)
+    else:
+        (truth, scores), groups = post_matrix(split, probs), None
+        decided = (scores >= cut).astype(np.int64)
     found = {}
-    for name in metrics:
+    for name in dict.fromkeys(metrics):  # each once
+        if name not in BOOTSTRAPPED or (
+            split.formulation == "evidence" and name in INTERVAL_METRICS
+        ):
+            continue
         low, high = bootstrap_interval(
-            truth, decided, name.removeprefix("post_"), n=RESAMPLES, seed=SEED
+            truth, decided, BOOTSTRAPPED[name], n=RESAMPLES, seed=SEED, groups=groups
         )
         found[name] = {
             "low": round(low, 6),
@@ -191,7 +207,7 @@ def post_intervals(
             "level": BOOTSTRAP_LEVEL,
             "resamples": RESAMPLES,
             "seed": SEED,
-            "posts": len(truth),
+            "posts": len(set(split.post_ids)),
         }
     return found
 
