@@ -3,7 +3,7 @@
 The study's top-k configurations are retrained with several seeds each, on the search's
 own split. The configuration with the best mean validation score wins; its seeds' ensemble
 (or its best seed's model) is scored ONCE on the test split, at decision thresholds chosen by
-a rule fixed from the flags before anything trains (``choose.threshold_rule``: out-of-fold
+a rule fixed from the flags before anything trains (``plan.threshold_rule``: out-of-fold
 with --cv, validation-tuned with the spec's threshold: tuned, else 0.5), with bootstrap
 intervals over the test posts, and saved under ``<output_dir>/<study>-<uid>/final/`` with
 ``metrics.json`` and ``model_card.md``, then recorded in the study (user attributes and two
@@ -27,7 +27,6 @@ from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
-from hpo.final import choose
 from hpo.final.final_folder import (
     forget_lost_models,
     intact,
@@ -35,16 +34,14 @@ from hpo.final.final_folder import (
     place,
     restore_from_copy,
 )
-from hpo.final.holdout import score_on_test
 from hpo.final.model_card import command_line, library_versions, model_card
+from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
 from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
-from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study import (
     artifact_store,
     check_spec,
-    completed_trials,
     first_look_epochs,
     load_existing_study,
     load_spec_ref,
@@ -59,7 +56,6 @@ from hpo.study import (
 )
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import objective_value
 
 SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
@@ -109,8 +105,6 @@ def finalize(
             "--refit train+val retrains one model, so it cannot be an ensemble; "
             "pass --ensemble none with it, or leave --refit out"
         )
-    if not progress:
-        hide_progress_bars()  # transformers' too, where the retrainings run in this process
     # a file, or a study's name: its recorded spec, --set flags and all
     spec = load_spec_ref(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
@@ -122,7 +116,7 @@ def finalize(
         if (
             final_dir / "metrics.json"
         ).exists():  # the test split is scored once: a finished finalize is only read
-            return _finalized(spec, final_dir, asked, say)
+            return _finalized(spec, study, final_dir, asked, say)
         check_spec(
             study,
             spec,
@@ -134,7 +128,17 @@ def finalize(
         # before hours of retraining
         planned = train_config(spec, runs[0].params, runs[0].seed, None)
         _require_splits(planned, cv)
-        rule = choose.threshold_rule(cv, planned.threshold)  # before any score is seen
+        rule = threshold_rule(cv, planned.threshold)  # before any score is seen
+        for line in plan_lines(spec, study, runs, settings, workers, rule):
+            say(line)
+        # only now: torch and transformers take seconds to import (25 s on a busy 2-core
+        # machine), and the plan is worth reading meanwhile
+        from hpo.final import choose
+        from hpo.final.holdout import score_on_test
+        from hpo.models.loading import hide_progress_bars
+
+        if not progress:
+            hide_progress_bars()  # transformers' too, where the retrainings run in this process
         retrain = functools.partial(
             retrain_all,
             spec,
@@ -203,30 +207,6 @@ def finalize(
     return summary
 
 
-def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
-    """The best ``top_k`` distinct configurations, each with seeds 0..seeds-1 (seed 0
-    reproduces the trial itself when the spec fixes no other seed)."""
-    trials = sorted(
-        completed_trials(study), key=lambda t: t.value, reverse=spec.direction == "maximize"
-    )
-    chosen, seen = [], set()
-    for trial in trials:
-        key = json.dumps(trial.params, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            chosen.append(trial)
-    if not chosen:
-        raise UsageError(
-            f"study {spec.name!r} has no completed trial to finalize; run hpo tune first"
-        )
-    base = int(spec.train.get("seed", 0))
-    return [
-        Run(rank, trial.number, dict(trial.params), base + s)
-        for rank, trial in enumerate(chosen[:top_k], start=1)
-        for s in range(seeds)
-    ]
-
-
 def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     """How far the search got; a search still running or short of its n_trials is refused
     unless ``partial``: its best trials may not be the study's. A search its time budget
@@ -278,10 +258,13 @@ def _require_splits(config: TrainConfig, cv: int) -> None:
         raise UsageError(f"--cv {cv}: the train and validation splits hold only {pool} posts")
 
 
-def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str], None]) -> dict:
+def _finalized(
+    spec: StudySpec, study, final_dir: Path, asked: dict, say: Callable[[str], None]
+) -> dict:
     """A finished finalize, read back: its model checked against what metrics.json lists
     (refused where it is missing: it is the only copy, bar the copies older finalizes kept),
-    and the settings asked for now named as ignored where they differ from those it ran with."""
+    the settings asked for now named as ignored where they differ from those it ran with, and
+    a better trial the search found since named."""
     summary = json.loads((final_dir / "metrics.json").read_text())
     model = final_dir / "model"
     files = summary.get("model_files")
@@ -321,6 +304,8 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
             "and its test split is scored once "
             f"(move {final_dir} aside to finalize anew)"
         )
+    if better := better_since(spec, study, summary):
+        say(f"{better}; move {final_dir} aside to finalize anew")
     return summary
 
 
@@ -401,4 +386,6 @@ def _test_value(spec: StudySpec, summary: dict) -> float:
     """The test score at the model's decision thresholds."""
     # the test metrics are at the decision thresholds; a summary written before they were
     # holds tuned_ twins at the validation thresholds, which threshold: tuned decided at
+    from hpo.train.evaluate import objective_value  # torch: imported by finalize's scoring
+
     return objective_value(summary["test"]["metrics"], spec.metric, summary["chosen"]["threshold"])
