@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -187,14 +188,23 @@ def test_only_symptoms_found_go_through_the_evidence_model(models, posts):
 
 
 def test_cli_writes_one_json_line_per_post_and_the_report(
-    models, posts, posts_csv, tmp_path, capsys
+    models, posts, posts_csv, tmp_path, capsys, caplog
 ):
     out, html = tmp_path / "out.jsonl", tmp_path / "report.html"
-    assert (
-        predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html))
-        == 0
-    )
+    with caplog.at_level(logging.INFO):
+        assert (
+            predict_pair(
+                models("criteria"), models("evidence"), posts_csv, out, "--html", str(html)
+            )
+            == 0
+        )
     assert "explained 13 posts" in capsys.readouterr().err
+    # each half counts every post once: 13 posts are 13, not 26
+    said = [record.getMessage() for record in caplog.records]
+    assert [line.split(",")[0] for line in said if " posts (" in line] == [
+        "criteria: 13/13 posts (100%)",
+        "evidence: 13/13 posts (100%)",
+    ], said
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["post_id"] for r in records] == [post_id for post_id, _ in posts]
     texts = dict(posts)
