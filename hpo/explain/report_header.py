@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from hpo.explain.figures import threshold_text
 from hpo.explain.join import UNCERTAIN_MARGIN, Explanation
 from hpo.explain.quality import ModelQuality
 
@@ -103,7 +104,7 @@ def symptom_index(
             f'<tr data-symptom="{escape(symptom)}"><th scope=row>'
             f'<span class="swatch" style="--c:{colours[symptom]}"></span>'
             f"{escape(names[symptom])}</th>"
-            f'<td class="threshold">{findings[0][1].threshold:.2f}</td>'
+            f'<td class="threshold">{threshold_text(findings[0][1].threshold)}</td>'
             f"<td>{_filter('present', symptom, len(present), names[symptom])}</td>"
             f"<td>{_filter('uncertain', symptom, uncertain, names[symptom])}</td>"
             f'<td class="posts">{links or "–"}</td></tr>'
