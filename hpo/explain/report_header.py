@@ -14,14 +14,9 @@ from html import escape
 from hpo.explain.figures import threshold_text
 from hpo.explain.join import UNCERTAIN_MARGIN, Explanation
 from hpo.explain.quality import ModelQuality
+from hpo.final.model_card import INTENDED_USE
 
-NOTICE = (
-    "<strong>Intended use: a research screening aid, not a diagnosis.</strong> These are a "
-    "model's readings of text, to help researchers find and review posts that may describe "
-    "DSM-5 depressive symptoms. They are not a clinical assessment, they can be wrong in both "
-    "directions, and they must not be used to make decisions about a person. Anyone who may be "
-    "at risk needs a qualified clinician."
-)
+NOTICE = f"<strong>{escape(INTENDED_USE[0])}</strong> {escape(INTENDED_USE[1])}"  # the card's
 ROLES = {
     "criteria": "Criteria model (which symptoms a post shows)",
     "evidence": "Evidence model (which sentences show them)",

@@ -10,6 +10,15 @@ from importlib import metadata
 from hpo.storage_url import redact
 
 LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
+# What a model of these tasks is for, and not for: one text, on the card and atop the HTML
+# report of its predictions (hpo.explain), read before any figure.
+INTENDED_USE = (
+    "Intended use: a research screening aid, not a diagnosis.",
+    "These are a model's readings of text, to help researchers find and review posts that may "
+    "describe DSM-5 depressive symptoms. They are not a clinical assessment, they can be wrong "
+    "in both directions, and they must not be used to make decisions about a person. Anyone "
+    "who may be at risk needs a qualified clinician.",
+)
 
 
 def model_card(summary: dict) -> str:
@@ -22,6 +31,8 @@ def model_card(summary: dict) -> str:
     )
     lines = [
         f"# {summary['study']}: final model",
+        "",
+        f"> **{INTENDED_USE[0]}** {INTENDED_USE[1]}",
         "",
         f"Chosen: the configuration of trial {chosen['trial']}, {which}, "
         "by mean validation "
