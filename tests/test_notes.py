@@ -27,6 +27,7 @@ from hpo.study import (
     set_user_attrs,
     study_uid,
     trial_metrics,
+    upload,
     write_study_note,
     write_trial_note,
 )
@@ -101,6 +102,26 @@ def test_a_trial_shows_each_metric_its_log_and_a_note_with_what_it_cost(trained,
         downloaded.read_text() == log_file.read_text() and "epoch 1/1 done" in log_file.read_text()
     )
     # its note is read where the dashboard serves it: tests/test_dashboard.py
+
+
+def test_a_study_artifact_takes_the_name_it_is_given(spec, tmp_path):
+    # finalize names its card and metrics by the chosen trial and the time: two finalizes of a
+    # study leave two artifacts the dashboard tells apart
+    study = open_study(spec)
+    card = tmp_path / "model_card.md"
+    card.write_text("# a card")
+    store = artifact_store(spec.output_dir)
+    first = upload(store, study, card, "model_card-trial3-20261127T145832Z.md")
+    upload(store, study, card, "model_card-trial5-20261128T090000Z.md")
+    metas = get_all_artifact_meta(study, storage=get_storage(spec.storage))
+    assert sorted(meta.filename for meta in metas) == [
+        "model_card-trial3-20261127T145832Z.md",
+        "model_card-trial5-20261128T090000Z.md",
+    ]
+    assert {meta.mimetype for meta in metas} == {"text/markdown"}
+    saved = tmp_path / "saved.md"
+    download_artifact(artifact_store=store, artifact_id=first, file_path=str(saved))
+    assert saved.read_text() == "# a card"
 
 
 def test_the_study_note_gives_the_spec_the_budget_and_what_a_step_is(spec):

@@ -342,13 +342,26 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
             f"test_{spec.metric}": round(_test_value(spec, summary), 6),
             "test_intervals": summary["test"].get("intervals", {}),
             "thresholds": summary.get("thresholds", {}).get("rule"),
-            "model_card_artifact": upload(store, study, final_dir / "model_card.md"),
-            "metrics_artifact": upload(store, study, final_dir / "metrics.json"),
+            "model_card_artifact": upload(
+                store, study, final_dir / "model_card.md", artifact_name("model_card.md", summary)
+            ),
+            "metrics_artifact": upload(
+                store, study, final_dir / "metrics.json", artifact_name("metrics.json", summary)
+            ),
         },
     )
     study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
     study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary))
     write_study_note(study, spec)  # the dashboard's study note ends with the chosen model
+
+
+def artifact_name(file_name: str, summary: dict) -> str:
+    """The name the study's artifact of a final's ``file_name`` takes: the chosen trial and
+    when finalize finished, so two finalizes of a study (a final moved aside, finalized anew)
+    leave two artifacts the dashboard tells apart: model_card-trial3-20261127T145832Z.md."""
+    stamp = datetime.fromisoformat(summary["finished"]).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stem, suffix = file_name.rsplit(".", 1)
+    return f"{stem}-trial{summary['chosen']['trial']}-{stamp}.{suffix}"
 
 
 def seed_spread_line(metric: str, configuration: dict) -> str:
