@@ -35,6 +35,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $@
+	@echo "Installed in $(VENV). Put hpo on your PATH (once per shell): source $(VENV)/bin/activate"
 
 # Test files spread over TEST_WORKERS processes (pytest-xdist), each on its own PostgreSQL
 # database; a test marked serial (it restarts the server) runs alone. TEST_WORKERS=0: one process.
@@ -60,7 +61,8 @@ demo: smoke-assets
 	$(HPO) tune studies/criteria-smoke.yaml --workers 2 --storage sqlite:///$(RUNS)/hpo.db
 	@echo
 	@echo "Browse the results:  make dashboard   (then open http://127.0.0.1:$(PORT)/)"
-	@echo "Status / best trial: $(HPO) status criteria-smoke   |   $(HPO) best criteria-smoke"
+	@echo "Status / best trial: hpo status criteria-smoke   |   hpo best criteria-smoke"
+	@echo "(hpo is on your PATH once $(VENV) is active: source $(VENV)/bin/activate)"
 
 # The joined prediction on the same tiny encoders: a criteria and an evidence study of 2 trials
 # each, each finalized to one model, then every sample post's symptoms with the sentences that

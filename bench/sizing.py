@@ -115,7 +115,7 @@ def sizing(tokenizer_dir: str, workers: int = 1) -> dict[str, list[dict]]:
             encoder = str(params.get("encoder", spec.train.get("encoder")))
             (estimate,) = time_configs(spec, {encoder: spec.train_config(params, None)}, workers)
             epoch = estimate["epoch_train_s"] + estimate["epoch_validation_s"]
-            runs[f"{spec_name} {estimate['encoder']}"] = [
+            runs[f"{spec_name} {estimate['name']}"] = [
                 {
                     **estimate,
                     "epoch_s": epoch,

@@ -9,23 +9,100 @@
     print(summary["test"]["metrics"]["post_macro_f1"])
 
 The same processes, checks and errors as the commands: workers are separate processes, a spec
-or flag a command refuses raises ``hpo.errors.UsageError`` with the same one-line message.
+or flag a command refuses raises ``hpo.errors.UsageError`` with the same one-line message. An
+argument is checked as its flag is, by pydantic before anything runs, and named as it is
+spelled here (``hpo.tune: workers: ...``): ``workers="2"`` is no worker count, as ``True`` is
+none and ``"a=b"`` no list of overrides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    validate_call,
+)
+from pydantic_core import ErrorDetails
+
+from hpo.errors import UsageError
+from hpo.validation import located
+
+_Function = TypeVar("_Function", bound=Callable)
 
 
+def _checked(function: _Function) -> _Function:
+    """``function`` with its arguments validated first, strictly (no "2" for 2), a wrong one
+    raised as ``UsageError`` in one line naming the argument."""
+    validated = validate_call(config=ConfigDict(strict=True))(function)
+    positional = [
+        name
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
+    ]
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return validated(*args, **kwargs)
+        except ValidationError as exc:
+            if exc.title != function.__name__:
+                raise  # raised inside the run, not by its arguments
+            error = exc.errors()[0]
+            raise UsageError(f"hpo.{function.__name__}: {_problem(error, positional)}") from None
+
+    return call  # type: ignore[return-value]
+
+
+def _problem(error: ErrorDetails, positional: list[str]) -> str:
+    """pydantic's ``error`` about an argument, the argument named as it is spelled here."""
+    first, *rest = error["loc"]
+    if error["type"] == "unexpected_positional_argument":
+        return f"takes {', '.join(positional)} by position alone; pass the others by name"
+    if error["type"] == "unexpected_keyword_argument":
+        return f"{first}: no such argument"
+    if isinstance(first, int):  # a positional argument: its name, not its place
+        first = positional[first]
+    where, problem = located({**error, "loc": (first, *rest)})
+    return f"{where}: {problem}"
+
+
+def _at_least_two_folds(k: int) -> int:
+    if k == 1:
+        raise ValueError("needs at least 2 folds (or 0 for none), got 1")
+    return k
+
+
+# The arguments' types, as the flags take them (hpo/cli/_common.py): counts from 1, threads up to
+# this machine's CPUs, a time budget from a second to a year, memory up to an exbibyte.
+SpecPath = Annotated[
+    str, BeforeValidator(lambda path: os.fspath(path) if isinstance(path, os.PathLike) else path)
+]
+Count = Annotated[int, Field(ge=1)]
+Threads = Annotated[int, Field(ge=1, le=os.cpu_count() or 1)]
+Seconds = Annotated[float, Field(ge=1, le=365 * 24 * 3600)]
+MemoryMb = Annotated[int, Field(ge=1, le=1024**4)]
+Folds = Annotated[int, Field(ge=0), AfterValidator(_at_least_two_folds)]  # 0: no --cv
+
+
+@_checked
 def tune(
-    spec: str,
+    spec: SpecPath,
     *,
-    workers: int = 1,
+    workers: Count = 1,
     overrides: Sequence[str] = (),
     storage: str | None = None,
-    timeout: float | None = None,
-    threads: int | None = None,
-    memory_per_worker_mb: int | None = None,
+    timeout: Seconds | None = None,
+    threads: Threads | None = None,
+    memory_per_worker_mb: MemoryMb | None = None,
     restart_dead: bool = False,
     allow_spec_change: bool = False,
     progress: bool = False,
@@ -52,15 +129,17 @@ def tune(
     return study
 
 
+@_checked
 def finalize(
-    spec_or_study: str,
+    spec_or_study: SpecPath,
     *,
-    top_k: int | None = None,
-    seeds: int | None = None,
-    workers: int = 1,
-    cv: int | None = None,
-    refit: str | None = None,
-    ensemble: str | None = None,
+    top_k: Count | None = None,
+    seeds: Count | None = None,
+    workers: Count = 1,
+    threads: Threads | None = None,
+    cv: Folds | None = None,
+    refit: Literal["train", "train+val"] | None = None,
+    ensemble: Literal["seeds", "none"] | None = None,
     overrides: Sequence[str] = (),
     storage: str | None = None,
     partial: bool = False,
@@ -68,8 +147,15 @@ def finalize(
 ) -> dict:
     """Retrain the best configurations on new seeds, score the chosen model once on test and
     write ``final/`` (as ``hpo finalize``); ``spec_or_study`` is the spec file or the study's
-    name. Returns the summary that ``final/metrics.json`` holds."""
+    name; ``threads``: CPU threads per retraining (None: the cores split between ``workers``).
+    Returns the summary that ``final/metrics.json`` holds."""
     from hpo.final.pipeline import finalize as run_finalize
+
+    if refit == "train+val" and ensemble == "seeds":
+        raise UsageError(
+            "hpo.finalize: refit='train+val' retrains one model, so it cannot be an ensemble; "
+            "pass ensemble='none' with it, or leave refit out"
+        )
 
     return run_finalize(
         spec_or_study,
@@ -78,6 +164,7 @@ def finalize(
         top_k=top_k,
         seeds=seeds,
         workers=workers,
+        threads=threads,
         refit=refit,
         ensemble=ensemble,
         cv=cv,

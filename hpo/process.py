@@ -1,5 +1,6 @@
 """Process chores every long-running command shares: stopping on signals, following a
-launcher out when it dies and waiting for its go, and output that may have nowhere to go.
+launcher out when it dies and waiting for its go, the CPU threads each training process gets,
+and output that may have nowhere to go or no terminal to draw a progress bar on.
 (Keeping a storage URL's secrets out of what a process prints is ``hpo.storage_url``'s.)"""
 
 from __future__ import annotations
@@ -166,6 +167,35 @@ def stop_children(
             proc.wait()
             killed.append(proc)
     return killed
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a Slurm task's or a container's share),
+    not every CPU of the machine."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def threads_per_process(processes: int, threads: int | None = None, cpus: int | None = None) -> int:
+    """The torch CPU threads each of ``processes`` training processes gets: ``threads`` where the
+    user set them (``--threads``), else ``cpus`` (default: ``available_cpus``) split evenly,
+    never below one, so N processes never oversubscribe the cores. One rule for ``hpo tune``'s
+    workers, finalize's retrainings, ``hpo predict`` and ``hpo validate --estimate``'s timing:
+    the same configuration trained at 8 examples/s in a finalize left at torch's default beside
+    other work, and at 106 in a tune worker at 1 thread."""
+    return threads or max(1, (cpus or available_cpus()) // processes)
+
+
+def shows_progress(asked: bool | None) -> bool:
+    """Whether a command draws its progress bar: as asked (``--progress``, ``--no-progress``),
+    else only where standard error, which the bar is drawn on, is a terminal. Redrawn into a
+    file or a pipe (a Slurm or CI log, ``make demo > log 2>&1``), a bar is a stream of carriage
+    returns with the log lines glued to its fragments."""
+    if asked is not None:
+        return asked
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no standard error, or a closed one
+        return False
 
 
 @contextmanager

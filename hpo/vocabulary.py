@@ -13,13 +13,18 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 Task = Literal["criteria", "evidence"]
-# criteria: one (criterion, post) pair per symptom, or one post with all nine labels
-CriteriaFormulation = Literal["pairs", "multilabel"]
+# criteria: one (criterion, post) pair per symptom, one post with all nine labels, or every
+# sentence of the post scored for the nine and pooled per post (whole_post)
+CriteriaFormulation = Literal["pairs", "multilabel", "whole_post"]
 # how a task is put to the model, one name from the data to the saved model
-Formulation = Literal["pairs", "multilabel", "evidence"]
-# a text longer than max_length: keep the start, keep the start and the end, or read it all in
-# overlapping windows (hpo.data.tokenize)
-LongText = Literal["truncate", "head_tail", "chunks"]
+Formulation = Literal["pairs", "multilabel", "whole_post", "evidence"]
+# a text longer than max_length: keep the start, keep the start and the end, read it all in
+# overlapping windows (hpo.data.tokenize), or, whole_post's reading, every sentence packed whole
+# into windows (hpo.data.windows)
+LongText = Literal["truncate", "head_tail", "chunks", "sentences"]
+# whole_post: how a post's sentence scores become its score per symptom: the highest, a smooth
+# maximum (log-mean-exp), or a learned attention over the sentences (hpo.models.pooling)
+PostPooling = Literal["max", "logsumexp", "attention"]
 # the criteria each post's sentences are paired with (evidence): those the post shows, or all
 EvidenceScope = Literal["positive_criteria", "all_criteria"]
 # what a study can be judged by. post_*: the post-level multi-label F1 the ReDSM5 paper reports
@@ -42,6 +47,9 @@ TASKS: tuple[Task, ...] = get_args(Task)
 CRITERIA_FORMULATIONS: tuple[CriteriaFormulation, ...] = get_args(CriteriaFormulation)
 LONG_TEXT: tuple[LongText, ...] = get_args(LongText)
 EVIDENCE_SCOPES: tuple[EvidenceScope, ...] = get_args(EvidenceScope)
+POST_POOLINGS: tuple[PostPooling, ...] = get_args(PostPooling)
+# formulations whose examples are posts labelled with all nine symptoms at once
+POST_FORMULATIONS: tuple[Formulation, ...] = ("multilabel", "whole_post")
 METRICS: tuple[Metric, ...] = get_args(Metric)
 FORMULATIONS: dict[Task, tuple[Formulation, ...]] = {
     "criteria": CRITERIA_FORMULATIONS,
@@ -60,12 +68,15 @@ __all__ = [
     "FORMULATIONS",
     "LONG_TEXT",
     "METRICS",
+    "POST_FORMULATIONS",
+    "POST_POOLINGS",
     "TASKS",
     "CriteriaFormulation",
     "EvidenceScope",
     "Formulation",
     "LongText",
     "Metric",
+    "PostPooling",
     "Task",
     "task_of",
 ]

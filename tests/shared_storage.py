@@ -57,3 +57,30 @@ def running_trials(name: str, url: str, n: int) -> list:
     """The study's RUNNING trials once there are at least ``n``; none before."""
     running = [t for t in read_trials(name, url) if t.state.name == "RUNNING"]
     return running if len(running) >= n else []
+
+
+def write_recorded_spec(name: str, url: str, value_json: str) -> None:
+    """Overwrite the spec the study recorded (its ``hpo:spec`` system attribute) as any writer
+    of its database can: with any text, JSON or not."""
+    import sqlalchemy as sa
+
+    engine = storage(url).engine
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "UPDATE study_system_attributes SET value_json = :value WHERE key = 'hpo:spec' "
+                "AND study_id = (SELECT study_id FROM studies WHERE study_name = :name)"
+            ),
+            {"value": value_json, "name": name},
+        )
+
+
+def edit_recorded_spec(study: str, url: str, **changes) -> dict:
+    """Change top-level keys of the recorded spec of the study named ``study`` in its database
+    (``tracking={...}``); returns the document as it was."""
+    import json
+
+    rdb = storage(url)
+    document = rdb.get_study_system_attrs(rdb.get_study_id_from_name(study))["hpo:spec"]
+    write_recorded_spec(study, url, json.dumps({**document, **changes}))
+    return document

@@ -314,6 +314,17 @@ CASES = [
         )
         for word in ("true", "yes")
     ),
+    # issue #48, item 19: a number past any budget is a typo, not days of trials
+    Case(
+        "trials-past-any-budget",
+        ("n_trials: Input should be less than or equal to 100000 (got 99999999999999999999)",),
+        args=("--set", "n_trials=99999999999999999999"),
+    ),
+    Case(
+        "epochs-past-any-training",
+        ("train.epochs: must be at most 1000 (got 1000000000)",),
+        args=("--set", "train.epochs=1e9"),
+    ),
     Case(
         "sampler-option-of-the-wrong-type",
         ("sampler.options.n_startup_trials: expected an integer, got 'abc'",),

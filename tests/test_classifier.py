@@ -26,7 +26,9 @@ from hpo.models.classifier_file import (
     FULL_HASH_BYTES,
     SAMPLE_BYTES,
     SAMPLES,
+    InvalidClassifierFile,
     ModelFolderChanged,
+    _digest,
     file_digest,
     read_classifier_file,
     read_inference,
@@ -166,6 +168,63 @@ def test_settings_moved_onto_other_weights_are_refused(saved, tiny_roberta, tmp_
     shutil.copy(saved / FILE_NAME, tmp_path / "other" / FILE_NAME)
     with pytest.raises(ModelFolderChanged, match="head.safetensors is not the file saved with"):
         load_classifier(tmp_path / "other")
+
+
+# issue #48, item 12: each changes how the model reads text or which weights it loads
+ADDED_FILES = {
+    "tokenizer/special_tokens_map.json": '{"additional_special_tokens": ["e", "a", "in", "er"]}',
+    "tokenizer/added_tokens.json": '{"the": 3}',
+    "encoder/generation_config.json": "{}",
+    "adapter/adapter_config.json": "{}",
+}
+
+
+@pytest.mark.parametrize("name", ADDED_FILES)
+def test_a_file_added_to_a_sealed_folder_is_refused_on_every_load(saved, name):
+    (saved / name).parent.mkdir(exist_ok=True)
+    (saved / name).write_text(ADDED_FILES[name])
+    for load in (load_classifier, read_inference):
+        with pytest.raises(ModelFolderChanged, match=f"{name} is not among the files saved with"):
+            load(saved)
+    (saved / name).unlink()
+    load_classifier(saved)  # nothing else changed
+
+
+def _reseal_without(folder, name) -> None:
+    """What a hand edit of the seal can do: drop ``name``'s entry and recompute the digest over
+    what is left, as anyone can (sha256 is no secret)."""
+
+    def drop(meta):
+        del meta["integrity"]["files"][name]
+        meta["integrity"]["digest"] = _digest(meta, meta["integrity"]["files"])
+
+    _edit(folder, drop)
+
+
+@pytest.mark.parametrize("name", ["head.safetensors", "encoder/model.safetensors"])
+def test_a_seal_that_no_longer_lists_a_weight_file_is_refused(saved, tiny_roberta, tmp_path, name):
+    other = save_classifier(
+        build_classifier("criteria", tiny_roberta, HeadConfig(num_labels=len(SYMPTOMS))),
+        tmp_path / "other",
+        load_tokenizer(tiny_roberta),
+        read_inference(saved),
+    )
+    _reseal_without(saved, name)
+    shutil.copy(other / name, saved / name)  # then swapped: other weights, unchecked
+    for load in (load_classifier, read_inference):
+        with pytest.raises(ModelFolderChanged, match=f"{name} is not among the files saved with"):
+            load(saved)
+
+
+def test_a_seal_naming_a_file_hpo_never_seals_is_not_a_seal(saved):
+    def add(meta):
+        meta["integrity"]["files"]["../elsewhere.bin"] = "0" * 64
+        meta["integrity"]["digest"] = _digest(meta, meta["integrity"]["files"])
+
+    _edit(saved, add)
+    (saved.parent / "elsewhere.bin").write_bytes(b"x")
+    with pytest.raises(InvalidClassifierFile, match="'../elsewhere.bin', not a file hpo seals"):
+        read_inference(saved)
 
 
 def test_the_seal_survives_a_copy_and_a_rewrite_by_hpo(saved, tmp_path):

@@ -214,10 +214,11 @@ def test_dashboard_on_a_host_it_cannot_bind_names_it(sqlite_url, tmp_path, host,
 SMOKE = str(Path(__file__).resolve().parents[1] / "studies" / "criteria-smoke.yaml")
 
 
-@pytest.mark.parametrize("command", ["tune", "worker"])
+@pytest.mark.parametrize("command", ["tune", "worker", "validate", "finalize", "predict"])
 def test_more_threads_than_the_machine_has_cpus_is_refused_before_anything_exists(
     tmp_path, command
 ):
+    """finalize and predict take --threads too (issue #48 item 2), read as tune reads it."""
     database = tmp_path / "hpo.db"
     result = run_hpo(command, SMOKE, "--threads", "100000", "--storage", f"sqlite:///{database}")
     assert_one_line_exit_2(result, "--threads", f"at most {os.cpu_count()}", "got 100000")

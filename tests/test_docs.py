@@ -43,3 +43,18 @@ def test_relative_links_resolve(doc):
 def test_the_readme_is_a_guide_not_a_notebook():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200, f"README.md has {len(lines)} lines; move reference material to docs/"
+
+
+def test_the_readmes_commands_run_as_written_after_make_install():
+    """`hpo` is in .venv/bin after `make install`, not on PATH (issue #48 item 3): the setup block
+    activates .venv before the README shows any `hpo` or `python` command, and the Makefile's
+    messages name `hpo` as the README does, saying how to put it on the PATH."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    needs_venv = [i for i, c in enumerate(commands) if re.match(r"(hpo|python3?) ", c)]
+    assert needs_venv, "the README shows hpo commands"
+    assert "source .venv/bin/activate" in commands[: needs_venv[0]], commands[: needs_venv[0] + 1]
+    makefile = (ROOT / "Makefile").read_text()
+    messages = [line for line in makefile.splitlines() if line.strip().startswith("@echo")]
+    assert not [m for m in messages if "$(HPO)" in m or ".venv/bin/hpo" in m], messages
+    assert any("source $(VENV)/bin/activate" in m for m in messages), messages

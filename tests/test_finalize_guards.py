@@ -18,6 +18,7 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
+from shared_storage import edit_recorded_spec, write_recorded_spec
 
 from hpo.errors import StudyBusy
 from hpo.fixtures import write_sample
@@ -338,6 +339,82 @@ def test_finalize_refuses_data_other_than_the_studys(tmp_path, assets):
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 
 
+def by_name(name: str, storage: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hpo", "finalize", name, "--storage", storage, *extra]
+
+
+@pytest.mark.slow
+def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_study(tmp_path, assets):
+    """Issue #48 item 15: the study's recorded spec edited in its database into what is no spec
+    (not JSON, a string, a list) made `hpo finalize NAME` and `hpo status NAME` tracebacks."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    searched(tmp_path, assets, storage, "garbled")
+    for value, why in (
+        ("{not json", "not valid JSON"),
+        ('"a string"', "a JSON str, not a mapping of keys"),
+        ("[1, 2]", "a JSON list, not a mapping of keys"),
+    ):
+        write_recorded_spec("garbled", storage, value)
+        one_line_error(
+            run(by_name("garbled", storage), tmp_path),
+            2,
+            f"study 'garbled': its recorded spec is unreadable ({why}); pass the study's YAML",
+        )
+        status = run(
+            [sys.executable, "-m", "hpo", "status", "garbled", "--storage", storage], tmp_path
+        )
+        assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+        assert "complete=4" in status.stdout, status.stdout  # it needs no spec to count trials
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
+@pytest.mark.slow
+def test_an_edited_recorded_name_is_not_blamed_on_a_set_flag(tmp_path, assets):
+    """Issue #48 item 16: `name` edited in the recorded spec said "--set name=other-name would
+    leave study …; drop that --set" to a user who gave no --set."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    searched(tmp_path, assets, storage, "renamed")
+    edit_recorded_spec("renamed", storage, name="other-name")
+    line = one_line_error(
+        run(by_name("renamed", storage), tmp_path),
+        2,
+        "study 'renamed': its recorded spec names another study ('other-name'), so the record "
+        "was edited in the database; pass the study's YAML file instead of its name",
+    )
+    assert "--set" not in line
+    one_line_error(  # where a --set did it, the --set is named
+        run(by_name("renamed", storage, "--set", "name=zzz"), tmp_path),
+        2,
+        "--set name=zzz would leave study 'renamed'; drop that --set",
+    )
+
+
+@pytest.mark.slow
+def test_other_data_by_the_studys_name_does_not_say_to_run_the_command_that_was_run(
+    tmp_path, assets
+):
+    """Issue #48 item 16: the recorded data_dir edited to other data, `hpo finalize NAME` said
+    to "finalize by the study's name (hpo finalize NAME)": the command that was just run."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "moved")
+    final_dir(tmp_path, storage, args).parent.mkdir(parents=True)  # as tuning leaves it
+    edited = tmp_path / "edited"
+    shutil.copytree(assets["data"], edited)
+    with (edited / "redsm5_posts.csv").open("a") as stream:
+        stream.write("extra-post,one more post that was not there when the study was tuned\n")
+    edit_recorded_spec("moved", storage, data_dir=str(edited))
+    line = one_line_error(
+        run(by_name("moved", storage), tmp_path),
+        2,
+        "study 'moved' was created from another spec (data: ",
+        "the spec recorded in the study no longer describes what it was tuned with (the files "
+        "under data_dir changed since, or the record was edited in its database); finalize with "
+        "the YAML, --set flags and data it was tuned with",
+    )
+    assert "hpo finalize moved" not in line
+    assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
+
+
 @pytest.mark.slow
 def test_a_split_without_test_posts_is_refused_before_any_retraining_and_validate_warns(
     tmp_path, assets
@@ -465,3 +542,52 @@ def test_retraining_children_split_the_cores_follow_finalize_and_keep_the_storag
             env["HPO_STORAGE"] == "postgresql://u:s3cret@db/hpo" and env["OMP_NUM_THREADS"] == "3"
         )
         assert env["KEEP"] == "1"
+
+
+def _plant_folds(runs: Path, k: int, done: int) -> list[Path]:
+    """What a ``finalize --cv k`` stopped after ``done`` folds leaves: their run folders."""
+    from hpo.final.retrain import Run
+
+    folders = [runs / Run(1, 0, {}, 0, folds=k, fold=i).name for i in range(done)]
+    for folder in folders:
+        (folder / "model").mkdir(parents=True)
+        (folder / "result.json").write_text("{}")
+        (folder / "heldout.json").write_text("{}")
+    return folders
+
+
+def test_fold_runs_of_another_k_are_removed_and_those_of_this_k_kept(tmp_path):
+    from hpo.final.retrain import forget_other_folds
+
+    runs = tmp_path / "runs"
+    stale, kept = _plant_folds(runs, 180, 5), _plant_folds(runs, 3, 2)
+    (runs / "trial_0-seed_0").mkdir()  # the search's own split: never a fold
+    said: list[str] = []
+    forget_other_folds(runs, 3, said.append)
+    assert not any(folder.exists() for folder in stale) and all(f.exists() for f in kept)
+    assert said == [
+        "removed 5 fold retrainings an earlier finalize left (--cv 180); this one runs --cv 3"
+    ]
+    forget_other_folds(runs, 0, said.append)  # a finalize without --cv
+    assert sorted(path.name for path in runs.iterdir()) == ["trial_0-seed_0"]
+    assert (
+        said[-1]
+        == "removed 2 fold retrainings an earlier finalize left (--cv 3); this one runs no --cv"
+    )
+
+
+@pytest.mark.slow
+def test_a_finalize_with_another_cv_removes_the_folds_an_interrupted_one_left(tmp_path, assets):
+    """Issue #48, item 19: an interrupted ``--cv 180`` re-run with ``--cv 2``."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "refold")
+    runs = final_dir(tmp_path, storage, args) / "runs"
+    stale = _plant_folds(runs, 180, 3)
+    done = run(finalize_argv(storage, args, "--top-k", "1", "--seeds", "1", "--cv", "2"), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "removed 3 fold retrainings an earlier finalize left (--cv 180)" in done.stdout
+    assert not any(folder.exists() for folder in stale)
+    assert sorted(path.name for path in runs.glob("*-fold_*")) == [
+        "trial_3-seed_0-fold_1of2",
+        "trial_3-seed_0-fold_2of2",
+    ]

@@ -139,3 +139,21 @@ def test_hpo_fail_stale_records_why_and_requeues(storage_url, study_name):
     assert trials[1].state == TrialState.WAITING and trials[1].params == trials[0].params
     assert "fail_reason" not in trials[1].user_attrs, "the retry has not failed"
     assert fail_stale(study) == [], "nothing left to fail"
+
+
+@pytest.mark.slow
+def test_stale_trials_names_the_silent_running_trials_and_changes_nothing(storage_url, study_name):
+    """What `hpo status` calls stale (issue #48 item 11): a RUNNING trial whose beat is older
+    than the grace period, with the seconds since; a fresh one and one that never beat are not,
+    and reading them fails or re-queues nothing (the sweep does that)."""
+    from hpo.study._heartbeat import stale_trials
+
+    storage = get_storage(storage_url)  # as `hpo status` opens a study: no heartbeat settings
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    silent, fresh, _unbeaten = study.ask(), study.ask(), study.ask()
+    heartbeat_storage(storage_url).record_heartbeat(silent._trial_id)
+    time.sleep(PAST_GRACE)
+    heartbeat_storage(storage_url).record_heartbeat(fresh._trial_id)
+    stale = stale_trials(study, GRACE)
+    assert list(stale) == [silent.number] and stale[silent.number] > GRACE
+    assert [t.state for t in study.trials] == [TrialState.RUNNING] * 3, "only read"

@@ -1078,6 +1078,76 @@ def test_the_launcher_rides_out_a_revoked_privilege_and_says_what_to_grant(
 
 
 @e2e
+def test_ctrl_c_while_the_database_refuses_queries_says_one_line_a_process_and_loses_nothing(
+    own_role_database, study_name, assets
+):
+    """Issue #48 item 11: REVOKE the role's privileges mid-run, then Ctrl-C `hpo tune`. Each
+    worker's re-queue and the launcher's summary failed on the database: 17 tracebacks, exit 1,
+    two trials left RUNNING that `hpo status` showed as running. Now each process says one
+    line, the trials left RUNNING are the ones the workers named, `hpo status` calls them
+    stale, and the next `hpo tune` fails them as stale and runs their retries."""
+    storage, as_superuser = own_role_database
+    sets = ("train.epochs=3", "heartbeat.interval=1", "heartbeat.grace_period=3")
+    proc = _start_tune(study_name, storage, assets, "n_trials=30", *sets)
+    workers = []
+    try:
+        wait_for(
+            lambda: [t for t in read_trials(study_name, storage) if t.state.name in FINISHED],
+            180,
+            "a first finished trial",
+        )
+        workers = _children(proc.pid)
+        as_superuser("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
+        time.sleep(4)  # the workers' next queries are refused; they wait, as in an outage
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        as_superuser("GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+        _kill_all([proc.pid, *workers])
+    assert proc.returncode == 130, output[-5000:]
+    assert "Traceback" not in output, output[output.find("Traceback") - 500 :][:4000]
+    said = re.findall(r"\] worker (\S+) interrupted(.*)", output)
+    assert len({name for name, _ in said}) == len(said) == 2, output[-5000:]
+    lost = sorted(int(n) for n in re.findall(r"could not re-queue its trial (\d+): ", output))
+    assert lost, "the workers were mid-trial: their trials could not be re-queued"
+    for _, line in said:
+        assert "the database refuses the study's queries" in line or line == "", line
+    summary = [line for line in output.splitlines() if line.startswith(f"study {study_name!r}")]
+    assert len(summary) == 2, output[-3000:]  # the launcher's first line, and its last
+    assert (
+        "stopped after " in summary[1]
+        and "its trials cannot be read: the database " in (summary[1])
+    )
+    assert f"`hpo status {study_name} --storage " in summary[1], summary[1]
+
+    trials = read_trials(study_name, storage)
+    assert sorted(t.number for t in trials if t.state.name == "RUNNING") == lost
+    status = subprocess.run(
+        [sys.executable, "-m", "hpo", "status", study_name, "--storage", storage],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    assert f"running=0  stale={len(lost)}" in status.stdout, status.stdout
+    for number in lost:
+        assert re.search(rf"trial {number} stale: no heartbeat from \S+ for ", status.stdout)
+    assert "running on" not in status.stdout and "ETA" not in status.stdout, status.stdout
+
+    finished = len([t for t in trials if t.state.name in FINISHED])
+    again = _start_tune(study_name, storage, assets, f"n_trials={finished + len(lost)}", *sets)
+    rerun, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, rerun[-5000:]
+    trials = read_trials(study_name, storage)
+    for number in lost:
+        assert trials[number].state.name == "FAIL"
+        assert trials[number].user_attrs["fail_reason"].startswith("no heartbeat for over 3s")
+    _assert_requeued(study_name, storage, [trials[number] for number in lost])
+    assert len([t for t in trials if t.state.name in FINISHED]) == finished + len(lost)
+    assert not [t.number for t in trials if t.state.name == "WAITING"]
+
+
+@e2e
 def test_a_study_deleted_under_a_running_tune_ends_it_in_one_line(postgres_url, study_name, assets):
     """`optuna delete-study` while trials run: the workers stop (exit 2) and the launcher says
     so in one line and exits 1, instead of a KeyError traceback ('Record does not exist.')."""

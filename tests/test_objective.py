@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import optuna
@@ -88,6 +89,21 @@ def test_the_pruner_reads_the_prune_on_metric_while_the_objective_stays_the_stud
         trial.value == pytest.approx(metrics[spec.metric], abs=5e-5)
         and metrics["auroc"] != metrics[spec.metric]
     )
+
+
+@pytest.mark.slow
+def test_only_a_trial_the_time_budget_cut_short_is_said_to_have_been_ended_by_it(spec):
+    """A trial at its last epoch's end when the budget runs out has run its whole schedule:
+    its line said "ended by the time budget" all the same (issue #48 item 9). One with an epoch
+    to go is stopped there, kept, and says why."""
+    spent = time.time() - 1  # the budget ran out before the trials started
+    for epochs, stopped in ((1, False), (2, True)):
+        spec_now = spec.model_copy(update={"train": {**spec.train, "epochs": epochs}})
+        study = open_study(spec_now)
+        study.optimize(Objective(spec_now, deadline=spent), n_trials=1)
+        trial = study.trials[-1]
+        assert trial.state.name == "COMPLETE" and trial.user_attrs["epochs_run"] == 1
+        assert ("stopped_by" in trial.user_attrs) is stopped, trial.user_attrs.get("stopped_by")
 
 
 def test_an_objective_on_a_study_without_a_uid_writes_nothing(spec):

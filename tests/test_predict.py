@@ -725,6 +725,31 @@ def test_no_progress_silences_transformers_own_bars_too(trained, tmp_path, capfd
     assert "Loading weights" not in err and "%|" not in err, err
 
 
+def test_predict_runs_at_the_threads_asked_for(trained, tmp_path):
+    """--threads (issue #48 item 2): on a machine busy with other work, 2 threads per process
+    trained at 8 examples/s where 1 thread reached 106."""
+    import torch
+
+    from hpo.cli.predict import model_on_file
+
+    _, model_dir = trained("multilabel")
+    before = torch.get_num_threads()
+    try:
+        model_on_file(
+            str(model_dir),
+            str(write_posts(tmp_path / "posts.csv")),
+            str(tmp_path / "out.csv"),
+            8,
+            "cpu",
+            3,
+            progress=False,
+            threads=1,
+        )
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.slow
 def test_no_progress_prints_a_progress_line_at_each_tenth_of_the_posts(
     trained, sample_dir, tmp_path
@@ -837,3 +862,36 @@ def test_an_ensemble_of_models_that_predict_different_things_is_refused(
             out,
             *message,
         )
+
+
+ADDED_TOKENIZER_FILES = {  # issue #48, item 12: predictions flipped; an 88-line IndexError
+    "special tokens added": '{"additional_special_tokens": ["e", "a", "in", "er"]}',
+    "special tokens renamed": '{"cls_token": "the", "bos_token": "the"}',
+}
+
+
+@pytest.mark.parametrize("ensemble", [False, True], ids=["model", "ensemble member"])
+@pytest.mark.parametrize("case", ADDED_TOKENIZER_FILES)
+def test_a_file_added_to_a_saved_model_is_one_line_exit_2(
+    request, trained, tmp_path, case, ensemble
+):
+    """``hpo predict`` as a user runs it: a file the seal does not list is never loaded."""
+    if ensemble:
+        _, first, second = request.getfixturevalue("two_seeds")
+        model = tmp_path / "ensemble"
+        write_ensemble(model, {"a": first, "b": second}, dict.fromkeys(SYMPTOMS, 0.5), None)
+        added = model / "members" / "b" / "tokenizer" / "special_tokens_map.json"
+    else:
+        model = Path(shutil.copytree(trained("multilabel")[1], tmp_path / "model"))
+        added = model / "tokenizer" / "special_tokens_map.json"
+    added.write_text(ADDED_TOKENIZER_FILES[case])
+    out = tmp_path / "predictions.csv"
+    result = predict_process(model, write_posts(tmp_path / "posts.csv"), out, "--no-progress")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"hpo: error: {added} is not among the files saved with {added.parents[1]}/classifier.json"
+        " (added after hpo saved the model, or its entry removed from the seal) and would change "
+        "what the model loads; remove it, or restore the original model folder, or re-save the "
+        "model with hpo retrain / hpo finalize"
+    ]
+    assert not out.exists()

@@ -3,12 +3,14 @@ encoder can get is judged, and only those (a parameter conditioned on another en
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
-from hpo.errors import UsageError
+from hpo.errors import DataError, UsageError
 from hpo.fixtures import make_tiny_encoder
-from hpo.run.preflight import _check_search_fits, _train_config, sampled_configs
+from hpo.run.preflight import _check_search_fits, _train_config, preflight, sampled_configs
 from hpo.spec import load_spec
 
 
@@ -166,3 +168,27 @@ def test_a_runs_preflight_passed_on_the_same_inputs_is_not_repeated_and_a_change
     assert "train.max_length: max_length=96 but encoder 'tiny-roberta' has 64 positions" in (
         changed.stderr
     ), changed.stderr[-2000:]
+
+
+def test_a_same_size_edit_of_the_data_with_its_mtime_set_back_is_checked_again(
+    tmp_path, tiny_roberta, tiny_deberta, sqlite_url, monkeypatch
+):
+    """Issue #48, item 17: one label renamed in place, the file's size and mtime as before."""
+    from tune_cli import REPO, study_sets, tune_assets
+
+    assets = tune_assets(tmp_path, tiny_roberta, tiny_deberta, posts=30)
+    spec = load_spec(
+        REPO / "studies" / "criteria-smoke.yaml",
+        [*study_sets("receipt", assets), f"storage={sqlite_url}"],
+    )
+    monkeypatch.chdir(tmp_path)
+    preflight(spec, notes=False)
+    assert preflight(spec, notes=False) == [], "passed on these inputs: the receipt skips it"
+    annotations = assets["data"] / "redsm5_annotations.csv"
+    before, text = annotations.stat(), annotations.read_text()
+    assert ",COGNITIVE_ISSUES," in text
+    annotations.write_text(text.replace(",COGNITIVE_ISSUES,", ",COGNITIVE_ISSUEX,"))
+    os.utime(annotations, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert annotations.stat().st_size == before.st_size
+    with pytest.raises(DataError, match="COGNITIVE_ISSUEX"):
+        preflight(spec, notes=False)

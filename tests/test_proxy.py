@@ -104,7 +104,7 @@ def test_three_workers_through_the_proxy_finish_exactly_n_trials(
     proxy, postgres_url, study_name, assets
 ):
     out = assets["root"] / study_name
-    from hpo.run.launcher import available_cpus
+    from hpo.process import available_cpus
 
     run = _hpo(
         "tune",

@@ -20,7 +20,8 @@ import sqlalchemy as sa
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
-from shared_storage import read_study
+from shared_storage import edit_recorded_spec, read_study
+from tune_cli import run_tune, tune_assets
 
 from hpo import outputs
 from hpo.fixtures import write_sample
@@ -343,6 +344,70 @@ def test_exports_and_metrics_hold_no_storage_url(secret_study):
             assert marker not in text, f"{marker!r} in {path.name}"
 
 
+# --- what `hpo finalize NAME` takes from the study's database --------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_an_edited_record_cannot_send_finalize_elsewhere_or_to_another_server(
+    tmp_path, postgres_url, study_name, tiny_roberta, tiny_deberta
+):
+    """Issue #48 item 13: a writer of the shared database who edits the study's recorded spec
+    sent `hpo finalize NAME`'s final/ and artifacts to another output_dir (exit 0) and made it
+    contact another MLflow server. Each is now refused in one line before anything is written
+    or contacted; with the server named by the user, the same finalize runs, in the study's own
+    folder."""
+    assets = tune_assets(tmp_path, tiny_roberta, tiny_deberta, posts=60, seed=0)
+    sets = ("--set", "n_trials=2", "--set", "train.epochs=1")
+    tuned = run_tune("criteria-smoke.yaml", study_name, postgres_url, assets, 1, *sets)
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    uid = read_study(study_name, postgres_url).user_attrs["uid"]
+    folder = outputs.study_dir(assets["root"] / study_name, study_name, uid)
+    finalize = _hpo("finalize", study_name, "--storage", postgres_url, "--no-progress")
+    finalize += ["--top-k", "1", "--seeds", "1"]
+
+    def refused(*extra: str) -> str:
+        run = subprocess.run(
+            [*finalize, *extra], cwd=tmp_path, env=_env(), capture_output=True, text=True
+        )
+        assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-3000:]
+        assert run.stderr.count("\n") == 1 and run.stderr.startswith("hpo: error: ")
+        return run.stderr
+
+    elsewhere = tmp_path / "elsewhere"
+    recorded = edit_recorded_spec(study_name, postgres_url, output_dir=str(elsewhere))
+    said = refused()
+    assert f"its recorded output_dir {elsewhere} holds no folder of it" in said, said
+    assert "pass --set output_dir=DIR" in said
+    assert not elsewhere.exists(), "nothing written there"
+
+    with socket.socket() as server:  # where an edited record sends finalize's MLflow calls
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+        tracking = {"mlflow": uri}
+        edit_recorded_spec(
+            study_name, postgres_url, output_dir=recorded["output_dir"], tracking=tracking
+        )
+        said = refused()
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nobody called
+    assert f"logs to the MLflow server at {uri}; finalize contacts a server only when" in said
+    assert f"pass --set tracking.mlflow={uri}, or --set tracking.mlflow=null" in said
+    assert not (folder / "final").exists(), "nothing retrained"
+
+    named = subprocess.run(
+        [*finalize, "--set", "tracking.mlflow=null"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert named.returncode == 0, named.stderr[-3000:]
+    assert (folder / "final" / "metrics.json").is_file() and not elsewhere.exists()
+
+
 # --- the dashboard ---------------------------------------------------------------------------
 
 
@@ -504,7 +569,8 @@ def test_the_checker_finds_every_unsafe_pattern():
     bad = """
 import pickle
 from yaml import load
-from shared_storage import read_study
+from shared_storage import edit_recorded_spec, read_study
+from tune_cli import run_tune, tune_assets
 yaml.load(text)
 yaml.load(text, Loader=yaml.Loader)
 torch.load(path)

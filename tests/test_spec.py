@@ -239,6 +239,25 @@ BROKEN = {
         "must start with a letter or digit",
     ),
     "no trials": (changed(("n_trials", 0)), "n_trials", "greater than or equal to 1"),
+    # issue #48, item 19: past any budget
+    "trials past any budget": (
+        changed(("n_trials", 10**20)),
+        "n_trials",
+        "less than or equal to 100000 (got 100000000000000000000)",
+    ),
+    "epochs past any training": (
+        changed(("train.epochs", 10**9)),
+        "train.epochs",
+        "must be at most 1000 (got 1000000000)",
+    ),
+    "searched epochs past any training": (
+        changed(
+            ("train", {"max_length": 128}),
+            ("search_space.epochs", {"type": "int", "low": 1, "high": 10**9}),
+        ),
+        "search_space.epochs",
+        "epochs=1000000000 is invalid: must be at most 1000 (got 1000000000)",
+    ),
     "negative keep_top_k": (
         changed(("keep_top_k", -1)),
         "keep_top_k",

@@ -136,6 +136,64 @@ def test_a_time_budget_that_ends_the_run_short_of_n_trials_says_so_and_how_to_go
     assert not any(line.startswith(("  budget", "  next      hpo tune")) for line in failed)
 
 
+def test_a_run_that_started_no_trial_of_a_done_study_says_it_was_already_done(
+    sqlite_url, study_name
+):
+    """Issue #48 item 9: `hpo tune` again on a finished study said "ran for 5.5s: 6 of 6 trials
+    finished", as if it had run them."""
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(sqlite_url), direction="maximize"
+    )
+    study.set_user_attr("metric", "macro_f1")
+    space = {"learning_rate": FloatDistribution(1e-3, 6e-3, log=True)}
+    for value in (0.5, 0.6, 0.55, 0.52, 0.58, 0.51):  # the smoke spec's 6 trials
+        study.tell(study.ask(space), value)
+    again = tune_summary(study, 0.0, spec_path=SMOKE, storage=sqlite_url, ended_cleanly=True)
+    assert again[0] == (
+        f"study {study_name!r} was already done: 6 of 6 trials finished; this run started none"
+    )
+    # the run that ran them (they started within its hour) says how long it ran
+    ran = tune_summary(study, 3600, spec_path=SMOKE, storage=sqlite_url, ended_cleanly=True)
+    assert ran[0] == f"study {study_name!r} ran for 1h00m: 6 of 6 trials finished"
+
+
+@pytest.mark.postgres
+def test_a_database_dropped_under_the_run_makes_the_summary_one_line(postgres_url, study_name):
+    """Issue #48 item 14: after the workers' "the study's database is gone" line, the summary
+    read the study from that database and ended `hpo tune` in a ~150-line traceback."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    base = sa.make_url(postgres_url)
+    database = f"hpo_gone_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {database}"))
+    url = base.set(database=database).render_as_string(False)
+    try:
+        storage = get_storage(url)
+        study = optuna.create_study(study_name=study_name, storage=storage)
+        study.tell(study.ask(), 0.5)
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE {database} WITH (FORCE)"))
+        # the pool's connections died with it; after the workers' minutes of waiting, each has
+        # been idle long enough to be pinged and replaced: the summary connects anew
+        storage.engine.dispose()
+        lines = tune_summary(study, 620, spec_path=SMOKE, storage=url, workers=2)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        admin.dispose()
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert lines[0].startswith(
+        f"study {study_name!r} ran for 10m20s; its trials cannot be read: the study's database "
+        "is gone ("
+    ), lines[0]
+    assert f'database "{database}" does not exist' in lines[0]
+    assert "unless it is restored from a backup" in lines[0] and "resume" not in lines[0]
+
+
 @pytest.mark.parametrize("seconds", [7200, 5400, 45, 90.5])
 def test_the_resume_commands_timeout_reads_back_as_the_same_budget(seconds):
     from hpo.cli._common import _seconds

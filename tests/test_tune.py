@@ -86,7 +86,7 @@ def test_smoke_study_with_two_workers_on_postgres(task, postgres_url, study_name
 
 
 def test_three_workers_end_at_exactly_n_trials(postgres_url, study_name, assets):
-    from hpo.run.launcher import available_cpus
+    from hpo.process import available_cpus
 
     run = run_tune(
         "evidence-smoke.yaml",
@@ -123,6 +123,9 @@ def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, a
     assert len(study.trials) == 2
     # "done" at once: no checks (the data, every encoder's tokenizer) and no worker started
     assert f"study {study_name!r} is done: it holds 2 finished trials" in again.stdout
+    # and its summary does not say it ran them (issue #48 item 9)
+    assert f"study {study_name!r} was already done: 2 of 2 trials finished" in again.stdout
+    assert "ran for" not in again.stdout
     assert "best trial" in again.stdout
     assert took < first_took / 2, (took, first_took)
 

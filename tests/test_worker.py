@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -277,6 +278,53 @@ def test_a_stop_signal_inside_optunas_ask_leaves_no_orphan_running_trial(
     assert TrialState.RUNNING not in states.values(), "nothing may be left RUNNING"
     waiting = study.get_trials(states=(TrialState.WAITING,))
     assert len(waiting) == 1 and waiting[0].params == study.trials[1].params
+
+
+def test_two_workers_counting_the_last_place_at_once_start_one_trial_not_a_surplus(
+    storage_url, study_name, assets, monkeypatch
+):
+    """Issue #48 item 5: two workers that both counted room for the study's last trial both
+    asked for one, and the later stepped aside as a FAIL trial ("surplus: the study already
+    has 12 trials"), red in the dashboard and hpo export while status said 0 failed. Here both
+    count before either asks (they meet at a barrier inside ``ask``): under the trial-start lock
+    the second counts only once the first trial exists, and starts none."""
+    import threading
+
+    from hpo.study import open_study
+
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=1"), storage=storage_url)
+    open_study(spec)  # created once, as hpo tune creates it before its workers go
+    together, real_ask = threading.Barrier(2, timeout=3), optuna.Study.ask
+
+    def ask_together(study, *args, **kwargs):
+        with contextlib.suppress(threading.BrokenBarrierError):  # the other never came
+            together.wait()
+        return real_ask(study, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.Study, "ask", ask_together)
+    errors = []
+
+    def work(name: str) -> None:
+        try:
+            worker_module.run_worker(
+                spec,
+                worker=name,
+                objective=lambda t: suggest(t, spec)["learning_rate"],
+                poll_seconds=0.1,
+            )
+        except Exception as exc:  # noqa: BLE001 - reported below, with the thread's name
+            errors.append((name, exc))
+
+    workers = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(2)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(timeout=120)
+    assert not errors and not any(thread.is_alive() for thread in workers), errors
+    trials = read_study(study_name, storage_url).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE], [
+        (t.number, t.state.name, t.user_attrs.get("fail_reason")) for t in trials
+    ]
 
 
 @pytest.mark.slow

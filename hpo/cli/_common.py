@@ -54,6 +54,28 @@ def add_storage_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_threads_arg(parser: argparse.ArgumentParser, per: str, default: str) -> None:
+    """``--threads``: the torch CPU threads of each process the command trains or predicts in
+    (``per``: which), ``default`` in words; None when not given (``threads_per_process``)."""
+    parser.add_argument(
+        "--threads",
+        type=_thread_count,
+        help=f"torch CPU threads {per} (default: {default}); on a machine busy with other work "
+        "fewer run faster",
+    )
+
+
+def add_progress_arg(parser: argparse.ArgumentParser, without: str = "logs only") -> None:
+    """``--progress`` / ``--no-progress`` (``args.progress``: True, False, or None when neither
+    was given: ``shows_progress`` then draws the bar only on a terminal)."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        help="a progress bar on standard error (default: only where that is a terminal, so a "
+        f"log file or pipe gets none); --no-progress: no bar ({without})",
+    )
+
+
 def add_spec_change_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-spec-change",

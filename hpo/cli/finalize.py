@@ -3,7 +3,7 @@ validation, score it once on the test split, save it with a model card."""
 
 from __future__ import annotations
 
-from hpo.cli._common import _positive_int, add_spec_args
+from hpo.cli._common import _positive_int, add_progress_arg, add_spec_args, add_threads_arg
 
 
 def add_parser(subparsers) -> None:
@@ -20,6 +20,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--workers", type=_positive_int, default=1, help="parallel retrainings (default 1)"
     )
+    add_threads_arg(parser, "per retraining", "the cores split evenly between --workers")
     parser.add_argument(
         "--refit",
         choices=("train", "train+val"),
@@ -48,12 +49,13 @@ def add_parser(subparsers) -> None:
         help="finalize a search that is still running or short of n_trials, from its finished "
         "trials",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    add_progress_arg(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hpo.final.pipeline import finalize
+    from hpo.process import shows_progress
 
     finalize(
         args.spec,
@@ -62,10 +64,11 @@ def run(args) -> int:
         top_k=args.top_k,
         seeds=args.seeds,
         workers=args.workers,
+        threads=args.threads,
         refit=args.refit,
         ensemble=args.ensemble,
         cv=args.cv,
         partial=args.partial,
-        progress=not args.no_progress,
+        progress=shows_progress(args.progress),
     )
     return 0

@@ -1,14 +1,19 @@
 """``hpo predict``: a saved model (a trial checkpoint or a final model) on posts, as a CSV; or,
 with ``--criteria`` and ``--evidence``, the joined prediction as JSON lines (and an HTML report).
-A tqdm bar of posts on standard error meanwhile (with --no-progress, a line at each tenth of the
-posts), one throughput line at the end."""
+A tqdm bar of posts on standard error meanwhile where that is a terminal (elsewhere, or with
+--no-progress, a line at each tenth of the posts), one throughput line at the end."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from hpo.cli._common import _non_negative_int, _positive_int
+from hpo.cli._common import (
+    _non_negative_int,
+    _positive_int,
+    add_progress_arg,
+    add_threads_arg,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -64,16 +69,14 @@ def add_parser(subparsers) -> None:
         help="replace an existing --out file that is not an "
         "earlier predictions CSV (never the --input file, the model folder or a database)",
     )
-    parser.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar: a progress line at each tenth of the posts (and every 30 s)",
-    )
+    add_threads_arg(parser, "on the CPU", "every core")
+    add_progress_arg(parser, "a progress line at each tenth of the posts, and every 30 s")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hpo.errors import UsageError
+    from hpo.process import shows_progress
 
     # before any model loads or post is scored: a missing folder would be found only at the end
     for flag, path in (("--out", args.out), ("--html", args.html)):
@@ -82,8 +85,9 @@ def run(args) -> int:
                 f"{flag} {path}: its folder {Path(path).parent} does not exist; create it or "
                 "choose another path"
             )
+    progress = shows_progress(args.progress)
     if args.criteria or args.evidence or args.html:
-        return _run_pair(args)
+        return _run_pair(args, progress)
     if not args.model_dir:
         raise UsageError(
             "hpo predict needs a model folder, or --criteria and --evidence for the joined "
@@ -96,8 +100,9 @@ def run(args) -> int:
         args.batch_size,
         args.device,
         args.top_k,
-        progress=not args.no_progress,
+        progress=progress,
         force=args.force,
+        threads=args.threads,
     )
     print(
         f"predicted {s.posts} posts in {s.predict_seconds:.1f} s "
@@ -108,7 +113,7 @@ def run(args) -> int:
     return 0
 
 
-def _run_pair(args) -> int:
+def _run_pair(args, progress: bool) -> int:
     from hpo.errors import UsageError
 
     if args.model_dir and not (args.criteria or args.evidence):  # --html alone
@@ -141,8 +146,9 @@ def _run_pair(args) -> int:
         args.batch_size,
         args.device,
         args.top_k,
-        progress=not args.no_progress,
+        progress=progress,
         force=args.force,
+        threads=args.threads,
     )
     if s.unchecked_data:
         print(f"hpo: warning: {s.unchecked_data}", file=sys.stderr)
@@ -167,10 +173,11 @@ def model_on_file(
     top_k: int,
     progress: bool = True,
     force: bool = False,
+    threads: int | None = None,
 ):
-    """Every post of ``input_path`` through the model, a CSV at ``out`` and a tqdm bar of posts
-    (stderr; ``progress`` False: progress lines) meanwhile; returns the ``FileSummary`` for the
-    throughput line."""
+    """Every post of ``input_path`` through the model at ``threads`` CPU threads (None: every
+    core), a CSV at ``out`` and a tqdm bar of posts (stderr; ``progress`` False: progress lines)
+    meanwhile; returns the ``FileSummary`` for the throughput line."""
     from contextlib import ExitStack
 
     from tqdm import tqdm
@@ -178,6 +185,7 @@ def model_on_file(
     from hpo.models.loading import hide_progress_bars
     from hpo.predict import ProgressLines, predict_file
 
+    _use_threads(threads)
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
@@ -210,10 +218,11 @@ def pair_on_file(
     top_k: int,
     progress: bool = True,
     force: bool = False,
+    threads: int | None = None,
 ):
     """The joined prediction of every post of ``input_path`` as JSON lines at ``out`` (and the
-    HTML report at ``html``), with a tqdm bar of posts through both halves; returns the
-    ``ExplainSummary`` for the throughput line."""
+    HTML report at ``html``) at ``threads`` CPU threads, with a tqdm bar of posts for each
+    half; returns the ``ExplainSummary`` for the throughput line."""
     from contextlib import ExitStack
 
     from tqdm import tqdm
@@ -222,6 +231,7 @@ def pair_on_file(
     from hpo.models.loading import hide_progress_bars
     from hpo.predict import ProgressLines
 
+    _use_threads(threads)
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:
@@ -245,3 +255,13 @@ def pair_on_file(
             progress=start,
             force=force,
         )
+
+
+def _use_threads(threads: int | None) -> None:
+    """Torch's CPU threads for this process: ``threads``, or every core, as ``hpo tune`` gives
+    its one worker (``threads_per_process``)."""
+    import torch
+
+    from hpo.process import threads_per_process
+
+    torch.set_num_threads(threads_per_process(1, threads))

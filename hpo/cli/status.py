@@ -22,8 +22,9 @@ def run(args) -> int:
 
     s = study_status(load_study_ref(args.study, args.storage))
     counts = s["counts"]
+    stale = sum(trial["silent_seconds"] is not None for trial in s["running"])
     print(f"study {s['study']} ({s['task']}, {s['direction']} {s['metric']})")
-    print("  " + _states(counts))
+    print("  " + _states(counts, stale))
     print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {_best(counts)}")
     pace = [f"{s['trials_per_hour']:.1f} trials/hour"] if s["trials_per_hour"] else []
     if s["eta_hours"] is not None:  # from the running trials' own ETAs and the trials left
@@ -33,6 +34,9 @@ def run(args) -> int:
     if (left := s["budget_seconds_left"]) is not None:
         print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
     for trial in s["running"]:
+        if trial["silent_seconds"] is not None:
+            print(f"  trial {trial['number']} {_stale_words(trial)}")
+            continue
         where = (
             f"epoch {trial['epoch']}/{trial['epochs']} step {trial['step']}/{trial['steps']}, ETA "
             f"{_duration(trial['eta_seconds'] / 3600)}"
@@ -41,14 +45,27 @@ def run(args) -> int:
         )
         print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
     for check in s["estimate"]:
-        print(
-            f"  encoder {check['encoder']}: an epoch took {_seconds(check['measured_epoch_s'])} "
-            f"(median of {check['trials']} complete trial{'s' * (check['trials'] > 1)}), "
-            f"hpo validate --estimate said {_seconds(check['estimated_epoch_s'])} at "
-            f"{check['threads']} thread{'s' * (check['threads'] != 1)}: "
-            f"{check['estimated_epoch_s'] / check['measured_epoch_s']:.1f}x that"
-        )
+        print("  " + _estimate_words(check))
     return 0
+
+
+def _estimate_words(check: dict) -> str:
+    """``encoder=tiny formulation=pairs: hpo validate --estimate said 6.0 s an epoch at 1 thread;
+    its 3 complete trials took 3.0 s an epoch (median), 0.5x the estimate``: which figure is
+    which, and the ratio of the trials to the estimate ("said 6.0 s: 2.0x that" read either way)."""
+    from hpo.run.trial_line import compact_params
+
+    params, trials, threads = check["params"], check["trials"], check["threads"]
+    said = (
+        f"hpo validate --estimate said {_seconds(check['estimated_epoch_s'])} an epoch at "
+        f"{threads} thread{'s' * (threads != 1)}"
+    )
+    took = (
+        f"its {trials} complete trial{'s' * (trials > 1)} took "
+        f"{_seconds(check['measured_epoch_s'])} an epoch (median), "
+        f"{check['measured_epoch_s'] / check['estimated_epoch_s']:.1f}x the estimate"
+    )
+    return f"{compact_params(params, list(params), limit=None)}: {said}; {took}"
 
 
 def _list_studies(storage) -> int:
@@ -67,13 +84,26 @@ def _list_studies(storage) -> int:
     return 0
 
 
-def _states(counts: dict) -> str:
-    """Trials by state; interrupted trials queued again are re-queued, not failed (shown only
-    when there are some, as the progress bar shows them)."""
+def _states(counts: dict, stale: int = 0) -> str:
+    """Trials by state; interrupted trials queued again are re-queued, not failed, and RUNNING
+    ones no worker beats any more are stale, not running (each shown only when there are some,
+    as the progress bar shows them)."""
     states = [f"{k}={counts[k]}" for k in ("complete", "pruned", "failed")]
     if counts.get("requeued"):
         states.append(f"re-queued={counts['requeued']}")
-    return "  ".join(states + [f"{k}={counts[k]}" for k in ("running", "waiting")])
+    states.append(f"running={counts['running'] - stale}")
+    if stale:
+        states.append(f"stale={stale}")
+    return "  ".join([*states, f"waiting={counts['waiting']}"])
+
+
+def _stale_words(trial: dict) -> str:
+    """A RUNNING trial whose heartbeat stopped: not running, whatever its progress last said."""
+    return (
+        f"stale: no heartbeat from {trial['worker'] or '?'} for "
+        f"{_duration(trial['silent_seconds'] / 3600)} (it died, hung or lost the database); the "
+        "next worker on the study fails it and re-queues it"
+    )
 
 
 def _best(counts: dict) -> str:

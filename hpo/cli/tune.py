@@ -7,9 +7,10 @@ from hpo.cli._common import (
     _memory_mb,
     _positive_int,
     _seconds,
-    _thread_count,
+    add_progress_arg,
     add_spec_args,
     add_spec_change_arg,
+    add_threads_arg,
 )
 
 
@@ -21,11 +22,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--workers", type=_positive_int, default=1, help="parallel worker processes (default 1)"
     )
-    parser.add_argument(
-        "--threads",
-        type=_thread_count,
-        help="torch CPU threads per worker (default: the cores split evenly between workers)",
-    )
+    add_threads_arg(parser, "per worker", "the cores split evenly between workers")
     parser.add_argument("--restart-dead", action="store_true", help="replace a worker that dies")
     parser.add_argument(
         "--timeout",
@@ -44,13 +41,14 @@ def add_parser(subparsers) -> None:
         "workers)",
     )
     add_spec_change_arg(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    add_progress_arg(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     import time
 
+    from hpo.process import shows_progress
     from hpo.run.summary import tune_summary
     from hpo.run.tune import TuneOptions, tune
 
@@ -61,7 +59,7 @@ def run(args) -> int:
         memory_per_worker_mb=args.memory_per_worker,
         restart_dead=args.restart_dead,
         allow_spec_change=args.allow_spec_change,
-        progress=not args.no_progress,
+        progress=shows_progress(args.progress),
         timeout=args.timeout,
     )
     code, study = tune(args.spec, args.overrides, args.storage, options)

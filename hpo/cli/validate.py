@@ -3,7 +3,7 @@ it starts; creates nothing."""
 
 from __future__ import annotations
 
-from hpo.cli._common import _positive_int, _seconds, _thread_count, add_spec_args
+from hpo.cli._common import _positive_int, _seconds, add_spec_args, add_threads_arg
 
 
 def add_parser(subparsers) -> None:
@@ -14,9 +14,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--estimate",
         action="store_true",
-        help="also time a few training steps of each encoder searched (seconds to minutes) and "
-        "estimate the study's compute: per epoch, per trial, the whole study, what its timeout "
-        "buys; kept under output_dir/estimates/ for the study's plan and hpo status",
+        help="also time a few training steps of each encoder, criteria formulation and long-text "
+        "handling the space can choose (seconds to minutes) and estimate the study's compute: "
+        "per epoch, per trial, the whole study, what its timeout buys; kept under "
+        "output_dir/estimates/ for the study's plan and hpo status",
     )
     parser.add_argument(
         "--workers",
@@ -25,11 +26,10 @@ def add_parser(subparsers) -> None:
         help="trials at a time, for the estimate: each encoder is timed at the threads each "
         "worker of hpo tune --workers N gets (default 1)",
     )
-    parser.add_argument(
-        "--threads",
-        type=_thread_count,
-        help="torch CPU threads per worker, for the estimate, as hpo tune --threads (default: "
-        "the cores split evenly between workers)",
+    add_threads_arg(
+        parser,
+        "per worker, for the estimate, as hpo tune --threads",
+        "the cores split evenly between workers",
     )
     parser.add_argument(
         "--timeout",
@@ -50,9 +50,9 @@ def run(args) -> int:
         print(f"  {note}")
     if args.estimate:
         from hpo.run.estimate import estimate_notes
-        from hpo.run.preflight import sampled_configs
+        from hpo.study import sample_points
 
-        for note in estimate_notes(spec, sampled_configs(spec), args.workers, args.threads):
+        for note in estimate_notes(spec, sample_points(spec), args.workers, args.threads):
             print(f"  {note}", flush=True)
     elif spec.sampler.name == "auto":  # --estimate states it from its own timing
         from hpo.study import recorded_plan

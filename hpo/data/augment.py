@@ -29,9 +29,15 @@ def augment_examples(
         return list(examples)
     rng = np.random.default_rng(seed)
     edit = _drop_words if method == "word_dropout" else _swap_words
-    return [
-        dataclasses.replace(example, text_b=edit(example.text_b, rate, rng)) for example in examples
-    ]
+    return [_edited(example, edit, rate, rng) for example in examples]
+
+
+def _edited(example: Example, edit, rate: float, rng: np.random.Generator) -> Example:
+    """A whole_post example is edited sentence by sentence: its evidence stays on its sentence."""
+    if not example.sentences:
+        return dataclasses.replace(example, text_b=edit(example.text_b, rate, rng))
+    sentences = tuple(edit(sentence, rate, rng) for sentence in example.sentences)
+    return dataclasses.replace(example, text_b=" ".join(sentences), sentences=sentences)
 
 
 def _drop_words(text: str, rate: float, rng: np.random.Generator) -> str:

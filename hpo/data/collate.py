@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-PADDED_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+# sentence_index: whole_post's per-token sentence (-1: none), padded with -1
+PADDED_KEYS = ("input_ids", "attention_mask", "token_type_ids", "sentence_index")
 DEFAULT_KEYS = frozenset({*PADDED_KEYS, "labels"})
 
 
@@ -66,7 +67,12 @@ class Collator:
     ):
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise ValueError(f"pad_to_multiple_of must be positive; got {pad_to_multiple_of}")
-        self.pad_values = {"input_ids": pad_token_id, "attention_mask": 0, "token_type_ids": 0}
+        self.pad_values = {
+            "input_ids": pad_token_id,
+            "attention_mask": 0,
+            "token_type_ids": 0,
+            "sentence_index": -1,
+        }
         self.pad_to_multiple_of = pad_to_multiple_of
         self.keep_keys = DEFAULT_KEYS if keep_keys is None else frozenset(keep_keys) | {"labels"}
 
@@ -83,9 +89,10 @@ class Collator:
             else:  # without a mask the model would attend to the padding
                 masks = [torch.ones(n, dtype=torch.long) for n in lengths]
             batch["attention_mask"] = self._pad("attention_mask", masks, lengths, width)
-        if "token_type_ids" in self.keep_keys and "token_type_ids" in features[0]:
-            types = [coerce_long(f["token_type_ids"], "token_type_ids") for f in features]
-            batch["token_type_ids"] = self._pad("token_type_ids", types, lengths, width)
+        for key in ("token_type_ids", "sentence_index"):
+            if key in self.keep_keys and key in features[0]:
+                rows = [coerce_long(f[key], key) for f in features]
+                batch[key] = self._pad(key, rows, lengths, width)
         for key in features[0]:
             if key not in PADDED_KEYS and key in self.keep_keys:
                 batch[key] = _stack(key, [f[key] for f in features])

@@ -34,6 +34,12 @@ def _segmenter():
 
 def split_sentences(text: str) -> list[Sentence]:
     """The post's sentences in order, as stripped character spans of ``text``."""
+    return list(_split(text))
+
+
+# pysbd takes ~1 ms a sentence; both tasks and every trial of a worker split the same posts
+@functools.lru_cache(maxsize=65536)
+def _split(text: str) -> tuple[Sentence, ...]:
     sentences = []
     block_start = 0
     for block in _BLOCKS.split(text):
@@ -47,7 +53,7 @@ def split_sentences(text: str) -> list[Sentence]:
             sentences.append(Sentence(at, at + len(piece), piece))
             cursor = at + len(piece)
         block_start += len(block)
-    return sentences
+    return tuple(sentences)
 
 
 def locate(post_text: str, sentence_text: str) -> tuple[int, int] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -34,8 +34,13 @@ class Example:
     criterion: str  # the symptom, or MULTILABEL
     text_a: str | None  # the criterion description; None when the text stands alone (multilabel)
     text_b: str  # the whole post (criteria) or one sentence (evidence)
-    label: int | tuple[int, ...]  # 0/1, or one 0/1 per symptom in SYMPTOMS order (multilabel)
+    # 0/1, or one 0/1 per symptom in SYMPTOMS order (multilabel, whole_post)
+    label: int | tuple[int, ...]
     annotated: bool = True  # evidence: False for a sentence no annotator labelled
+    # whole_post: the post's sentences (split_sentences), and per sentence one 0/1 per symptom:
+    # 1 where a status-1 annotation of that symptom covers it (the evidence task's positives)
+    sentences: tuple[str, ...] = ()
+    evidence: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,25 @@ def _criteria_examples(
     corpus: Corpus, descriptions: Mapping[str, str], formulation: CriteriaFormulation
 ) -> list[Example]:
     present = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
+    if formulation == "whole_post":
+        examples = []
+        for post, sentences, statuses, _ in aligned_posts(corpus):
+            evidence = tuple(
+                tuple(int(statuses.get(i, {}).get(symptom, 0) == 1) for symptom in SYMPTOMS)
+                for i in range(len(sentences))
+            )
+            examples.append(
+                Example(
+                    post.post_id,
+                    MULTILABEL,
+                    None,
+                    post.text,
+                    tuple(int((post.post_id, symptom) in present) for symptom in SYMPTOMS),
+                    sentences=tuple(sentence.text for sentence in sentences) or (post.text,),
+                    evidence=evidence or ((0,) * len(SYMPTOMS),),
+                )
+            )
+        return examples
     if formulation == "multilabel":
         return [
             Example(
@@ -192,26 +216,8 @@ def evidence_candidates(
     corpus: Corpus, descriptions: Mapping[str, str], scope: EvidenceScope = "positive_criteria"
 ) -> tuple[list[Example], Alignment]:
     """Every (sentence, criterion in scope) of every post, and how the annotations aligned."""
-    rows_of: dict[str, list] = {}
-    for a in corpus.annotations:
-        rows_of.setdefault(a.post_id, []).append(a)
     examples, unaligned = [], []
-    for post in corpus.posts.values():
-        rows = rows_of.get(post.post_id, [])
-        sentences = split_sentences(post.text)
-        labels: dict[
-            int, dict[str, int]
-        ] = {}  # sentence -> criterion -> status; SPECIAL_CASE marks it annotated
-        for a in rows:
-            span = locate(post.text, a.sentence_text)
-            hits = covered(sentences, span) if span else []
-            if not hits:
-                unaligned.append(
-                    (a.post_id, a.sentence_id, NOT_IN_POST if span is None else NO_SENTENCE)
-                )
-            for i in hits:
-                on_sentence = labels.setdefault(i, {})
-                on_sentence[a.symptom] = max(on_sentence.get(a.symptom, 0), a.status)
+    for post, sentences, labels, rows in aligned_posts(corpus, unaligned):
         if scope == "all_criteria":
             in_scope = SYMPTOMS
         else:
@@ -232,3 +238,28 @@ def evidence_candidates(
                     )
                 )
     return examples, Alignment(len(corpus.annotations), tuple(unaligned))
+
+
+def aligned_posts(corpus: Corpus, unaligned: list | None = None) -> Iterator[tuple]:
+    """Per post in file order: the post, its split sentences, per sentence the status of each
+    symptom annotated on it (sentence -> symptom -> status; SPECIAL_CASE marks it annotated),
+    and the post's annotation rows. A row that covers no sentence is appended to
+    ``unaligned`` as (post_id, sentence_id, why)."""
+    rows_of: dict[str, list] = {}
+    for a in corpus.annotations:
+        rows_of.setdefault(a.post_id, []).append(a)
+    for post in corpus.posts.values():
+        rows = rows_of.get(post.post_id, [])
+        sentences = split_sentences(post.text)
+        labels: dict[int, dict[str, int]] = {}
+        for a in rows:
+            span = locate(post.text, a.sentence_text)
+            hits = covered(sentences, span) if span else []
+            if not hits and unaligned is not None:
+                unaligned.append(
+                    (a.post_id, a.sentence_id, NOT_IN_POST if span is None else NO_SENTENCE)
+                )
+            for i in hits:
+                on_sentence = labels.setdefault(i, {})
+                on_sentence[a.symptom] = max(on_sentence.get(a.symptom, 0), a.status)
+        yield post, sentences, labels, rows

@@ -45,7 +45,7 @@ class CacheInfo:
 
 
 _info = CacheInfo()
-_memory_cache: dict[tuple[str, str, int], TokenizedSplit] = {}
+_memory_cache: dict[tuple, TokenizedSplit] = {}
 _backend_digests: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
@@ -77,27 +77,51 @@ def tokenize_pairs(
     A ``cache_key`` of None caches nothing: prediction sees each text once, and a process
     predicting on a stream of posts must not keep every tokenized post alive.
     """
-    if long_text not in LONG_TEXT:
-        raise UsageError(f"unknown long_text {long_text!r}; choose one of {', '.join(LONG_TEXT)}")
+    if long_text not in LONG_TEXT or long_text == "sentences":
+        choices = ", ".join(t for t in LONG_TEXT if t != "sentences")
+        raise UsageError(f"unknown long_text {long_text!r} for pairs; choose one of {choices}")
     if len(pairs) != len(labels):
         raise ValueError(f"got {len(pairs)} pairs but {len(labels)} labels")
-    if not len(pairs):
+    return cached_split(
+        tokenizer,
+        list(pairs),
+        labels,
+        (max_length, long_text),
+        lambda pairs, labels: _tokenize(tokenizer, pairs, labels, max_length, long_text),
+        cache_key,
+        cache_dir,
+    )
+
+
+def cached_split(
+    tokenizer: Any,
+    texts: list,
+    labels,
+    settings: tuple,
+    tokenize: Any,
+    cache_key: str | None,
+    cache_dir: str | Path | None,
+) -> TokenizedSplit:
+    """``tokenize(texts, labels)``, cached in the process under ``cache_key`` and, with a
+    ``cache_dir``, on disk under a hash of the texts and labels; ``settings`` (lengths, the
+    reading) and the tokenizer's fingerprint are part of both keys."""
+    if len(texts) != len(labels):
+        raise ValueError(f"got {len(texts)} texts but {len(labels)} labels")
+    if not len(texts):
         raise DataError(f"no examples to tokenize for {cache_key!r}; is the split empty?")
+    labels = _as_int_labels(labels)
     if cache_key is None:
-        return _tokenize(tokenizer, list(pairs), _as_int_labels(labels), max_length, long_text)
+        return tokenize(texts, labels)
     fingerprint = tokenizer_fingerprint(tokenizer)
-    key = (cache_key, fingerprint, max_length, long_text)
+    key = (cache_key, fingerprint, *settings)
     if key in _memory_cache:
         _info.memory_hits += 1
         return _memory_cache[key]
     _info.memory_misses += 1
-    pairs, labels = list(pairs), _as_int_labels(labels)
     if cache_dir is None:
-        split = _tokenize(tokenizer, pairs, labels, max_length, long_text)
+        split = tokenize(texts, labels)
     else:
-        split = _disk_cached(
-            cache_dir, tokenizer, pairs, labels, max_length, long_text, fingerprint
-        )
+        split = _disk_cached(cache_dir, texts, labels, (fingerprint, *settings), tokenize)
     _memory_cache[key] = split
     return split
 
@@ -135,13 +159,7 @@ def _backend_digest(tokenizer: Any) -> str:
 
 
 def _disk_cached(
-    cache_dir: str | Path,
-    tokenizer: Any,
-    pairs: list[tuple[str | None, str]],
-    labels: np.ndarray,
-    max_length: int,
-    long_text: LongText,
-    fingerprint: str,
+    cache_dir: str | Path, texts: list, labels: np.ndarray, settings: tuple, tokenize: Any
 ) -> TokenizedSplit:
     """Tokenize once per cache directory, shared by every worker that can read it.
 
@@ -149,12 +167,10 @@ def _disk_cached(
     pickle, and a shared cache directory must never be a way to run code in a worker);
     joblib only hashes the inputs into the key.
     """
-    folder = Path(cache_dir) / joblib.hash(
-        (fingerprint, max_length, long_text, pairs, labels.tolist())
-    )
+    folder = Path(cache_dir) / joblib.hash((settings, texts, labels.tolist()))
     if (folder / "labels.npy").exists():
         try:
-            return load_tokenized(folder, len(pairs))
+            return load_tokenized(folder, len(texts))
         except (
             OSError,
             ValueError,
@@ -163,7 +179,7 @@ def _disk_cached(
         ) as exc:  # truncated, emptied or partly deleted
             log.warning("tokenization cache %s is damaged (%s); rebuilding it", folder, exc)
             discard_tokenized(folder)
-    split = _tokenize(tokenizer, pairs, labels, max_length, long_text)
+    split = tokenize(texts, labels)
     save_tokenized(folder, split)
     return split
 

@@ -32,6 +32,9 @@ class TokenizedSplit:
     labels: np.ndarray  # per example: (n,) or (n, labels) for multilabel
     text_tokens: np.ndarray  # per example: tokens of its (second) text, uncut
     seen_tokens: np.ndarray  # per example: of those, how many some sequence holds
+    # whole_post: per sequence, per token, which sentence of its example the token belongs to
+    # (-1: a special token); a sequence holds whole sentences in order, or a piece of one
+    segments: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -70,12 +73,47 @@ class TokenizedSplit:
             feature = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
             if self.token_type_ids is not None:
                 feature["token_type_ids"] = self.token_type_ids[j]
+            if self.segments is not None:  # the sequence's own sentences, counted from 0
+                segment = self.segments[j]
+                feature["sentence_index"] = np.where(
+                    segment >= 0, segment - self.first_sentence[j], -1
+                )
             features.append(feature)
         return features
 
+    @functools.cached_property
+    def first_sentence(self) -> np.ndarray:
+        """Per sequence, the first sentence of its example that it holds (whole_post)."""
+        return np.array([segment[segment >= 0].min() for segment in self.segments], np.int64)
+
+    @functools.cached_property
+    def sentences_per_sequence(self) -> np.ndarray:
+        """Per sequence, how many sentences (or pieces of one) it holds (whole_post)."""
+        return np.array(
+            [
+                segment.max() - first + 1
+                for segment, first in zip(self.segments, self.first_sentence, strict=True)
+            ],
+            np.int64,
+        )
+
     def example_of_sequence(self) -> np.ndarray:
         """Per sequence, the example it belongs to."""
+        return self._example_of_sequence
+
+    @functools.cached_property
+    def _example_of_sequence(self) -> np.ndarray:
         return np.repeat(np.arange(len(self)), np.diff(self.offsets))
+
+    def sentence_rows(self, sequence_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """whole_post: the sentences ``sequence_ids`` hold, in order (a sequence's first to its
+        last): per row the example and which of its sentences it is. A sentence cut across
+        two sequences has a row in each."""
+        sequence_ids = np.asarray(sequence_ids, dtype=np.int64)
+        counts = self.sentences_per_sequence[sequence_ids]
+        starts = np.repeat(self.first_sentence[sequence_ids], counts)
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(self._example_of_sequence[sequence_ids], counts), starts + within
 
 
 def save_tokenized(folder: Path, split: TokenizedSplit) -> None:
@@ -90,6 +128,8 @@ def save_tokenized(folder: Path, split: TokenizedSplit) -> None:
     }
     if split.token_type_ids is not None:
         arrays["token_type_ids"] = np.concatenate(split.token_type_ids)
+    if split.segments is not None:
+        arrays["segments"] = np.concatenate(split.segments)
     staging = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")  # workers race
     staging.mkdir(parents=True, exist_ok=True)
     for name, array in arrays.items():
@@ -105,7 +145,7 @@ def load_tokenized(folder: Path, n_examples: int) -> TokenizedSplit:
     garbage."""
     arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
     ids, bounds, offsets = arrays["input_ids"], arrays["sequence_offsets"], arrays["offsets"]
-    types = arrays.get("token_type_ids")
+    types, segments = arrays.get("token_type_ids"), arrays.get("segments")
     n_sequences = len(bounds) - 1
     per_example = [arrays[name] for name in ("labels", "text_tokens", "seen_tokens")]
     if (
@@ -118,6 +158,7 @@ def load_tokenized(folder: Path, n_examples: int) -> TokenizedSplit:
         or bounds[-1] != len(ids)
         or np.any(np.diff(bounds) < 1)
         or (types is not None and len(types) != len(ids))
+        or (segments is not None and len(segments) != len(ids))
     ):
         raise ValueError(f"arrays do not fit {n_examples} examples")
     return TokenizedSplit(
@@ -127,6 +168,7 @@ def load_tokenized(folder: Path, n_examples: int) -> TokenizedSplit:
         labels=per_example[0],
         text_tokens=per_example[1],
         seen_tokens=per_example[2],
+        segments=None if segments is None else np.split(segments, bounds[1:-1]),
     )
 
 

@@ -36,13 +36,21 @@ from hpo.final.final_folder import (
 )
 from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
-from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
+from hpo.final.retrain import (
+    Run,
+    forget_other_folds,
+    retrain_all,
+    rounded,
+    train_config,
+    write_json,
+)
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study import (
     artifact_store,
     check_spec,
     first_look_epochs,
+    is_spec_file,
     load_existing_study,
     load_spec_ref,
     spec_document,
@@ -81,9 +89,11 @@ def finalize(
     partial: bool = False,
     progress: bool = True,
     say: Callable[[str], None] = print,
+    threads: int | None = None,
 ) -> dict:
     """``top_k``, ``seeds``, ``refit``, ``ensemble`` and ``cv`` left None take their DEFAULTS;
-    given, they are named as ignored when the study was finalized already with others."""
+    given, they are named as ignored when the study was finalized already with others.
+    ``threads``: CPU threads per retraining process (None: the cores split between them)."""
     asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble, "cv": cv}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
     if refit == "train+val" and ensemble is None:
@@ -117,12 +127,7 @@ def finalize(
             final_dir / "metrics.json"
         ).exists():  # the test split is scored once: a finished finalize is only read
             return _finalized(spec, study, final_dir, asked, say)
-        check_spec(
-            study,
-            spec,
-            f"finalize by the study's name (hpo finalize {spec.name}), or with the spec, --set "
-            "flags and data it was tuned with",
-        )
+        check_spec(study, spec, _spec_fix(spec, spec_path, overrides))
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
         # before hours of retraining
@@ -147,9 +152,11 @@ def finalize(
             workers=workers,
             progress=progress,
             say=say,
+            threads=threads,
         )
         if lost := forget_lost_models(final_dir / "runs"):
             say(f"retraining {', '.join(lost)} again: their models were in a deleted final/model")
+        forget_other_folds(final_dir / "runs", cv, say)
         summary = choose.by_mean_validation(spec, runs, retrain(runs))
         if cv:
             summary["cv"] = choose.cross_validate(
@@ -234,6 +241,22 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
         "partial": unfinished,
         "ended_by_time_budget": budget_spent and census["finished"] < n_trials,
     }
+
+
+def _spec_fix(spec: StudySpec, spec_path: str, overrides) -> str:
+    """What to do about a spec that differs from the study's fingerprint: by the study's name
+    only if that is not what was just run, and then what can have changed it."""
+    if is_spec_file(spec_path):
+        return (
+            f"finalize by the study's name (hpo finalize {spec.name}), or with the spec, --set "
+            "flags and data it was tuned with"
+        )
+    changed = "a --set flag here changes it, " if overrides else ""
+    return (
+        "the spec recorded in the study no longer describes what it was tuned with "
+        f"({changed}the files under data_dir changed since, or the record was edited in its "
+        "database); finalize with the YAML, --set flags and data it was tuned with"
+    )
 
 
 def _spec_for_children(spec: StudySpec, runs_dir: Path) -> tuple[str, tuple[()]]:

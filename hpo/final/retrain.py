@@ -19,6 +19,8 @@ import dataclasses
 import json
 import logging
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,12 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
-from joblib import cpu_count
 from tqdm import tqdm
 
 from hpo.errors import RunStopped
 from hpo.outputs import atomic_text
-from hpo.process import interruptible, start_child, stop_children
+from hpo.process import interruptible, start_child, stop_children, threads_per_process
 from hpo.spec import StudySpec, load_spec, set_flags
 from hpo.storage_url import StorageUrl
 from hpo.train.child import ChildContract
@@ -77,6 +78,31 @@ class Run:
         return (self.folds, self.fold) if self.folds else None
 
 
+FOLD_RUN = re.compile(r"-fold_\d+of(\d+)$")  # a --cv run's name (Run.name); group 1: its K
+
+
+def forget_other_folds(runs_dir: Path, k: int, say: Say) -> None:
+    """Remove the fold runs of another K than this finalize's ``--cv`` (0: none), which an
+    earlier, interrupted finalize left: nothing reads them again, and each may hold a model."""
+    stale = [
+        folder
+        for folder in sorted(runs_dir.glob("*-fold_*of*"))
+        if (match := FOLD_RUN.search(folder.name)) and int(match[1]) != k
+    ]
+    for folder in stale:
+        if folder.is_symlink() or not folder.is_dir():
+            folder.unlink()  # never followed: what a link leads to is not finalize's
+        else:
+            shutil.rmtree(folder)
+    if stale:
+        earlier = sorted({int(FOLD_RUN.search(folder.name)[1]) for folder in stale})
+        now = f"--cv {k}" if k else "no --cv"
+        say(
+            f"removed {len(stale)} fold retrainings an earlier finalize left "
+            f"(--cv {', '.join(map(str, earlier))}); this one runs {now}"
+        )
+
+
 def train_config(
     spec: StudySpec,
     params: dict,
@@ -107,9 +133,12 @@ def retrain_all(
     workers: int,
     progress: bool,
     say: Say,
+    threads: int | None = None,
 ) -> dict[str, dict]:
     """Results of every run: read back where an earlier finalize finished them, trained
-    otherwise. Raises RunStopped when a retraining process died (the finished are kept)."""
+    otherwise, each process at ``threads`` CPU threads (None: the cores split evenly between
+    them, as ``hpo tune`` splits them). Raises RunStopped when a retraining process died (the
+    finished are kept)."""
     records = finished_runs(runs, runs_dir)
     pending = [run for run in runs if run.name not in records]
     if records:
@@ -122,17 +151,17 @@ def retrain_all(
         total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True
     ) as bar:
         if children <= 1:
-            ChildContract().apply()  # a worker's memory ceiling, so a step past it backs off
+            # a worker's threads and memory ceiling, so a step past it backs off
+            ChildContract(threads=threads_per_process(1, threads)).apply()
             retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
         else:
             write_json(runs_dir / PLAN_FILE, [dataclasses.asdict(run) for run in pending])
-            threads = max(1, cpu_count(only_physical_cores=False) // children)
             launches = child_launches(
                 spec_path,
                 overrides,
                 runs_dir,
                 children,
-                threads=threads,
+                threads=threads_per_process(children, threads),
                 storage=spec.storage,
                 memory_mb=memory_share_mb(children),
             )

@@ -36,7 +36,7 @@ def build_head(input_size: int, config: HeadConfig) -> nn.Sequential:
     for _ in range(config.hidden_layers):
         layers += [nn.Linear(width, config.hidden_size), activation(), nn.Dropout(config.dropout)]
         width = config.hidden_size
-    layers.append(nn.Linear(width, config.num_labels))
+    layers.append(nn.Linear(width, config.outputs))
     return nn.Sequential(*layers)
 
 
@@ -59,13 +59,21 @@ class EncoderClassifier(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        sentence_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Per sequence its logits (sequences, outputs); with ``sentence_index`` (whole_post:
+        per token its sentence in the sequence, -1 for none) per sentence its outputs
+        (sequences, tokens, outputs): row i of a sequence scores its sentence i, the rows past
+        its last sentence score nothing. Padded to the tokens so every replica of a
+        DataParallel model returns one shape."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         hidden = self.encoder(
             input_ids=input_ids, attention_mask=attention_mask, **extra
         ).last_hidden_state
+        if sentence_index is not None:
+            return self.head(sentence_means(hidden, sentence_index))
         return self.head(self.pool(hidden, attention_mask))
 
     def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -73,6 +81,16 @@ class EncoderClassifier(nn.Module):
             return hidden[:, 0]
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+def sentence_means(hidden: torch.Tensor, sentence_index: torch.Tensor) -> torch.Tensor:
+    """Per sequence and sentence, the mean of its tokens' hidden states: (sequences, tokens,
+    hidden), row i for sentence i, zero past the last sentence."""
+    inside = (sentence_index >= 0).unsqueeze(-1).to(hidden.dtype)
+    index = sentence_index.clamp(min=0).unsqueeze(-1)
+    sums = torch.zeros_like(hidden).scatter_add(1, index.expand_as(hidden), hidden * inside)
+    counts = torch.zeros_like(inside).scatter_add(1, index, inside)
+    return sums / counts.clamp(min=1)
 
 
 class CriteriaClassifier(EncoderClassifier):

@@ -29,7 +29,7 @@ from hpo.models.inference import InferenceSettings, InvalidClassifierFile
 from hpo.models.settings import HeadConfig
 from hpo.outputs import atomic_text
 from hpo.validation import located
-from hpo.vocabulary import FORMULATIONS, Task, task_of
+from hpo.vocabulary import FORMULATIONS, POST_FORMULATIONS, Task, task_of
 
 FILE_NAME = "classifier.json"
 INTEGRITY = "integrity"  # the seal's key in classifier.json
@@ -169,12 +169,9 @@ def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> str
     except ValidationError:
         raise InvalidClassifierFile(INTEGRITY, "is not a seal hpo wrote") from None
     fix = "restore the original model folder, or re-save the model with hpo retrain / hpo finalize"
+    _check_complete(folder, seal, fix)
     for name, digest in seal.files.items() if weights else ():
         path = folder / name
-        if Path(name).is_absolute() or ".." in Path(name).parts:
-            raise ModelFolderChanged(f"{where}: integrity.files names {name!r}, outside the folder")
-        if not path.is_file():
-            raise ModelFolderChanged(f"{path}, saved with {where}, is missing; {fix}")
         if file_digest(path) != digest:
             raise ModelFolderChanged(
                 f"{path} is not the file saved with {where} (changed since hpo saved the model); "
@@ -188,6 +185,28 @@ def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> str
             "hpo finalize"
         )
     return seal.digest
+
+
+def _check_complete(folder: Path, seal: Seal, fix: str) -> None:
+    """The seal lists exactly the files the loader would read: every file under ``encoder/``,
+    ``adapter/`` and ``tokenizer/`` and ``head.safetensors``, each still there. A file added
+    after saving (a ``special_tokens_map.json`` that changes how every post is tokenized) or an
+    entry dropped from the list (then the file it named could be anything) is refused, so no
+    edit short of re-sealing the folder from scratch reaches the loader. Names only: no file is
+    read, so it runs on every check, the settings-only one too."""
+    where = folder / FILE_NAME
+    present = set(_sealed_files(folder))
+    if added := sorted(present - seal.files.keys()):
+        raise ModelFolderChanged(
+            f"{folder / added[0]} is not among the files saved with {where} (added after hpo "
+            f"saved the model, or its entry removed from the seal) and would change what the "
+            f"model loads; remove it, or {fix}"
+        )
+    for name in sorted(seal.files.keys() - present):
+        inside = not Path(name).is_absolute() and ".." not in Path(name).parts
+        if inside and not (folder / name).exists():
+            raise ModelFolderChanged(f"{folder / name}, saved with {where}, is missing; {fix}")
+        raise InvalidClassifierFile(INTEGRITY, f"files names {name!r}, not a file hpo seals")
 
 
 def file_digest(path: Path) -> str:
@@ -237,12 +256,18 @@ def _check_consistent(saved: ClassifierFile) -> None:
             f"{block.formulation!r} (a {task_of(block.formulation)} model)",
         )
     # pairs and evidence: one logit
-    outputs = len(block.labels) if block.formulation == "multilabel" else 1
+    outputs = len(block.labels) if block.formulation in POST_FORMULATIONS else 1
     if saved.head.num_labels != outputs:
         raise InvalidClassifierFile(
             "head.num_labels",
             f"{saved.head.num_labels}, but a {block.formulation} model "
             f"with {len(block.labels)} labels has {outputs} output(s)",
+        )
+    if (block.formulation == "whole_post") != (saved.head.post_pooling is not None):
+        raise InvalidClassifierFile(
+            "head.post_pooling",
+            f"{saved.head.post_pooling}, but a whole_post model pools its sentences and no "
+            "other model does",
         )
 
 

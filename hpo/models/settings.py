@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, Strict
 from pydantic.dataclasses import dataclass
 
+from hpo.vocabulary import PostPooling
+
 Activation = Literal["gelu", "relu", "tanh", "silu"]
 # Head activation name -> its torch.nn class, by name so this module stays torch-free.
 ACTIVATIONS: dict[Activation, str] = {
@@ -34,6 +36,15 @@ class HeadConfig:
     dropout: Annotated[Dropout, Strict()] = 0.1
     # one logit per label (sigmoid): 1 for a yes/no pair, 9 for multilabel criteria
     num_labels: Annotated[int, Strict(), Field(ge=1)] = 1
+    # whole_post: the head scores each sentence (the mean of its tokens) and a post's sentence
+    # scores pool by this; None: the head scores the sequence (``pooling``)
+    post_pooling: PostPooling | None = None
+
+    @property
+    def outputs(self) -> int:
+        """The output layer's width: a logit per label, and with attention pooling a gate per
+        label beside it (the sentence's weight in its post's score)."""
+        return self.num_labels * (2 if self.post_pooling == "attention" else 1)
 
 
 @dataclass(frozen=True, config=_STRICT)

@@ -17,6 +17,7 @@ from hpo.data import load_descriptions
 from hpo.data.collate import Collator
 from hpo.data.sentences import split_sentences
 from hpo.data.tokenize import tokenize_pairs
+from hpo.data.windows import tokenize_posts
 from hpo.errors import UsageError
 from hpo.models.classifier import load_classifier_on
 from hpo.models.classifier_file import (
@@ -30,7 +31,9 @@ from hpo.models.hardware import resolve_device
 from hpo.models.inference import InferenceSettings
 from hpo.models.limits import position_limit
 from hpo.train.config import CPU_INFERENCE_TOKENS
-from hpo.train.evaluate import split_probabilities
+from hpo.train.evaluate import post_scores, split_probabilities
+from hpo.train.posts import PostScores
+from hpo.vocabulary import POST_FORMULATIONS
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
@@ -107,7 +110,7 @@ class Predictor:
         """Per text, each symptom's probability and decision (criteria models)."""
         self._require("criteria", texts)
         labels = self.settings.labels
-        if self.settings.formulation == "multilabel":
+        if self.settings.formulation in POST_FORMULATIONS:
             probs = self._by_post(texts, lambda text: [(None, text)], batch_size, progress)
         else:  # one (criterion, post) pair per symptom, in label order
             firsts = [self.settings.descriptions[label] for label in labels]
@@ -131,11 +134,30 @@ class Predictor:
 
         ``symptoms``: per post, the symptoms to score (a criteria model's findings); None:
         every sentence against all nine, since a new post's criteria are not known here
-        (training may have paired posts only with the criteria they show)."""
-        self._require("evidence", posts)
+        (training may have paired posts only with the criteria they show). A whole_post
+        criteria model ranks by its own sentence scores: one reading of each post for both."""
+        if self.settings.formulation == "whole_post":
+            if isinstance(posts, str):
+                raise TypeError("pass a list of texts, not one string")
+        else:
+            self._require("evidence", posts)
         labels, descriptions = self.settings.labels, self.settings.descriptions
         wanted = [labels] * len(posts) if symptoms is None else self._symptoms(symptoms, len(posts))
         sentences = [split_sentences(post) for post in posts]
+        if self.settings.formulation == "whole_post":
+            scored = self._by_post(
+                range(len(posts)),
+                lambda i: [posts[i]],
+                batch_size,
+                progress,
+                length=lambda i: len(posts[i]),
+                score=self.sentence_scores,
+            )
+            columns = [[labels.index(label) for label in wanted[i]] for i in range(len(posts))]
+            return [  # one example per post: its sentence table
+                self._top(sentences[i], wanted[i], table[:, columns[i]], top_k)
+                for i, (table,) in enumerate(scored)
+            ]
         scored = self._by_post(
             range(len(posts)),
             lambda i: [
@@ -198,13 +220,15 @@ class Predictor:
         batch_size: int,
         progress: Progress | None,
         length: Callable = len,
+        score: Callable | None = None,
     ) -> list[np.ndarray]:
         """Each post's example probabilities, flattened in ``examples(post)`` order.
 
         Posts go longest first, in blocks of about ``BLOCK_BATCHES`` batches of examples (nine
         per post for pairs, nine per sentence for evidence): each block's length-sorted batches
         then waste as little padding as one sort over everything would, memory stays bounded,
-        and the progress bar moves every few batches whatever the formulation."""
+        and the progress bar moves every few batches whatever the formulation. ``score``
+        (examples, batch size) -> one array per example, or ``self.score``'s rows."""
         if batch_size < 1:
             raise UsageError(f"batch size must be at least 1, got {batch_size}")
         out: list[np.ndarray] = [np.zeros(0)] * len(posts)
@@ -213,7 +237,7 @@ class Predictor:
         def flush() -> None:
             pairs = [pair for _, examples_of in block for pair in examples_of]
             if pairs:
-                probs = self.score(pairs, batch_size)
+                probs = (score or self.score)(pairs, batch_size)
                 bounds = np.cumsum([0] + [len(examples_of) for _, examples_of in block])
                 for (i, _), first, last in zip(block, bounds[:-1], bounds[1:], strict=True):
                     out[i] = probs[first:last]
@@ -235,9 +259,11 @@ class Predictor:
     def score(
         self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> np.ndarray:
-        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel: (pairs,
-        labels). In float32 whatever training's mixed precision: these are the reference
-        numbers."""
+        """Probabilities of (criterion, text) pairs, or (None, text) for multilabel and
+        whole_post: (pairs, labels). In float32 whatever training's mixed precision: these are
+        the reference numbers."""
+        if self.settings.formulation == "whole_post":
+            return self._post_scores([text for _, text in pairs], batch_size).probs
         tokens = tokenize_pairs(
             self.tokenizer,
             pairs,
@@ -249,6 +275,33 @@ class Predictor:
         # as training's evaluation reads
         budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None
         return split_probabilities(
+            self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget
+        )
+
+    def sentence_scores(self, texts: Sequence[str], batch_size: int) -> list[np.ndarray]:
+        """whole_post: per text, per sentence (``split_sentences``) each label's probability
+        that the sentence states it; a sentence without a token scores 0."""
+        scores = self._post_scores(texts, batch_size)
+        posts, sentences, probs = scores.per_sentence()
+        found = []
+        for i, text in enumerate(texts):
+            table = np.zeros((len(split_sentences(text)), len(self.settings.labels)))
+            rows = (posts == i) & (sentences < len(table))  # a text of no sentence: none
+            table[sentences[rows]] = probs[rows]
+            found.append(table)
+        return found
+
+    def _post_scores(self, texts: Sequence[str], batch_size: int) -> PostScores:
+        """whole_post: each text read as training read its posts, every sentence scored."""
+        tokens = tokenize_posts(
+            self.tokenizer,
+            [[sentence.text for sentence in split_sentences(text)] or [text] for text in texts],
+            np.zeros((len(texts), len(self.settings.labels)), np.int64),
+            self.settings.max_length,
+            cache_key=None,
+        )
+        budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None
+        return post_scores(
             self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget
         )
 
@@ -272,6 +325,10 @@ class EnsemblePredictor(Predictor):
         self, pairs: Sequence[tuple[str | None, str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> np.ndarray:
         return np.mean([member.score(pairs, batch_size) for member in self.members], axis=0)
+
+    def sentence_scores(self, texts: Sequence[str], batch_size: int) -> list[np.ndarray]:
+        per_member = [member.sentence_scores(texts, batch_size) for member in self.members]
+        return [np.mean(tables, axis=0) for tables in zip(*per_member, strict=True)]
 
 
 def read_settings(path: str | Path) -> InferenceSettings:

@@ -1,45 +1,105 @@
 """How much compute a study wants (``hpo validate --estimate``), from a timing of its own
-training step: a few optimizer steps of the real run, scaled by the tokens an epoch reads."""
+training step: a few optimizer steps of the real run, scaled by the tokens an epoch reads.
+Every choice the search space can make of the settings that change an epoch's cost by
+multiples is timed, not only the one a sampled point happened to draw."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 
-from hpo.spec import StudySpec
+from hpo.process import threads_per_process
+from hpo.run.trial_line import compact_params
+from hpo.spec import CategoricalParam, StudySpec
 
 # Validation runs forward passes only: about a third of a training step's forward + backward
 # per token (backward costs about twice the forward).
 FORWARD_SHARE = 1 / 3
+# The settings whose choices change an epoch's cost by multiples: the model, and how many
+# tokens an epoch reads (each post once, or once per criterion: 9x; a long post cut, or read
+# whole in chunks). Each combination of their choices the space can draw is timed, so a choice
+# added to the vocabulary (a new formulation) is priced as soon as a spec searches it. The
+# other settings (learning rate, batch size, max_length, ...) are the timed point's.
+PRICED = ("encoder", "criteria_formulation", "long_text")
 
 
-def worker_threads(workers: int, threads: int | None = None) -> int:
-    """The torch threads each of ``workers`` gets from ``hpo tune --workers N [--threads T]``:
-    ``worker_launches``' split of this machine's CPUs. Timed with every thread, an epoch of two
-    workers on two cores was over-estimated ~15x."""
-    from hpo.run.launcher import available_cpus
+def priced_choices(spec: StudySpec) -> list[dict[str, object]]:
+    """Every combination of the PRICED settings' choices the search space can draw, the
+    encoder always named (the fixed one where it is not searched): ``{"encoder": "roberta-base",
+    "criteria_formulation": "pairs"}``. A conditional setting is priced where its condition
+    holds; one whose condition names another setting, with each of its choices."""
+    searched = {
+        name: param
+        for name, param in spec.search_space.items()
+        if name in PRICED and isinstance(param, CategoricalParam)
+    }
+    choices: list[dict[str, object]] = [
+        {} if "encoder" in searched else {"encoder": spec.encoders[0]}
+    ]
+    for name, param in searched.items():
+        choices = [
+            widened
+            for choice in choices
+            for widened in (
+                [{**choice, name: value} for value in param.choices]
+                if _applies(spec, name, choice)
+                else [choice]
+            )
+        ]
+    return choices
 
-    return threads or max(1, available_cpus() // workers)
+
+def _applies(spec: StudySpec, name: str, choice: Mapping[str, object]) -> bool:
+    parents = set(spec.search_space[name].when or {})
+    return not parents <= set(PRICED) or spec.applies(name, choice)
 
 
-def encoder_configs(spec: StudySpec, configs: list) -> dict[str, object]:
-    """A TrainConfig for every encoder the spec searches (or its fixed one), by the spec's
-    name for it: a sampled point's where one drew that encoder, else the first point's with
-    the encoder swapped in (a few sampled points need not meet every encoder)."""
+def choice_configs(
+    spec: StudySpec, points: Sequence[dict[str, object]]
+) -> dict[str, tuple[dict[str, object], object, bool]]:
+    """Per priced choice, named as a trial's line names it (``encoder=roberta-base
+    formulation=pairs``): the choice, its TrainConfig, and whether that is the warm start's.
+    ``points``: ``sample_points``' (the warm start first); a choice's config is the first point
+    that drew it, else the first point with the choice swapped in (a few sampled points need not
+    meet every choice)."""
     chosen = {}
-    for name in spec.encoders:
-        path = str(spec.model_paths.get(name, name))
-        drawn = next((config for config in configs if config.encoder == path), None)
-        chosen[str(name)] = drawn or dataclasses.replace(configs[0], encoder=path)
+    for choice in priced_choices(spec):
+        drawn = next(
+            (
+                (point, index < len(spec.warm_start))
+                for index, point in enumerate(points)
+                if all(point.get(k, spec.train.get(k)) == v for k, v in choice.items())
+            ),
+            None,
+        )
+        point, warm = drawn or (_swapped(spec, points[0], choice), False)
+        name = compact_params(choice, [k for k in PRICED if k in choice], limit=None)
+        chosen[name] = (choice, spec.train_config(point, None), warm)
     return chosen
+
+
+def _swapped(
+    spec: StudySpec, point: Mapping[str, object], choice: Mapping[str, object]
+) -> dict[str, object]:
+    """``point`` with ``choice`` in it, as the space could draw it: a parameter whose condition
+    no longer holds left out, one whose condition now holds at its first choice (or low end)."""
+    wanted = {**point, **{k: v for k, v in choice.items() if k in spec.search_space}}
+    swapped: dict[str, object] = {}
+    for name, param in spec.search_space.items():
+        if spec.applies(name, swapped):
+            first = param.choices[0] if isinstance(param, CategoricalParam) else param.low
+            swapped[name] = wanted.get(name, first)
+    return swapped
 
 
 def time_configs(
     spec: StudySpec, configs: dict[str, object], workers: int = 1, threads: int | None = None
 ) -> list[dict]:
-    """Per named TrainConfig, in seconds, timed at the threads each of ``workers`` gets
-    (``worker_threads``): one epoch's training and validation, a trial over the fewest and most
-    epochs searched, the whole study with ``workers`` trials at a time, and how many trials
-    ``timeout`` buys."""
+    """Per named TrainConfig, in seconds, timed at the threads each of ``workers`` gets from
+    ``hpo tune --workers N [--threads T]`` (``threads_per_process``; timed with every thread, an
+    epoch of two workers on two cores was over-estimated ~15x): one epoch's training and
+    validation, a trial over the fewest and most epochs searched, the whole study with
+    ``workers`` trials at a time, and how many trials ``timeout`` buys."""
     import torch
 
     from hpo.run.preflight import searched_values
@@ -49,7 +109,7 @@ def time_configs(
     low, high = min(epochs), max(epochs)
     estimates = []
     before = torch.get_num_threads()
-    torch.set_num_threads(worker_threads(workers, threads))
+    torch.set_num_threads(threads_per_process(workers, threads))
     try:  # one at a time: each is timed as one worker's trial
         timings = {
             name: time_steps(dataclasses.replace(config, checkpoint_dir=None, epochs=high))
@@ -64,7 +124,7 @@ def time_configs(
         shortest, longest = (timing.setup_seconds + n * (train + validation) for n in (low, high))
         estimates.append(
             {
-                "encoder": name,
+                "name": name,
                 "device": str(timing.device),
                 "threads": timing.threads,
                 "timed_steps": timing.timed_steps,
@@ -85,69 +145,94 @@ def time_configs(
 
 
 def estimate_notes(
-    spec: StudySpec, configs: list, workers: int = 1, threads: int | None = None
+    spec: StudySpec,
+    points: Sequence[dict[str, object]],
+    workers: int = 1,
+    threads: int | None = None,
 ) -> list[str]:
-    """``time_configs`` of every encoder the spec searches in words, a note per encoder;
-    ``configs``: the TrainConfigs of ``sample_points``, the warm start's first. The estimate is
-    kept for the study (``record_trial_cost``): its creation plans on it, and ``hpo status``
-    sets it beside the epochs the trials measure."""
+    """``time_configs`` of every priced choice (``priced_choices``) in words, a note each, then
+    the study and its timeout over them; ``points``: ``sample_points``', the warm start's first.
+    The estimate is kept for the study (``record_trial_cost``): its creation plans on it, and
+    ``hpo status`` sets each choice's epoch beside the epochs its trials measure."""
     from hpo.study import record_trial_cost
     from hpo.train.loop import clock
 
+    chosen = choice_configs(spec, points)
+    configs = {name: config for name, (_, config, _) in chosen.items()}
+    estimates = time_configs(spec, configs, workers, threads)
     notes = []
-    chosen = encoder_configs(spec, configs)
-    estimates = time_configs(spec, chosen, workers, threads)
     for e in estimates:
         (low, high), (shortest, longest) = e["epochs"], e["trial_s"]
         span = clock(shortest) if low == high else f"{clock(shortest)}–{clock(longest)}"
         # the warm start runs first and is the recipe the search is measured against
-        timed = chosen[e["encoder"]]
-        point = (
-            "the warm start"
-            if any(
-                dataclasses.replace(timed, encoder=config.encoder) == config
-                for config in configs[: len(spec.warm_start)]
-            )
-            else "a sampled point"
-        )
+        point = "the warm start" if chosen[e["name"]][2] else "a sampled point"
         notes.append(
-            f"compute, encoder {e['encoder']} on {e['device']} "
+            f"compute, {e['name']} on {e['device']} "
             f"({e['threads']} thread{'s' * (e['threads'] != 1)}, {e['timed_steps']} steps of "
-            f"{point} timed at batch "
-            f"{e['batch_size']}, max_length {e['max_length']}): an epoch ≈ "
+            f"{point} timed at batch {e['batch_size']}, max_length {e['max_length']}): an epoch ≈ "
             f"{clock(e['epoch_train_s'])} training ({e['steps_per_epoch']} steps) + "
             f"{clock(e['epoch_validation_s'])} validation; a trial "
-            f"of {low if low == high else f'{low}–{high}'} epochs ≈ {span}; {spec.n_trials} trials "
-            f"≈ {clock(e['study_s'])} with {workers} at a time (unpruned; pruning ends many sooner)"
+            f"of {low if low == high else f'{low}–{high}'} epochs ≈ {span}"
         )
-        if e["timeout_trials"] is not None:
-            fits = e["timeout_trials"]
-            notes.append(
-                f"  timeout {clock(spec.timeout)}: about {fits} trials of {high} epochs fit "
-                f"({fits / spec.n_trials:.0%} of n_trials)"
-            )
+    notes += _study_notes(spec, estimates, workers)
     threads = estimates[0]["threads"]
     notes.append(
         f"  timed at {threads} thread{'s' * (threads != 1)}, what each of {workers} worker"
         f"{'s' * (workers > 1)} gets here (hpo tune --workers {workers}); the times scale with "
         "the machine that runs the trials"
     )
-    # a full trial: the middle of the searched epochs, averaged over the encoders
+    # a full trial: the middle of the searched epochs, averaged over the choices (the sampler
+    # draws each alike until it learns which pay)
     trial_s = round(sum(sum(e["trial_s"]) / 2 for e in estimates) / len(estimates), 1)
-    per_encoder = {
-        e["encoder"]: {
+    timed = [
+        {
+            "params": chosen[e["name"]][0],
             "epoch_s": round(e["epoch_train_s"] + e["epoch_validation_s"], 3),
             "threads": e["threads"],
         }
         for e in estimates
-    }
-    path = record_trial_cost(spec, trial_s, workers, per_encoder)
+    ]
+    path = record_trial_cost(spec, trial_s, workers, timed)
     if spec.sampler.name == "auto":
         notes.extend(plan_search_notes(spec, trial_s, workers))
     notes.append(
         f"  (kept in {path}: the study plans on it when created, and hpo status sets it beside "
         "the epochs its trials take)"
     )
+    return notes
+
+
+def _study_notes(spec: StudySpec, estimates: list[dict], workers: int) -> list[str]:
+    """The whole study and what its timeout buys: with several choices timed, as the space
+    draws them alike, and the cheapest and costliest ends."""
+    from hpo.train.loop import clock
+
+    high, n = estimates[0]["epochs"][1], len(estimates)
+    study = [e["study_s"] for e in estimates]
+    mean = sum(study) / n
+    if n == 1:
+        notes = [
+            f"  {spec.n_trials} trials ≈ {clock(mean)} with {workers} at a time (unpruned; "
+            "pruning ends many sooner)"
+        ]
+    else:
+        notes = [
+            f"  {spec.n_trials} trials ≈ {clock(mean)} with {workers} at a time, drawing these "
+            f"{n} choices alike ({clock(min(study))} if every trial drew the cheapest, "
+            f"{clock(max(study))} the costliest; unpruned: pruning ends many sooner)"
+        ]
+    if spec.timeout:
+        longest = sum(e["trial_s"][1] for e in estimates) / n
+        fits = int(spec.timeout * workers // longest)
+        fewest, most = (
+            min(e["timeout_trials"] for e in estimates),
+            max(e["timeout_trials"] for e in estimates),
+        )
+        ends = f"; {fewest} of the costliest choice, {most} of the cheapest" if n > 1 else ""
+        notes.append(
+            f"  timeout {clock(spec.timeout)}: about {fits} trials of {high} epochs fit "
+            f"({fits / spec.n_trials:.0%} of n_trials{ends})"
+        )
     return notes
 
 

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hpo.process import GO, interruptible, start_child, stop_children
+from hpo.process import GO, interruptible, start_child, stop_children, threads_per_process
 from hpo.run.breaker import CircuitBreaker
 from hpo.run.death import death_words, oom_kills, peak_resident_mb
 from hpo.run.progress import StudyDeleted
@@ -61,16 +61,16 @@ def worker_launches(
 
     GPUs round-robin (one per worker via CUDA_VISIBLE_DEVICES); CPU threads split evenly
     so N workers never oversubscribe the cores, unless ``threads`` sets each worker's
-    count. Every worker waits for ``GO`` on stdin (``Supervisor.run`` sends it). The
-    storage URL travels in the environment, not the command line (a ``storage=`` override
-    is left out of it), so a password never shows in `ps`. Each worker
-    is told the launcher's PID (``parent_pid``, default this process) so it stops when
-    the launcher dies. ``memory_mb`` is each worker's host-memory ceiling: crossing it fails
-    a step as out-of-memory, before the kernel's OOM killer ends the worker.
+    count (``threads_per_process``). Every worker waits for ``GO`` on stdin
+    (``Supervisor.run`` sends it). The storage URL travels in the environment, not the
+    command line (a ``storage=`` override is left out of it), so a password never shows in
+    `ps`. Each worker is told the launcher's PID (``parent_pid``, default this process) so
+    it stops when the launcher dies. ``memory_mb`` is each worker's host-memory ceiling:
+    crossing it fails a step as out-of-memory, before the kernel's OOM killer ends the worker.
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
-    threads = threads or max(1, cpu_count // n_workers)
+    threads = threads_per_process(n_workers, threads, cpu_count)
     # Disjoint groups of gpus_per_trial GPUs, handed out round-robin (a group per worker).
     groups = [
         [str(g) for g in gpu_ids[i : i + gpus_per_trial]]
@@ -111,10 +111,6 @@ _GPU_DEVICE_NODES = (
     "/dev/kfd",
     "/dev/dxg",
 )  # NVIDIA, ROCm, WSL: what CUDA/HIP devices need
-
-
-def available_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 USAGE_EXIT = 2  # a worker refused its spec or found its study deleted: a replacement cannot help

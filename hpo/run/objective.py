@@ -115,7 +115,10 @@ class Objective:
                 raise TimeoutError(
                     f"trial ran past timeout_per_trial={limit}s after {progress_words(step, units)}"
                 )
-            if epoch_end and self.deadline is not None and time.time() >= self.deadline:
+            # only a trial with epochs still to run is stopped (and said to be): one past the
+            # deadline at its last epoch's end ran its whole schedule
+            spent = self.deadline is not None and time.time() >= self.deadline
+            if epoch_end and step < last_step and spent:
                 trial.set_user_attr(
                     "stopped_by", f"the study's time budget, after epoch {step // units}"
                 )

@@ -235,6 +235,17 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
                 f"  long_text=chunks at max_length {max_length}: {c50:.0f} / {c99:.0f} / "
                 f"{chunks.max()} chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
             )
+    if any(config.formulation == "whole_post" for config in configs):
+        specials = tokenizer.num_special_tokens_to_add(pair=False)
+        for max_length in max_lengths:
+            # a lower bound: whole sentences leave a window's end unfilled now and then
+            windows = -(-np.maximum(lengths, 1) // (max_length - specials))
+            w50, w99 = np.percentile(windows, [50, 99])
+            notes.append(
+                f"  whole_post at max_length {max_length}: about {w50:.0f} / {w99:.0f} / "
+                f"{windows.max()} windows of whole sentences per post (p50 / p99 / max), "
+                f"{windows.sum():,} in all: every token read"
+            )
     batch = max(searched_values(spec, "batch_size", first.batch_size))
     sequences = max(config.micro_batch_size or batch for config in configs)
     estimate = _step_memory_mb(path, max(max_lengths), sequences)

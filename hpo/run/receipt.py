@@ -3,7 +3,8 @@ data files, the encoders' files, the packages and the GPUs this machine shows. `
 run again on the same inputs (a resumed study, a study re-run after a crash) finds it and skips
 the checks that import torch, transformers and scikit-learn and tokenize with every encoder,
 which otherwise compete with its starting workers for the cores. Any change in what the
-checks read gives another digest, so the full checks run again."""
+checks read gives another digest, so the full checks run again: files are known by their
+content (weight files, which the checks do not read, by size and mtime)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PACKAGES = ("hpo", "torch", "transformers", "tokenizers", "optuna")
 NOT_READ = {"name", "storage", "n_trials", "timeout"}
 HPO = Path(__file__).resolve().parents[1]  # the hpo package's own code
 GPU_NODES = ("nvidia", "kfd", "dxg")  # a GPU driver's device nodes: NVIDIA, AMD, WSL
+CONTENT_BYTES = 64 << 20  # files up to this size are known by content, larger ones by mtime
 
 
 def receipt_path(spec: StudySpec, configs: list) -> Path | None:
@@ -74,7 +76,7 @@ def write_receipt(path: Path | None) -> None:
 
 def _files(root: Path, pattern: str = "*") -> list:
     """Each file under ``root`` (or ``root`` itself) matching ``pattern``, with its size and
-    modification time."""
+    ``_identity``."""
     root = root.resolve()
     if root.is_file():
         found = [root]
@@ -83,10 +85,21 @@ def _files(root: Path, pattern: str = "*") -> list:
     else:
         return [str(root), None]
     return [str(root)] + [
-        [str(path.relative_to(root)) if path != root else "", stat.st_size, stat.st_mtime_ns]
+        [str(path.relative_to(root)) if path != root else "", stat.st_size, _identity(path, stat)]
         for path in found
         for stat in [path.stat()]
     ]
+
+
+def _identity(path: Path, stat: os.stat_result) -> str | int:
+    """A small file's sha256: a same-size edit with its mtime set back (one label renamed in the
+    annotations) must redo the checks, and the data, specs, tokenizers and configs hash in
+    milliseconds. A weight file's modification time: hashing it would cost the seconds the
+    receipt saves, and the checks read no weight."""
+    if stat.st_size > CONTENT_BYTES:
+        return stat.st_mtime_ns
+    with path.open("rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def _version(package: str) -> str | None:

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from hpo.run.trial_line import compact_params, duration, searched_names
 from hpo.spec import load_spec
 from hpo.storage_url import StorageUrl
-from hpo.study import best_trial, interval_words, trial_outcomes
+from hpo.study import (
+    DatabaseProblem,
+    best_trial,
+    caused_by_database,
+    database_problem,
+    interval_words,
+    trial_outcomes,
+)
 
 # the order a person reads a study's trials in; zero counts are left out
 STATES = (
@@ -38,16 +46,26 @@ def tune_summary(
     (or SIGTERM) stopped the run; ``timeout``: the ``--timeout`` given, in seconds;
     ``ended_cleanly``: the run exited 0. Where the run was interrupted, left queued trials (a
     time budget ends before the portfolio's last point starts) or ended by its time budget
-    short of ``n_trials``, the first command resumes it, and queued trials run first."""
+    short of ``n_trials``, the first command resumes it, and queued trials run first. A run
+    that started no trial of a study already holding ``n_trials`` says the study was done."""
     spec = load_spec(spec_path, overrides, storage)
-    outcomes, best = trial_outcomes(study), best_trial(study)
+    try:
+        outcomes, best = trial_outcomes(study), best_trial(study)
+    except Exception as exc:
+        if not caused_by_database(exc):
+            raise
+        problem = database_problem(study, exc)
+        return [_unreadable(study, seconds, interrupted, problem, spec.storage)]
     counts = outcomes["counts"]
     finished = counts["complete"] + counts["pruned"]
-    how = "stopped after" if interrupted else "ran for"
-    lines = [
-        f"study {study.study_name!r} {how} {duration(seconds)}: "
-        f"{finished} of {spec.n_trials} trials finished"
-    ]
+    tally = f"{finished} of {spec.n_trials} trials finished"
+    if interrupted:
+        lines = [f"study {study.study_name!r} stopped after {duration(seconds)}: {tally}"]
+    elif finished >= spec.n_trials and not _started_since(study, seconds):
+        # "ran for 5.5s: 6 of 6 trials finished" read as if this run had run them
+        lines = [f"study {study.study_name!r} was already done: {tally}; this run started none"]
+    else:
+        lines = [f"study {study.study_name!r} ran for {duration(seconds)}: {tally}"]
     states = ", ".join(f"{counts[key]} {word}" for key, word in STATES if counts[key])
     lines.append(f"  trials    {states or 'none yet'}")
     for index, (reason, n) in enumerate(outcomes["failures"]):
@@ -84,6 +102,31 @@ def tune_summary(
     return lines
 
 
+def _started_since(study, seconds: float) -> bool:
+    """Whether a trial of ``study`` started in the last ``seconds`` (this run's time): Optuna
+    records a trial's start in local time, as ``datetime.now`` reads it."""
+    since = datetime.now() - timedelta(seconds=seconds)
+    return any(
+        t.datetime_start and t.datetime_start >= since for t in study.get_trials(deepcopy=False)
+    )
+
+
+def _unreadable(
+    study, seconds: float, interrupted: bool, problem: DatabaseProblem, storage: StorageUrl
+) -> str:
+    """The summary, in one line, of a run whose database refuses or lost the study as it ends:
+    the workers have said what became of their trials."""
+    how = "stopped after" if interrupted else "ran for"
+    said = f"study {study.study_name!r} {how} {duration(seconds)}; its trials cannot be read: "
+    if problem.gone:
+        return said + str(problem)
+    status = shlex.join(["hpo", "status", study.study_name, *_storage_flag(storage)])
+    return (
+        f"{said}{problem}; once it answers, `{status}` shows them and `hpo tune` resumes the "
+        "study, re-queueing any trial this run left RUNNING"
+    )
+
+
 def _tune_command(
     spec_path: str, overrides: Sequence[str], workers: int, timeout: float | None
 ) -> list[str]:
@@ -102,12 +145,17 @@ def _duration_flag(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def _storage_flag(storage: StorageUrl) -> list[str]:
+    """``--storage URL`` (redacted) where a bare command would look elsewhere."""
+    bare = StorageUrl.resolve(None)
+    return [] if bare is not None and bare.text == storage.text else ["--storage", str(storage)]
+
+
 def _next_commands(name: str, resume: list[str] | None, storage: StorageUrl) -> list[str]:
     """``resume`` (the `hpo tune` to run again, if any), then `hpo best/dashboard/finalize
     NAME`: each finds the study's spec in the study. The storage is named where a bare command
     would look elsewhere (``--storage`` or the spec's own), redacted: a password never shows."""
-    bare = StorageUrl.resolve(None)
-    flag = [] if bare is not None and bare.text == storage.text else ["--storage", str(storage)]
+    flag = _storage_flag(storage)
     commands = [[*resume, *flag]] if resume else []
     commands += [
         ["hpo", "best", name, *flag],  # every parameter and metric of the best trial

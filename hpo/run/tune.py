@@ -35,8 +35,9 @@ def tune(
 ) -> tuple[int, object]:
     """Run the study of ``spec_path`` (with ``overrides`` and ``storage``) as ``options``
     say; returns the exit code and the (Optuna) study."""
+    from hpo.process import available_cpus
     from hpo.run.capacity import check_capacity
-    from hpo.run.launcher import Supervisor, available_cpus, visible_gpus, worker_launches
+    from hpo.run.launcher import Supervisor, visible_gpus, worker_launches
     from hpo.run.progress import StudyProgress
     from hpo.study import finished_study, open_study, start_time_budget, write_study_note
     from hpo.train.memory import machine_memory_mb, memory_share_mb

@@ -6,7 +6,8 @@ objective, tell), so that the worker, not the storage, decides when to look for 
 trials: once per heartbeat interval. A dead worker's trial is failed by the heartbeat and
 re-queued with the same parameters. Between trials the worker checks the count itself, so
 N workers end the study at exactly ``n_trials``: when the remaining trials are all running
-elsewhere it waits, failing stale ones, in case one of them dies.
+elsewhere it waits, failing stale ones, in case one of them dies. It counts and asks under
+the study's trial-start lock (``trial_start``), so two workers never both take the last place.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hpo.errors import find_cause
 from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
 from hpo.run.trial_line import compact_params, progress_words, searched_names, trial_line
-from hpo.spec import StudySpec
+from hpo.spec import HeartbeatSpec, StudySpec
 from hpo.study import (
     INTERVAL_ATTR,
     SURPLUS,
@@ -43,11 +44,13 @@ from hpo.study import (
     is_surplus,
     open_study,
     requeue,
+    room_for_a_trial,
     study_deadline,
     study_exists,
     study_uid,
     time_budget_spent,
     trial_census,
+    trial_start,
 )
 
 log = logging.getLogger(__name__)
@@ -128,8 +131,10 @@ def run_worker(
                         log.info("worker %s: %s; stopping", worker, no_room)
                         return ran
                     look_for_stale(study)
-                    _run_trial(study, guarded, trial_log)
+                    started = _run_trial(study, guarded, trial_log)
                     outage, retries = 0.0, 0
+                    if not started:  # another worker took the last place meanwhile
+                        continue
                 except optuna.exceptions.UpdateFinishedTrialError as exc:
                     # Another worker failed this trial as stale (we were cut off); its retry runs
                     # instead.
@@ -170,14 +175,7 @@ def run_worker(
                         f"{trial_log.last_reason}"
                     )
         except KeyboardInterrupt:
-            if _requeue_interrupted(study, guarded.current_trial, spec.heartbeat.max_retry):
-                log.warning(
-                    "worker %s interrupted; its running trial %d was re-queued",
-                    worker,
-                    guarded.current_trial,
-                )
-            else:
-                log.warning("worker %s interrupted", worker)
+            log.warning("%s", _interrupted(study, worker, guarded.current_trial, spec.heartbeat))
             raise
 
 
@@ -194,12 +192,15 @@ def gave_up(worker: str, problem: DatabaseProblem, seconds: float) -> str:
     )
 
 
-def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> None:
+def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> bool:
     """One trial's whole life, as Optuna's ``study.optimize`` runs it (ask, heartbeat,
     objective, tell) but without its stale-trial query before every trial: ``run_worker``
     looks once per heartbeat interval. Each trial gets one log line; an interrupted one gets
-    none here (``run_worker`` says it was re-queued) instead of Optuna's 60-line traceback."""
+    none here (``run_worker`` says it was re-queued) instead of Optuna's 60-line traceback.
+    False when the study had no room left for it, and nothing was started."""
     trial = _ask(study, guarded)
+    if trial is None:
+        return False
     value, state, error = None, None, None
     with beating(trial):
         try:
@@ -216,7 +217,9 @@ def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> 
             study.tell(trial, value, state=state)
         raise error
     finished = study.tell(trial, value, state=state)
+    guarded.current_trial = None  # told: an interrupt now has nothing to re-queue
     trial_log(finished)
+    return True
 
 
 class _StaleLook:
@@ -257,7 +260,7 @@ def _study_done(
         census = trial_census(study)
         if census["finished"] >= n_trials or (deadline is not None and time.time() >= deadline):
             return True
-        if census["finished"] + census["running"] < n_trials or census["waiting"]:
+        if room_for_a_trial(census, n_trials):
             return False
         look_for_stale(study)
         time.sleep(poll_seconds)
@@ -302,8 +305,9 @@ class _Guarded:
             raise
 
 
-def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial:
-    """``study.ask`` with stop signals held until the new trial is known to this worker.
+def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial | None:
+    """``study.ask`` with stop signals held until the new trial is known to this worker; None,
+    asking nothing, when the count taken under the study's trial-start lock leaves no room.
 
     ``ask`` creates the RUNNING trial; a Ctrl-C or SIGTERM (a Slurm pre-emption) landing
     before the worker knows its number would leave a RUNNING trial that no heartbeat would
@@ -311,7 +315,10 @@ def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial:
     too, at once, for a worker killed outright before ``beating`` starts.
     """
     with stop_signals_deferred():
-        trial = study.ask()
+        with trial_start(study) as census:  # counted and created before another worker counts
+            if not room_for_a_trial(census, guarded.n_trials):
+                return None
+            trial = study.ask()
         guarded.current_trial = trial.number
         first_heartbeat(trial)
     return trial
@@ -320,6 +327,30 @@ def _ask(study: optuna.Study, guarded: _Guarded) -> optuna.Trial:
 def failure_reason(exc: BaseException) -> str:
     """What a failed trial records: the error's type and message, bounded for the database."""
     return f"{type(exc).__name__}: {exc}"[:1000]
+
+
+def _interrupted(
+    study: optuna.Study, worker: str, number: int | None, heartbeat: HeartbeatSpec
+) -> str:
+    """Re-queue the trial a stop signal interrupted and say so, in one line. A database that
+    refuses or lost the study meanwhile leaves the trial RUNNING: its beat has stopped, so the
+    next worker on the study fails it as stale and re-queues it (``fail_stale``)."""
+    try:
+        requeued = _requeue_interrupted(study, number, heartbeat.max_retry)
+    except Exception as exc:
+        if not caused_by_database(exc):
+            raise
+        problem = database_problem(study, exc)
+        said = f"worker {worker} interrupted; could not re-queue its trial {number}: {problem}"
+        if problem.gone:
+            return said
+        return (
+            f"{said}; it stays RUNNING until a worker on the study (the next `hpo tune`) fails "
+            f"it as stale, {heartbeat.grace_period}s after its last heartbeat, and re-queues it"
+        )
+    if requeued:
+        return f"worker {worker} interrupted; its running trial {number} was re-queued"
+    return f"worker {worker} interrupted"
 
 
 def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> bool:

@@ -52,6 +52,12 @@ DEFAULT_OUTPUT_DIR = "_runs/studies"  # trial folders and the artifact store
 # a study's name, in characters: room for what is added to it in a file name (-UID8,
 # -JOBID_TASK.log) within the 255 bytes most filesystems allow
 MAX_NAME_LENGTH = 128
+# Past any budget, so a number this large is a typo: every trial trains a model (the supermax
+# specs' 800 take days), and the samplers' cost per trial grows with the trials told.
+MAX_TRIALS = 100_000
+# The same for TrainConfig settings, checked where the spec builds its trial configs: fine-tuning
+# runs a few epochs (the supermax specs search 2-6), and the pruner's rungs follow from them.
+TRAIN_LIMITS = {"epochs": 1000}
 
 # TrainConfig fields that come from the spec's top level (or per trial), never from
 # train/search_space.
@@ -85,7 +91,8 @@ class StudySpec(_Strict):
     # auroc) ranks how well scores separate, not F1 at a fixed 0.5: hpo validate warns when
     # the metric is judged at a fixed threshold (bench pruning_regret)
     prune_on: Metric | None = None
-    n_trials: int = Field(ge=1)  # finished (complete + pruned) trials across all workers
+    # finished (complete + pruned) trials across all workers
+    n_trials: int = Field(ge=1, le=MAX_TRIALS)
     # load_spec resolves it: --storage, $HPO_STORAGE, file
     storage: StorageField = StorageUrl(DEFAULT_STORAGE)
     output_dir: str = DEFAULT_OUTPUT_DIR
@@ -326,16 +333,27 @@ class StudySpec(_Strict):
 
     def _probe(self, settings: Mapping[str, object], blame: str | None) -> None:
         try:
-            self._build(settings)
+            config = self._build(settings)
         except ValidationError as error:
             path, problem = located(error.errors()[0])
-            field = path.split(".")[0]  # a TrainConfig field, or "" for the config as a whole
-            name = blame or field
-            if name in self.search_space:
-                raise _problem(
-                    f"{name}={settings[name]!r} is invalid: {problem}", at=f"search_space.{name}"
-                ) from None
-            raise _problem(problem, at=f"train.{field}" if field else "train") from None
+            # a TrainConfig field, or "" for the config as a whole
+            raise self._blamed(settings, blame, path.split(".")[0], problem) from None
+        for field, most in TRAIN_LIMITS.items():
+            if (value := getattr(config, field)) > most:
+                problem = f"must be at most {most} (got {value})"
+                raise self._blamed(settings, blame, field, problem)
+
+    def _blamed(
+        self, settings: Mapping[str, object], blame: str | None, field: str, problem: str
+    ) -> Exception:
+        """``problem`` with TrainConfig ``field``, located where the spec sets it: the searched
+        parameter whose value was probed (``blame``), or the fixed setting."""
+        name = blame or field
+        if name in self.search_space:
+            return _problem(
+                f"{name}={settings[name]!r} is invalid: {problem}", at=f"search_space.{name}"
+            )
+        return _problem(problem, at=f"train.{field}" if field else "train")
 
 
 def _not_searched(

@@ -15,14 +15,17 @@ from hpo.study._census import (
     claim,
     is_surplus,
     recent_outcomes,
+    room_for_a_trial,
     state_counts,
     trial_census,
     trial_outcomes,
+    trial_start,
     trials_per_hour,
 )
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._db_problem import DatabaseProblem, database_problem
 from hpo.study._find import (
+    is_spec_file,
     load_existing_study,
     load_spec_ref,
     load_study_ref,
@@ -131,6 +134,7 @@ __all__ = [
     "find_trial",
     "get_storage",
     "heartbeat_interval",
+    "is_spec_file",
     "is_surplus",
     "load_existing_study",
     "log_through_hpo",
@@ -151,6 +155,7 @@ __all__ = [
     "rdb_backend",
     "proxy_storage",
     "recent_outcomes",
+    "room_for_a_trial",
     "requeue",
     "running_trials",
     "require_grpc",
@@ -167,6 +172,7 @@ __all__ = [
     "study_uid",
     "sweep_stale_trials",
     "trial_census",
+    "trial_start",
     "trial_outcomes",
     "trials_per_hour",
     "upload",

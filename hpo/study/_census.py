@@ -1,14 +1,18 @@
-"""How far a study is: trial counts by state, the best value, and the pace; and a worker claiming
-a trial."""
+"""How far a study is: trial counts by state, the best value, and the pace; and a worker starting
+and claiming a trial."""
 
 from __future__ import annotations
 
 import json
+import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 
 import optuna
 import sqlalchemy as sa
+from filelock import FileLock
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
@@ -26,6 +30,8 @@ from hpo.study._trials import set_user_attrs, user_attrs_transaction
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
 SURPLUS = "surplus:"
+# the PostgreSQL advisory lock workers start trials under: this first key, the study id second
+START_LOCK_CLASS = zlib.crc32(b"hpo trial start") & 0x7FFFFFFF
 REASON_CHARS = 120  # a failure's reason in the summary: its first line, cut to this
 
 
@@ -47,6 +53,39 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
     # session, which does the same)
     with as_storage_error("the trial census"), backend.engine.connect() as connection:
         return _tally(study, before, connection)
+
+
+@contextmanager
+def trial_start(study: optuna.Study) -> Iterator[dict[str, int]]:
+    """The study's ``trial_census``, taken under a lock that workers hold from their count until
+    the trial they then ask for exists: two workers counting at once both saw room for the last
+    trial, both started one, and the later stepped aside as a FAIL trial ("surplus"), red in the
+    dashboard and ``hpo export`` though no failure. PostgreSQL: a transaction's advisory lock
+    (released at its end, or with a killed holder's connection); SQLite: a file lock beside the
+    database (released by the kernel when its holder dies). The gRPC proxy offers neither: there
+    the worker's claim still steps aside (``claim``)."""
+    backend = rdb_backend(study_storage(study))
+    if backend is None:
+        yield trial_census(study)
+    elif backend.engine.dialect.name == "postgresql":
+        with backend.engine.begin() as connection:  # its end releases the lock
+            with as_storage_error("the trial census"):
+                lock = sa.text("SELECT pg_advisory_xact_lock(:c, :s)")
+                connection.execute(lock, {"c": START_LOCK_CLASS, "s": study_id(study)})
+                census = _tally(study, None, connection)
+            yield census
+    elif backend.engine.url.database in (None, "", ":memory:"):  # one process: none to exclude
+        yield trial_census(study)
+    else:
+        database = Path(backend.engine.url.database)
+        with FileLock(database.with_name(f"{database.name}.trial-start.lock")):
+            yield trial_census(study)
+
+
+def room_for_a_trial(census: Mapping[str, int], n_trials: int) -> bool:
+    """Whether a worker may start a trial: the finished and running ones leave room, or a
+    queued one waits (a retry, the warm start), which ``study.ask`` hands out first."""
+    return census["finished"] + census["running"] < n_trials or census["waiting"] > 0
 
 
 def claim(trial: optuna.Trial, attrs: Mapping[str, object]) -> dict[str, int]:

@@ -8,10 +8,16 @@ together, in a study system attribute: optuna-dashboard shows the user attribute
 spec there would push the ones a user reads out of view. The storage URL is left out (it may
 hold a password, and the study is found through it anyway); paths stay as the spec gave them,
 relative to where hpo runs, as they are when the file is read again.
+
+Anyone who can write to the study's database can edit that record. What it decides about
+places is therefore confirmed on this machine before ``hpo finalize NAME`` uses it
+(``_confirm_places``): finalize writes only into the study's own folder that tuning left under
+output_dir, and contacts an MLflow server only when the user names it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,8 +25,8 @@ import optuna
 import sqlalchemy as sa
 
 from hpo.errors import UsageError
-from hpo.spec import StudySpec, load_spec, spec_from_document
-from hpo.storage_url import StorageUrl
+from hpo.spec import SpecError, StudySpec, load_spec, parse_override, spec_from_document
+from hpo.storage_url import StorageUrl, redact
 from hpo.study._optuna_private import study_id, study_storage
 from hpo.study._storage import get_storage
 
@@ -51,24 +57,67 @@ def load_study_ref(ref: str, storage: StorageUrl | str | None) -> optuna.Study:
     return load_existing_study(ref, StorageUrl.resolve(storage))
 
 
+def is_spec_file(ref: str) -> bool:
+    """STUDY names a study file rather than a study (``load_spec_ref``)."""
+    return ref.endswith((".yaml", ".yml")) or Path(ref).is_file()
+
+
 def load_spec_ref(
     ref: str, overrides: Sequence[str] = (), storage: StorageUrl | str | None = None
 ) -> StudySpec:
     """STUDY as ``hpo finalize`` takes it: a YAML file (read as ``load_spec`` reads it), or a
     study's name on ``storage`` (``--storage``, else ``$HPO_STORAGE``, else the default, as
-    ``hpo status NAME`` finds it), whose recorded spec is used with ``overrides`` applied."""
-    if ref.endswith((".yaml", ".yml")) or Path(ref).is_file():
+    ``hpo status NAME`` finds it), whose recorded spec is used with ``overrides`` applied and
+    its places confirmed (``_confirm_places``)."""
+    if is_spec_file(ref):
         return load_spec(ref, overrides, storage)
     url = StorageUrl.resolve(storage)
-    spec = recorded_spec(load_existing_study(ref, url), url, overrides)
+    study = load_existing_study(ref, url)
+    spec = recorded_spec(study, url, overrides)
     if spec is None:
         raise UsageError(
             f"study {ref!r} in {url} has no spec recorded (it was created before hpo kept one); "
             "pass its YAML file and the --set flags it was tuned with instead of its name"
         )
-    if spec.name != ref:
+    given = _keys(overrides)
+    if spec.name != ref and "name" in given:
         raise UsageError(f"--set name={spec.name} would leave study {ref!r}; drop that --set")
+    if spec.name != ref:
+        raise UsageError(
+            f"study {ref!r}: its recorded spec names another study ({spec.name!r}), so the "
+            "record was edited in the database; pass the study's YAML file instead of its name"
+        )
+    _confirm_places(study, spec, given)
     return spec
+
+
+def _keys(overrides: Sequence[str]) -> set[str]:
+    """The dotted keys ``overrides`` set (valid ones: ``recorded_spec`` has applied them)."""
+    return {".".join(parse_override(text)[0]) for text in overrides}
+
+
+def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> None:
+    """Refuse a recorded place the user did not name here (``given``: the keys of their --set
+    flags): an output_dir that holds no folder of this study on this machine (tuning made one;
+    a writer of the database cannot), and any MLflow server. An edited record would otherwise
+    send finalize's model and files elsewhere, or to another server."""
+    from hpo.study._open import study_uid  # _open imports this module
+
+    trusted = "a writer of its database can change that record"
+    folder = spec.study_dir(study_uid(study) or "")
+    if "output_dir" not in given and not folder.is_dir():
+        raise UsageError(
+            f"study {spec.name!r}: its recorded output_dir {spec.output_dir} holds no folder of "
+            f"it ({folder}), and finalize writes only beside the study's trials ({trusted}); "
+            "run it where the study was tuned, or pass --set output_dir=DIR"
+        )
+    if spec.tracking.mlflow and not given & {"tracking", "tracking.mlflow"}:
+        uri = redact(spec.tracking.mlflow)
+        raise UsageError(
+            f"study {spec.name!r}: its recorded spec logs to the MLflow server at {uri}; "
+            f"finalize contacts a server only when you name it ({trusted}): pass --set "
+            f"tracking.mlflow={uri}, or --set tracking.mlflow=null to finalize without MLflow"
+        )
 
 
 def spec_document(spec: StudySpec) -> dict:
@@ -91,10 +140,22 @@ def recorded_spec(
     """The spec ``study`` was last tuned with, on ``storage`` (the one it was found on), with
     ``overrides`` applied as to a file; None for a study that recorded none (created by an
     older hpo, or by Optuna itself)."""
-    document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
+    try:
+        document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
+    except json.JSONDecodeError:  # an attribute edited in the database into something else
+        raise _unreadable(study, "not valid JSON") from None
     if document is None:
         return None
+    if not isinstance(document, dict):
+        raise _unreadable(study, f"a JSON {type(document).__name__}, not a mapping of keys")
     return spec_from_document(document, f"study {study.study_name}", overrides, storage)
+
+
+def _unreadable(study: optuna.Study, why: str) -> SpecError:
+    return SpecError(
+        f"study {study.study_name!r}: its recorded spec is unreadable ({why}); pass the "
+        "study's YAML file (with the --set flags it was tuned with) instead of its name"
+    )
 
 
 def sqlite_file_exists(url: StorageUrl) -> bool:

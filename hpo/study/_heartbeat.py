@@ -91,29 +91,51 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
         trial and before its worker learned the trial's number: no worker beats that trial,
         a stale query joined on the beats never names it, and the study could never end. A
         write only when there is such a trial; a worker about to beat it overwrites this one."""
-        trials, beats = TrialModel, TrialHeartbeatModel
-        query = (
-            sa.select(trials.trial_id, beats.heartbeat, sa.func.now())
-            .outerjoin(beats, beats.trial_id == trials.trial_id)
-            .where(trials.study_id == study_id, trials.state == TrialState.RUNNING)
-        )
-        with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
-        unbeaten = [trial_id for trial_id, beat, _ in rows if beat is None]
+        rows = _running_beats(self.engine, study_id)
+        unbeaten = [trial_id for trial_id, _, silent in rows if silent is None]
         if adopt_unbeaten and unbeaten:
-            adopt = _INSERTS[self.engine.dialect.name](beats).values(
+            adopt = _INSERTS[self.engine.dialect.name](TrialHeartbeatModel).values(
                 [{"trial_id": trial_id, "heartbeat": sa.func.now()} for trial_id in unbeaten]
             )
             with self.engine.begin() as connection:
                 connection.execute(adopt.on_conflict_do_nothing(index_elements=["trial_id"]))
-        # The database's clock on both sides, naive as Optuna compares them (PostgreSQL's now()
-        # has a zone).
         grace = timedelta(seconds=_grace_seconds(self))
-        return [
-            trial_id
-            for trial_id, beat, now in rows
-            if beat is not None and now.replace(tzinfo=None) - beat > grace
-        ]
+        return [trial_id for trial_id, _, silent in rows if silent is not None and silent > grace]
+
+
+def _running_beats(engine: sa.Engine, study_id: int) -> list[tuple[int, int, timedelta | None]]:
+    """(trial id, number, time since its last beat) of each RUNNING trial of the study, in one
+    read; None for a trial that never beat. The database's clock on both sides, naive as
+    Optuna compares them (PostgreSQL's now() has a zone)."""
+    trials, beats = TrialModel, TrialHeartbeatModel
+    query = (
+        sa.select(trials.trial_id, trials.number, beats.heartbeat, sa.func.now())
+        .outerjoin(beats, beats.trial_id == trials.trial_id)
+        .where(trials.study_id == study_id, trials.state == TrialState.RUNNING)
+    )
+    with engine.connect() as connection:
+        rows = connection.execute(query).all()
+    return [
+        (trial_id, number, None if beat is None else now.replace(tzinfo=None) - beat)
+        for trial_id, number, beat, now in rows
+    ]
+
+
+def stale_trials(study: optuna.Study, grace_seconds: float) -> dict[int, float]:
+    """The study's RUNNING trials whose last heartbeat is over ``grace_seconds`` old, as {number:
+    seconds since it}: their worker died, hung or lost the database, and the next stale-trial
+    sweep (``fail_stale``) fails and re-queues them. Read only; none behind the gRPC proxy,
+    whose host judges beats on its own clock."""
+    backend = uncached(study_storage(study))
+    if not isinstance(backend, RDBStorage):
+        return {}
+    with as_storage_error("the heartbeat read"):
+        rows = _running_beats(backend.engine, study_id(study))
+    return {
+        number: silence.total_seconds()
+        for _, number, silence in rows
+        if silence is not None and silence.total_seconds() > grace_seconds
+    }
 
 
 def _grace_seconds(storage: OneStatementHeartbeat) -> float:

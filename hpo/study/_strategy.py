@@ -167,17 +167,18 @@ def estimate_path(spec: StudySpec) -> Path:
 
 
 def record_trial_cost(
-    spec: StudySpec, trial_seconds: float, workers: int, encoders: dict[str, dict] | None = None
+    spec: StudySpec, trial_seconds: float, workers: int, choices: list[dict] | None = None
 ) -> Path:
     """Keep ``hpo validate --estimate``'s cost of one full trial for the study's creation, and
-    each encoder's (``{name: {"epoch_s": ..., "threads": ...}}``) for ``hpo status`` to set
-    beside the epochs the trials measure."""
+    each timed choice's epoch (``[{"params": {"encoder": ..., "criteria_formulation": ...},
+    "epoch_s": ..., "threads": ...}]``) for ``hpo status`` to set beside the epochs the trials
+    with those parameters measure."""
     path = estimate_path(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "trial_s": trial_seconds,
         "workers": workers,
-        "encoders": encoders or {},
+        "choices": choices or [],
         "settings": _settings_hash(spec),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -11,11 +11,12 @@ from pathlib import Path
 import optuna
 
 from hpo.outputs import UID_DIGITS, recorded_owner
-from hpo.spec import SpecError
+from hpo.spec import HeartbeatSpec, SpecError
 from hpo.storage_url import StorageUrl
 from hpo.study._budget import study_deadline
 from hpo.study._census import state_counts, trial_census, trials_per_hour
 from hpo.study._find import recorded_spec, sqlite_file_exists
+from hpo.study._heartbeat import stale_trials
 from hpo.study._metric_attrs import INTERVAL_ATTR, trial_metrics
 from hpo.study._open import study_uid
 from hpo.study._storage import get_storage
@@ -132,19 +133,24 @@ def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
 
 def study_status(study) -> dict:
     """Counts by state, the best value, the pace and what remains (the ETA from the running
-    trials' own), where each running trial is, and how close ``hpo validate --estimate`` came."""
+    trials' own), where each running trial is (``silent_seconds``: how long a stale one has
+    not beaten), and how close ``hpo validate --estimate`` came."""
     counts = state_counts(study)
     n_trials = study.user_attrs.get("n_trials")
-    eta = study_eta_seconds(study, n_trials) if counts["running"] else None
     try:
         spec = recorded_spec(study)
-    except SpecError:  # recorded by an hpo whose specs this one no longer reads
+    except SpecError:  # recorded by an hpo whose specs this one no longer reads, or edited
         spec = None
+    # RUNNING in the database, but no worker beats them: their progress is their last words
+    stale = stale_trials(study, (spec.heartbeat if spec else HeartbeatSpec()).grace_period)
+    live = counts["running"] > len(stale)
+    eta = study_eta_seconds(study, n_trials) if live else None
     running = [
         {
             "number": t.number,
             "worker": t.user_attrs.get("worker"),
             **t.user_attrs.get("progress", {}),
+            "silent_seconds": stale.get(t.number),  # None: its heartbeat is on time
         }
         for t in running_trials(study)
     ]

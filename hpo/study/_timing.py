@@ -72,27 +72,31 @@ def _trial_eta(trial: FrozenTrial, now: float) -> float | None:
 
 
 def estimate_check(study: optuna.Study, spec: StudySpec) -> list[dict]:
-    """Per encoder that ``hpo validate --estimate`` timed for ``spec`` (with the settings the
-    study runs): the estimated seconds per epoch beside the median its complete trials
-    measured (training and validation, setup left out), where any did."""
+    """Per choice that ``hpo validate --estimate`` timed for ``spec`` (with the settings the
+    study runs; ``params``: the encoder, formulation and long-text handling it had): the
+    estimated seconds per epoch beside the median that the complete trials with those
+    parameters measured (training and validation, setup left out), where any did."""
     record = read_estimate(spec)
-    if not record or not record.get("encoders"):
+    choices = record.get("choices") if record else None
+    if not choices:
         return []
-    measured: dict[str, list[float]] = {}
+    measured: dict[int, list[float]] = {}
     for trial in completed_trials(study):
         attrs = trial.user_attrs
-        if attrs.get("epochs_run") and "wall_seconds" in attrs:
-            encoder = str(trial.params.get("encoder", spec.train.get("encoder")))
-            seconds = attrs["wall_seconds"] - attrs.get("setup_seconds", 0.0)
-            measured.setdefault(encoder, []).append(seconds / attrs["epochs_run"])
+        if not (attrs.get("epochs_run") and "wall_seconds" in attrs):
+            continue
+        seconds = (attrs["wall_seconds"] - attrs.get("setup_seconds", 0.0)) / attrs["epochs_run"]
+        for index, timed in enumerate(choices):
+            if all(trial.params.get(k, spec.train.get(k)) == v for k, v in timed["params"].items()):
+                measured.setdefault(index, []).append(seconds)
     return [
         {
-            "encoder": encoder,
+            "params": timed["params"],
             "estimated_epoch_s": timed["epoch_s"],
             "threads": timed.get("threads"),
-            "measured_epoch_s": statistics.median(measured[encoder]),
-            "trials": len(measured[encoder]),
+            "measured_epoch_s": statistics.median(measured[index]),
+            "trials": len(measured[index]),
         }
-        for encoder, timed in record["encoders"].items()
-        if encoder in measured
+        for index, timed in enumerate(choices)
+        if index in measured
     ]

@@ -17,7 +17,15 @@ from pydantic.dataclasses import dataclass
 
 from hpo.models.settings import Activation, Dropout, HeadConfig, HiddenLayers, LoraSettings, Pooling
 from hpo.validation import problem
-from hpo.vocabulary import CriteriaFormulation, EvidenceScope, Formulation, LongText, Metric, Task
+from hpo.vocabulary import (
+    CriteriaFormulation,
+    EvidenceScope,
+    Formulation,
+    LongText,
+    Metric,
+    PostPooling,
+    Task,
+)
 
 # micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
 CPU_MICRO_BATCH_TOKENS = 1024
@@ -84,10 +92,15 @@ class TrainConfig:
     activation_checkpointing: bool = False
 
     # the task as the model sees it
-    # criteria: 9 (criterion, post) pairs, or one post
+    # criteria: 9 (criterion, post) pairs, one post, or one post read sentence by sentence
     criteria_formulation: CriteriaFormulation = "pairs"
-    # texts longer than max_length
+    # texts longer than max_length; whole_post always reads every sentence ("sentences")
     long_text: LongText = "truncate"
+    # whole_post: how a post's sentence scores pool into its score per symptom
+    post_pooling: PostPooling = "max"
+    # whole_post: weight of the loss that teaches which sentences state a symptom, from the
+    # training posts' evidence sentences (0: off)
+    evidence_loss_weight: NonNegativeFloat = 0.0
     # criteria each post is paired with
     evidence_scope: EvidenceScope = "positive_criteria"
     # training: unannotated sentences per annotated one; None: all
@@ -124,6 +137,21 @@ class TrainConfig:
 
     @model_validator(mode="after")
     def _rules_across_fields(self) -> TrainConfig:
+        whole_post = self.formulation == "whole_post"
+        if whole_post and self.long_text == "truncate":  # the default: whole_post's own reading
+            object.__setattr__(self, "long_text", "sentences")
+        if whole_post and self.long_text != "sentences":
+            raise problem(
+                f"whole_post reads every sentence, so {self.long_text} does not apply; leave "
+                "long_text out (search it with when: {criteria_formulation: [pairs, multilabel]})",
+                at="long_text",
+            )
+        if self.long_text == "sentences" and not whole_post:
+            raise problem(
+                "sentences is how criteria_formulation whole_post reads a post; choose that "
+                "formulation, or truncate, head_tail or chunks",
+                at="long_text",
+            )
         if self.micro_batch_size is not None and self.micro_batch_size > self.batch_size:
             raise problem(
                 f"must be at most batch_size ({self.batch_size}), got {self.micro_batch_size}; "
@@ -162,6 +190,7 @@ class TrainConfig:
             activation=self.head_activation,
             dropout=self.head_dropout,
             num_labels=num_labels,
+            post_pooling=self.post_pooling if self.formulation == "whole_post" else None,
         )
 
     def lora_settings(self) -> LoraSettings | None:

@@ -6,9 +6,8 @@ metric is computed, so ``pairs`` and ``multilabel`` are judged by the same code.
 
 from __future__ import annotations
 
-import gc
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ from hpo.data import SYMPTOMS
 from hpo.data.collate import sorted_batches
 from hpo.data.tokenized import TokenizedSplit
 from hpo.train.config import TrainConfig
-from hpo.train.memory import guard_host_memory, release_free_memory
+from hpo.train.memory import guard_host_memory
 from hpo.train.metrics import (
     BOOTSTRAP_LEVEL,
     bootstrap_interval,
@@ -27,8 +26,10 @@ from hpo.train.metrics import (
     evidence_metrics,
     tune_thresholds,
 )
+from hpo.train.posts import PostScores, evidence_ranking, score_posts
 from hpo.train.prepare import PreparedSplit
-from hpo.vocabulary import Metric
+from hpo.train.step import free_memory, is_out_of_memory
+from hpo.vocabulary import POST_FORMULATIONS, Metric
 
 # Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom
 # thresholds.
@@ -78,12 +79,15 @@ def sequence_logits(
     device,
     autocast=nullcontext,
     max_tokens: int | None = None,
+    sentences: bool = False,
 ) -> np.ndarray:
     """Logits per sequence, (len(sequence_ids), labels) float32, in eval mode and in
     length-sorted batches of ``batch_size`` sequences (and ``max_tokens`` tokens at most, at
     the longest sequence's width): memory is bounded by the batch, not by how many chunks a
-    long text has. Out of memory halves the batch."""
+    long text has. Out of memory halves the batch. ``sentences``: a whole_post model's outputs
+    per sentence, (len(sequence_ids), rows, outputs), row i for the sequence's sentence i."""
     sequence_ids = np.asarray(sequence_ids, dtype=np.int64)
+    rows = int(tokens.sentences_per_sequence[sequence_ids].max()) if sentences else 0
     lengths = tokens.sequence_lengths[sequence_ids]
     if max_tokens and len(lengths):
         batch_size = min(batch_size, max(1, max_tokens // int(lengths.max())))
@@ -99,7 +103,12 @@ def sequence_logits(
                         k: v.to(device, non_blocking=True) for k, v in collate(features).items()
                     }
                     with autocast(), guard_host_memory():
-                        outputs.append(model(**inputs).float())
+                        if sentences:  # every batch to one width: the split's most sentences
+                            out = model(**inputs)[:, :rows]
+                            out = torch.nn.functional.pad(out, (0, 0, 0, rows - out.shape[1]))
+                        else:
+                            out = model(**inputs)
+                        outputs.append(out.float())
                     order += batch
                 break
             except (torch.OutOfMemoryError, RuntimeError) as exc:
@@ -108,7 +117,7 @@ def sequence_logits(
                 del exc
                 free_memory(device)
                 batch_size //= 2
-        logits = np.empty((len(order), outputs[0].shape[1]), dtype=np.float32)
+        logits = np.empty((len(order), *outputs[0].shape[1:]), dtype=np.float32)
         logits[order] = torch.cat(outputs).cpu().numpy()  # one device→host copy per call
         return logits
     finally:
@@ -126,7 +135,10 @@ def split_probabilities(
 ) -> np.ndarray:
     """Probabilities per example and label, (n, labels), in the split's order. A long text's
     chunks are max-pooled: a symptom stated in any part of a post is in the post, and a mean
-    would dilute the one chunk that states it with every chunk that does not."""
+    would dilute the one chunk that states it with every chunk that does not. A whole_post
+    model's sentences pool as its head says (``score_posts``)."""
+    if tokens.segments is not None:
+        return post_scores(model, tokens, collate, batch_size, device, autocast, max_tokens).probs
     logits = sequence_logits(
         model,
         tokens,
@@ -141,6 +153,25 @@ def split_probabilities(
     return torch.sigmoid(torch.from_numpy(pooled)).numpy().astype(np.float64)
 
 
+def post_scores(
+    model,
+    tokens: TokenizedSplit,
+    collate,
+    batch_size: int,
+    device,
+    autocast=nullcontext,
+    max_tokens: int | None = None,
+) -> PostScores:
+    """A whole_post model's scores of every post and sentence of ``tokens``."""
+
+    def sentence_outputs(sequence_ids: np.ndarray) -> np.ndarray:
+        return sequence_logits(
+            model, tokens, sequence_ids, collate, batch_size, device, autocast, max_tokens, True
+        )
+
+    return score_posts(model, tokens, sentence_outputs)
+
+
 def evaluate(
     model,
     split: PreparedSplit,
@@ -152,7 +183,7 @@ def evaluate(
 ) -> Evaluation:
     """Metrics at 0.5, and ``tuned_`` twins at per-symptom thresholds: ``thresholds`` when
     given (validation's, to score test), else tuned on this split."""
-    probs = split_probabilities(
+    scoring = (
         model,
         split.tokens,
         collate,
@@ -161,7 +192,11 @@ def evaluate(
         autocast,
         config.inference_token_budget(torch.device(device).type),
     )
-    return score(split, probs, thresholds)
+    if split.evidence is None:
+        return score(split, split_probabilities(*scoring), thresholds)
+    scores = post_scores(*scoring)  # and its sentences: do they find the evidence?
+    evaluation = score(split, scores.probs, thresholds)
+    return replace(evaluation, metrics=evaluation.metrics | evidence_ranking(split, scores))
 
 
 def score(
@@ -276,7 +311,7 @@ def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> f
 
 def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Criteria truth and scores as post x symptom matrices, from either formulation."""
-    if split.formulation == "multilabel":
+    if split.formulation in POST_FORMULATIONS:
         return split.tokens.labels, probs
     rows = {post: row for row, post in enumerate(dict.fromkeys(split.post_ids))}
     r = np.fromiter((rows[post] for post in split.post_ids), np.int64, len(split))
@@ -322,19 +357,3 @@ def _symptom_columns(split: PreparedSplit) -> np.ndarray:
     return np.fromiter(
         (SYMPTOMS.index(criterion) for criterion in split.criteria), np.int64, len(split)
     )
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text
-    )
-
-
-def free_memory(device: torch.device) -> None:
-    gc.collect()
-    release_free_memory()  # freed host pages back to the system, so the ceiling sees the drop
-    if device.type == "cuda":
-        torch.cuda.empty_cache()

@@ -28,10 +28,11 @@ from hpo.data import (
 from hpo.data.augment import augment_examples
 from hpo.data.tokenize import tokenize_pairs
 from hpo.data.tokenized import TokenizedSplit
+from hpo.data.windows import tokenize_posts
 from hpo.errors import DataError
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig
-from hpo.vocabulary import Formulation, Task
+from hpo.vocabulary import POST_FORMULATIONS, Formulation, Task
 
 SPLITS = ("train", "validation", "test")
 
@@ -43,13 +44,15 @@ class PreparedSplit:
     criteria: tuple[str, ...]  # per example; "" for a multilabel example (all nine)
     annotated: np.ndarray  # per example: False for an evidence sentence no annotator labelled
     formulation: Formulation  # TrainConfig.formulation
+    # whole_post: per example (post), per sentence, one 0/1 per symptom: is it evidence for it
+    evidence: tuple[np.ndarray, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     @property
     def num_labels(self) -> int:
-        return len(SYMPTOMS) if self.formulation == "multilabel" else 1
+        return len(SYMPTOMS) if self.formulation in POST_FORMULATIONS else 1
 
     def training_sample(self, negative_ratio: float | None, seed: int) -> np.ndarray:
         """The examples one epoch trains on: all of them, or every annotated one plus
@@ -108,21 +111,33 @@ def prepare_data(config: TrainConfig) -> PreparedData:
                 )
             prepared[name] = None
             continue
-        tokens = tokenize_pairs(
-            tokenizer,
-            [(e.text_a, e.text_b) for e in examples],
-            [e.label for e in examples],
-            config.max_length,
-            cache_key=key,
-            cache_dir=config.cache_dir,
-            long_text=config.long_text,
-        )
+        whole_post = config.formulation == "whole_post"
+        if whole_post:
+            tokens = tokenize_posts(
+                tokenizer,
+                [e.sentences for e in examples],
+                [e.label for e in examples],
+                config.max_length,
+                cache_key=key,
+                cache_dir=config.cache_dir,
+            )
+        else:
+            tokens = tokenize_pairs(
+                tokenizer,
+                [(e.text_a, e.text_b) for e in examples],
+                [e.label for e in examples],
+                config.max_length,
+                cache_key=key,
+                cache_dir=config.cache_dir,
+                long_text=config.long_text,
+            )
         prepared[name] = PreparedSplit(
             tokens,
             tuple(e.post_id for e in examples),
             tuple(e.criterion for e in examples),
             np.fromiter((e.annotated for e in examples), bool, len(examples)),
             config.formulation,
+            tuple(np.asarray(e.evidence, dtype=np.int8) for e in examples) if whole_post else None,
         )
     return PreparedData(tokenizer, **prepared)
 

@@ -24,6 +24,7 @@ from hpo.train.config import TrainConfig
 from hpo.train.evaluate import sequence_logits
 from hpo.train.losses import bce_loss
 from hpo.train.optim import build_optimizer, freeze_bottom
+from hpo.train.posts import accumulate_post_gradients
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.schedule import warmup_schedule
 from hpo.train.step import accumulate_gradients, plan_units
@@ -60,21 +61,40 @@ class Setup:
     def step(self, batch: list[int]) -> tuple[torch.Tensor, int]:
         """One optimizer step on ``batch``; its loss and the tokens its forward passes read."""
         config, train = self.config, self.data.train
-        units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
-        self.micro, loss = accumulate_gradients(
-            self.model,
-            train.tokens,
-            units,
-            len(batch),
-            self.micro,
-            self.collate,
-            self.loss_fn,
-            self.autocast,
-            self.scaler,
-            self.optimizer,
-            self.device,
-            self.max_tokens,
-        )
+        if train.formulation == "whole_post":
+            self.micro, loss, read = accumulate_post_gradients(
+                self.model,
+                train,
+                batch,
+                len(batch),
+                self.micro,
+                self.collate,
+                self.loss_fn,
+                config.evidence_loss_weight,
+                self.autocast,
+                self.scaler,
+                self.optimizer,
+                self.device,
+                self.max_tokens,
+                self._score_windows,
+            )
+        else:
+            units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
+            self.micro, loss = accumulate_gradients(
+                self.model,
+                train.tokens,
+                units,
+                len(batch),
+                self.micro,
+                self.collate,
+                self.loss_fn,
+                self.autocast,
+                self.scaler,
+                self.optimizer,
+                self.device,
+                self.max_tokens,
+            )
+            read = int(train.tokens.sequence_lengths[units.sequences].sum())
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         if config.max_grad_norm:
@@ -86,9 +106,11 @@ class Setup:
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss, int(train.tokens.sequence_lengths[units.sequences].sum())
+        return loss, read
 
-    def _score_chunks(self, sequence_ids):  # a long post's chunks, scored to pick each winner
+    def _score_chunks(self, sequence_ids, sentences: bool = False):
+        """A long post's chunks (or whole_post windows' sentences), scored without a graph to
+        pick what trains."""
         return sequence_logits(
             self.model,
             self.data.train.tokens,
@@ -98,7 +120,11 @@ class Setup:
             self.device,
             self.autocast,
             self.config.inference_token_budget(self.device.type),
+            sentences,
         )
+
+    def _score_windows(self, sequence_ids):
+        return self._score_chunks(sequence_ids, sentences=True)
 
 
 def set_up(config: TrainConfig) -> Setup:

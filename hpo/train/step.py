@@ -13,6 +13,7 @@ long the posts a batch draws: a 45-chunk post costs at most 9 sequences of backw
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,8 +22,7 @@ import torch
 
 from hpo.data.tokenized import TokenizedSplit
 from hpo.errors import OutOfMemoryError
-from hpo.train.evaluate import free_memory, is_out_of_memory
-from hpo.train.memory import guard_host_memory, memory_ceiling_mb
+from hpo.train.memory import guard_host_memory, memory_ceiling_mb, release_free_memory
 
 ChunkScorer = Callable[[np.ndarray], np.ndarray]  # sequence ids -> their logits, (n, labels)
 
@@ -89,35 +89,56 @@ def accumulate_gradients(
     micro-batch and redo the whole step. No data is ever skipped; the loss is divided by the
     step's examples, so any split gives the same gradient."""
     longest = max(len(tokens.input_ids[j]) for j in units.sequences)
+
+    def attempt(size: int) -> torch.Tensor:
+        total = torch.zeros((), device=device)
+        for start in range(0, len(units), size):
+            part = slice(start, start + size)
+            examples, masks = units.examples[part], units.masks[part]
+            labels = torch.as_tensor(
+                tokens.labels[examples].reshape(len(examples), -1),
+                dtype=torch.float32,
+                device=device,
+            )
+            mask = (
+                None if masks.all() else torch.as_tensor(masks, dtype=torch.float32, device=device)
+            )
+            inputs = {
+                k: v.to(device, non_blocking=True)
+                for k, v in collate(tokens.features(units.sequences[part])).items()
+            }
+            with guard_host_memory():
+                with autocast():
+                    logits = model(**inputs)
+                loss = loss_fn(logits.float(), labels, mask=mask) / n_examples
+                (scaler.scale(loss) if scaler else loss).backward()
+            total += loss.detach()
+            del logits, loss
+        return total
+
+    return with_backoff(attempt, micro, optimizer, device, passes_of(micro, max_tokens, longest))
+
+
+def passes_of(micro: int, max_tokens: int | None, longest: int) -> Callable[[int], int]:
+    """Sequences per forward pass: ``micro`` at most, and no more than ``max_tokens`` tokens
+    at the width of the step's longest sequence."""
+    return lambda micro: min(micro, max(1, max_tokens // longest)) if max_tokens else micro
+
+
+def with_backoff(
+    attempt: Callable[[int], torch.Tensor],
+    micro: int,
+    optimizer,
+    device,
+    passes: Callable[[int], int] = lambda micro: micro,
+) -> tuple[int, torch.Tensor]:
+    """``attempt(size)``: a step's forward and backward passes of ``size`` sequences each. On
+    out-of-memory (the device's, or the worker's host-memory ceiling): free, halve and redo
+    the whole step; returns the micro-batch that worked and what the attempt returned."""
     while True:
-        size = min(micro, max(1, max_tokens // longest)) if max_tokens else micro
+        size = passes(micro)
         try:
-            total = torch.zeros((), device=device)
-            for start in range(0, len(units), size):
-                part = slice(start, start + size)
-                examples, masks = units.examples[part], units.masks[part]
-                labels = torch.as_tensor(
-                    tokens.labels[examples].reshape(len(examples), -1),
-                    dtype=torch.float32,
-                    device=device,
-                )
-                mask = (
-                    None
-                    if masks.all()
-                    else torch.as_tensor(masks, dtype=torch.float32, device=device)
-                )
-                inputs = {
-                    k: v.to(device, non_blocking=True)
-                    for k, v in collate(tokens.features(units.sequences[part])).items()
-                }
-                with guard_host_memory():
-                    with autocast():
-                        logits = model(**inputs)
-                    loss = loss_fn(logits.float(), labels, mask=mask) / n_examples
-                    (scaler.scale(loss) if scaler else loss).backward()
-                total += loss.detach()
-                del logits, loss
-            return micro, total
+            return micro, attempt(size)
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -139,3 +160,19 @@ def accumulate_gradients(
                     )
                 ) from None
             micro = max(1, size // 2)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    release_free_memory()  # freed host pages back to the system, so the ceiling sees the drop
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
