@@ -88,12 +88,14 @@ def finalize(
     cv: int | None = None,
     partial: bool = False,
     progress: bool = True,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] | None = None,
     threads: int | None = None,
 ) -> dict:
     """``top_k``, ``seeds``, ``refit``, ``ensemble`` and ``cv`` left None take their DEFAULTS;
     given, they are named as ignored when the study was finalized already with others.
-    ``threads``: CPU threads per retraining process (None: the cores split between them)."""
+    ``threads``: CPU threads per retraining process (None: the cores split between them).
+    ``say``: where finalize's own lines go (None: standard output, flushed)."""
+    say = say or _print_now
     asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble, "cv": cv}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
     if refit == "train+val" and ensemble is None:
@@ -212,6 +214,11 @@ def finalize(
         f"{test_figure(summary, spec.metric)}; model in {final_dir / 'model'}"
     )
     return summary
+
+
+def _print_now(line: str) -> None:
+    """finalize's own lines, flushed: in a log they come before the retrainings' (stderr)."""
+    print(line, flush=True)
 
 
 def _search_state(study, spec: StudySpec, partial: bool) -> dict:
