@@ -19,6 +19,7 @@ from hpo.cli import main
 from hpo.data import SYMPTOMS, files_fingerprint, load_descriptions, load_redsm5
 from hpo.data.sentences import split_sentences
 from hpo.explain import load_pair
+from hpo.explain.figures import threshold_text
 from hpo.fixtures import write_sample
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
@@ -376,7 +377,8 @@ def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
     # the index shows each symptom's threshold: the criteria model's own
     saved = json.loads((models("criteria") / "classifier.json").read_text())["inference"]
     shown = dict(re.findall(r'<tr data-symptom="([A-Z_]+)">.*?class="threshold">([0-9.]+)<', dom))
-    assert shown == {s: f"{saved['thresholds'][s]:.2f}" for s in SYMPTOMS}
+    assert shown == {s: threshold_text(saved["thresholds"][s]) for s in SYMPTOMS}
+    assert all(abs(float(shown[s]) - saved["thresholds"][s]) <= 5e-7 for s in SYMPTOMS)
     # a trial's checkpoint has no finalize summary beside it: its test quality is unknown
     assert dom.count("No test figures") == 2
     # the filter's script ran (it fills the line under the index); the post's never did

@@ -4,11 +4,15 @@ of the threshold they were decided at (0.497 and 0.504 both read "0.50" at 0.50)
 from __future__ import annotations
 
 MOST_DIGITS = 9  # past float32's precision: a probability this close is shown as it is
+# a threshold tuned on validation is a float32 probability (0.5375269651412964): six decimals
+# tell it from any probability a reader will compare with it
+THRESHOLD_DIGITS = 6
 
 
 def threshold_text(threshold: float) -> str:
-    """The threshold as it is, with two decimals at least: 0.50, 0.845, 0.531274."""
-    for digits in range(2, MOST_DIGITS + 1):
+    """The threshold with two decimals at least and six at most, no more than it has: 0.50,
+    0.845, 0.537527."""
+    for digits in range(2, THRESHOLD_DIGITS + 1):
         if float(text := f"{threshold:.{digits}f}") == threshold:
             return text
     return text
