@@ -184,6 +184,15 @@ def test_study_page_renders_the_study_in_a_browser(dashboard, study, chromium, t
     assert "Best Trial" in text and "learning_rate" in text
 
 
+def test_study_note_renders_without_the_end_of_hpos_part(dashboard, study, chromium, tmp_path):
+    # the note is Markdown, and the dashboard shows raw HTML in it as text: hpo marks where
+    # its part ends with something that renders as nothing
+    study_id = _study_id(dashboard, study["name"])
+    text = render(chromium, f"{dashboard}/dashboard/studies/{study_id}/note", tmp_path / "n.png")
+    assert "a step is 1/3 of an epoch" in text, text[:2000]
+    assert "end of the part hpo writes" not in text, text[-2000:]
+
+
 def test_trials_page_lists_each_trials_artifacts_in_a_browser(dashboard, study, chromium, tmp_path):
     study_id = _study_id(dashboard, study["name"])
     text = render(

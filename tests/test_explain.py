@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from hpo.cli import main
 from hpo.data import SYMPTOMS, files_fingerprint, load_descriptions, load_redsm5
 from hpo.data.sentences import split_sentences
 from hpo.explain import load_pair
+from hpo.explain.figures import threshold_text
 from hpo.fixtures import write_sample
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
@@ -187,14 +189,23 @@ def test_only_symptoms_found_go_through_the_evidence_model(models, posts):
 
 
 def test_cli_writes_one_json_line_per_post_and_the_report(
-    models, posts, posts_csv, tmp_path, capsys
+    models, posts, posts_csv, tmp_path, capsys, caplog
 ):
     out, html = tmp_path / "out.jsonl", tmp_path / "report.html"
-    assert (
-        predict_pair(models("criteria"), models("evidence"), posts_csv, out, "--html", str(html))
-        == 0
-    )
+    with caplog.at_level(logging.INFO):
+        assert (
+            predict_pair(
+                models("criteria"), models("evidence"), posts_csv, out, "--html", str(html)
+            )
+            == 0
+        )
     assert "explained 13 posts" in capsys.readouterr().err
+    # each half counts every post once: 13 posts are 13, not 26
+    said = [record.getMessage() for record in caplog.records]
+    assert [line.split(",")[0] for line in said if " posts (" in line] == [
+        "criteria: 13/13 posts (100%)",
+        "evidence: 13/13 posts (100%)",
+    ], said
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["post_id"] for r in records] == [post_id for post_id, _ in posts]
     texts = dict(posts)
@@ -366,7 +377,8 @@ def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
     # the index shows each symptom's threshold: the criteria model's own
     saved = json.loads((models("criteria") / "classifier.json").read_text())["inference"]
     shown = dict(re.findall(r'<tr data-symptom="([A-Z_]+)">.*?class="threshold">([0-9.]+)<', dom))
-    assert shown == {s: f"{saved['thresholds'][s]:.2f}" for s in SYMPTOMS}
+    assert shown == {s: threshold_text(saved["thresholds"][s]) for s in SYMPTOMS}
+    assert all(abs(float(shown[s]) - saved["thresholds"][s]) <= 5e-7 for s in SYMPTOMS)
     # a trial's checkpoint has no finalize summary beside it: its test quality is unknown
     assert dom.count("No test figures") == 2
     # the filter's script ran (it fills the line under the index); the post's never did

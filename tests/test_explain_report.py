@@ -17,6 +17,7 @@ from headless import CHROMIUM_FLAGS
 
 from hpo.data import SYMPTOMS
 from hpo.explain import Explanation, Finding, model_quality, render_report
+from hpo.explain.figures import probability_text, threshold_text
 from hpo.predict import ScoredSentence
 
 TEXT = "I can't sleep and I'm exhausted. Nothing is fun. I eat fine."
@@ -112,6 +113,29 @@ def test_decisions_within_a_tenth_of_the_threshold_are_marked_uncertain():
     assert "probability 0.480, threshold 0.50: not found; within 0.1 of the threshold" in article
     assert _text(article).count("uncertain") == 3
     assert 'data-uncertain=""' in _article(_page(), "p-none")
+
+
+def test_a_probability_never_reads_on_the_other_side_of_its_threshold():
+    # at two decimals 0.497 (absent) and 0.504 (present) both read 0.50, the threshold itself
+    posts = [_post({"DEPRESSED_MOOD": p, "FATIGUE": f}) for p, f in ((0.497, 0.6151), (0.504, 0.9))]
+    page = render_report(["below", "above"], [TEXT] * 2, posts)
+    shown = {
+        post_id: dict(re.findall(r'data-symptom="([A-Z_]+)"[^>]*>[A-Za-z ]+ ([0-9.]+)<', article))
+        for post_id in ("below", "above")
+        if (article := _article(page, post_id))
+    }
+    assert (
+        shown["below"]["DEPRESSED_MOOD"] == "0.497" and shown["above"]["DEPRESSED_MOOD"] == "0.504"
+    )
+    assert shown["below"]["FATIGUE"] == "0.615"  # below 0.62, where 0.62 would read as on it
+    assert shown["above"]["FATIGUE"] == "0.90" and shown["below"]["APPETITE_CHANGE"] == "0.05"
+    assert "probability 0.497, threshold 0.50: not found" in _article(page, "below")
+    # a threshold tuned on validation is a float32 probability: shown to six decimals, and a
+    # probability just below it reads below it
+    tuned = 0.5375269651412964
+    assert threshold_text(tuned) == "0.537527" and threshold_text(0.845) == "0.845"
+    assert probability_text(0.53752, tuned) == "0.5375"
+    assert probability_text(0.53753, tuned) == "0.54"  # above it, at two decimals too
 
 
 def test_a_sentence_that_is_evidence_for_several_symptoms_shows_them_all():

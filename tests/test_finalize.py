@@ -23,6 +23,7 @@ from hpo.data import SYMPTOMS
 from hpo.data.posts import load_posts
 from hpo.final.choose import out_of_fold_thresholds
 from hpo.final.holdout import score_on_test, score_on_validation
+from hpo.final.pipeline import artifact_name
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
 from hpo.predict import load_classifier, read_settings
@@ -144,6 +145,21 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         and "| DEPRESSED_MOOD |" in card
         and "hpo finalize" in card
     )
+    # the study's own metric (macro_f1, over the cells) comes first, with its interval over
+    # posts as the post-level F1s have theirs, and the card says what each is computed over
+    assert list(summary["test"]["intervals"]) == ["macro_f1", "post_macro_f1", "post_micro_f1"]
+    own = summary["test"]["intervals"]["macro_f1"]
+    assert own["low"] <= summary["test"]["metrics"]["macro_f1"] <= own["high"]
+    assert (
+        f"| **macro_f1** (the study's: it chose the model) | "
+        f"{chosen['validation']['macro_f1']:.4f} | {summary['test']['metrics']['macro_f1']:.4f} | "
+        f"{own['low']:.4f} – {own['high']:.4f} |"
+    ) in card
+    assert (
+        f"over the test split's {summary['split_sizes']['test']['posts'] * 9} (post, symptom) cells"
+        in card
+    )
+    assert f"test macro_f1 {summary['test']['metrics']['macro_f1']:.4f} (95% CI " in run.stdout
     # the spec decides at 0.5 and there is no --cv: the card says so, not "chosen on validation"
     assert summary["thresholds"]["rule"] == "fixed"
     assert set(summary["test"]["thresholds"].values()) == {0.5}
@@ -202,6 +218,9 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
         in (study.user_attrs["final_test"])
     )
+    assert study.user_attrs["final_test"].startswith(
+        "test, scored once at fixed thresholds: macro_f1 "
+    )
     # the dashboard's study note ends with the chosen model and its test score
     note = get_note(study)
     assert "## Final model (hpo finalize)" in note and study.user_attrs["final_test"] in note
@@ -217,7 +236,11 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         f"min {min(seeds):.4f}, max {max(seeds):.4f}"
     ) in best.stdout.splitlines(), best.stdout
     names = {meta.filename for meta in get_all_artifact_meta(study, storage=study._storage)}
-    assert {"model_card.md", "metrics.json"} <= names
+    stamp = summary["finished"][:19].replace("-", "").replace(":", "")  # 20261127T145832
+    assert {
+        f"model_card-trial{chosen['trial']}-{stamp}Z.md",
+        f"metrics-trial{chosen['trial']}-{stamp}Z.json",
+    } <= names
 
     again = _hpo(
         "finalize",
@@ -394,6 +417,14 @@ def test_refit_on_train_and_validation_keeps_the_thresholds_chosen_on_validation
         > score_on_test(plain, final / "model").split_sizes["train"]["examples"]
     )
     assert "retrained on train + validation" in (final / "model_card.md").read_text()
+    # each finalize of the study (this one, and any other of this module's) left its own card
+    study = read_study(tuned["name"], tuned["storage"])
+    cards = [
+        meta.filename
+        for meta in get_all_artifact_meta(study, storage=study._storage)
+        if meta.filename.startswith("model_card")
+    ]
+    assert len(cards) == len(set(cards)) and artifact_name("model_card.md", summary) in cards
 
 
 def test_cv_retrains_the_chosen_configuration_on_k_folds_and_reports_them(tuned):

@@ -449,7 +449,13 @@ def partial(tmp_path_factory, assets) -> dict:
     args = searched(root, assets, storage, "partial", finished=3, running=1)
     result = run(finalize_argv(storage, args, "--partial", "--top-k", "1", "--seeds", "1"), root)
     assert result.returncode == 0, result.stderr[-3000:]
-    return {"root": root, "storage": storage, "args": args, "final": final_dir(root, storage, args)}
+    return {
+        "root": root,
+        "storage": storage,
+        "args": args,
+        "final": final_dir(root, storage, args),
+        "stdout": result.stdout,
+    }
 
 
 @pytest.mark.slow
@@ -466,6 +472,14 @@ def test_partial_finalizes_and_says_so_in_the_metrics_and_the_card(partial):
         "Partial search: finalized (--partial) when 3 of 4 trials had finished"
         in (partial["final"] / "model_card.md").read_text()
     )
+    # the plan, said before the first retraining
+    plan = partial["stdout"].splitlines()
+    start = plan.index("finalize partial: the plan")
+    assert plan[start + 1 : start + 3] == [
+        "  configurations  the best 1 of the study's 3 distinct completed: "
+        "trial 2 (macro_f1 0.5200)",
+        "  retrainings     1 seed(s) each: 1; 1 at a time (--workers 1)",
+    ]
 
 
 @pytest.mark.slow
@@ -478,6 +492,16 @@ def test_already_finalized_checks_its_model_and_names_the_settings_it_ignores(pa
         "ignored: --top-k 2; the study was finalized with --top-k 1 --seeds 1 --refit train"
         in other.stdout
     )
+
+    # the search found better since: the rerun says so, and still scores nothing
+    study = open_study(load_spec(SPEC, partial["args"][1::2], partial["storage"]))
+    study.tell(3, 0.9)  # the trial that was running
+    better = run(argv, root)
+    assert better.returncode == 0 and "already finalized" in better.stdout
+    assert (
+        "the study's best is now trial 3 (macro_f1 0.9000), found after this final was made "
+        "from trial 2 (0.5200) and the others it retrained; move "
+    ) in better.stdout and "aside to finalize anew" in better.stdout
 
     # final/model is the model's only copy: damaged, it is refused, never silently replaced
     assert not (final / "chosen").exists() and not (final / "ensemble").exists()

@@ -142,6 +142,38 @@ def test_bootstrap_interval_is_the_percentiles_of_sklearn_f1_over_resampled_post
     assert low < point < high
 
 
+def test_bootstrap_interval_of_the_cells_macro_f1_resamples_posts_with_all_their_cells():
+    # a study's macro_f1 (binary_metrics': both classes' F1 over every post x symptom cell)
+    truth, predicted = _posts(60)
+    low, high = bootstrap_interval(truth, predicted, "binary_macro_f1", n=300, seed=7)
+    rows = np.random.default_rng(7).integers(0, 60, size=(300, 60))
+    values = [
+        binary_metrics(truth[r].ravel(), predicted[r].ravel().astype(float))["macro_f1"]
+        for r in rows
+    ]
+    assert (low, high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), abs=1e-12)
+    point = binary_metrics(truth.ravel(), predicted.ravel().astype(float))["macro_f1"]
+    assert low < point < high
+
+
+def test_bootstrap_interval_with_groups_draws_a_posts_sentences_together():
+    # evidence: a row per sentence, and a post's sentences stand or fall together
+    rng = np.random.default_rng(2)
+    sentences = rng.integers(1, 8, size=40)  # per post
+    groups = np.repeat([f"p{i:02d}" for i in range(40)], sentences)
+    truth = (rng.random(len(groups)) < 0.3).astype(int)
+    predicted = np.where(rng.random(len(groups)) < 0.25, 1 - truth, truth)
+    low, high = bootstrap_interval(
+        truth, predicted, "binary_macro_f1", n=300, seed=5, groups=groups
+    )
+    posts = np.random.default_rng(5).integers(0, 40, size=(300, 40))
+    values = []
+    for drawn in posts:
+        rows = np.concatenate([np.flatnonzero(groups == f"p{i:02d}") for i in drawn])
+        values.append(binary_metrics(truth[rows], predicted[rows].astype(float))["macro_f1"])
+    assert (low, high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), abs=1e-12)
+
+
 def test_bootstrap_interval_is_deterministic_for_a_seed_and_narrows_with_more_posts():
     truth, predicted = _posts(100)
     assert bootstrap_interval(truth, predicted, seed=3) == bootstrap_interval(
@@ -163,7 +195,7 @@ def test_bootstrap_interval_refuses_what_it_cannot_resample():
     truth, predicted = _posts(10)
     with pytest.raises(ValueError, match="equal, non-empty"):
         bootstrap_interval(truth, predicted[:, :3])
-    with pytest.raises(ValueError, match="macro_f1 or micro_f1"):
+    with pytest.raises(ValueError, match="one of macro_f1, micro_f1, binary_macro_f1"):
         bootstrap_interval(truth, predicted, "accuracy")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from markdown_it import MarkdownIt  # optuna-dashboard's Markdown, roughly (via rich)
 from optuna.artifacts import download_artifact, get_all_artifact_meta
 from optuna_dashboard import get_note, save_note
 
@@ -26,6 +27,7 @@ from hpo.study import (
     set_user_attrs,
     study_uid,
     trial_metrics,
+    upload,
     write_study_note,
     write_trial_note,
 )
@@ -102,6 +104,26 @@ def test_a_trial_shows_each_metric_its_log_and_a_note_with_what_it_cost(trained,
     # its note is read where the dashboard serves it: tests/test_dashboard.py
 
 
+def test_a_study_artifact_takes_the_name_it_is_given(spec, tmp_path):
+    # finalize names its card and metrics by the chosen trial and the time: two finalizes of a
+    # study leave two artifacts the dashboard tells apart
+    study = open_study(spec)
+    card = tmp_path / "model_card.md"
+    card.write_text("# a card")
+    store = artifact_store(spec.output_dir)
+    first = upload(store, study, card, "model_card-trial3-20261127T145832Z.md")
+    upload(store, study, card, "model_card-trial5-20261128T090000Z.md")
+    metas = get_all_artifact_meta(study, storage=get_storage(spec.storage))
+    assert sorted(meta.filename for meta in metas) == [
+        "model_card-trial3-20261127T145832Z.md",
+        "model_card-trial5-20261128T090000Z.md",
+    ]
+    assert {meta.mimetype for meta in metas} == {"text/markdown"}
+    saved = tmp_path / "saved.md"
+    download_artifact(artifact_store=store, artifact_id=first, file_path=str(saved))
+    assert saved.read_text() == "# a card"
+
+
 def test_the_study_note_gives_the_spec_the_budget_and_what_a_step_is(spec):
     study = open_study(spec)
     assert study.metric_names == [spec.metric]  # the dashboard's charts name it
@@ -126,6 +148,21 @@ def test_the_study_note_follows_the_spec_and_keeps_what_a_user_wrote_below_it(sp
     note = get_note(study)
     assert "9 finished trials" in note and "4 finished trials" not in note
     assert note.endswith(f"{HPO_PART_END}\n\nmy own finding: lr above 3e-3 diverges")
+
+
+def test_the_end_of_hpos_part_is_not_shown_and_a_note_with_the_former_end_keeps_its_part(spec):
+    # optuna-dashboard renders notes as Markdown with raw HTML shown as text (no rehype-raw
+    # unless --allow-unsafe): an <!-- comment --> marker read as a line of the note. CommonMark
+    # without HTML renders as it does (tests/test_dashboard.py looks at the page itself).
+    study = open_study(spec)
+    shown = MarkdownIt("commonmark", {"html": False}).render(get_note(study))
+    assert "end of the part" not in shown and "a step is 1/3 of an epoch" in shown
+    # a note an earlier version wrote, with the user's own lines below its end
+    former = "<!-- end of the part hpo writes: notes below this line are kept -->"
+    save_note(study, f"old part\n\n{former}\n\nmy own finding")
+    write_study_note(study, spec)
+    note = get_note(study)
+    assert note.endswith(f"{HPO_PART_END}\n\nmy own finding") and "old part" not in note
 
 
 def test_after_finalize_the_study_note_names_the_model_and_its_test_score(spec):

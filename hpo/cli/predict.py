@@ -221,8 +221,8 @@ def pair_on_file(
     threads: int | None = None,
 ):
     """The joined prediction of every post of ``input_path`` as JSON lines at ``out`` (and the
-    HTML report at ``html``) at ``threads`` CPU threads, with a tqdm bar of posts through both
-    halves; returns the ``ExplainSummary`` for the throughput line."""
+    HTML report at ``html``) at ``threads`` CPU threads, with a tqdm bar of posts for each
+    half; returns the ``ExplainSummary`` for the throughput line."""
     from contextlib import ExitStack
 
     from tqdm import tqdm
@@ -236,11 +236,11 @@ def pair_on_file(
         hide_progress_bars()
     with ExitStack() as bars:
 
-        def start(total: int):
-            if not progress:  # every post twice: through criteria, then evidence
-                return ProgressLines(total, "criteria, then evidence:").update
+        def start(total: int, half: str):  # each half counts every post once
+            if not progress:
+                return ProgressLines(total, f"{half}:").update
             return bars.enter_context(
-                tqdm(total=total, unit="post", desc="criteria, then evidence", dynamic_ncols=True)
+                tqdm(total=total, unit="post", desc=half, dynamic_ncols=True)
             ).update
 
         return explain_file(

@@ -10,6 +10,7 @@ every symptom in label order; ``evidence`` lists the top-k sentences of a presen
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -53,13 +54,13 @@ def explain_file(
     batch_size: int = DEFAULT_BATCH_SIZE,
     device: str = "auto",
     top_k: int | None = DEFAULT_TOP_K,
-    progress: Callable[[int], Progress] | None = None,
+    progress: Callable[[int, str], Progress] | None = None,
     force: bool = False,
 ) -> ExplainSummary:
     """Explain every post of ``input_path``; JSON lines at ``out``, the HTML report at ``html``.
     Bad input, a mismatched pair or an unsafe output path is refused before any model loads,
-    and nothing is written. ``progress(total)`` as ``predict_file``'s (total: twice the posts,
-    one pass per half)."""
+    and nothing is written. ``progress(total, half)``: a counter of the posts through each half
+    ("criteria", then "evidence"), as ``predict_file``'s ``progress(total)``."""
     started = time.perf_counter()
     protected = {
         input_path: "the --input file",
@@ -82,9 +83,9 @@ def explain_file(
     posts = load_posts(input_path)
     pair = load_pair(criteria_dir, evidence_dir, device)
     loaded = time.perf_counter()
-    step = progress(2 * len(posts)) if progress is not None else None
     texts = [post.text for post in posts]
-    result = pair.explain(texts, top_k, batch_size, step)
+    counter = functools.partial(progress, len(posts)) if progress is not None else None
+    result = pair.explain(texts, top_k, batch_size, counter)
     ids = [post.post_id for post in posts]
     contents = {
         Path(out): "".join(

@@ -9,7 +9,7 @@ evidence model ranks the post's sentences for each symptom found, and only for t
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,20 +74,22 @@ class Pair:
         texts: Sequence[str],
         top_k: int | None = DEFAULT_TOP_K,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        progress: Progress | None = None,
+        progress: Callable[[str], Progress] | None = None,
     ) -> Explanations:
         """Per text, every symptom's probability and decision and, for those present, the
-        ``top_k`` sentences (None: all) by evidence score. ``progress`` counts posts through
-        each half, so it reaches twice the number of texts."""
+        ``top_k`` sentences (None: all) by evidence score. ``progress(half)`` gives the counter
+        of the posts through each half, "criteria" then "evidence", as that half starts: each
+        counts every post once."""
+        counter = progress or (lambda half: None)
         started = time.perf_counter()
-        decided = self.criteria.predict(texts, batch_size, progress)
+        decided = self.criteria.predict(texts, batch_size, counter("criteria"))
         found = [
             [label for label, present in zip(decided.labels, row, strict=True) if present]
             for row in decided.decisions
         ]
         scored = time.perf_counter()
         evidence = self.evidence.predict_evidence(
-            texts, top_k, batch_size, progress, symptoms=found
+            texts, top_k, batch_size, counter("evidence"), symptoms=found
         )
         done = time.perf_counter()
         thresholds = self.criteria.settings.thresholds

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from hpo.explain.figures import probability_text, threshold_text
 from hpo.explain.join import UNCERTAIN_MARGIN, Explanation, Finding
 from hpo.explain.quality import ModelQuality
 from hpo.explain.report_header import filter_script, models_table, notice, symptom_index
@@ -123,7 +124,11 @@ def _article(index: int, post_id: str, text: str, post: Explanation, colours: di
 def _badge(finding: Finding, colour: str) -> str:
     state = "present" if finding.present else "absent"
     decided = "found" if finding.present else "not found"
-    title = f"probability {finding.probability:.3f}, threshold {finding.threshold:.2f}: {decided}"
+    probability, threshold = finding.probability, finding.threshold
+    title = (
+        f"probability {probability_text(probability, threshold, 3)}, "
+        f"threshold {threshold_text(threshold)}: {decided}"
+    )
     unsure = ""
     if finding.uncertain:
         state += " uncertain"
@@ -132,7 +137,7 @@ def _badge(finding: Finding, colour: str) -> str:
     return (
         f'<li class="badge {state}" data-symptom="{escape(finding.symptom)}" '
         f'style="--c:{colour}" title="{escape(title)}">'
-        f"{escape(_name(finding.symptom))} {finding.probability:.2f}{unsure}</li>"
+        f"{escape(_name(finding.symptom))} {probability_text(probability, threshold)}{unsure}</li>"
     )
 
 

@@ -11,16 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from hpo.explain.figures import threshold_text
 from hpo.explain.join import UNCERTAIN_MARGIN, Explanation
 from hpo.explain.quality import ModelQuality
+from hpo.final.model_card import INTENDED_USE
 
-NOTICE = (
-    "<strong>Intended use: a research screening aid, not a diagnosis.</strong> These are a "
-    "model's readings of text, to help researchers find and review posts that may describe "
-    "DSM-5 depressive symptoms. They are not a clinical assessment, they can be wrong in both "
-    "directions, and they must not be used to make decisions about a person. Anyone who may be "
-    "at risk needs a qualified clinician."
-)
+NOTICE = f"<strong>{escape(INTENDED_USE[0])}</strong> {escape(INTENDED_USE[1])}"  # the card's
 ROLES = {
     "criteria": "Criteria model (which symptoms a post shows)",
     "evidence": "Evidence model (which sentences show them)",
@@ -103,7 +99,7 @@ def symptom_index(
             f'<tr data-symptom="{escape(symptom)}"><th scope=row>'
             f'<span class="swatch" style="--c:{colours[symptom]}"></span>'
             f"{escape(names[symptom])}</th>"
-            f'<td class="threshold">{findings[0][1].threshold:.2f}</td>'
+            f'<td class="threshold">{threshold_text(findings[0][1].threshold)}</td>'
             f"<td>{_filter('present', symptom, len(present), names[symptom])}</td>"
             f"<td>{_filter('uncertain', symptom, uncertain, names[symptom])}</td>"
             f'<td class="posts">{links or "–"}</td></tr>'

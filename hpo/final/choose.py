@@ -24,19 +24,7 @@ from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
 from hpo.train.metrics import PRIOR_POSITIVES, shrunk_threshold
 
-# How the decision thresholds are chosen, decided from the flags before anything is trained
-# (so no look at validation or test can pick the rule): out_of_fold with --cv K (every train +
-# validation post, scored by a model that did not train on it), validation with the spec's
-# threshold: tuned and no --cv (the search's own choice), fixed (0.5 everywhere) otherwise.
-RULES = ("fixed", "validation", "out_of_fold")
 HELDOUT_FILE = "heldout.json"  # in a --cv fold's run folder: its held-out posts' probabilities
-
-
-def threshold_rule(cv: int, threshold: str) -> str:
-    """The rule finalize decides at (RULES), from --cv and the spec's train.threshold."""
-    if cv:
-        return "out_of_fold"
-    return "validation" if threshold == "tuned" else "fixed"
 
 
 def by_mean_validation(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:

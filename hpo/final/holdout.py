@@ -19,6 +19,7 @@ from hpo.models.ensemble_file import is_ensemble, read_ensemble
 from hpo.models.hardware import resolve_device
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import (
+    INTERVAL_METRICS,
     Evaluation,
     metrics_at,
     per_symptom,
@@ -36,7 +37,8 @@ class TestScore:
     per_symptom: dict[str, dict]  # at the model's decision thresholds, with each one's support
     thresholds: dict[str, float]  # the decision thresholds, chosen before test was read
     split_sizes: dict[str, dict[str, int]]  # per split: posts and examples
-    # per post-level F1 (criteria only): the 95% percentile bootstrap interval over test posts
+    # the study's metric and (criteria) the post-level F1s, where an F1: the 95% percentile
+    # bootstrap interval over test posts
     intervals: dict[str, dict]
 
 
@@ -66,7 +68,8 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         per_symptom(data.test, probs, decision),
         decision,
         sizes,
-        post_intervals(data.test, probs, decision),
+        # the study's own metric first: the figure the model was chosen by
+        post_intervals(data.test, probs, decision, (config.objective_metric, *INTERVAL_METRICS)),
     )
 
 

@@ -10,6 +10,15 @@ from importlib import metadata
 from hpo.storage_url import redact
 
 LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
+# What a model of these tasks is for, and not for: one text, on the card and atop the HTML
+# report of its predictions (hpo.explain), read before any figure.
+INTENDED_USE = (
+    "Intended use: a research screening aid, not a diagnosis.",
+    "These are a model's readings of text, to help researchers find and review posts that may "
+    "describe DSM-5 depressive symptoms. They are not a clinical assessment, they can be wrong "
+    "in both directions, and they must not be used to make decisions about a person. Anyone "
+    "who may be at risk needs a qualified clinician.",
+)
 
 
 def model_card(summary: dict) -> str:
@@ -22,6 +31,8 @@ def model_card(summary: dict) -> str:
     )
     lines = [
         f"# {summary['study']}: final model",
+        "",
+        f"> **{INTENDED_USE[0]}** {INTENDED_USE[1]}",
         "",
         f"Chosen: the configuration of trial {chosen['trial']}, {which}, "
         "by mean validation "
@@ -90,14 +101,16 @@ def model_card(summary: dict) -> str:
         "### Per symptom (test, at the decision thresholds)",
         "",
         "Support: the symptom's positives in the test split. Where it is a handful, one post "
-        "moves that symptom's F1 by a tenth or more.",
+        "moves that symptom's F1 by a tenth or more. A dash: no figure, as its denominator is "
+        "zero (recall: no positive; precision: none predicted; F1: no positive and none "
+        "predicted); every count 0: the test split holds no example of the symptom.",
         "",
         "| symptom | support | threshold | F1 | precision | recall | TP | FP | FN | TN |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *(
             f"| {name} | {row['tp'] + row['fn']} | {test['thresholds'][name]:.3f} | "
-            f"{row['f1']:.3f} | {row['precision']:.3f} | "
-            f"{row['recall']:.3f} | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
+            + " | ".join(_number(row[key], 3, "—") for key in ("f1", "precision", "recall"))
+            + f" | {row['tp']} | {row['fp']} | {row['fn']} | {row['tn']} |"
             for name, row in test["per_symptom"].items()
         ),
         "",
@@ -205,8 +218,9 @@ def _threshold_rows(summary: dict) -> list[str]:
 
 
 def _test_rows(summary: dict) -> list[str]:
-    """The test metrics at the decision thresholds, with the post-level F1s' intervals."""
-    test, validation = summary["test"], summary["chosen"]["validation"]
+    """The test metrics at the decision thresholds, the study's own first, with the F1s'
+    intervals and what each metric is computed over."""
+    test, validation, metric = summary["test"], summary["chosen"]["validation"], summary["metric"]
     intervals = test.get("intervals", {})
 
     def interval(name: str) -> str:
@@ -215,27 +229,56 @@ def _test_rows(summary: dict) -> list[str]:
         found = intervals[name]
         return f"{found['low']:.4f} – {found['high']:.4f}"
 
+    def row(name: str, label: str) -> str:
+        value = test["metrics"][name]
+        return (
+            f"| {label} | {_number(validation.get(name))} | {_number(value)} | {interval(name)} |"
+        )
+
     lines = [
         "| metric | validation (same thresholds) | test | test 95% interval |",
         "|---|---|---|---|",
-        *(
-            f"| {name} | {_number(validation.get(name))} | {_number(value)} | {interval(name)} |"
-            for name, value in sorted(test["metrics"].items())
-        ),
+        row(metric, f"**{metric}** (the study's: it chose the model)"),
+        *(row(name, name) for name in sorted(test["metrics"]) if name != metric),
         "",
-        "All at the decision thresholds. post_micro_f1 / post_macro_f1 are the post-level "
-        "multi-label F1 over the nine symptoms that the ReDSM5 paper reports (criteria only).",
+        "All at the decision thresholds. " + _metric_scope(summary),
     ]
     if intervals:
         first = next(iter(intervals.values()))
         lines += [
             "",
             f"Intervals: 95% percentile bootstrap over the {first['posts']} test posts "
-            f"({first['resamples']} resamples with replacement, seed {first['seed']}): how far "
-            "the figure could move with another draw of test posts. The model is held fixed; "
-            "seed-to-seed variation is in the validation table above.",
+            f"({first['resamples']} resamples with replacement, seed {first['seed']}"
+            + ("; a post's sentences are drawn together" if _is_evidence(summary) else "")
+            + "): how far the figure could move with another draw of test posts. The model is "
+            "held fixed; seed-to-seed variation is in the validation table above.",
         ]
     return lines
+
+
+def _metric_scope(summary: dict) -> str:
+    """What the test metrics are computed over, so that macro_f1 and post_macro_f1 do not
+    read as one figure."""
+    size = summary["split_sizes"]["test"]
+    example = "macro_f1, f1, precision, recall, accuracy, auroc and average_precision are over"
+    if _is_evidence(summary):
+        return (
+            f"{example} the test split's {size['examples']} (sentence, symptom) pairs, macro_f1 "
+            "the mean of the evidence and the not-evidence class's F1. recall_at_1 / "
+            "recall_at_3: per (post, symptom) with evidence, the share of its evidence "
+            "sentences among the 1 or 3 best scored."
+        )
+    return (
+        f"{example} the test split's {size['posts'] * 9} (post, symptom) cells, macro_f1 the "
+        "mean of the present and the absent class's F1. post_micro_f1 / post_macro_f1 are the "
+        "post-level multi-label F1 over the nine symptoms that the ReDSM5 paper reports, "
+        "pooled over the symptoms or averaged per symptom (a symptom without positives "
+        "counts 0)."
+    )
+
+
+def _is_evidence(summary: dict) -> bool:
+    return "recall_at_1" in summary["test"]["metrics"]
 
 
 def _ensemble_rows(metric: str, summary: dict) -> list[str]:
@@ -268,8 +311,8 @@ def _cv_rows(metric: str, cv: dict) -> list[str]:
     ]
 
 
-def _number(value) -> str:
-    return "" if value is None else f"{value:.4f}"
+def _number(value, digits: int = 4, missing: str = "") -> str:
+    return missing if value is None else f"{value:.{digits}f}"
 
 
 def command_line() -> str:

@@ -3,7 +3,7 @@
 The study's top-k configurations are retrained with several seeds each, on the search's
 own split. The configuration with the best mean validation score wins; its seeds' ensemble
 (or its best seed's model) is scored ONCE on the test split, at decision thresholds chosen by
-a rule fixed from the flags before anything trains (``choose.threshold_rule``: out-of-fold
+a rule fixed from the flags before anything trains (``plan.threshold_rule``: out-of-fold
 with --cv, validation-tuned with the spec's threshold: tuned, else 0.5), with bootstrap
 intervals over the test posts, and saved under ``<output_dir>/<study>-<uid>/final/`` with
 ``metrics.json`` and ``model_card.md``, then recorded in the study (user attributes and two
@@ -27,7 +27,6 @@ from pathlib import Path
 
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
-from hpo.final import choose
 from hpo.final.final_folder import (
     forget_lost_models,
     intact,
@@ -35,8 +34,8 @@ from hpo.final.final_folder import (
     place,
     restore_from_copy,
 )
-from hpo.final.holdout import score_on_test
 from hpo.final.model_card import command_line, library_versions, model_card
+from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
 from hpo.final.retrain import (
     Run,
     forget_other_folds,
@@ -45,13 +44,11 @@ from hpo.final.retrain import (
     train_config,
     write_json,
 )
-from hpo.models.loading import hide_progress_bars
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study import (
     artifact_store,
     check_spec,
-    completed_trials,
     first_look_epochs,
     is_spec_file,
     load_existing_study,
@@ -67,7 +64,6 @@ from hpo.study import (
 )
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import objective_value
 
 SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
 FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
@@ -92,12 +88,14 @@ def finalize(
     cv: int | None = None,
     partial: bool = False,
     progress: bool = True,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] | None = None,
     threads: int | None = None,
 ) -> dict:
     """``top_k``, ``seeds``, ``refit``, ``ensemble`` and ``cv`` left None take their DEFAULTS;
     given, they are named as ignored when the study was finalized already with others.
-    ``threads``: CPU threads per retraining process (None: the cores split between them)."""
+    ``threads``: CPU threads per retraining process (None: the cores split between them).
+    ``say``: where finalize's own lines go (None: standard output, flushed)."""
+    say = say or _print_now
     asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble, "cv": cv}
     settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
     if refit == "train+val" and ensemble is None:
@@ -119,8 +117,6 @@ def finalize(
             "--refit train+val retrains one model, so it cannot be an ensemble; "
             "pass --ensemble none with it, or leave --refit out"
         )
-    if not progress:
-        hide_progress_bars()  # transformers' too, where the retrainings run in this process
     # a file, or a study's name: its recorded spec, --set flags and all
     spec = load_spec_ref(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
@@ -132,14 +128,24 @@ def finalize(
         if (
             final_dir / "metrics.json"
         ).exists():  # the test split is scored once: a finished finalize is only read
-            return _finalized(spec, final_dir, asked, say)
+            return _finalized(spec, study, final_dir, asked, say)
         check_spec(study, spec, _spec_fix(spec, spec_path, overrides))
         search = _search_state(study, spec, partial)
         runs = plan(spec, study, top_k, seeds)
         # before hours of retraining
         planned = train_config(spec, runs[0].params, runs[0].seed, None)
         _require_splits(planned, cv)
-        rule = choose.threshold_rule(cv, planned.threshold)  # before any score is seen
+        rule = threshold_rule(cv, planned.threshold)  # before any score is seen
+        for line in plan_lines(spec, study, runs, settings, workers, rule):
+            say(line)
+        # only now: torch and transformers take seconds to import (25 s on a busy 2-core
+        # machine), and the plan is worth reading meanwhile
+        from hpo.final import choose
+        from hpo.final.holdout import score_on_test
+        from hpo.models.loading import hide_progress_bars
+
+        if not progress:
+            hide_progress_bars()  # transformers' too, where the retrainings run in this process
         retrain = functools.partial(
             retrain_all,
             spec,
@@ -204,34 +210,15 @@ def finalize(
     say(
         f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} "
         f"{summary['configurations'][0]['mean']:.4f}"
-        f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test {spec.metric} "
-        f"{_test_value(spec, summary):.4f}; model in {final_dir / 'model'}"
+        f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test "
+        f"{test_figure(summary, spec.metric)}; model in {final_dir / 'model'}"
     )
     return summary
 
 
-def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
-    """The best ``top_k`` distinct configurations, each with seeds 0..seeds-1 (seed 0
-    reproduces the trial itself when the spec fixes no other seed)."""
-    trials = sorted(
-        completed_trials(study), key=lambda t: t.value, reverse=spec.direction == "maximize"
-    )
-    chosen, seen = [], set()
-    for trial in trials:
-        key = json.dumps(trial.params, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            chosen.append(trial)
-    if not chosen:
-        raise UsageError(
-            f"study {spec.name!r} has no completed trial to finalize; run hpo tune first"
-        )
-    base = int(spec.train.get("seed", 0))
-    return [
-        Run(rank, trial.number, dict(trial.params), base + s)
-        for rank, trial in enumerate(chosen[:top_k], start=1)
-        for s in range(seeds)
-    ]
+def _print_now(line: str) -> None:
+    """finalize's own lines, flushed: in a log they come before the retrainings' (stderr)."""
+    print(line, flush=True)
 
 
 def _search_state(study, spec: StudySpec, partial: bool) -> dict:
@@ -301,10 +288,13 @@ def _require_splits(config: TrainConfig, cv: int) -> None:
         raise UsageError(f"--cv {cv}: the train and validation splits hold only {pool} posts")
 
 
-def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str], None]) -> dict:
+def _finalized(
+    spec: StudySpec, study, final_dir: Path, asked: dict, say: Callable[[str], None]
+) -> dict:
     """A finished finalize, read back: its model checked against what metrics.json lists
     (refused where it is missing: it is the only copy, bar the copies older finalizes kept),
-    and the settings asked for now named as ignored where they differ from those it ran with."""
+    the settings asked for now named as ignored where they differ from those it ran with, and
+    a better trial the search found since named."""
     summary = json.loads((final_dir / "metrics.json").read_text())
     model = final_dir / "model"
     files = summary.get("model_files")
@@ -344,6 +334,8 @@ def _finalized(spec: StudySpec, final_dir: Path, asked: dict, say: Callable[[str
             "and its test split is scored once "
             f"(move {final_dir} aside to finalize anew)"
         )
+    if better := better_since(spec, study, summary):
+        say(f"{better}; move {final_dir} aside to finalize anew")
     return summary
 
 
@@ -380,13 +372,26 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
             f"test_{spec.metric}": round(_test_value(spec, summary), 6),
             "test_intervals": summary["test"].get("intervals", {}),
             "thresholds": summary.get("thresholds", {}).get("rule"),
-            "model_card_artifact": upload(store, study, final_dir / "model_card.md"),
-            "metrics_artifact": upload(store, study, final_dir / "metrics.json"),
+            "model_card_artifact": upload(
+                store, study, final_dir / "model_card.md", artifact_name("model_card.md", summary)
+            ),
+            "metrics_artifact": upload(
+                store, study, final_dir / "metrics.json", artifact_name("metrics.json", summary)
+            ),
         },
     )
     study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
     study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary))
     write_study_note(study, spec)  # the dashboard's study note ends with the chosen model
+
+
+def artifact_name(file_name: str, summary: dict) -> str:
+    """The name the study's artifact of a final's ``file_name`` takes: the chosen trial and
+    when finalize finished, so two finalizes of a study (a final moved aside, finalized anew)
+    leave two artifacts the dashboard tells apart: model_card-trial3-20261127T145832Z.md."""
+    stamp = datetime.fromisoformat(summary["finished"]).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stem, suffix = file_name.rsplit(".", 1)
+    return f"{stem}-trial{summary['chosen']['trial']}-{stamp}.{suffix}"
 
 
 def seed_spread_line(metric: str, configuration: dict) -> str:
@@ -400,16 +405,23 @@ def seed_spread_line(metric: str, configuration: dict) -> str:
 
 
 def test_line(summary: dict) -> str:
-    """The test figures with their intervals, in one line."""
-    test = summary["test"]
+    """The test figures with their intervals, in one line: the study's metric first."""
+    test, metric = summary["test"], summary["metric"]
     shown = [
-        f"{name} {test['metrics'][name]:.4f} "
-        f"(95% CI {interval['low']:.4f}-{interval['high']:.4f}, {interval['posts']} posts)"
-        for name, interval in test.get("intervals", {}).items()
+        test_figure(summary, name) for name in dict.fromkeys((metric, *test.get("intervals", {})))
     ]
     rule = summary.get("thresholds", {}).get("rule", "fixed").replace("_", "-")
-    return f"test, scored once at {rule} thresholds: " + (
-        "; ".join(shown) or f"{summary['metric']} {test['metrics'][summary['metric']]:.4f}"
+    return f"test, scored once at {rule} thresholds: " + "; ".join(shown)
+
+
+def test_figure(summary: dict, name: str) -> str:
+    """``name``'s test value, with its interval where it has one."""
+    value = summary["test"]["metrics"][name]
+    if not (interval := summary["test"].get("intervals", {}).get(name)):
+        return f"{name} {value:.4f}"
+    return (
+        f"{name} {value:.4f} (95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
+        f"{interval['posts']} posts)"
     )
 
 
@@ -417,4 +429,6 @@ def _test_value(spec: StudySpec, summary: dict) -> float:
     """The test score at the model's decision thresholds."""
     # the test metrics are at the decision thresholds; a summary written before they were
     # holds tuned_ twins at the validation thresholds, which threshold: tuned decided at
+    from hpo.train.evaluate import objective_value  # torch: imported by finalize's scoring
+
     return objective_value(summary["test"]["metrics"], spec.metric, summary["chosen"]["threshold"])

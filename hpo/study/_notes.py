@@ -27,7 +27,11 @@ log = logging.getLogger(__name__)
 # finalize's summary in the study (hpo.final.pipeline.FINAL_ATTR, below this layer), and its
 # two one-line companions FINAL_ATTR_seed_spread and FINAL_ATTR_test
 FINAL_ATTR = "final"
-HPO_PART_END = "<!-- end of the part hpo writes: notes below this line are kept -->"
+# Where hpo's part of the study note ends. A Markdown link reference definition, which renders
+# as nothing: optuna-dashboard's Markdown shows raw HTML, an <!-- comment --> too, as text.
+HPO_PART_END = '[//]: # "end of the part hpo writes: notes below this line are kept"'
+# the ends notes written by earlier versions carry, so that their users' notes are kept
+FORMER_PART_ENDS = ("<!-- end of the part hpo writes: notes below this line are kept -->",)
 DEFAULT_EPOCHS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}["epochs"]
 
 
@@ -44,7 +48,8 @@ def write_study_note(study: optuna.Study, spec: StudySpec) -> None:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names([spec.metric])
         before = get_note(study)
-        kept = before.split(HPO_PART_END, 1)[1] if HPO_PART_END in before else ""
+        end = next((e for e in (HPO_PART_END, *FORMER_PART_ENDS) if e in before), None)
+        kept = before.split(end, 1)[1] if end else ""
         text = f"{study_note(spec, study.user_attrs)}\n\n{HPO_PART_END}{kept}"
         if text != before:
             save_note(study, text)

@@ -4,6 +4,8 @@ re-queueing an interrupted or stale one, recording many attributes at once, and 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,9 +52,20 @@ def artifact_store(output_dir: str | Path) -> FileSystemArtifactStore:
     return FileSystemArtifactStore(str(path))
 
 
-def upload(store: FileSystemArtifactStore, trial: optuna.Trial | optuna.Study, path: Path) -> str:
-    """Attach the file at ``path`` to ``trial`` (or a whole study); returns the artifact id."""
-    return upload_artifact(artifact_store=store, file_path=str(path), study_or_trial=trial)
+def upload(
+    store: FileSystemArtifactStore,
+    trial: optuna.Trial | optuna.Study,
+    path: Path,
+    name: str | None = None,
+) -> str:
+    """Attach the file at ``path`` to ``trial`` (or a whole study), named ``name`` (default:
+    its own name; the dashboard lists artifacts by it); returns the artifact id."""
+    if name is None or name == path.name:
+        return upload_artifact(artifact_store=store, file_path=str(path), study_or_trial=trial)
+    with tempfile.TemporaryDirectory() as folder:  # Optuna names an artifact after its file
+        named = Path(folder) / name
+        shutil.copyfile(path, named)
+        return upload_artifact(artifact_store=store, file_path=str(named), study_or_trial=trial)
 
 
 def completed_trials(study: optuna.Study) -> list[FrozenTrial]:

@@ -50,6 +50,13 @@ THRESHOLDED: tuple[Metric, ...] = (
 RESAMPLES = 2000
 SEED = 0
 INTERVAL_METRICS = ("post_macro_f1", "post_micro_f1")  # criteria's post-level F1s
+# the metrics a bootstrap over posts gives an interval for, by bootstrap_interval's name:
+# the post-level F1s, averaged over the symptoms, and macro_f1 over every cell (or sentence)
+BOOTSTRAPPED = {
+    "post_macro_f1": "macro_f1",
+    "post_micro_f1": "micro_f1",
+    "macro_f1": "binary_macro_f1",
+}
 
 
 @dataclass(frozen=True)
@@ -209,16 +216,25 @@ def post_intervals(
     thresholds: dict[str, float],
     metrics: tuple[str, ...] = INTERVAL_METRICS,
 ) -> dict[str, dict]:
-    """How far each post-level F1 in ``metrics`` could move by which posts the split happened
-    to hold: a percentile bootstrap over its posts at ``thresholds``."""
+    """How far each of ``metrics`` could move by which posts the split happened to hold: a
+    percentile bootstrap over its posts (an evidence post's sentences drawn together) at
+    ``thresholds``. Given for the F1s in BOOTSTRAPPED (post_* for criteria only); the other
+    names are left out."""
+    cut = np.array([thresholds[s] for s in SYMPTOMS])
     if split.formulation == "evidence":
-        return {}  # sentence-level: no post x symptom matrix to resample
-    truth, scores = post_matrix(split, probs)
-    decided = (scores >= np.array([thresholds[s] for s in SYMPTOMS])).astype(np.int64)
+        truth, groups = split.tokens.labels, np.array(split.post_ids)
+        decided = (probs[:, 0] >= cut[_symptom_columns(split)]).astype(np.int64)
+    else:
+        (truth, scores), groups = post_matrix(split, probs), None
+        decided = (scores >= cut).astype(np.int64)
     found = {}
-    for name in metrics:
+    for name in dict.fromkeys(metrics):  # each once
+        if name not in BOOTSTRAPPED or (
+            split.formulation == "evidence" and name in INTERVAL_METRICS
+        ):
+            continue
         low, high = bootstrap_interval(
-            truth, decided, name.removeprefix("post_"), n=RESAMPLES, seed=SEED
+            truth, decided, BOOTSTRAPPED[name], n=RESAMPLES, seed=SEED, groups=groups
         )
         found[name] = {
             "low": round(low, 6),
@@ -226,7 +242,7 @@ def post_intervals(
             "level": BOOTSTRAP_LEVEL,
             "resamples": RESAMPLES,
             "seed": SEED,
-            "posts": len(truth),
+            "posts": len(set(split.post_ids)),
         }
     return found
 
@@ -235,26 +251,34 @@ def per_symptom(
     split: PreparedSplit, probs: np.ndarray, thresholds: dict[str, float]
 ) -> dict[str, dict]:
     """Per symptom at ``thresholds``: F1, precision, recall, the confusion counts and the
-    support (posts for criteria, sentences for evidence), for the model card's table."""
-    cells = symptom_cells(split, probs)
+    support (positive posts for criteria, sentences for evidence), for the model card's table.
+    A figure whose denominator is zero is None, not a made-up 0: a symptom with no example in
+    the split (no test sentence of it, say) has support 0 and no F1."""
     table = {}
-    for symptom, (truth, scores) in zip(SYMPTOMS, cells, strict=True):
+    for symptom, (truth, scores) in zip(SYMPTOMS, symptom_cells(split, probs), strict=True):
+        if not len(truth):  # nothing to count: scikit-learn refuses an empty array
+            table[symptom] = dict.fromkeys(("f1", "precision", "recall")) | _counts(0, 0, 0, 0)
+            continue
         decided = (scores >= thresholds[symptom]).astype(np.int64)
         tn, fp, fn, tp = (int(n) for n in confusion_matrix(truth, decided, labels=[0, 1]).ravel())
         precision, recall, f1, _ = precision_recall_fscore_support(
-            truth, decided, labels=[1], zero_division=0
+            truth, decided, labels=[1], zero_division=np.nan
         )
         table[symptom] = {
-            "f1": float(f1[0]),
-            "precision": float(precision[0]),
-            "recall": float(recall[0]),
-            "tp": tp,
-            "fp": fp,
-            "fn": fn,
-            "tn": tn,
-            "support": tp + fn,
-        }
+            "f1": _defined(f1[0]),
+            "precision": _defined(precision[0]),
+            "recall": _defined(recall[0]),
+        } | _counts(tp, fp, fn, tn)
     return table
+
+
+def _counts(tp: int, fp: int, fn: int, tn: int) -> dict[str, int]:
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "support": tp + fn}
+
+
+def _defined(value: float) -> float | None:
+    """None for scikit-learn's NaN (zero_division): JSON and the card show it as missing."""
+    return None if np.isnan(value) else float(value)
 
 
 def symptom_cells(split: PreparedSplit, probs: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

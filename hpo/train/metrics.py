@@ -151,6 +151,9 @@ def shrunk_threshold(
     }
 
 
+BOOTSTRAP_METRICS = ("macro_f1", "micro_f1", "binary_macro_f1")
+
+
 def bootstrap_interval(
     y_true: np.ndarray,
     y_pred: np.ndarray,
@@ -158,11 +161,15 @@ def bootstrap_interval(
     n: int = 2000,
     seed: int = 0,
     level: float = BOOTSTRAP_LEVEL,
+    groups: np.ndarray | None = None,
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval of a post-level F1 over posts: ``y_true`` and
-    ``y_pred`` are post x symptom 0/1 matrices; the posts (rows) are resampled with
-    replacement ``n`` times with ``seed``, and ``metric`` ("macro_f1" or "micro_f1", as
-    sklearn's f1_score averages with zero_division=0) computed on each resample."""
+    """The percentile bootstrap interval of an F1 over posts: ``y_true`` and ``y_pred`` are
+    0/1 matrices, a row per post and a column per symptom (criteria), or a row per sentence
+    and ``groups`` each one's post (evidence: a post's sentences are drawn together). The
+    posts are resampled with replacement ``n`` times with ``seed``, and ``metric`` computed on
+    each resample: "macro_f1" or "micro_f1" over the columns, as sklearn's f1_score averages
+    with zero_division=0, or "binary_macro_f1", binary_metrics' macro_f1 over every entry
+    (the positive and the negative class's F1, averaged)."""
     y_true = np.asarray(y_true).astype(np.int64)
     y_pred = np.asarray(y_pred).astype(np.int64)
     if y_true.ndim == 1:
@@ -172,20 +179,35 @@ def bootstrap_interval(
             f"y_true {y_true.shape} and y_pred {y_pred.shape} must be equal, non-empty "
             "post x symptom matrices"
         )
-    if metric not in ("macro_f1", "micro_f1"):
-        raise ValueError(f"metric must be macro_f1 or micro_f1, got {metric!r}")
+    if metric not in BOOTSTRAP_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(BOOTSTRAP_METRICS)}, got {metric!r}")
     if n < 1 or not 0 < level < 1:
         raise ValueError(f"need n >= 1 resamples and 0 < level < 1, got {n}, {level}")
-    rows = np.random.default_rng(seed).integers(0, len(y_true), size=(n, len(y_true)))
-    # per resample and symptom, the confusion counts: a resample is its posts' rows summed
-    tp = np.stack([(y_true[r] & y_pred[r]).sum(axis=0) for r in rows])
-    fp = np.stack([((1 - y_true[r]) & y_pred[r]).sum(axis=0) for r in rows])
-    fn = np.stack([(y_true[r] & (1 - y_pred[r])).sum(axis=0) for r in rows])
-    if metric == "micro_f1":
-        tp, fp, fn = tp.sum(axis=1), fp.sum(axis=1), fn.sum(axis=1)
-    denominator = 2 * tp + fp + fn
-    f1 = np.divide(2 * tp, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
-    values = f1.mean(axis=1) if metric == "macro_f1" else f1
+    post = np.arange(len(y_true)) if groups is None else np.unique(groups, return_inverse=True)[1]
+    posts = int(post.max()) + 1
+    # per post and symptom, the confusion counts; a resample's are its posts' summed
+    counts = np.zeros((4, posts, y_true.shape[1]), dtype=np.int64)
+    for k, cell in enumerate(
+        (y_true & y_pred, (1 - y_true) & y_pred, y_true & (1 - y_pred), (1 - y_true) & (1 - y_pred))
+    ):
+        np.add.at(counts[k], post, cell)
+    rows = np.random.default_rng(seed).integers(0, posts, size=(n, posts))
+    # how often each resample drew each post
+    drawn = np.bincount((rows + posts * np.arange(n)[:, None]).ravel(), minlength=n * posts)
+    tp, fp, fn, tn = (drawn.reshape(n, posts) @ counts[k] for k in range(4))
+    if metric != "macro_f1":  # over every entry
+        tp, fp, fn, tn = (x.sum(axis=1) for x in (tp, fp, fn, tn))
+    values = _f1(tp, fp, fn)
+    if metric == "macro_f1":
+        values = values.mean(axis=1)
+    elif metric == "binary_macro_f1":
+        values = (values + _f1(tn, fn, fp)) / 2  # "absent" is the positive class of the other
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """F1 from confusion counts; 0 where nothing is positive or predicted (zero_division=0)."""
+    denominator = 2 * tp + fp + fn
+    return np.divide(2 * tp, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
