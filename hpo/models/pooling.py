@@ -68,4 +68,3 @@ def sentence_weights(
         0, index, weights
     )
     return weights / total[example_of]
-
