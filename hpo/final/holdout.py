@@ -3,6 +3,8 @@ no trial of a search ever sees the test split."""
 
 from __future__ import annotations
 
+import dataclasses
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +26,12 @@ from hpo.train.evaluate import (
     metrics_at,
     per_symptom,
     post_intervals,
+    post_scores,
     score,
     split_probabilities,
     symptom_cells,
 )
+from hpo.train.posts import PostScores, evidence_ranking
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 
 
@@ -56,15 +60,18 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         if is_ensemble(model_dir)
         else ([model_dir], read_inference(model_dir))
     )
-    probs = mean_probabilities(config, data, data.test, folders)
+    scores = mean_scores(config, data, data.test, folders)
+    probs = scores.probs if isinstance(scores, PostScores) else scores
     decision = dict(inference.thresholds)
     sizes = {
         name: {"posts": len(set(split.post_ids)), "examples": len(split)}
         for name in ("train", "validation", "test")
         if (split := getattr(data, name)) is not None
     }
+    # whole_post: how its sentence scores rank test's evidence, beside the post metrics
+    ranking = evidence_ranking(data.test, scores) if isinstance(scores, PostScores) else {}
     return TestScore(
-        metrics_at(data.test, probs, decision),
+        metrics_at(data.test, probs, decision) | ranking,
         per_symptom(data.test, probs, decision),
         decision,
         sizes,
@@ -123,8 +130,17 @@ def mean_probabilities(
     """The mean of saved classifiers' probabilities on ``split``, loaded one at a time. Each
     must read text as ``config`` tokenized ``split``: finalize's ensembles are seeds of one
     configuration."""
+    scores = mean_scores(config, data, split, folders)
+    return scores.probs if isinstance(scores, PostScores) else scores
+
+
+def mean_scores(
+    config: TrainConfig, data: PreparedData, split: PreparedSplit, folders: list
+) -> np.ndarray | PostScores:
+    """``mean_probabilities``, and for whole_post models their sentences' scores averaged too
+    (every member reads the split's posts into the same windows and sentences)."""
     device = resolve_device(config.device)
-    probs = []
+    found = []
     for folder in folders:
         inference = read_inference(folder)
         if (inference.max_length, inference.long_text) != (config.max_length, config.long_text):
@@ -134,16 +150,25 @@ def mean_probabilities(
             )
         model, _ = load_classifier_on(folder, device)
         collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
+        scoring = (
+            model,
+            split.tokens,
+            collate,
+            config.eval_batch_size,
+            device,
+            nullcontext,
+            config.inference_token_budget(device.type),
+        )
         with torch.inference_mode():
-            probs.append(
-                split_probabilities(
-                    model,
-                    split.tokens,
-                    collate,
-                    config.eval_batch_size,
-                    device,
-                    max_tokens=config.inference_token_budget(device.type),
-                )
-            )
+            found.append(
+                post_scores(*scoring) if split.evidence is not None
+                else split_probabilities(*scoring)
+            )  # fmt: skip
         del model  # one member in memory at a time
-    return np.mean(probs, axis=0)
+    if isinstance(found[0], PostScores):
+        return dataclasses.replace(
+            found[0],
+            probs=np.mean([scores.probs for scores in found], axis=0),
+            sentence_probs=np.mean([scores.sentence_probs for scores in found], axis=0),
+        )
+    return np.mean(found, axis=0)

@@ -268,13 +268,21 @@ def _metric_scope(summary: dict) -> str:
             "recall_at_3: per (post, symptom) with evidence, the share of its evidence "
             "sentences among the 1 or 3 best scored."
         )
-    return (
+    scope = (
         f"{example} the test split's {size['posts'] * 9} (post, symptom) cells, macro_f1 the "
         "mean of the present and the absent class's F1. post_micro_f1 / post_macro_f1 are the "
         "post-level multi-label F1 over the nine symptoms that the ReDSM5 paper reports, "
         "pooled over the symptoms or averaged per symptom (a symptom without positives "
         "counts 0)."
     )
+    if "evidence_recall_at_1" in summary["test"]["metrics"]:  # a whole_post model
+        scope += (
+            " evidence_*: how the model's own sentence scores rank each post's sentences for "
+            "every symptom the post shows, against the annotated evidence, as the evidence "
+            "task measures its model (average precision and AUROC over those sentences; "
+            "recall_at_1 / recall_at_3 per (post, symptom) with evidence)."
+        )
+    return scope
 
 
 def _is_evidence(summary: dict) -> bool:
