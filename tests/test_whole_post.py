@@ -3,6 +3,7 @@ searched by two worker processes with a pruner, finalized, and predicted."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -122,3 +123,30 @@ def test_a_whole_post_model_is_finalized_and_predicts_posts_and_their_evidence(s
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert len(predictions.read_text().splitlines()) == 91  # a header and 90 posts
+
+
+def test_a_whole_post_model_alone_explains_posts_with_its_own_evidence(study):
+    """Issue #49 item 3: the joined prediction and its report from one whole_post model."""
+    (final,) = (study["root"] / "final-out").glob("*/final")
+    out, html = study["root"] / "explained.jsonl", study["root"] / "report.html"
+    run = _hpo(
+        "predict", "--criteria", str(final / "model"), "--input",
+        str(study["data"] / "redsm5_posts.csv"), "--out", str(out), "--html", str(html),
+        "--no-progress", cwd=study["root"],
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "evidence: the whole_post criteria model ranks each post's sentences itself" in (
+        run.stderr
+    )
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 90
+    found = [s for line in lines for s in line["symptoms"].values() if s["present"]]
+    assert found and all(s["evidence"] for s in found), "a present symptom names its sentences"
+    assert all(not s["evidence"] for line in lines for s in line["symptoms"].values()
+               if not s["present"])  # fmt: skip
+    post = lines[0]["symptoms"]
+    text = next(row for row in csv.DictReader((study["data"] / "redsm5_posts.csv").open()))["text"]
+    for finding in post.values():
+        for sentence in finding["evidence"]:
+            assert text[sentence["start"] : sentence["end"]] == sentence["text"]
+    assert "Evidence model" in html.read_text()

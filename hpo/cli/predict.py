@@ -26,13 +26,16 @@ def add_parser(subparsers) -> None:
         "model_dir", nargs="?", help="the model folder: a trial's checkpoint/ or finalize's model"
     )
     parser.add_argument(
-        "--criteria", help="joined prediction: the criteria study's final/model; needs --evidence"
+        "--criteria",
+        help="joined prediction: the criteria study's final/model; needs --evidence unless it is "
+        "a whole_post model, which ranks each post's sentences itself",
     )
     parser.add_argument(
         "--evidence",
         help="joined prediction: the evidence study's final/model, trained on the "
         "same data and criterion texts; its top sentences are found for each symptom --criteria "
-        "finds",
+        "finds (a whole_post --criteria model ranks them itself where it does so at least as "
+        "well on validation)",
     )
     parser.add_argument(
         "--html", help="joined prediction: also write a self-contained HTML report of the posts"
@@ -125,17 +128,14 @@ def _run_pair(args, progress: bool) -> int:
         raise UsageError(
             f"give either a model folder ({args.model_dir}) or --criteria and --evidence, not both"
         )
-    if not (args.criteria and args.evidence):
-        given, missing = (
-            ("--criteria", "--evidence") if args.criteria else ("--evidence", "--criteria")
-        )
-        if not (args.criteria or args.evidence):
+    if not args.criteria:
+        if not args.evidence:
             raise UsageError(
                 "--html needs the joined prediction: pass --criteria and --evidence model folders"
             )
         raise UsageError(
-            f"{given} needs {missing} too: pass the criteria study's final/model and the evidence "
-            "study's final/model"
+            "--evidence needs --criteria too: pass the criteria study's final/model and the "
+            "evidence study's final/model"
         )
     s = pair_on_file(
         args.criteria,
@@ -152,6 +152,8 @@ def _run_pair(args, progress: bool) -> int:
     )
     if s.unchecked_data:
         print(f"hpo: warning: {s.unchecked_data}", file=sys.stderr)
+    if s.evidence_by:
+        print(f"evidence: {s.evidence_by}", file=sys.stderr)
     report = f" and the report in {args.html}" if args.html else ""
     print(
         f"explained {s.posts} posts in {s.criteria_seconds + s.evidence_seconds:.1f} s "
@@ -209,7 +211,7 @@ def model_on_file(
 
 def pair_on_file(
     criteria_dir: str,
-    evidence_dir: str,
+    evidence_dir: str | None,
     input_path: str,
     out: str,
     html: str | None,

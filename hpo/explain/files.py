@@ -1,5 +1,5 @@
-"""``hpo predict --criteria --evidence``: a file of posts in, one JSON line per post out (and
-optionally the HTML report), whole or not at all.
+"""``hpo predict --criteria [--evidence]``: a file of posts in, one JSON line per post out (and
+optionally the HTML report), whole or not at all. A whole_post criteria model may be both.
 
 Each line: ``{"post_id": …, "symptoms": {SYMPTOM: {"probability", "threshold", "present",
 "evidence": [{"rank", "sentence_index", "start", "end", "text", "score", "evidence"}, …]},
@@ -22,10 +22,10 @@ from hpo.data.posts import load_posts
 from hpo.errors import UsageError
 from hpo.explain.join import Explanation, load_pair
 from hpo.explain.pair import check_pair
-from hpo.explain.quality import model_quality
+from hpo.explain.quality import model_quality, one_model_for_both
 from hpo.explain.report import GENERATOR, render_report
 from hpo.outputs import atomic_text, refuse_unsafe_output
-from hpo.predict import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, Progress
+from hpo.predict import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, Progress, read_settings
 
 FIRST_LINE_BYTES = 1 << 20  # read to recognise an earlier output: one post's line fits
 
@@ -39,6 +39,8 @@ class ExplainSummary:
     evidence_seconds: float
     # why the pair's training data could not be compared, if it could not
     unchecked_data: str | None
+    # which model ranked the sentences, and why: said where a whole_post criteria model could
+    evidence_by: str | None = None
 
     @property
     def posts_per_second(self) -> float:
@@ -47,7 +49,7 @@ class ExplainSummary:
 
 def explain_file(
     criteria_dir: str | Path,
-    evidence_dir: str | Path,
+    evidence_dir: str | Path | None,
     input_path: str | Path,
     out: str | Path,
     html: str | Path | None = None,
@@ -60,13 +62,14 @@ def explain_file(
     """Explain every post of ``input_path``; JSON lines at ``out``, the HTML report at ``html``.
     Bad input, a mismatched pair or an unsafe output path is refused before any model loads,
     and nothing is written. ``progress(total, half)``: a counter of the posts through each half
-    ("criteria", then "evidence"), as ``predict_file``'s ``progress(total)``."""
+    ("criteria", then "evidence"), as ``predict_file``'s ``progress(total)``. A whole_post
+    criteria model ranks the sentences itself when ``evidence_dir`` is None, or when it does
+    so at least as well as the evidence model on validation (``one_model_for_both``)."""
     started = time.perf_counter()
     protected = {
         input_path: "the --input file",
         criteria_dir: "the --criteria model folder",
-        evidence_dir: "the --evidence model folder",
-    }
+    } | ({evidence_dir: "the --evidence model folder"} if evidence_dir is not None else {})
     outputs = {
         Path(out): _rules(
             protected, is_explanations_file, "joined predictions file (JSON lines)", force
@@ -79,7 +82,7 @@ def explain_file(
     for path, rules in outputs.items():
         # before anything costs time; checked again when written
         refuse_unsafe_output(path, **rules)
-    check_pair(criteria_dir, evidence_dir)
+    evidence_dir, evidence_by = _evidence_model(criteria_dir, evidence_dir)
     posts = load_posts(input_path)
     pair = load_pair(criteria_dir, evidence_dir, device)
     loaded = time.perf_counter()
@@ -100,7 +103,7 @@ def explain_file(
             result.posts,
             models=[
                 model_quality("criteria", criteria_dir),
-                model_quality("evidence", evidence_dir),
+                model_quality("evidence", evidence_dir or criteria_dir),
             ],
         )
     with ExitStack() as stack:  # every file renamed into place only once all are written
@@ -113,7 +116,31 @@ def explain_file(
         result.criteria_seconds,
         result.evidence_seconds,
         pair.unchecked_data,
+        evidence_by,
     )
+
+
+def _evidence_model(
+    criteria_dir: str | Path, evidence_dir: str | Path | None
+) -> tuple[str | Path | None, str | None]:
+    """The evidence model to load (None: the criteria model itself) and, where a whole_post
+    criteria model could rank the sentences, which one does and why. Checked before any model
+    loads: a pair must fit (``check_pair``), and a criteria model alone must be whole_post."""
+    formulation = read_settings(criteria_dir).formulation
+    whole_post = formulation == "whole_post"
+    if evidence_dir is None:
+        if not whole_post:
+            raise UsageError(
+                f"--criteria needs --evidence too: {criteria_dir} is a {formulation} model, "
+                "which cannot find the evidence itself (a whole_post one can); pass the "
+                "evidence study's final/model"
+            )
+        return None, "the whole_post criteria model ranks each post's sentences itself"
+    check_pair(criteria_dir, evidence_dir)
+    if not whole_post:
+        return evidence_dir, None
+    both, why = one_model_for_both(criteria_dir, evidence_dir)
+    return (None if both else evidence_dir), why
 
 
 def record(post_id: str, post: Explanation) -> dict:

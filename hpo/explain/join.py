@@ -115,8 +115,14 @@ class Pair:
         return Explanations(posts, scored - started, done - scored)
 
 
-def load_pair(criteria_dir: str | Path, evidence_dir: str | Path, device: str = "auto") -> Pair:
+def load_pair(
+    criteria_dir: str | Path, evidence_dir: str | Path | None, device: str = "auto"
+) -> Pair:
     """The criteria and evidence models, checked to fit together (``check_pair``: same data,
-    same criterion texts) before either is loaded."""
+    same criterion texts) before either is loaded. ``evidence_dir`` None: a whole_post criteria
+    model, which ranks its posts' sentences itself, is both."""
+    if evidence_dir is None:
+        criteria = load_classifier(criteria_dir, device)
+        return Pair(criteria, criteria)
     note = check_pair(criteria_dir, evidence_dir)
     return Pair(load_classifier(criteria_dir, device), load_classifier(evidence_dir, device), note)

@@ -25,6 +25,13 @@ HEADLINE = (
 )
 
 
+# how well sentences are ranked as evidence, as the evidence task measures it; a whole_post
+# criteria model records the same figures of its own sentence scores under EVIDENCE_PREFIX
+RANKING = ("average_precision", "recall_at_1", "recall_at_3")
+EVIDENCE_PREFIX = "evidence_"
+OWN_RANKING = EVIDENCE_PREFIX + "recall_at_1"
+
+
 @dataclass(frozen=True)
 class Figure:
     name: str
@@ -48,12 +55,20 @@ def model_quality(role: str, model_dir: str | Path) -> ModelQuality:
     """The test figures of the model in ``model_dir``, read from finalize's summary beside it
     (``model_dir``'s parent, or its target's when it is a link); none when there is none or it
     cannot be read: the report explains predictions either way."""
+    found = _summary_beside(model_dir)
+    if found is None:
+        return ModelQuality(role, str(model_dir), None)
+    return _quality(role, str(model_dir), *found)
+
+
+def _summary_beside(model_dir: str | Path) -> tuple[Path, dict] | None:
+    """finalize's summary beside ``model_dir`` (or beside its target, when it is a link)."""
     folder = Path(model_dir)
     for candidate in dict.fromkeys((folder.parent, folder.resolve().parent)):
         summary = _summary(candidate / SUMMARY_FILE)
         if summary is not None:
-            return _quality(role, str(model_dir), candidate / SUMMARY_FILE, summary)
-    return ModelQuality(role, str(model_dir), None)
+            return candidate / SUMMARY_FILE, summary
+    return None
 
 
 def _summary(path: Path) -> dict | None:
@@ -69,6 +84,9 @@ def _summary(path: Path) -> dict | None:
 def _quality(role: str, model: str, path: Path, summary: dict) -> ModelQuality:
     test = summary["test"]
     metrics, intervals = test.get("metrics", {}), test.get("intervals", {})
+    if role == "evidence" and OWN_RANKING in metrics:  # a whole_post model finding its evidence
+        metrics = {name: metrics[EVIDENCE_PREFIX + name] for name in RANKING}
+        intervals, summary = {}, {**summary, "metric": None}
     names = [*HEADLINE, summary.get("metric")]
     figures = tuple(
         Figure(
@@ -90,3 +108,36 @@ def _quality(role: str, model: str, path: Path, summary: dict) -> ModelQuality:
         summary.get("thresholds", {}).get("rule"),
         figures,
     )
+
+
+def one_model_for_both(criteria_dir: str | Path, evidence_dir: str | Path) -> tuple[bool, str]:
+    """Whether a whole_post criteria model's own sentence scores find the evidence at least as
+    well as the evidence model does: on every ranking figure, on validation (where each
+    model's finalize measured it, the figure its study could be chosen by; test stays unread),
+    and why, in words."""
+    own, theirs = _validation(criteria_dir), _validation(evidence_dir)
+    if own is None or theirs is None:
+        missing = criteria_dir if own is None else evidence_dir
+        return False, (
+            f"no finalize summary with validation figures beside {missing}, so the two cannot "
+            "be compared: the evidence model ranks the sentences"
+        )
+    mine = {name: own.get(EVIDENCE_PREFIX + name) for name in RANKING}
+    other = {name: theirs.get(name) for name in RANKING}
+    if any(not isinstance(value, int | float) for value in (*mine.values(), *other.values())):
+        return False, "a ranking figure is missing from a summary: the evidence model ranks"
+    better = all(mine[name] >= other[name] for name in RANKING)
+    compared = ", ".join(f"{name} {mine[name]:.3f} vs {other[name]:.3f}" for name in RANKING)
+    choice = (
+        "the criteria model finds its own evidence (one model for both)"
+        if better
+        else "the evidence model ranks the sentences"
+    )
+    return better, f"validation, whole_post criteria model vs evidence model: {compared}: {choice}"
+
+
+def _validation(model_dir: str | Path) -> dict | None:
+    found = _summary_beside(model_dir)
+    chosen = found[1].get("chosen") if found else None
+    validation = chosen.get("validation") if isinstance(chosen, dict) else None
+    return validation if isinstance(validation, dict) else None

@@ -87,10 +87,14 @@ def compare_on_validation(
     set of thresholds (None: tuned on validation itself); returns the validation-tuned
     thresholds and each candidate's metrics."""
     data = prepare_data(config)
-    probs = mean_probabilities(config, data, data.validation, model_dirs)
+    scores = mean_scores(config, data, data.validation, model_dirs)
+    probs = scores.probs if isinstance(scores, PostScores) else scores
+    # whole_post: its sentences' evidence ranking, which no threshold changes
+    ranking = evidence_ranking(data.validation, scores) if isinstance(scores, PostScores) else {}
     tuned = score(data.validation, probs).thresholds
     return tuned, {
         name: metrics_at(data.validation, probs, tuned if thresholds is None else thresholds)
+        | ranking
         for name, thresholds in candidates.items()
     }
 
