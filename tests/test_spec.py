@@ -411,6 +411,35 @@ BROKEN = {
 }
 
 
+WHOLE_POST = {
+    "type": "categorical",
+    "choices": ["multilabel", "whole_post"],
+}
+BROKEN["a setting whole_post does not take, searched for it too"] = (
+    changed(
+        ("search_space.criteria_formulation", WHOLE_POST),
+        ("search_space.long_text", {"type": "categorical", "choices": ["truncate", "head_tail"]}),
+    ),
+    "search_space.long_text",
+    "whole_post reads every sentence, so head_tail does not apply",
+)
+
+
+def test_every_choice_is_probed_where_its_conditions_sample_it(tmp_path):
+    """whole_post beside a long_text searched only for multilabel: each is checked at a point
+    where it is sampled, not beside a setting it never meets."""
+    document = changed(
+        ("search_space.criteria_formulation", {**WHOLE_POST, "choices": ["whole_post", "pairs"]}),
+        (
+            "search_space.long_text",
+            {"type": "categorical", "choices": ["head_tail", "chunks"],
+             "when": {"criteria_formulation": "pairs"}},
+        ),
+    )  # fmt: skip
+    spec = load_spec(write(tmp_path, document), env={})
+    assert spec.search_space["long_text"].when == {"criteria_formulation": ("pairs",)}
+
+
 @pytest.mark.parametrize("document, path, problem", BROKEN.values(), ids=BROKEN.keys())
 def test_a_broken_spec_fails_on_one_line_naming_the_key(tmp_path, document, path, problem):
     study = write(tmp_path, document)

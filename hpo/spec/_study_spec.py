@@ -5,6 +5,7 @@ point fits)."""
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints
@@ -326,10 +327,30 @@ class StudySpec(_Strict):
         """
         candidates = {name: _candidates(param) for name, param in self.search_space.items()}
         first = {name: values[0] for name, values in candidates.items()}
-        self._probe({**self.train, **first}, blame=None)
+        self._probe({**self.train, **self._sampled(first)}, blame=None)
         for name, values in candidates.items():
             for value in values[1:]:
-                self._probe({**self.train, **first, name: value}, blame=name)
+                point = {**first, name: value}
+                for parent, allowed in (self.search_space[name].when or {}).items():
+                    if not _one_of(point[parent], allowed):  # a point where it is sampled
+                        point[parent] = allowed[0]
+                self._probe({**self.train, **self._sampled(point)}, blame=name)
+        # every two choices that can meet: a rule between two fields (whole_post takes no
+        # long_text) holds only at some pairs; a few hundred configs, milliseconds
+        choices = [name for name, values in candidates.items() if self._is_choice(name)]
+        for one, other in itertools.combinations(choices, 2):
+            for pair in itertools.product(candidates[one], candidates[other]):
+                point = {**first, one: pair[0], other: pair[1]}
+                if self.applies(one, point) and self.applies(other, point):
+                    self._probe({**self.train, **self._sampled(point)}, blame=None)
+
+    def _is_choice(self, name: str) -> bool:
+        param = self.search_space[name]
+        return isinstance(param, CategoricalParam) and len(param.choices) > 1
+
+    def _sampled(self, point: Mapping[str, object]) -> dict[str, object]:
+        """``point`` without the parameters its other values leave unsampled, as a trial's."""
+        return {name: value for name, value in point.items() if self.applies(name, point)}
 
     def _probe(self, settings: Mapping[str, object], blame: str | None) -> None:
         try:
