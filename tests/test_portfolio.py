@@ -358,3 +358,41 @@ def test_the_portfolio_is_queued_once_however_many_processes_open_the_study(
     assert queued == 1 + len(plan_search(spec).portfolio) == 7
     open_study(spec, worker="node/1")
     assert len(first.get_trials(states=(TrialState.WAITING,))) == queued
+
+
+def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_loss():
+    """Issue #49: reading the whole post is the first move where the space offers it; the
+    recipe's settings whole_post does not take are dropped, its own are set."""
+    space = {
+        "criteria_formulation": {"type": "categorical", "choices": ["multilabel", "whole_post"]},
+        "long_text": {
+            "type": "categorical",
+            "choices": ["truncate", "head_tail"],
+            "when": {"criteria_formulation": "multilabel"},
+        },
+        "post_pooling": {
+            "type": "categorical",
+            "choices": ["max", "attention"],
+            "when": {"criteria_formulation": "whole_post"},
+        },
+        "evidence_loss_weight": {
+            "type": "float",
+            "low": 0.0,
+            "high": 2.0,
+            "when": {"criteria_formulation": "whole_post"},
+        },
+        **SPACE,
+    }
+    recipe = {**RECIPE, "criteria_formulation": "multilabel", "long_text": "head_tail"}
+    spec = auto_spec(search_space=space, warm_start=[recipe])
+    (label, point), *rest = portfolio_points(spec)
+    assert label == "criteria_formulation multilabel -> whole_post"
+    assert point == {
+        **RECIPE,
+        "criteria_formulation": "whole_post",
+        "post_pooling": "max",
+        "evidence_loss_weight": 1.0,
+    }
+    assert spec.point_problem(point) is None
+    assert rest[0][0] == "class_weighting balanced -> sqrt"  # then the moves as before
+    assert not any("whole_post -> " in label for label, _ in rest)  # never back, nor to pairs

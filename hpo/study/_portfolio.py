@@ -20,6 +20,11 @@ class Move:
     name: str  # the searched setting moved
     factor: float | None = None  # a number's move: the recipe's value times this
     alternative: int = 0  # a choice's move: the n-th alternative in PREFERRED order
+    # a choice's move: only to these (None: any); a choice that brings settings of its own
+    # takes ``settings`` (where searched and valid), and the recipe's settings it no longer
+    # takes are dropped
+    only: tuple[object, ...] | None = None
+    settings: tuple[tuple[str, object], ...] = ()
 
 
 # The order is the order of trust: a budget of three trials gets the first two, and with two
@@ -30,6 +35,13 @@ class Move:
 # `sqrt` gained by far the most of the moves measured). Then learning rate (standard recipes are
 # tuned for larger data sets than a few thousand posts), training longer, and the wider moves.
 MOVES = (
+    # reading every sentence of the post and learning from its evidence sentences (issue #49;
+    # bench/results/whole_post.json), with max pooling, the cheapest to train
+    Move(
+        "criteria_formulation",
+        only=("whole_post",),
+        settings=(("post_pooling", "max"), ("evidence_loss_weight", 1.0)),
+    ),
     Move("class_weighting", alternative=0),
     Move("learning_rate", factor=2.0),
     Move("learning_rate", factor=0.5),
@@ -60,7 +72,7 @@ def portfolio_points(spec: StudySpec) -> list[tuple[str, dict[str, object]]]:
             after = _moved(spec.search_space[move.name], before, move)
             if after is None:
                 continue
-            point = {**recipe, move.name: after}
+            point = _with_settings(spec, {**recipe, move.name: after}, move.settings)
             typed = spec.typed_point(point)
             if typed in seen or spec.point_problem(point):
                 continue
@@ -70,6 +82,26 @@ def portfolio_points(spec: StudySpec) -> list[tuple[str, dict[str, object]]]:
     return points
 
 
+def _with_settings(
+    spec: StudySpec, point: dict[str, object], settings: tuple[tuple[str, object], ...]
+) -> dict[str, object]:
+    """``point`` with a moved choice's own ``settings`` (each only where searched, and valid
+    there: else the sampler chooses it) and without the settings that no longer apply."""
+
+    def applicable(point: dict[str, object]) -> dict[str, object]:
+        return {
+            name: value
+            for name, value in point.items()
+            if name not in spec.search_space or spec.applies(name, point)
+        }
+
+    point = applicable(point)
+    for name, value in settings:
+        if name in spec.search_space and not spec.point_problem({**point, name: value}):
+            point = {**point, name: value}
+    return applicable(point)
+
+
 def _moved(param, value: object, move: Move) -> object | None:
     """``value`` moved as ``move`` says, inside ``param``'s space; None when nothing changes."""
     if isinstance(param, CategoricalParam):
@@ -77,7 +109,11 @@ def _moved(param, value: object, move: Move) -> object | None:
         ranked = [c for c in order if c in param.choices] + [
             c for c in param.choices if c not in order
         ]
-        alternatives = [choice for choice in ranked if choice != value]
+        alternatives = [
+            choice
+            for choice in ranked
+            if choice != value and (move.only is None or choice in move.only)
+        ]
         return alternatives[move.alternative] if move.alternative < len(alternatives) else None
     if not isinstance(value, int | float) or isinstance(value, bool):
         return None
