@@ -55,6 +55,7 @@ MEASURES = {
     "threshold_rules": "Threshold rules of finalize --cv (same models, paired)",
     "budget_tail": "A time budget's tail: the start rule before and after b086acf",
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
+    "whole_post": "Whole post vs head_tail (issue #49, real size)",
 }
 # For results files whose writer records no definition (bench/memory.py's).
 DEFINITIONS = {
