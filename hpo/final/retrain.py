@@ -145,12 +145,12 @@ def retrain_all(
     finished are kept)."""
     records = finished_runs(runs, runs_dir)
     pending = [run for run in runs if run.name not in records]
+    pending = [run for run in pending if not _reused(run, runs_dir, say)]
     if records:
         say(
             f"resuming: {len(records)} of {len(runs)} retrainings already finished; "
             f"training the other {len(pending)}"
         )
-    pending = [run for run in pending if not _reused(run, runs_dir, say)]
     children = min(workers, len(pending))
     with tqdm(
         total=len(runs),
