@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from hpo.errors import UsageError
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
-from hpo.study import get_storage, open_study, study_uid, trial_metrics
+from hpo.study import TRAINING_DIGEST_ATTR, get_storage, open_study, study_uid, trial_metrics
 
 SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -47,8 +48,14 @@ def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
     uid = study_uid(study)
     recorded = json.loads((spec.study_dir(uid) / "trial_0" / "metrics.json").read_text())
     assert (recorded["study_uid"], recorded["trial"]) == (uid, 0)
-    # each trial records the seed it ran with
+    # each trial records the seed it ran with, and what it trained (finalize compares them)
     assert study.trials[0].user_attrs["seed"] == recorded["seed"] == 7
+    config = spec.train_config(study.trials[0].params, checkpoint_dir=None)
+    assert recorded[TRAINING_DIGEST_ATTR] == config.training_digest()
+    other = dataclasses.replace(config, seed=8, checkpoint_dir="elsewhere")
+    assert other.training_digest() != config.training_digest(), "the seed is part of it"
+    moved = dataclasses.replace(config, checkpoint_dir="elsewhere", cache_dir="other-cache")
+    assert moved.training_digest() == config.training_digest(), "where outputs go is not"
 
 
 @pytest.mark.slow

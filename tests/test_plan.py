@@ -50,9 +50,17 @@ def test_the_plan_names_the_configurations_the_retrainings_and_what_they_make(tm
         "  retrainings     3 seed(s) each: 6, then 3 more of the chosen one; 2 at a time "
         "(--workers 2)"
     )
-    assert "its 3 seeds averaged into one (--ensemble seeds)" in lines[4]
-    assert "3 folds of train + validation" in lines[5]
-    assert "out-of-fold" in lines[6]
+    # trials told made-up values kept no checkpoint: every seed is retrained, and each
+    # configuration's first seed says why it is not its trial's model
+    assert lines[3:5] == [
+        "  reuse           trial_1-seed_0: retrained, as its checkpoint was not kept "
+        "(keep_top_k) or is gone",
+        "                  trial_2-seed_0: retrained, as its checkpoint was not kept "
+        "(keep_top_k) or is gone",
+    ]
+    assert "its 3 seeds averaged into one (--ensemble seeds)" in lines[6]
+    assert "3 folds of train + validation" in lines[7]
+    assert "out-of-fold" in lines[8]
 
 
 def test_the_plan_says_when_the_study_has_fewer_configurations_than_top_k(tmp_path):
@@ -67,7 +75,7 @@ def test_the_plan_says_when_the_study_has_fewer_configurations_than_top_k(tmp_pa
         "  configurations  the study's 1 distinct completed (fewer than --top-k 3): "
         "trial 2 (macro_f1 0.6200)"
     )
-    assert lines[4] == "  model           its one seed, as trained on train (--refit train)"
+    assert lines[5] == "  model           its one seed, as trained on train (--refit train)"
 
 
 def test_a_finalized_study_names_a_better_trial_found_since(tmp_path):

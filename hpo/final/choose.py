@@ -25,6 +25,7 @@ from hpo.train.evaluate import objective_value
 from hpo.train.metrics import PRIOR_POSITIVES, shrunk_threshold
 
 HELDOUT_FILE = "heldout.json"  # in a --cv fold's run folder: its held-out posts' probabilities
+SEED_KEYS = ("seed", "value", "best_epoch", "run", "reused_from_trial")  # of a run, in metrics.json
 
 
 def by_mean_validation(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
@@ -42,7 +43,8 @@ def by_mean_validation(spec: StudySpec, runs: list[Run], records: dict[str, dict
                 "params": mine[0]["params"],
                 "mean": statistics.fmean(values),
                 "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                "seeds": [{k: r[k] for k in ("seed", "value", "best_epoch", "run")} for r in mine],
+                # reused_from_trial: the seed is that trial's kept checkpoint, not retrained
+                "seeds": [{k: r[k] for k in SEED_KEYS if k in r} for r in mine],
             }
         )
     configurations.sort(key=lambda c: c["mean"], reverse=maximize)

@@ -86,11 +86,12 @@ def model_card(summary: dict) -> str:
         "|---|---|---|---|---|",
         *(
             f"| {c['rank']} | {c['trial']} | {c['mean']:.4f} | {c['sd']:.4f} | "
-            + ", ".join(f"seed {s['seed']}: {s['value']:.4f}" for s in c["seeds"])
+            + ", ".join(f"{seed_name(s)}: {s['value']:.4f}" for s in c["seeds"])
             + " |"
             for c in summary["configurations"]
         ),
         "",
+        *(REUSED_NOTE if _any_reused(summary) else []),
         *(_ensemble_rows(metric, summary) if ensemble else []),
         *(_cv_rows(metric, summary["cv"]) if summary.get("cv") else []),
         *(_threshold_rows(summary) if summary.get("thresholds") else []),
@@ -297,10 +298,30 @@ def _ensemble_rows(metric: str, summary: dict) -> list[str]:
         "",
         f"| model | {metric} |",
         "|---|---|",
-        *(f"| seed {s['seed']} | {s['value']:.4f} |" for s in seeds),
+        *(f"| {seed_name(s)} | {s['value']:.4f} |" for s in seeds),
         f"| ensemble (mean probability) | {summary['ensemble']['value']:.4f} |",
         "",
     ]
+
+
+REUSED_NOTE = [
+    "A seed marked reused is its trial's kept checkpoint: the search trained that model with "
+    "this configuration, seed and training settings on the same split, so finalize did not "
+    "train it again; its figures are the trial's (metrics to four decimals, as the study "
+    "records them).",
+    "",
+]
+
+
+def _any_reused(summary: dict) -> bool:
+    return any("reused_from_trial" in s for c in summary["configurations"] for s in c["seeds"])
+
+
+def seed_name(seed: dict) -> str:
+    """``seed 0``, and where finalize did not retrain it, whose kept checkpoint it is."""
+    if (trial := seed.get("reused_from_trial")) is None:
+        return f"seed {seed['seed']}"
+    return f"seed {seed['seed']} (trial {trial}'s checkpoint, reused)"
 
 
 def _cv_rows(metric: str, cv: dict) -> list[str]:

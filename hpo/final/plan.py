@@ -1,15 +1,18 @@
 """What finalize will do, decided and said before anything trains: the study's best distinct
-configurations, the seeds each is retrained with, and what becomes of them. And, for a
-finalize already done, whether the search has found better since."""
+configurations, the seeds each is retrained with (and the one a trial's kept checkpoint
+already is, which is not), and what becomes of them. And, for a finalize already done,
+whether the search has found better since."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from hpo.errors import UsageError
-from hpo.final.retrain import Run
+from hpo.final.retrain import Run, train_config
+from hpo.final.reuse import judge
 from hpo.spec import StudySpec
-from hpo.study import completed_trials
+from hpo.study import completed_trials, study_uid
 
 # How the decision thresholds are chosen, decided from the flags before anything is trained
 # (so no look at validation or test can pick the rule): out_of_fold with --cv K (every train +
@@ -48,18 +51,24 @@ def best_configurations(spec: StudySpec, study) -> list:
 
 def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
     """The best ``top_k`` distinct configurations, each with seeds 0..seeds-1 (seed 0
-    reproduces the trial itself when the spec fixes no other seed)."""
+    reproduces the trial itself when the spec fixes no other seed); the run at the trial's
+    own seed says whether the trial's kept checkpoint is that run (``reuse.judge``)."""
     chosen = best_configurations(spec, study)
     if not chosen:
         raise UsageError(
             f"study {spec.name!r} has no completed trial to finalize; run hpo tune first"
         )
     base = int(spec.train.get("seed", 0))
-    return [
-        Run(rank, trial.number, dict(trial.params), base + s)
-        for rank, trial in enumerate(chosen[:top_k], start=1)
-        for s in range(seeds)
-    ]
+    uid = study_uid(study)
+    runs = []
+    for rank, trial in enumerate(chosen[:top_k], start=1):
+        mine = [Run(rank, trial.number, dict(trial.params), base + s) for s in range(seeds)]
+        # the trial's own seed where a run has it; else the first, which says why not
+        own = next((i for i, run in enumerate(mine) if run.seed == trial.user_attrs.get("seed")), 0)
+        config = train_config(spec, mine[own].params, mine[own].seed, None)
+        mine[own] = dataclasses.replace(mine[own], reuse=judge(trial, config, uid))
+        runs += mine
+    return runs
 
 
 def plan_lines(spec: StudySpec, study, runs: list[Run], settings: dict, workers: int, rule: str):
@@ -77,13 +86,17 @@ def plan_lines(spec: StudySpec, study, runs: list[Run], settings: dict, workers:
     )
     extra = settings["cv"] + (settings["refit"] == "train+val")
     ensemble = settings["ensemble"] == "seeds" and seeds > 1
+    reused = sum(bool(run.reuse and run.reuse.checkpoint) for run in runs)
+    to_train = len(runs) - reused
     return [
         f"finalize {spec.name}: the plan",
         f"  configurations  {which}: "
         + ", ".join(f"trial {n} ({spec.metric} {values[n]:.4f})" for n in trials),
         f"  retrainings     {seeds} seed(s) each: {len(runs)}"
+        + (f", {reused} of them a trial's checkpoint, so {to_train} to train" if reused else "")
         + (f", then {extra} more of the chosen one" if extra else "")
-        + f"; {min(workers, len(runs))} at a time (--workers {workers})",
+        + f"; {min(workers, max(to_train, 1))} at a time (--workers {workers})",
+        *reuse_lines(runs),
         f"  chosen by       the best mean validation {spec.metric} over its seeds",
         "  model           "
         + (
@@ -107,6 +120,19 @@ def plan_lines(spec: StudySpec, study, runs: list[Run], settings: dict, workers:
         f"  thresholds      {RULE_PLAN[rule]}",
         "  test            scored once, by the chosen model",
     ]
+
+
+def reuse_lines(runs: list[Run]) -> list[str]:
+    """Per configuration, whether the run at its trial's seed is the trial's kept checkpoint
+    or is retrained, and why."""
+    judged = [run for run in runs if run.reuse is not None]
+    words = [
+        f"{run.name}: trial {run.reuse.trial}'s kept checkpoint, not retrained"
+        if run.reuse.checkpoint
+        else f"{run.name}: retrained, as {run.reuse.why}"
+        for run in judged
+    ]
+    return [f"  {'reuse' if i == 0 else '':<16}{line}" for i, line in enumerate(words)]
 
 
 def better_since(spec: StudySpec, study, summary: dict) -> str | None:

@@ -9,7 +9,8 @@ its resource trackers cannot be told to die with their parent.
 
 The children share the runs by claiming each with a lock that the kernel releases when its
 holder dies, so no run trains twice at once. A run writes ``result.json`` last; a rerun
-trains only the runs without one.
+trains only the runs without one. A run that is its trial's kept checkpoint (``reuse``) is
+not trained at all: finalize links the checkpoint in before any child starts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from filelock import FileLock, Timeout
 from tqdm import tqdm
 
 from hpo.errors import RunStopped
+from hpo.final.reuse import Reuse, link_checkpoint
 from hpo.outputs import atomic_text
 from hpo.process import interruptible, start_child, stop_children, threads_per_process
 from hpo.spec import StudySpec, load_spec, set_flags
@@ -67,6 +69,8 @@ class Run:
     seed: int
     folds: int = 0  # K of --cv K; 0: the search's own split
     fold: int = 0  # the held-out fold, 0..K-1
+    # at the trial's own seed: whether its kept checkpoint is this run (reuse.py); None: trained
+    reuse: Reuse | None = None
 
     @property
     def name(self) -> str:
@@ -141,6 +145,7 @@ def retrain_all(
     finished are kept)."""
     records = finished_runs(runs, runs_dir)
     pending = [run for run in runs if run.name not in records]
+    pending = [run for run in pending if not _reused(run, runs_dir, say)]
     if records:
         say(
             f"resuming: {len(records)} of {len(runs)} retrainings already finished; "
@@ -148,14 +153,20 @@ def retrain_all(
         )
     children = min(workers, len(pending))
     with tqdm(
-        total=len(runs), initial=len(records), unit="run", disable=not progress, dynamic_ncols=True
+        total=len(runs),
+        initial=len(runs) - len(pending),
+        unit="run",
+        disable=not progress,
+        dynamic_ncols=True,
     ) as bar:
         if children <= 1:
             # a worker's threads and memory ceiling, so a step past it backs off
             ChildContract(threads=threads_per_process(1, threads)).apply()
             retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
         else:
-            write_json(runs_dir / PLAN_FILE, [dataclasses.asdict(run) for run in pending])
+            # the children train every run they are given: none of these is reused
+            plan = [dataclasses.asdict(dataclasses.replace(run, reuse=None)) for run in pending]
+            write_json(runs_dir / PLAN_FILE, plan)
             launches = child_launches(
                 spec_path,
                 overrides,
@@ -291,21 +302,47 @@ def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
 
     with run_log(run_dir, run.name):
         result = train(config)
-    record = {
+    record = _record(
+        run,
+        value=result.value,
+        best_epoch=result.best_epoch,
+        metrics=rounded(result.metrics),
+        wall_seconds=round(result.wall_seconds, 1),
+    )
+    # last: its presence means the run and its model are complete
+    write_json(run_dir / RESULT_FILE, record)
+    return record
+
+
+def _reused(run: Run, runs_dir: Path, say: Say) -> bool:
+    """Whether ``run`` is now its trial's kept checkpoint, linked in with its result.json
+    (the trial's validation figures, marked ``reused_from_trial``); False where it is not
+    reused, or its checkpoint could not be (then it is retrained, and says why)."""
+    if run.reuse is None or run.reuse.checkpoint is None:
+        return False
+    folder = runs_dir / run.name
+    folder.mkdir(parents=True, exist_ok=True)
+    if problem := link_checkpoint(run.reuse, folder / "model"):
+        say(f"{run.name}: retrained after all: {problem}")
+        return False
+    record = _record(run, **run.reuse.record) | {"reused_from_trial": run.reuse.trial}
+    write_json(folder / RESULT_FILE, record)  # last, as a retraining's
+    say(f"{run.name}: trial {run.reuse.trial}'s kept checkpoint, reused: not retrained")
+    return True
+
+
+def _record(run: Run, **figures) -> dict:
+    """A run's result.json: the run, and its validation ``figures`` (value, best_epoch,
+    metrics, wall_seconds)."""
+    return {
         "run": run.name,
         "rank": run.rank,
         "trial": run.trial,
         "seed": run.seed,
         "fold": run.cv_fold,
         "params": run.params,
-        "value": result.value,
-        "best_epoch": result.best_epoch,
-        "metrics": rounded(result.metrics),
-        "wall_seconds": round(result.wall_seconds, 1),
+        **figures,
     }
-    # last: its presence means the run and its model are complete
-    write_json(run_dir / RESULT_FILE, record)
-    return record
 
 
 @contextmanager

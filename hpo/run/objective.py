@@ -20,6 +20,7 @@ from hpo.run.trial_line import progress_words
 from hpo.spec import StudySpec
 from hpo.study import (
     INTERVAL_ATTR,
+    TRAINING_DIGEST_ATTR,
     artifact_store,
     completed_trials,
     metric_attrs,
@@ -86,8 +87,10 @@ class Objective:
             if self.spec.keep_top_k
             else None,
         )
-        # at the start: a pruned or failed trial reruns from it too
+        # at the start: a pruned or failed trial reruns from it too; and what it trains, so
+        # that finalize can tell whether its kept checkpoint is the retraining it would run
         trial.set_user_attr("seed", config.seed)
+        trial.set_user_attr(TRAINING_DIGEST_ATTR, config.training_digest())
         units = self.spec.pruner.units_per_epoch
         looks = Looks(units, rung_schedule(self.spec))
         last_step = config.epochs * units

@@ -76,6 +76,7 @@ from hpo.study._strategy import (
 from hpo.study._summary import best_trial, interval_words, study_status, study_summaries
 from hpo.study._trials import (
     ARTIFACT_DIR,
+    TRAINING_DIGEST_ATTR,
     artifact_store,
     completed_trials,
     enqueue,
@@ -113,6 +114,7 @@ __all__ = [
     "study_summaries",
     "SURPLUS",
     "ARTIFACT_DIR",
+    "TRAINING_DIGEST_ATTR",
     "HEARTBEAT_ATTR",
     "artifact_store",
     "beating",

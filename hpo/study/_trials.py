@@ -22,6 +22,8 @@ from hpo.study._optuna_private import attrs_session, set_user_attr_in, study_sto
 from hpo.study._storage import rdb_backend
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
+# a trial's attribute: the digest of the settings it trained with (TrainConfig.training_digest)
+TRAINING_DIGEST_ATTR = "training_digest"
 
 
 def enqueue(

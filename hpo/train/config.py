@@ -9,6 +9,8 @@ new config again.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import fields
 from typing import Annotated, Literal
 
@@ -32,6 +34,8 @@ CPU_MICRO_BATCH_TOKENS = 1024
 INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
 CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN
 Share = Annotated[float, Field(ge=0, lt=1)]  # a fraction of something, never all of it
+# where a run's outputs go, not what it trains: two configs that differ only here train one model
+WHERE_ONLY = frozenset({"checkpoint_dir", "cache_dir"})
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,14 @@ class TrainConfig:
             dropout=self.lora_dropout,
             target_modules=self.lora_target_modules,
         )
+
+    def training_digest(self) -> str:
+        """A digest of every setting that decides the trained model (all but WHERE_ONLY): a
+        trial records it, so that finalize can tell whether the trial's kept checkpoint is the
+        model a retraining of it would give."""
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in WHERE_ONLY}
+        text = json.dumps(settings, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
