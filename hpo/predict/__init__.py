@@ -12,16 +12,14 @@ training's meta-safe path, tokenizing is ``tokenize_pairs`` and scoring is
 """
 
 from hpo.predict._files import FileSummary, criteria_header, is_predictions_file, predict_file
+from hpo.predict._folder import NotAModel, load_classifier, read_settings
 from hpo.predict._model import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_TOP_K,
     CriteriaPredictions,
-    NotAModel,
     Predictor,
     Progress,
     ScoredSentence,
-    load_classifier,
-    read_settings,
 )
 from hpo.predict._progress import ProgressLines
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from hpo.data.posts import load_posts
 from hpo.outputs import atomic_text, refuse_unsafe_output
-from hpo.predict._model import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, Progress, load_classifier
+from hpo.predict._folder import load_classifier
+from hpo.predict._model import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, Progress
 
 EVIDENCE_HEADER = ("post_id", "symptom", "rank", "sentence", "score", "evidence")
 HEADER_BYTES = 1 << 16  # read to recognise an earlier predictions file: any header fits
