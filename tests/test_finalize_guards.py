@@ -557,7 +557,7 @@ def _plant_folds(runs: Path, k: int, done: int) -> list[Path]:
 
 
 def test_fold_runs_of_another_k_are_removed_and_those_of_this_k_kept(tmp_path):
-    from hpo.final.retrain import forget_other_folds
+    from hpo.final.final_folder import forget_other_folds
 
     runs = tmp_path / "runs"
     stale, kept = _plant_folds(runs, 180, 5), _plant_folds(runs, 3, 2)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpo.final.retrain import RESULT_FILE
+from hpo.final.retrain import RESULT_FILE, Say
 from hpo.models.classifier_file import FILE_NAME, read_inference, rewrite_inference
 from hpo.models.ensemble_file import MEMBERS, write_ensemble
 
@@ -164,3 +165,28 @@ def restore_from_copy(
             staged.rename(final_dir / MODEL)
             return source
     return None
+
+
+FOLD_RUN = re.compile(r"-fold_\d+of(\d+)$")  # a --cv run's name (Run.name); group 1: its K
+
+
+def forget_other_folds(runs_dir: Path, k: int, say: Say) -> None:
+    """Remove the fold runs of another K than this finalize's ``--cv`` (0: none), which an
+    earlier, interrupted finalize left: nothing reads them again, and each may hold a model."""
+    stale = [
+        folder
+        for folder in sorted(runs_dir.glob("*-fold_*of*"))
+        if (match := FOLD_RUN.search(folder.name)) and int(match[1]) != k
+    ]
+    for folder in stale:
+        if folder.is_symlink() or not folder.is_dir():
+            folder.unlink()  # never followed: what a link leads to is not finalize's
+        else:
+            shutil.rmtree(folder)
+    if stale:
+        earlier = sorted({int(FOLD_RUN.search(folder.name)[1]) for folder in stale})
+        now = f"--cv {k}" if k else "no --cv"
+        say(
+            f"removed {len(stale)} fold retrainings an earlier finalize left "
+            f"(--cv {', '.join(map(str, earlier))}); this one runs {now}"
+        )

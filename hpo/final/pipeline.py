@@ -29,6 +29,7 @@ from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profil
 from hpo.errors import UsageError
 from hpo.final.final_folder import (
     forget_lost_models,
+    forget_other_folds,
     intact,
     model_files,
     place,
@@ -38,7 +39,6 @@ from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
 from hpo.final.retrain import (
     Run,
-    forget_other_folds,
     retrain_all,
     rounded,
     train_config,
