@@ -325,6 +325,12 @@ CASES = [
         ("train.epochs: must be at most 1000 (got 1000000000)",),
         args=("--set", "train.epochs=1e9"),
     ),
+    # issue #51, item 2: one of them silently won
+    Case(
+        "two-time-budgets",
+        ("--timeout and --set timeout= both set the time budget; give one of them",),
+        args=("--timeout", "2h", "--set", "timeout=60"),
+    ),
     Case(
         "sampler-option-of-the-wrong-type",
         ("sampler.options.n_startup_trials: expected an integer, got 'abc'",),

@@ -141,7 +141,8 @@ def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name
         "--workers",
         "2",
         "--storage",
-        postgres_url,  # the progress bar on: its last word must be that nothing runs
+        postgres_url,
+        "--progress",  # the bar on, into a pipe too: its last word must be that nothing runs
         "--set",
         f"name={study_name}",
         "--set",

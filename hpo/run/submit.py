@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpo.errors import UsageError
-from hpo.run.preflight import preflight
 from hpo.run.slurm import ArrayJob, job_script, sbatch_command, submit_script
+from hpo.run.start import start_study
 from hpo.spec import load_spec
-from hpo.tracking import Tracker
 
 
 @dataclass(frozen=True)
@@ -40,8 +38,6 @@ def submit_slurm(
 ) -> Submitted:
     """Create the study here (preflight included, as ``tune`` does), so array tasks never
     race to create it; then write the job-array script and sbatch it."""
-    from hpo.study import open_study, start_time_budget
-
     spec = load_spec(spec_path, overrides, storage, timeout=timeout)
     if spec.storage.is_sqlite:
         raise UsageError(
@@ -53,14 +49,8 @@ def submit_slurm(
             f"gpus_per_trial={spec.gpus_per_trial} needs --gpus-per-worker {spec.gpus_per_trial} "
             f"or more (got {gpus_per_worker})"
         )
-    preflight(spec, notes=False)
-    study = open_study(spec, allow_spec_change=allow_spec_change)
-    # as `hpo tune` does, from the moment the study is open: the array's tasks read it and start
-    # no trial the rest of the budget cannot fit (time spent waiting in the queue counts)
-    deadline = start_time_budget(study, spec.timeout)
-    Tracker(
-        spec.tracking.mlflow, spec.name
-    ).prepare()  # as the study: the tasks never race to create it
+    # the array's tasks start no trial the rest of the budget cannot fit: queue time counts
+    started = start_study(spec, allow_spec_change)
     log_dir = (Path(spec.output_dir) / "slurm").resolve()
     # Slurm does not create it, and a task without it has no log
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -82,14 +72,8 @@ def submit_slurm(
     cmd, env = sbatch_command(script, spec.storage)
     job_id = submit_script(cmd, env, spec.storage)
     logs = f"{log_dir}/{spec.name}-{job_id}_<task>.log"
-    budget = (
-        f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))} (queue "
-        "time included)"
-        if deadline
-        else ""
-    )
     say(
         f"submitted job array {job_id}: {workers} workers on study {spec.name!r} ({spec.storage})"
-        f"{budget}; logs: {logs}"
+        f"{started.budget_text(queued=True)}; logs: {logs}"
     )
     return Submitted(job_id, script, logs)

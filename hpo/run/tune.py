@@ -3,14 +3,12 @@ checks run, released together once the study exists, followed to the end with a 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hpo.errors import RunStopped, UsageError
-from hpo.run.preflight import preflight
+from hpo.run.start import start_study
 from hpo.spec import load_spec
-from hpo.tracking import Tracker
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ def tune(
     from hpo.run.capacity import check_capacity
     from hpo.run.launcher import Supervisor, visible_gpus, worker_launches
     from hpo.run.progress import StudyProgress
-    from hpo.study import finished_study, open_study, start_time_budget, write_study_note
+    from hpo.study import finished_study, write_study_note
     from hpo.train.memory import machine_memory_mb, memory_share_mb
 
     workers = options.workers
@@ -76,27 +74,16 @@ def tune(
     supervisor = Supervisor(launches, restart_dead=options.restart_dead)
     # they load torch and transformers while the checks below run, then wait for go
     supervisor.start()
-    try:
-        preflight(spec, notes=False)
-        # Created here, so workers never race to create it; a changed spec is recorded before
-        # they start.
-        study = open_study(spec, allow_spec_change=options.allow_spec_change, note=False)
-        # before the workers go: they read it once
-        deadline = start_time_budget(study, spec.timeout)
-        Tracker(
-            spec.tracking.mlflow, spec.name
-        ).prepare()  # as the study: workers never race to create it
-    except (
-        BaseException
-    ):  # a failed check or Ctrl-C: the waiting workers end, having touched nothing
+    try:  # while the workers wait: they never race to create the study or start its clock
+        started = start_study(spec, options.allow_spec_change, note=False)
+    except BaseException:  # a failed check or Ctrl-C: the waiting workers end, touching nothing
         supervisor.abandon()
         raise
-    budget = (
-        f", a time budget until {time.strftime('%H:%M:%S', time.localtime(deadline))}"
-        if deadline
-        else ""
+    study = started.study
+    say(
+        f"study {spec.name!r} on {spec.storage}: {spec.n_trials} trials, {workers} workers"
+        f"{started.budget_text()}"
     )
-    say(f"study {spec.name!r} on {spec.storage}: {spec.n_trials} trials, {workers} workers{budget}")
     bar = StudyProgress(
         study, spec.n_trials, enabled=options.progress, max_retry=spec.heartbeat.max_retry
     )

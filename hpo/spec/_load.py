@@ -60,6 +60,10 @@ def load_spec(
     (``--timeout``, seconds) wins over the file's, validated as the file's would be."""
     document = _read_mapping(Path(path))
     if timeout is not None:
+        if any(_override_key(text) == "timeout" for text in overrides):
+            raise SpecError(
+                f"{path}: --timeout and --set timeout= both set the time budget; give one of them"
+            )
         document["timeout"] = timeout
     return spec_from_document(document, str(path), overrides, storage, env)
 
