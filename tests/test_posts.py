@@ -19,7 +19,7 @@ from hpo.data.sentences import split_sentences
 from hpo.fixtures import write_sample
 from hpo.models.pooling import SHARPNESS, pool_posts, sentence_weights
 from hpo.train.config import TrainConfig
-from hpo.train.evaluate import post_scores
+from hpo.train.evaluate import split_scores
 from hpo.train.loop import train
 from hpo.train.metrics import evidence_metrics
 from hpo.train.posts import accumulate_post_gradients, evidence_ranking
@@ -117,7 +117,7 @@ def test_under_max_pooling_a_step_trains_the_top_and_evidence_windows_at_the_exa
     ].sum()
     assert read < every, "some windows ran without a graph"
     # by hand, from every window's scores
-    scores = post_scores(run.model, train_split.tokens, run.collate, 64, run.device)
+    scores = split_scores(run.model, train_split.tokens, run.collate, 64, run.device)
     expected = 0.0
     for post in batch:
         rows = scores.example_of == post
@@ -146,7 +146,7 @@ def test_the_sentence_loss_moves_a_posts_softmax_onto_its_evidence(tiny_roberta,
     ][:8]
 
     def evidence_share() -> float:
-        scores = post_scores(run.model, dataclasses.replace(train_split.tokens), run.collate, 64,
+        scores = split_scores(run.model, dataclasses.replace(train_split.tokens), run.collate, 64,
                              run.device)  # fmt: skip
         posts, sentences, probs = scores.per_sentence()
         shares = []
@@ -214,7 +214,7 @@ def test_evidence_ranking_is_the_evidence_tasks_measure_over_the_same_candidates
     config = _config(tiny_roberta, long_posts)
     run = set_up(config)
     validation = run.data.validation
-    scores = post_scores(run.model, validation.tokens, run.collate, 64, run.device)
+    scores = split_scores(run.model, validation.tokens, run.collate, 64, run.device)
     ranking = evidence_ranking(validation, scores)
     # by hand: every sentence of every (post, symptom shown), scored by that symptom's column
     posts, sentences, probs = scores.per_sentence()

@@ -3,8 +3,6 @@ no trial of a search ever sees the test split."""
 
 from __future__ import annotations
 
-import dataclasses
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +21,13 @@ from hpo.train.config import TrainConfig
 from hpo.train.evaluate import (
     INTERVAL_METRICS,
     Evaluation,
+    averaged,
     metrics_at,
     per_symptom,
     post_intervals,
-    post_scores,
+    probabilities,
     score,
-    split_probabilities,
+    split_scores,
     symptom_cells,
 )
 from hpo.train.posts import PostScores, evidence_ranking
@@ -61,17 +60,16 @@ def score_on_test(config: TrainConfig, model_dir: str | Path) -> TestScore:
         else ([model_dir], read_inference(model_dir))
     )
     scores = mean_scores(config, data, data.test, folders)
-    probs = scores.probs if isinstance(scores, PostScores) else scores
+    probs = probabilities(scores)
     decision = dict(inference.thresholds)
     sizes = {
         name: {"posts": len(set(split.post_ids)), "examples": len(split)}
         for name in ("train", "validation", "test")
         if (split := getattr(data, name)) is not None
     }
-    # whole_post: how its sentence scores rank test's evidence, beside the post metrics
-    ranking = evidence_ranking(data.test, scores) if isinstance(scores, PostScores) else {}
     return TestScore(
-        metrics_at(data.test, probs, decision) | ranking,
+        # and a whole_post model's ranking of test's evidence sentences
+        metrics_at(data.test, probs, decision) | evidence_ranking(data.test, scores),
         per_symptom(data.test, probs, decision),
         decision,
         sizes,
@@ -88,9 +86,9 @@ def compare_on_validation(
     thresholds and each candidate's metrics."""
     data = prepare_data(config)
     scores = mean_scores(config, data, data.validation, model_dirs)
-    probs = scores.probs if isinstance(scores, PostScores) else scores
-    # whole_post: its sentences' evidence ranking, which no threshold changes
-    ranking = evidence_ranking(data.validation, scores) if isinstance(scores, PostScores) else {}
+    probs = probabilities(scores)
+    # a whole_post model's sentences' evidence ranking, which no threshold changes
+    ranking = evidence_ranking(data.validation, scores)
     tuned = score(data.validation, probs).thresholds
     return tuned, {
         name: metrics_at(data.validation, probs, tuned if thresholds is None else thresholds)
@@ -134,8 +132,7 @@ def mean_probabilities(
     """The mean of saved classifiers' probabilities on ``split``, loaded one at a time. Each
     must read text as ``config`` tokenized ``split``: finalize's ensembles are seeds of one
     configuration."""
-    scores = mean_scores(config, data, split, folders)
-    return scores.probs if isinstance(scores, PostScores) else scores
+    return probabilities(mean_scores(config, data, split, folders))
 
 
 def mean_scores(
@@ -154,25 +151,16 @@ def mean_scores(
             )
         model, _ = load_classifier_on(folder, device)
         collate = Collator(data.tokenizer.pad_token_id, keep_keys=forward_keys(model))
-        scoring = (
-            model,
-            split.tokens,
-            collate,
-            config.eval_batch_size,
-            device,
-            nullcontext,
-            config.inference_token_budget(device.type),
-        )
         with torch.inference_mode():
             found.append(
-                post_scores(*scoring) if split.evidence is not None
-                else split_probabilities(*scoring)
-            )  # fmt: skip
+                split_scores(
+                    model,
+                    split.tokens,
+                    collate,
+                    config.eval_batch_size,
+                    device,
+                    max_tokens=config.inference_token_budget(device.type),
+                )
+            )
         del model  # one member in memory at a time
-    if isinstance(found[0], PostScores):
-        return dataclasses.replace(
-            found[0],
-            probs=np.mean([scores.probs for scores in found], axis=0),
-            sentence_probs=np.mean([scores.sentence_probs for scores in found], axis=0),
-        )
-    return np.mean(found, axis=0)
+    return averaged(found)

@@ -17,7 +17,7 @@ from hpo.errors import UsageError
 from hpo.models.device import forward_keys
 from hpo.models.inference import InferenceSettings
 from hpo.train.config import CPU_INFERENCE_TOKENS
-from hpo.train.evaluate import post_scores, split_probabilities
+from hpo.train.evaluate import split_probabilities, split_scores
 from hpo.train.posts import PostScores
 from hpo.vocabulary import POST_FORMULATIONS
 
@@ -270,7 +270,7 @@ class Predictor:
             cache_key=None,
         )
         budget = CPU_INFERENCE_TOKENS if self.device.type == "cpu" else None
-        return post_scores(
+        return split_scores(
             self.model, tokens, self.collate, batch_size, self.device, max_tokens=budget
         )
 

@@ -137,8 +137,31 @@ def split_probabilities(
     chunks are max-pooled: a symptom stated in any part of a post is in the post, and a mean
     would dilute the one chunk that states it with every chunk that does not. A whole_post
     model's sentences pool as its head says (``score_posts``)."""
+    return probabilities(
+        split_scores(model, tokens, collate, batch_size, device, autocast, max_tokens)
+    )
+
+
+def split_scores(
+    model: nn.Module,
+    tokens: TokenizedSplit,
+    collate,
+    batch_size: int,
+    device,
+    autocast=nullcontext,
+    max_tokens: int | None = None,
+) -> np.ndarray | PostScores:
+    """What a model makes of a split: each example's probabilities, and from a whole_post model
+    its sentences' scores too (``PostScores``)."""
     if tokens.segments is not None:
-        return post_scores(model, tokens, collate, batch_size, device, autocast, max_tokens).probs
+
+        def sentence_outputs(sequence_ids: np.ndarray) -> np.ndarray:
+            return sequence_logits(
+                model, tokens, sequence_ids, collate, batch_size, device, autocast, max_tokens,
+                sentences=True,
+            )  # fmt: skip
+
+        return score_posts(model, tokens, sentence_outputs)
     logits = sequence_logits(
         model,
         tokens,
@@ -153,23 +176,21 @@ def split_probabilities(
     return torch.sigmoid(torch.from_numpy(pooled)).numpy().astype(np.float64)
 
 
-def post_scores(
-    model,
-    tokens: TokenizedSplit,
-    collate,
-    batch_size: int,
-    device,
-    autocast=nullcontext,
-    max_tokens: int | None = None,
-) -> PostScores:
-    """A whole_post model's scores of every post and sentence of ``tokens``."""
+def probabilities(scores: np.ndarray | PostScores) -> np.ndarray:
+    """The per-example probabilities of ``split_scores``'s answer."""
+    return scores.probs if isinstance(scores, PostScores) else scores
 
-    def sentence_outputs(sequence_ids: np.ndarray) -> np.ndarray:
-        return sequence_logits(
-            model, tokens, sequence_ids, collate, batch_size, device, autocast, max_tokens, True
-        )
 
-    return score_posts(model, tokens, sentence_outputs)
+def averaged(found: list[np.ndarray | PostScores]) -> np.ndarray | PostScores:
+    """Several models' scores of one split (an ensemble's members) as their mean; every
+    whole_post member reads the split into the same windows and sentences."""
+    if not isinstance(found[0], PostScores):
+        return np.mean(found, axis=0)
+    return replace(
+        found[0],
+        probs=np.mean([scores.probs for scores in found], axis=0),
+        sentence_probs=np.mean([scores.sentence_probs for scores in found], axis=0),
+    )
 
 
 def evaluate(
@@ -192,10 +213,9 @@ def evaluate(
         autocast,
         config.inference_token_budget(torch.device(device).type),
     )
-    if split.evidence is None:
-        return score(split, split_probabilities(*scoring), thresholds)
-    scores = post_scores(*scoring)  # and its sentences: do they find the evidence?
-    evaluation = score(split, scores.probs, thresholds)
+    scores = split_scores(*scoring)
+    evaluation = score(split, probabilities(scores), thresholds)
+    # a whole_post model's sentences: do they find the evidence?
     return replace(evaluation, metrics=evaluation.metrics | evidence_ranking(split, scores))
 
 

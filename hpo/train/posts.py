@@ -98,11 +98,12 @@ def score_posts(model, tokens: TokenizedSplit, sentence_outputs) -> PostScores:
     )
 
 
-def evidence_ranking(split: PreparedSplit, scores: PostScores) -> dict[str, float]:
-    """How well the sentence scores find the evidence, as the evidence task measures it: per
-    (post, symptom) the post shows, all its sentences ranked by that symptom's score (its
-    average precision over them all, AUROC, and recall@1/@3 per pair). ``evidence_`` names."""
-    if split.evidence is None:
+def evidence_ranking(split: PreparedSplit, scores) -> dict[str, float]:
+    """How well a whole_post model's sentence scores (``PostScores``) find the evidence, as the
+    evidence task measures it: per (post, symptom) the post shows, all its sentences ranked by
+    that symptom's score (its average precision over them all, AUROC, and recall@1/@3 per
+    pair). ``evidence_`` names; nothing for another model's scores."""
+    if split.evidence is None or not isinstance(scores, PostScores):
         return {}
     posts, sentences, probs = scores.per_sentence()
     labels, ranked, groups = [], [], []
