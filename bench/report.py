@@ -137,50 +137,97 @@ def table(results: dict[str, dict]) -> list[str]:
 
 
 def details(measure: str, result: dict) -> list[str]:
-    """Every figure of every case, median and range; then the machine, versions and commit."""
+    """Every figure of every case in one table (median, and min – max where the runs differ),
+    one row per case or per figure, whichever is fewer; then one paragraph with the runs'
+    machine, versions, commit, workload and command, and the file's other details."""
     label = MEASURES.get(measure, measure)
-    lines = [
-        f"#### {label} (`{measure}.json`)",
-        "",
-        "| Case | Figure | Median | Min – max | Runs |",
-        "| --- | --- | --- | --- | --- |",
-    ]
     figures = result.get("figures") or {result["value"]: result["summary"]}
-    for figure, cases in figures.items():
+    cells = {
+        (case, figure): _cell(stats, figure)
+        for figure, cases in figures.items()
+        for case, stats in cases.items()
+        if stats.get("runs")
+    }
+    runs = {}
+    for cases in figures.values():
         for case, stats in cases.items():
-            if stats.get("runs"):
-                lines.append(
-                    f"| {case} | {figure} | {fmt(stats.get('median'), figure)} "
-                    f"| {_spread(stats, figure)} | {stats['runs']} |"
-                )
+            runs[case] = max(runs.get(case, 0), stats.get("runs") or 0)
+    cases = [case for case in runs if runs[case]]
+    uniform = len({runs[case] for case in cases}) == 1  # else each case names its runs
+    case_names = [case if uniform else f"{case} ({_runs(runs[case])})" for case in cases]
+    if len(cases) <= len(figures):  # a row per case
+        head = ["Case", *figures]
+        rows = [
+            [name, *(cells.get((case, figure), "—") for figure in figures)]
+            for case, name in zip(cases, case_names, strict=True)
+        ]
+    else:  # a row per figure
+        head = ["Figure", *case_names]
+        rows = [[figure, *(cells.get((case, figure), "—") for case in cases)] for figure in figures]
     machine, versions = result["machine"], result["versions"]
-    lines += [
-        "",
-        f"Measured {result['date'][:10]} at commit `{result['commit']}` on {machine['cpu']} "
+    about = (
+        (f"{_runs(runs[cases[0]])} per case. " if uniform and cases else "")
+        + f"Measured {result['date'][:10]} at commit `{result['commit']}` on {machine['cpu']} "
         f"({machine.get('cores')} cores; "
         f"flags: {', '.join(machine.get('flags') or ['none of avx2/avx512'])}; "
         f"{machine.get('memory_gb')} GiB; GPU: {machine.get('gpu') or 'none'}); "
         + ", ".join(f"{name} {version}" for name, version in versions.items() if version)
-        + ".",
+        + ". Workload: "
+        + "; ".join(f"{k}: {v}" for k, v in result["workload"].items())
+        + "."
+        + (f" Reproduce: `{result['command']}`." if result.get("command") else "")
+    )
+    if extra := result.get("details"):
+        about += " Also recorded: " + "; ".join(
+            f"{name}: {_detail(value, name)}" for name, value in extra.items()
+        )
+    return [
+        f"#### {label} (`{measure}.json`)",
+        _row(head),
+        _row(["---"] * len(head)),
+        *map(_row, rows),
         "",
-        "Workload: " + "; ".join(f"{k}: {v}" for k, v in result["workload"].items()) + ".",
+        about,
+        "",
     ]
-    if result.get("command"):
-        lines += ["", f"Reproduce: `{result['command']}`."]
-    for name, value in (result.get("details") or {}).items():
-        if isinstance(value, dict):
-            lines += ["", f"{name}:", ""] + [f"- {k}: {fmt(v, name)}" for k, v in value.items()]
-        elif (
-            isinstance(value, list)
-            and len(value) == 2
-            and all(isinstance(v, int | float) for v in value)
-        ):  # an interval
-            lines += ["", f"{name}: {fmt(value[0], name)} – {fmt(value[1], name)}"]
-        elif isinstance(value, list):  # raw records (curves): the results file has them
-            lines += ["", f"{name}: {len(value)} recorded in the results file"]
-        else:
-            lines += ["", f"{name}: {value}"]
-    return lines + [""]
+
+
+def _runs(count: int) -> str:
+    return f"{count} run{'s' if count > 1 else ''}"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def _cell(stats: dict, figure: str) -> str:
+    """The median, and the runs' min – max where they differ."""
+    median = fmt(stats.get("median"), figure)
+    if stats["runs"] > 1 and stats.get("min") != stats.get("max"):
+        return f"{median} ({_spread(stats, figure)})"
+    return median
+
+
+def _detail(value, name: str) -> str:
+    """A results file's detail in a few words: an interval as low – high, a mapping as
+    key value pairs, raw records (curves) counted, the rest as numbers or text."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_detail(item, name)}" for key, item in value.items())
+    if isinstance(value, list):
+        if len(value) == 2 and all(_number(v) for v in value):
+            return f"{_detail(value[0], name)} – {_detail(value[1], name)}"
+        if all(_number(v) or isinstance(v, str) for v in value):
+            return ", ".join(_detail(v, name) for v in value)
+        return f"{len(value)} recorded in the results file"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"  # a count
+    if isinstance(value, float) and abs(value) < 1 and not unit(name):
+        return f"{value:.3f}"  # a difference or a share: the third decimal tells them apart
+    return fmt(value, name)
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def render(results: dict[str, dict]) -> str:

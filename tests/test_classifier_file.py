@@ -133,7 +133,14 @@ def test_the_file_must_describe_one_model():
         "dropout": 0.1,
         "num_labels": 1,
     }
-    meta = {"format": 1, "task": "criteria", "head": head, "inference": settings().to_json()}
+    seal = {"scheme": "sha256-sampled-1", "files": {}, "digest": "0" * 64}  # its shape only
+    meta = {
+        "format": 1,
+        "task": "criteria",
+        "head": head,
+        "inference": settings().to_json(),
+        "integrity": seal,
+    }
     assert read_classifier_file(meta).inference == settings()
     for edit, field in (
         (dict(task="evidence"), "task"),

@@ -21,6 +21,7 @@ from hpo.data.sentences import split_sentences
 from hpo.explain import load_pair
 from hpo.explain.figures import threshold_text
 from hpo.fixtures import write_sample
+from hpo.models.classifier_file import write_classifier_file
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
@@ -305,8 +306,7 @@ def test_a_model_saved_before_fingerprints_still_predicts_and_pairs_with_a_warni
         old[name] = shutil.copytree(models(name), tmp_path / name)
         meta = json.loads((old[name] / "classifier.json").read_text())
         del meta["inference"]["data_fingerprint"]
-        del meta["integrity"]  # nor sealed: saved before either
-        (old[name] / "classifier.json").write_text(json.dumps(meta))
+        write_classifier_file(old[name], meta)  # sealed as hpo seals every model
     assert (
         main(
             [

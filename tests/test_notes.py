@@ -221,14 +221,3 @@ def test_a_trial_note_reads_what_the_trial_recorded_and_a_pruned_trial_says_why(
         "**macro_f1 0.6123** at epoch 1 of 1 · 1m15s · peak memory 2,493 MB · worker vm/1"
         "\n\nValidation: macro_f1 0.6123"
     )
-
-
-def test_a_trial_recorded_before_per_metric_attributes_still_reads(spec):
-    study = open_study(spec)
-    study.add_trial(
-        optuna.trial.create_trial(
-            value=0.7, user_attrs={"metrics": {"macro_f1": 0.7, "accuracy": 0.8}}
-        )
-    )
-    assert trial_metrics(study.trials[0]) == {"macro_f1": 0.7, "accuracy": 0.8}
-    assert best_trial(study)["metrics"] == {"macro_f1": 0.7, "accuracy": 0.8}

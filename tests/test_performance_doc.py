@@ -61,6 +61,54 @@ def test_the_published_table_is_the_one_the_results_files_generate():
     )
 
 
+def published_cells(section: list[str]) -> dict[tuple[str, str], str]:
+    """A measure's table as {(case, figure): cell}, whichever way it is laid out."""
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in section[1:]
+        if line.startswith("|")
+    ]
+    head, body = rows[0], rows[2:]
+    bare = [re.sub(r" \(\d+ runs?\)$", "", name) for name in head]
+    cells = {}
+    for row in body:
+        for column, cell in zip(bare[1:], row[1:], strict=True):
+            key = (row[0], column) if head[0] == "Case" else (column, row[0])
+            cells[re.sub(r" \(\d+ runs?\)$", "", key[0]), key[1]] = cell
+    return cells
+
+
+def test_every_figure_of_every_case_is_published_at_its_median():
+    for measure, result in load_all().items():
+        cells = published_cells(report.details(measure, result))
+        figures = result.get("figures") or {result["value"]: result["summary"]}
+        for figure, cases in figures.items():
+            for case, stats in cases.items():
+                if stats.get("runs"):
+                    median = report.fmt(stats["median"], figure)
+                    assert cells[case, figure].split(" (")[0] == median, (measure, case, figure)
+
+
+def test_a_measure_is_laid_out_with_fewer_rows_and_names_uneven_runs():
+    stats = {"runs": 5, "median": 1.0, "min": 0.5, "max": 2.0}
+    one = {"runs": 1, "median": 3.0, "min": 3.0, "max": 3.0}
+    result = {
+        "value": "peak_mb",
+        "figures": {"peak_mb": {"a": stats, "b": one, "c": stats}},
+        "machine": {"cpu": "cpu"},
+        "versions": {},
+        "date": "2026-01-01",
+        "commit": "abc",
+        "workload": {},
+        "details": {"gain": {"mean": -0.0281, "interval": [-0.0503, -0.004]}, "seeds": 3},
+    }
+    section = report.details("x", result)
+    assert section[1] == "| Figure | a (5 runs) | b (1 run) | c (5 runs) |"  # one row, not three
+    spread = "1.00 MiB (0.50 MiB – 2.00 MiB)"
+    assert section[3] == f"| peak_mb | {spread} | 3.00 MiB | {spread} |"
+    assert "Also recorded: gain: mean -0.028, interval -0.050 – -0.004; seeds: 3" in section[5]
+
+
 def test_a_changed_results_file_makes_the_published_table_stale():
     results = load_all()
     measure = next(iter(results))

@@ -679,6 +679,12 @@ EDITS = {  # (model, edit, what the one line names)
         lambda m: m["inference"]["thresholds"].update(ANHEDONIA=0.9),
         "classifier.json was edited after hpo saved it",
     ),
+    # hpo seals every model it saves: a file without its seal is an edit that removed it
+    "its seal removed": (
+        "multilabel",
+        lambda m: m.pop("integrity"),
+        "not a valid classifier.json: integrity: is required",
+    ),
 }
 
 
@@ -848,6 +854,12 @@ def test_an_ensemble_of_models_that_predict_different_things_is_refused(
         "a member linked out": (None, relink, invalid, "members/b is a link (to "),
         "a member copied": (None, copy_a, invalid, "a and b are the same model"),
         "a threshold moved": (threshold, None, "ensemble.json (or a member's", "edited after"),
+        "its seal removed": (
+            lambda b: {k: v for k, v in b.items() if k != "integrity"},
+            None,
+            invalid,
+            "integrity: field required",
+        ),
     }
     for case, (edit, change, *message) in cases.items():
         broken = Path(shutil.copytree(good, tmp_path / case.replace(" ", "-"), symlinks=True))

@@ -605,16 +605,6 @@ def test_open_study_records_the_spec_and_is_idempotent(storage_url, study_name):
     assert len(rerun.trials) == 1
 
 
-def test_a_study_from_an_older_hpo_is_not_refused_for_its_recorded_n_trials(
-    storage_url, study_name
-):
-    """Fingerprints recorded before n_trials left them hold it; it is no difference now."""
-    study = open_study(smoke_spec(storage=storage_url, name=study_name))
-    study.set_user_attr("spec_fingerprint", {**study.user_attrs["spec_fingerprint"], "n_trials": 6})
-    resumed = open_study(smoke_spec("n_trials=9", storage=storage_url, name=study_name))
-    assert resumed.user_attrs["n_trials"] == 9
-
-
 @pytest.mark.parametrize(
     ("override", "key"),
     [

@@ -27,12 +27,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpo.final.retrain import RESULT_FILE, Say
-from hpo.models.classifier_file import FILE_NAME, read_inference, rewrite_inference
+from hpo.models.classifier_file import read_inference, rewrite_inference
 from hpo.models.ensemble_file import MEMBERS, write_ensemble
 
 MODEL = "model"  # final/model: the model
 ENSEMBLE_LINK = "ensemble"  # final/ensemble, a link to model/ when it is an ensemble
-LEGACY_COPIES = ("ensemble", "chosen")  # folders earlier finalizes copied the model from
 LINK, BACK = ".link", ".back"  # the siblings of a move cut short (module docstring)
 
 
@@ -69,14 +68,13 @@ def place(
 
 def reclaim(final_dir: Path) -> None:
     """Every model a link leads into ``final/model`` moved back to its run (or refit), and what
-    is left of ``final/model`` (ensemble.json; an earlier finalize's copy) removed, with the
-    copies earlier finalizes kept beside it."""
+    is left of ``final/model`` (ensemble.json) removed, with the ``final/ensemble`` link."""
     links = [*sorted(final_dir.glob(f"runs/*/{MODEL}")), final_dir / "refit" / MODEL]
     for link in links:
         settle(link)
         if link.is_symlink() and link.resolve().is_dir():
             move_back(link)
-    for name in (MODEL, *LEGACY_COPIES, f"{MODEL}.partial"):
+    for name in (MODEL, ENSEMBLE_LINK):
         path = final_dir / name
         if path.is_symlink():
             path.unlink()
@@ -139,32 +137,12 @@ def model_files(model: Path) -> dict[str, int]:
     }
 
 
-def intact(model: Path, files: Mapping[str, int] | None) -> bool:
-    """Every file ``files`` lists is in ``model``, at its size (no list, from before there was
-    one: its classifier.json is)."""
-    if not files:
-        return (model / FILE_NAME).is_file()
+def intact(model: Path, files: Mapping[str, int]) -> bool:
+    """Every file ``files`` lists is in ``model``, at its size."""
     return all(
         (path := model / name).is_file() and path.stat().st_size == size
         for name, size in files.items()
     )
-
-
-def restore_from_copy(
-    final_dir: Path, sources: list[Path], files: Mapping[str, int]
-) -> Path | None:
-    """A finalize from before models were moved kept copies of its model: the first of
-    ``sources`` that is such a copy (a folder, not a link) and intact, copied to
-    ``final/model``; None where there is none."""
-    for source in sources:
-        if source.is_dir() and not source.is_symlink() and intact(source, files):
-            staged = final_dir / f"{MODEL}.partial"
-            shutil.rmtree(staged, ignore_errors=True)
-            shutil.copytree(source, staged)
-            shutil.rmtree(final_dir / MODEL, ignore_errors=True)
-            staged.rename(final_dir / MODEL)
-            return source
-    return None
 
 
 FOLD_RUN = re.compile(r"-fold_\d+of(\d+)$")  # a --cv run's name (Run.name); group 1: its K

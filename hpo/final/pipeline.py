@@ -33,7 +33,6 @@ from hpo.final.final_folder import (
     intact,
     model_files,
     place,
-    restore_from_copy,
 )
 from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
@@ -292,28 +291,19 @@ def _finalized(
     spec: StudySpec, study, final_dir: Path, asked: dict, say: Callable[[str], None]
 ) -> dict:
     """A finished finalize, read back: its model checked against what metrics.json lists
-    (refused where it is missing: it is the only copy, bar the copies older finalizes kept),
+    (refused where it is missing: it is the only copy),
     the settings asked for now named as ignored where they differ from those it ran with, and
     a better trial the search found since named."""
     summary = json.loads((final_dir / "metrics.json").read_text())
     model = final_dir / "model"
-    files = summary.get("model_files")
-    if intact(model, files):
-        say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
-    else:
-        # only a finalize from before models were moved kept a copy to restore from
-        legacy = [final_dir / "refit" / "model", final_dir / "ensemble", final_dir / "chosen"]
-        if not (source := restore_from_copy(final_dir, legacy, files)):
-            raise UsageError(
-                f"{spec.name}: finalized, but {model} is missing or incomplete, and it was "
-                "the model's only copy; the test split was scored already (metrics.json): "
-                f"restore {model} from a copy of yours, or move {final_dir} aside to "
-                "finalize anew"
-            )
-        say(
-            f"{spec.name}: already finalized; {model} was missing or incomplete "
-            f"and is restored from {source}, the model metrics.json scored"
+    if not intact(model, summary["model_files"]):
+        raise UsageError(
+            f"{spec.name}: finalized, but {model} is missing or incomplete, and it was "
+            "the model's only copy; the test split was scored already (metrics.json): "
+            f"restore {model} from a copy of yours, or move {final_dir} aside to "
+            "finalize anew"
         )
+    say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
     done = {
         "top_k": len(summary["configurations"]),
         "seeds": len(summary["configurations"][0]["seeds"]),

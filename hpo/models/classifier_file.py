@@ -10,14 +10,13 @@ What no schema shows is an edit that stays valid: two labels swapped, another ``
 threshold moved, or the file copied onto another model's weights would all change predictions
 silently. So ``write_classifier_file`` seals the file: its ``integrity`` block records a digest
 of each weight file and one digest over the settings and those, and ``check_integrity`` refuses
-a folder where either no longer matches. A file saved before the seal loads with a warning.
+a folder where either no longer matches, or that holds no seal.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -49,8 +48,6 @@ FULL_HASH_BYTES = 16 << 20
 SAMPLES, SAMPLE_BYTES = 16, 1 << 20
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a header
 _HEX64 = r"^[0-9a-f]{64}$"
-log = logging.getLogger(__name__)
-_warned: set[Path] = set()  # folders already warned about in this process: once each
 
 
 class ModelFolderChanged(UsageError):
@@ -77,7 +74,7 @@ class _Envelope(_Strict):
     inference: dict[str, Any]  # read by InferenceSettings.from_json
     # a LoRA model's base encoder; the folder holds only the adapter
     base_encoder: str | None = None
-    integrity: Seal | None = None  # None: saved before hpo sealed its model files
+    integrity: Seal
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,7 @@ class ClassifierFile:
     head: HeadConfig
     inference: InferenceSettings
     base_encoder: str | None
-    integrity: Seal | None
+    integrity: Seal
 
 
 def read_classifier_file(meta: dict) -> ClassifierFile:
@@ -139,31 +136,16 @@ def rewrite_inference(folder: str | Path, inference: InferenceSettings) -> None:
     write_classifier_file(folder, {**meta, "inference": inference.to_json()})
 
 
-def warn_unsealed_once(folder: Path, message: str) -> None:
-    """Log ``message`` the first time this process meets the unsealed ``folder``: a model or
-    an ensemble saved before seals loads, and says so once, not on every read."""
-    if folder.resolve() not in _warned:
-        _warned.add(folder.resolve())
-        log.warning("%s", message)
-
-
-def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> str | None:
+def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> None:
     """Raise ``ModelFolderChanged`` unless ``meta`` (``folder``'s classifier.json, parsed) and,
     with ``weights``, the weight files it sealed are as hpo saved them. Without ``weights`` no
     weight is read: the settings are checked against the digests recorded beside them, which
-    is all an edit of classifier.json can break. Returns the seal's digest (None for a file
-    saved before seals, which is warned about once per folder and accepted: the weights and
-    settings are still those training wrote, as far as anyone can tell)."""
+    is all an edit of classifier.json can break. hpo seals every model it saves, so a file
+    without a seal had it removed and is refused (``InvalidClassifierFile``)."""
     folder = Path(folder)
     where = folder / FILE_NAME
-    if meta.get(INTEGRITY) is None:
-        warn_unsealed_once(
-            folder,
-            f"{where} was saved by an earlier hpo and records no digest of its weights, so an "
-            "edit to it cannot be detected; re-save the model with hpo retrain or hpo finalize to "
-            "have it checked",
-        )
-        return None
+    if INTEGRITY not in meta:
+        raise InvalidClassifierFile(INTEGRITY, "is required")
     try:
         seal = Seal.model_validate(meta[INTEGRITY])
     except ValidationError:
@@ -184,7 +166,6 @@ def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> str
             "restore the original classifier.json, or re-save the model with hpo retrain / "
             "hpo finalize"
         )
-    return seal.digest
 
 
 def _check_complete(folder: Path, seal: Seal, fix: str) -> None:

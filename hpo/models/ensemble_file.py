@@ -33,7 +33,6 @@ from hpo.models.classifier_file import (
     ModelFolderChanged,
     file_digest,
     read_inference,
-    warn_unsealed_once,
 )
 from hpo.models.inference import InferenceSettings, InvalidClassifierFile
 from hpo.outputs import atomic_text
@@ -56,7 +55,7 @@ class _EnsembleJson(_Strict):
     version: Literal[1]
     members: list[str] = Field(min_length=2)  # folder names under members/
     inference: dict[str, Any]
-    integrity: _EnsembleSeal | None = None  # None: written before ensembles were sealed
+    integrity: _EnsembleSeal
 
 
 def is_ensemble(folder: str | Path) -> bool:
@@ -155,13 +154,6 @@ def _digest(body: dict, folder: Path) -> str:
 
 def _check_seal(folder: Path, raw: dict) -> None:
     where = folder / ENSEMBLE_FILE
-    if raw.get(INTEGRITY) is None:
-        warn_unsealed_once(
-            folder,
-            f"{where} was written by an earlier hpo and records no digest, so an edit to it "
-            "cannot be detected; finalize again with this version to have it checked",
-        )
-        return
     if _digest(raw, folder) != raw[INTEGRITY]["digest"]:
         raise ModelFolderChanged(
             f"{where} (or a member's classifier.json) was edited after hpo wrote it: the "

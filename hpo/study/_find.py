@@ -138,8 +138,8 @@ def recorded_spec(
     study: optuna.Study, storage: StorageUrl | str | None = None, overrides: Sequence[str] = ()
 ) -> StudySpec | None:
     """The spec ``study`` was last tuned with, on ``storage`` (the one it was found on), with
-    ``overrides`` applied as to a file; None for a study that recorded none (created by an
-    older hpo, or by Optuna itself)."""
+    ``overrides`` applied as to a file; None for a study that recorded none (created by
+    Optuna itself)."""
     try:
         document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
     except json.JSONDecodeError:  # an attribute edited in the database into something else

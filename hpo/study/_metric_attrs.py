@@ -10,7 +10,6 @@ from optuna.trial import FrozenTrial
 
 METRIC_PREFIX = "metric:"
 DECIMALS = 4  # as every figure hpo prints; the value itself keeps full precision
-LEGACY_ATTR = "metrics"  # one JSON attribute, as trials recorded before per-metric attributes
 # the study metric's 95% bootstrap interval over the validation posts, at the trial's best epoch
 INTERVAL_ATTR = "validation_interval"
 
@@ -22,15 +21,14 @@ def metric_attrs(metrics: Mapping[str, float]) -> dict[str, float]:
 
 def trial_metrics(trial: FrozenTrial) -> dict[str, float]:
     """The validation metrics a trial recorded (empty for a pruned or failed one), from its
-    per-metric attributes, or the one JSON attribute of a trial recorded before them."""
+    per-metric attributes."""
     return recorded_metrics(trial.user_attrs)
 
 
 def recorded_metrics(user_attrs: Mapping[str, object]) -> dict[str, float]:
     """``trial_metrics`` from a trial's user attributes."""
-    found = {
+    return {
         key.removeprefix(METRIC_PREFIX): value
         for key, value in user_attrs.items()
         if key.startswith(METRIC_PREFIX)
     }
-    return found or dict(user_attrs.get(LEGACY_ATTR) or {})

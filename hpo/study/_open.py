@@ -25,7 +25,7 @@ from hpo.train.config import TrainConfig
 
 FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 # in the fingerprint: the unit of every intermediate value's step (pruner.units_per_epoch);
-# trials reported in other units would be compared at the wrong rungs. Absent: whole epochs
+# trials reported in other units would be compared at the wrong rungs
 PRUNER_UNIT = "pruner_units_per_epoch"
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 PARAMETERS = "parameters"
@@ -272,22 +272,16 @@ def _differences(recorded: dict, fingerprint: dict) -> list[str]:
         key
         for key, value in fingerprint.items()
         if key != PARAMETERS
-        and _recorded(recorded, key) != value
+        and recorded.get(key) != value
         and not (key == "data" and None in (value, recorded.get(key)))
     ]
 
 
-def _recorded(recorded: dict, key: str) -> object:
-    """A fingerprint key as recorded; a study recorded before PRUNER_UNIT reported epochs."""
-    return recorded.get(key, 1 if key == PRUNER_UNIT else None)
-
-
 def _shown(key: str, recorded: dict, fingerprint: dict) -> str:
-    """A differing fingerprint key in words; the search space parameter by parameter when the
-    study recorded them (a study created before it did has only the hash)."""
-    if key == "search_space" and PARAMETERS in recorded:
+    """A differing fingerprint key in words; the search space parameter by parameter."""
+    if key == "search_space":
         return f"search_space: {_space_changes(recorded[PARAMETERS], fingerprint[PARAMETERS])}"
-    return f"{key}: {_recorded(recorded, key)!r} in the study, {fingerprint[key]!r} here"
+    return f"{key}: {recorded.get(key)!r} in the study, {fingerprint[key]!r} here"
 
 
 def _space_changes(before: dict[str, dict], now: dict[str, dict]) -> str:
@@ -347,8 +341,8 @@ def _create_or_load(
 
 
 def _await_uid(study: optuna.Study) -> None:
-    """Wait briefly for the creator of ``study`` to record its uid; a study made by an
-    older hpo or by Optuna's CLI never gets one that way, so then record one here.
+    """Wait briefly for the creator of ``study`` to record its uid; a study made by Optuna
+    itself (its CLI or API) never gets one that way, so then record one here.
 
     Two processes that give up waiting at the same moment may both record one; the
     second write wins, and the pause after writing lets it land before either caller
