@@ -8,9 +8,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -259,29 +257,3 @@ def sample_parser(doc: str, posts: int, seeds: int) -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, default=seeds)
     parser.add_argument("--clarity", type=float, default=CLARITY)
     return parser
-
-
-def before_and_after(
-    name: str, before_ref: str, repeats: int, run_side: Callable[[str, Path, int], dict]
-) -> dict[str, list[dict]]:
-    """``repeats`` rounds of ``run_side(side, checkout, repeat)`` for "before" (a worktree of
-    ``before_ref``, removed afterwards) and "after" (this checkout), the order alternating by
-    round so that neither side always runs on the warmer machine."""
-    runs: dict[str, list[dict]] = {"before": [], "after": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), before_ref], check=True)
-        try:
-            checkouts = {"before": before, "after": REPO}
-            for repeat in range(repeats):
-                for side in ("before", "after") if repeat % 2 == 0 else ("after", "before"):
-                    began = time.time()
-                    runs[side].append(run_side(side, checkouts[side], repeat))
-                    print(
-                        f"[{name} {repeat + 1}] {side}: {runs[side][-1]} "
-                        f"in {time.time() - began:.0f} s",
-                        flush=True,
-                    )
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], check=False)
-    return runs
