@@ -5,7 +5,7 @@ symptom evidence phrased in the symptom's own words), against the real job's 0.5
     python -m bench.calibration                                   # the issue's full size, 5 runs
     python -m bench.calibration --posts 500 --max-length 128 --epochs 2 --clarity 0.3 0.5 0.7
 
-The recipe is bench/search_budget.py's (a) (lr 1e-4, batch 16, balanced weighting, head_tail,
+The recipe is bench/workload.py's RECIPE (lr 1e-4, batch 16, balanced weighting, head_tail,
 4 epochs, threshold fixed at 0.5, criteria multilabel), trained in this process on the
 real split fractions (0.8 / 0.1 / 0.1 by post), at the spec's default mixed_precision (auto: bf16
 on a CPU with native bf16 units); each run draws the data and the training with
@@ -19,32 +19,13 @@ import argparse
 import copy
 import time
 
-from bench.common import RUNS, encoder_path
+from bench.common import RUNS
 from bench.results import load_all, write_results
-from bench.search_budget import RECIPE
+from bench.workload import RECIPE, encoder_path, recipe_config
 from hpo.fixtures import write_sample
 from hpo.fixtures.realistic import CLARITY, REAL_POSTS
 
 REAL_RANGE = (0.55, 0.70)  # the real job's validation post macro-F1 (NOTES.md, two seeds)
-SPLIT = (0.8, 0.1, 0.1)  # the real split's fractions
-
-
-def recipe_config(encoder: str, data_dir: str, max_length: int, seed: int, **settings):
-    """The standard recipe (criteria multilabel at the fixed 0.5, judged on post macro-F1) on
-    the real split's fractions; ``settings`` override or add TrainConfig fields."""
-    from hpo.train.config import TrainConfig
-
-    return TrainConfig(
-        task="criteria",
-        encoder=encoder,
-        data_dir=data_dir,
-        criteria_formulation="multilabel",
-        max_length=max_length,
-        threshold="fixed",
-        objective_metric="post_macro_f1",
-        seed=seed,
-        **{"split_fractions": SPLIT, **RECIPE, **settings},
-    )
 
 
 def calibration_run(

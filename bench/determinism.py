@@ -10,7 +10,8 @@ import dataclasses
 import statistics
 import time
 
-from bench.common import encoder_path, repeated, sample_data, workload
+from bench.common import repeated
+from bench.workload import described, encoder_path, sample_data
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
@@ -23,7 +24,7 @@ def measure(args) -> None:
     """``args.runs`` runs, each two trials a side; no target: the table reads "measured"."""
     encoder, encoder_name = encoder_path()
     data = sample_data("data-p6", POSTS, args.data_dir)
-    load = workload(encoder_name, f"{POSTS} posts")
+    load = described(encoder_name, f"{POSTS} posts")
     repeated(NAME, lambda: determinism_cost(encoder, data), args.runs, load, DEFINITION)
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from bench.common import encoder_path, sample_data
 from bench.results import write_results
+from bench.workload import encoder_path, sample_data
 from hpo.data import (
     SYMPTOMS,
     evidence_candidates,

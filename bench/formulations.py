@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 
-from bench.common import encoder_path, repeated, sample_data, workload
+from bench.common import repeated
+from bench.workload import described, encoder_path, sample_data
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
@@ -26,7 +27,7 @@ VARIANTS = (("pairs", "truncate"), ("multilabel", "truncate"), ("multilabel", "c
 def measure(args) -> None:
     encoder, encoder_name = encoder_path()
     data = sample_data(f"data-{NAME}", POSTS, args.data_dir)
-    load = workload(encoder_name, f"{POSTS} generated realistic posts")
+    load = described(encoder_name, f"{POSTS} generated realistic posts")
     repeated(NAME, lambda: formulations(encoder, data), args.runs, load, DEFINITION, TARGET)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from bench.common import RUNS, encoder_path, repeated, sample_data, timed_run, workload
+from bench.common import RUNS, repeated, timed_run
+from bench.workload import described, encoder_path, sample_data
 
 NAME = "p5"
 DEFINITION = (
@@ -26,7 +27,7 @@ def measure(args) -> None:
     if "skipped" in first:  # no results file: the table says "not measured", never a stale figure
         print(first["skipped"])
         return
-    load = workload(encoder_path()[1], "400 generated realistic posts")
+    load = described(encoder_path()[1], "400 generated realistic posts")
     repeated(NAME, throughput, args.runs, load, DEFINITION, TARGET)
 
 

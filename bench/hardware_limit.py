@@ -26,8 +26,8 @@ import time
 
 import torch
 
-from bench.common import RUNS, encoder_path
-from bench.search_budget import RECIPE
+from bench.common import RUNS
+from bench.workload import RECIPE, encoder_path
 from hpo.fixtures import write_sample
 from hpo.fixtures.realistic import REAL_POSTS
 

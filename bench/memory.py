@@ -32,8 +32,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import REPO, RUNS, encoder_path
+from bench.common import REPO, RUNS
 from bench.results import RESULTS, write_results
+from bench.workload import encoder_path
 
 BEFORE_COMMIT = "eb3db4a"  # the last commit before steps were bounded (#29)
 CAP_MB = 10_000

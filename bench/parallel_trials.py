@@ -9,17 +9,8 @@ from __future__ import annotations
 
 import optuna
 
-from bench.common import (
-    RUNS,
-    Headline,
-    encoder_path,
-    hpo_cmd,
-    service_spec,
-    small_sample,
-    timed_run,
-    workload,
-    write_headlines,
-)
+from bench.common import RUNS, Headline, hpo_cmd, timed_run, write_headlines
+from bench.workload import described, encoder_path, service_spec, small_sample
 
 NAME = "p4"  # also writes p2.json from the 1-worker runs
 DEFINITION = (
@@ -87,7 +78,7 @@ def measure(args) -> None:
             }
         )
         print(f"[p4 round {round_no + 1}] {rounds[-1]['ratio']:.2f}x", flush=True)
-    load = workload(
+    load = described(
         encoder_name,
         data,
         shape=f"{TRIALS} trials per run, criteria multilabel, 1 epoch, max_length "

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import sys
 
-from bench.common import RUNS, encoder_path, peak_rss, sample_data
+from bench.common import RUNS, peak_rss
 from bench.memory import TRIAL
 from bench.results import write_results
+from bench.workload import encoder_path, sample_data
 
 NAME = "peak_memory"
 DEFINITION = (

@@ -2,7 +2,7 @@
 its warm start, then the portfolio around it (``hpo.study._portfolio``), in order; with two
 workers and an hour (the issue's real job: ~35 min a trial) the first move is the only one that
 trains at all. Here the standard recipe and every portfolio point the product makes of the
-issue's real-data study (bench/search_budget.py's space) each train on the calibrated realistic
+issue's real-data study (bench/workload.py's SEARCH_SPACE) each train on the calibrated realistic
 sample at the real post count and split, on the same seeds; each is scored once on test at the
 fixed 0.5, with a 95% bootstrap interval over test posts, and against the recipe on the same
 seeds and posts (the paired gain, its interval from resampling the test posts).
@@ -18,10 +18,9 @@ import time
 
 import numpy as np
 
-from bench.calibration import SPLIT, recipe_config
-from bench.common import RUNS, encoder_path, sample_parser
+from bench.common import RUNS, sample_parser
 from bench.results import write_results
-from bench.search_budget import RECIPE, SEARCH_SPACE
+from bench.workload import RECIPE, SEARCH_SPACE, SPLIT, encoder_path, recipe_config
 from hpo.fixtures import write_sample
 
 NAME = "portfolio_moves"
@@ -41,7 +40,7 @@ def points() -> list[tuple[str, dict]]:
 
 
 def study_spec():
-    """The issue's real-data study (search_budget's space, the recipe as warm start), few-trial."""
+    """The issue's real-data study (SEARCH_SPACE, the recipe as warm start), few-trial."""
     from hpo.spec import StudySpec
 
     return StudySpec.model_validate(

@@ -37,13 +37,22 @@ from multiprocessing import get_context
 
 import optuna
 
-from bench.common import RUNS, data_words, encoder_path, sample_data, workload, write_spec
+from bench.common import RUNS, write_spec
 from bench.results import commit, load_all, write_results
-from bench.search_budget import FRACTIONS, RECIPE, SEARCH_SPACE, SHARES, TRAIN
+from bench.workload import (
+    RECIPE,
+    SEARCH_SPACE,
+    SHARES,
+    STUDY_TRAIN,
+    data_words,
+    described,
+    encoder_path,
+    sample_data,
+)
 
 NAME = "pruning_regret"
-# per share its results file; posts and split are search_budget's share of the same name, the
-# token budget TRAIN's 128 in each
+# per share its results file; posts and split are the workload's share of the same name, the
+# token budget STUDY_TRAIN's 128 in each
 RESULTS = {share: NAME if share == "quick" else f"{NAME}_{share}" for share in SHARES}
 DEFINITION = (
     "share of replay orders in which the pruner killed the configuration that ends best; "
@@ -89,16 +98,17 @@ def measure(args) -> None:
     earlier = load_all().get(results) if args.resume else None
     if earlier:  # its curves, and the commit that trained them
         earlier = {"curves_commit": earlier["commit"], **earlier["details"]}
-    runs, details = pruning_regret(encoder, data, earlier, fractions)
+    runs, details = pruning_regret(encoder, data, fractions, earlier)
     write_results(
         results,
-        workload(
+        described(
             encoder_name,
             data_words(args.data_dir, posts, fractions),
-            shape=f"the recipe + {CONFIGS} random configurations of bench/search_budget.py's "
-            f"space, {EPOCHS} epochs each at max_length {TRAIN['max_length']}, replayed "
-            f"through HyperbandPruner (max_resource {EPOCHS}, reduction_factor 3) or, for "
-            f"looks inside an epoch, SuccessiveHalvingPruner (reduction_factor 3); each run: "
+            shape=f"the recipe + {CONFIGS} random configurations of the real-data study's "
+            f"space (bench/workload.py), {EPOCHS} epochs each at max_length "
+            f"{STUDY_TRAIN['max_length']}, replayed through HyperbandPruner (max_resource "
+            f"{EPOCHS}, reduction_factor 3) or, for looks inside an epoch, "
+            f"SuccessiveHalvingPruner (reduction_factor 3); each run: "
             f"{ORDERS} random orders",
         ),
         runs,
@@ -113,7 +123,7 @@ def measure(args) -> None:
     )
 
 
-def curves(encoder: str, data_dir: str, fractions=FRACTIONS, workers: int = 2) -> list[dict]:
+def curves(encoder: str, data_dir: str, fractions, workers: int = 2) -> list[dict]:
     """The recipe and CONFIGS random configurations of the search space (epochs fixed, so
     every curve reaches the same last epoch), each trained to the end, ``workers`` at a time
     with one thread each, as ``hpo tune --workers 2`` runs them."""
@@ -129,7 +139,7 @@ def curves(encoder: str, data_dir: str, fractions=FRACTIONS, workers: int = 2) -
         n_trials=CONFIGS,
         sampler={"name": "random", "seed": 0},
         train={
-            **TRAIN,
+            **STUDY_TRAIN,
             "split_fractions": list(fractions),
             "encoder": encoder,
             "epochs": EPOCHS,
@@ -229,7 +239,7 @@ def replay(configs: list[dict], variant: dict, orders: int = ORDERS, seed: int =
 
 
 def pruning_regret(
-    encoder: str, data_dir: str, recorded: dict | None = None, fractions=FRACTIONS
+    encoder: str, data_dir: str, fractions, recorded: dict | None = None
 ) -> tuple[dict, dict]:
     """Per variant one summary of its replays; the curves themselves as details.
     ``recorded``: an earlier results file's details, to replay its curves again."""

@@ -9,16 +9,8 @@ from __future__ import annotations
 
 import optuna
 
-from bench.common import (
-    RUNS,
-    encoder_path,
-    hpo_cmd,
-    repeated,
-    sample_data,
-    service_spec,
-    timed_run,
-    workload,
-)
+from bench.common import RUNS, hpo_cmd, repeated, timed_run
+from bench.workload import described, encoder_path, sample_data, service_spec
 
 NAME = "p6"
 DEFINITION = (
@@ -32,7 +24,7 @@ POSTS = 60
 def measure(args) -> None:
     encoder, encoder_name = encoder_path()
     data = sample_data("data-p6", POSTS, args.data_dir)
-    load = workload(encoder_name, f"{POSTS} generated posts")
+    load = described(encoder_name, f"{POSTS} generated posts")
     repeated(NAME, lambda: epochs_to_best(encoder, data), args.runs, load, DEFINITION, TARGET)
 
 

@@ -12,6 +12,8 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -104,6 +106,14 @@ def stats(values: list) -> dict:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def mean_interval(values: list[float], seed: int = 0, n: int = 2000) -> list[float]:
+    """95% percentile bootstrap interval of the mean of ``values`` (a measure's repeats, or
+    their paired differences)."""
+    rng = np.random.default_rng(seed)
+    means = rng.choice(np.asarray(values, dtype=float), size=(n, len(values))).mean(axis=1)
+    return [round(float(x), 4) for x in np.percentile(means, [2.5, 97.5])]
 
 
 # What else ran on the machine while a measure ran: set by ``python -m bench.run --machine-use``.

@@ -25,18 +25,14 @@ import time
 
 import optuna
 
-from bench.common import (
-    RUNS,
+from bench.common import RUNS, Headline, hpo_cmd, timed_run, write_headlines
+from bench.workload import (
     SAMPLE_FRACTIONS,
-    Headline,
     data_words,
+    described,
     encoder_path,
-    hpo_cmd,
     sample_data,
     service_spec,
-    timed_run,
-    workload,
-    write_headlines,
 )
 
 NAME = "p1"  # also writes time_to_quality.json from the same rounds
@@ -119,7 +115,7 @@ def measure(args) -> None:
         "balanced class weighting on both sides (the Trainer's through compute_loss), "
         "every epoch evaluated"
     )
-    load = workload(
+    load = described(
         encoder_name,
         data,
         shape=shape,

@@ -35,14 +35,21 @@ import json
 import shutil
 import statistics
 import time
-from dataclasses import dataclass
 
-import numpy as np
 import optuna
 
-from bench.common import RUNS, data_words, encoder_path, hpo_cmd, sample_data, timed_run, write_spec
-from bench.results import commit, write_results
-from hpo.fixtures.realistic import REAL_POSTS
+from bench.common import RUNS, hpo_cmd, timed_run, write_spec
+from bench.results import commit, mean_interval, write_results
+from bench.workload import (
+    RECIPE,
+    SEARCH_SPACE,
+    SHARES,
+    STUDY_TRAIN,
+    Share,
+    data_words,
+    encoder_path,
+    sample_data,
+)
 
 NAME = "search_budget"
 DEFINITION = (
@@ -52,81 +59,9 @@ DEFINITION = (
 )
 ARMS = ("a_recipe", "b_before", "c_issue35")
 RESULTS = {"full": f"{NAME}_full", "mid": f"{NAME}_mid", "quick": NAME}
-# pruning_regret's workload (bench/pruning_regret.py reads POSTS, FRACTIONS and TRAIN)
-POSTS, FRACTIONS = 150, (0.6, 0.2, 0.2)  # 90 training, 30 validation, 30 test posts
 REPEATS = 5  # the issue asks for intervals over >= 5 repeats
-
-
-@dataclass(frozen=True)
-class Share:
-    """How much of the real job one repeat runs: the calibrated realistic sample's size and
-    split, the texts' token budget, the search's wall-clock budget and (c)'s CV folds."""
-
-    name: str
-    posts: int
-    fractions: tuple[float, float, float]
-    max_length: int
-    tune_budget: str  # hpo tune --timeout
-    cv_folds: int
-    why: str
-
-
-SHARES = {
-    # the real set's size and split; ~4 full standard-recipe trials on a quiet 2-core machine
-    "full": Share("full", REAL_POSTS, (0.8, 0.1, 0.1), 256, "2h", 5, "the issue's full size"),
-    # the real split and the real hour's shape (a search that trains about two configurations,
-    # the warm start and one more) at a third of the posts and half the tokens, so that five
-    # repeats of the three arms fit about two hours of a 2-core machine
-    "mid": Share(
-        "mid",
-        500,
-        (0.8, 0.1, 0.1),
-        128,
-        "5m",
-        3,
-        "a third of the real size (500 posts: 400 train / 50 validation / 50 test, 128 tokens), "
-        "a 5-minute search that trains about two configurations, as the real hour does, and 3 "
-        "CV folds, so that 5 repeats of the three arms fit about two hours of a 2-core machine",
-    ),
-    # five repeats of the three arms in about an hour of a 2-core machine
-    "quick": Share(
-        "quick",
-        POSTS,
-        FRACTIONS,
-        128,
-        "4m",
-        3,
-        "a small share (150 posts: 90 train / 30 validation / 30 test, 128 tokens, a 4-minute "
-        "search, 3 CV folds) so that 5 repeats of the three arms fit an hour of a 2-core machine",
-    ),
-}
 STORAGE = f"sqlite:///{RUNS / 'search_budget.db'}"
 DONE = RUNS / "search_budget"  # each finished arm's result
-RECIPE = {
-    "learning_rate": 1.0e-4,
-    "epochs": 4,
-    "batch_size": 16,
-    "class_weighting": "balanced",
-    "long_text": "head_tail",
-    "warmup_ratio": 0.1,
-    "head_dropout": 0.1,
-}
-SEARCH_SPACE = {  # the issue's real-data study
-    "learning_rate": {"type": "float", "low": 2.0e-5, "high": 3.0e-4, "log": True},
-    "epochs": {"type": "int", "low": 2, "high": 4},
-    "batch_size": {"type": "categorical", "choices": [16, 32]},
-    "class_weighting": {"type": "categorical", "choices": ["balanced", "sqrt"]},
-    "long_text": {"type": "categorical", "choices": ["truncate", "head_tail"]},
-    "warmup_ratio": {"type": "float", "low": 0.0, "high": 0.2},
-    "head_dropout": {"type": "float", "low": 0.0, "high": 0.3},
-}
-TRAIN = {
-    "max_length": 128,
-    "split_fractions": list(FRACTIONS),
-    "criteria_formulation": "multilabel",
-    "mixed_precision": "no",
-    "threshold": "fixed",
-}
 
 
 def measure(args) -> None:
@@ -201,7 +136,7 @@ def spec(
         "sampler": sampler,
         "pruner": pruners[arm],
         "train": {
-            **TRAIN,
+            **STUDY_TRAIN,
             "max_length": share.max_length,
             "split_fractions": list(share.fractions),
             "encoder": encoder,
@@ -287,13 +222,6 @@ def search_budget(encoder: str, data_dir: str, repeats: int, share: Share) -> di
                 flush=True,
             )
     return runs
-
-
-def mean_interval(values: list[float], seed: int = 0, n: int = 2000) -> list[float]:
-    """95% percentile bootstrap interval of the mean of ``values`` (the repeats)."""
-    rng = np.random.default_rng(seed)
-    means = rng.choice(np.asarray(values, dtype=float), size=(n, len(values))).mean(axis=1)
-    return [round(float(x), 4) for x in np.percentile(means, [2.5, 97.5])]
 
 
 def verdict(runs: dict[str, list[dict]]) -> dict:

@@ -14,7 +14,8 @@ import statistics
 import numpy as np
 import optuna
 
-from bench.common import repeated, sample_data, tiny_encoder, workload
+from bench.common import repeated
+from bench.workload import described, sample_data, tiny_encoder
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 
@@ -34,7 +35,7 @@ CHECKPOINTS = (0.25, 0.5, 1.0)
 def measure(args) -> None:
     """A tiny random-init encoder: the measure needs many trials, not a good model."""
     data = sample_data("data-p7", POSTS, args.data_dir)
-    load = workload("tiny random-init RoBERTa", f"{POSTS} generated realistic posts")
+    load = described("tiny random-init RoBERTa", f"{POSTS} generated realistic posts")
     repeated(NAME, lambda: tpe_vs_random(tiny_encoder(), data), args.runs, load, DEFINITION, TARGET)
 
 

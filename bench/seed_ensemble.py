@@ -16,10 +16,9 @@ import time
 
 import numpy as np
 
-from bench.calibration import SPLIT, recipe_config
-from bench.common import RUNS, encoder_path, sample_parser
+from bench.common import RUNS, sample_parser
 from bench.results import write_results
-from bench.search_budget import RECIPE
+from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config
 from hpo.fixtures import write_sample
 
 NAME = "seed_ensemble"

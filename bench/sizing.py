@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import shutil
 
-from bench.common import REPO, RUNS, encoder_path, sample_data, workload
+from bench.common import REPO, RUNS
 from bench.results import write_results
+from bench.workload import described, encoder_path, sample_data
 
 NAME = "sizing"
 DEFINITION = (
@@ -63,7 +64,7 @@ def measure(args) -> None:
     """One run: the estimate times a few optimizer steps itself; MiniLM lends its tokenizer."""
     write_results(
         NAME,
-        workload(
+        described(
             "roberta-base and deberta-v3-base shapes, random weights, MiniLM's tokenizer",
             f"{REDSM5_POSTS} generated realistic posts (ReDSM5's count and post lengths)",
             shape="each supermax spec's warm-start recipe, one worker with every core",

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import optuna
 
-from bench.common import REPO, RUNS, encoder_path, hpo_cmd, small_sample, timed_run, write_spec
+from bench.common import REPO, RUNS, hpo_cmd, timed_run, write_spec
 from bench.results import RESULTS, commit, write_results
+from bench.workload import encoder_path, small_sample
 
 NAME = "startup"
 DEFINITION = (

@@ -28,10 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.calibration import SPLIT, recipe_config
-from bench.common import REPO, RUNS, encoder_path, sample_parser
-from bench.results import commit, write_results
-from bench.search_budget import RECIPE
+from bench.common import REPO, RUNS, sample_parser
+from bench.results import commit, mean_interval, write_results
+from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config
 
 NAME = "whole_post"
 DEFINITION = (
@@ -291,8 +290,6 @@ def measure(args) -> None:
 def _gain_intervals(runs: dict) -> dict:
     """Per arm, the 95% bootstrap interval of its mean gain over head_tail across seeds (paired
     by seed), beside each seed's own test interval."""
-    from bench.search_budget import mean_interval
-
     found = {}
     for arm, arm_runs in runs.items():
         gains = [run["gain_over_head_tail"] for run in arm_runs]

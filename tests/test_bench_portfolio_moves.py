@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.portfolio_moves import paired_gain, points, study_spec
-from bench.search_budget import RECIPE
+from bench.workload import RECIPE
 from hpo.study import portfolio_points
 
 

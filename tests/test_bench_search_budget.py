@@ -6,16 +6,8 @@ from __future__ import annotations
 import optuna
 
 from bench import pruning_regret, run
-from bench.search_budget import (
-    RECIPE,
-    REPEATS,
-    RESULTS,
-    SHARES,
-    per_rung_rate,
-    plan,
-    verdict,
-    what_was_chosen,
-)
+from bench.search_budget import REPEATS, RESULTS, per_rung_rate, plan, verdict, what_was_chosen
+from bench.workload import RECIPE, SHARES
 
 
 def arms(a: list[float], c: list[float]) -> dict[str, list[dict]]:
