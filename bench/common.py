@@ -79,6 +79,39 @@ def peak_rss(cmd: list[str], env: dict | None = None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# One trial as a worker runs it: 2 torch threads and its host-memory ceiling set (above it the
+# worker hands glibc's freed heap back; never reached here). Its last line: what it got.
+TRIAL = """
+import json, sys, time
+from hpo.train.config import TrainConfig
+from hpo.train.loop import train
+from hpo.train.memory import set_memory_ceiling
+import torch
+torch.set_num_threads(2)
+set_memory_ceiling(20_000)
+settings = json.loads(sys.argv[1])
+started = time.perf_counter()
+result = train(TrainConfig(**settings))
+print(json.dumps({"seconds": time.perf_counter() - started, \
+"post_macro_f1": result.metrics["post_macro_f1"],
+                  "micro_batch_size": result.micro_batch_size}))
+"""
+
+
+def trial_peak(settings: dict) -> dict:
+    """One TRIAL of ``settings`` (TrainConfig's fields) in a fresh process: its peak RSS in MiB,
+    seconds, post macro-F1 and micro-batch size; a trial that fails raises with its errors."""
+    done = peak_rss(
+        [sys.executable, "-c", TRIAL, json.dumps(settings)], env={"OMP_NUM_THREADS": "2"}
+    )
+    if done["exit_code"] != 0:
+        raise RuntimeError(f"a trial of {settings} failed:\n{done['stderr']}")
+    return {
+        "peak_rss_mb": done["peak_rss_mb"],
+        **json.loads(done["stdout"].strip().splitlines()[-1]),
+    }
+
+
 class Headline(NamedTuple):
     """One results file a measure's runs go into: its name, the case its headline is taken from,
     that figure and its target bound, the definition, and the figures recorded beside it."""

@@ -1,18 +1,14 @@
 """Peak memory of one trial of issue #25's workload: all-MiniLM-L6-v2, criteria multilabel,
 max_length 256, batch 16, float32, ``long_text`` truncate and head_tail, each run a fresh
-process (its peak RSS from RUSAGE_CHILDREN), the trial as bench/memory.py runs it (a worker's
-memory ceiling set, above which it hands glibc's freed heap back; 2 torch threads).
+process (its peak RSS from RUSAGE_CHILDREN), the trial as a worker runs it (bench/common.py's
+TRIAL: its memory ceiling set, above which it hands glibc's freed heap back; 2 torch threads).
 
     python -m bench.run --only peak_memory
 """
 
 from __future__ import annotations
 
-import json
-import sys
-
-from bench.common import RUNS, peak_rss
-from bench.memory import TRIAL
+from bench.common import RUNS, trial_peak
 from bench.results import write_results
 from bench.workload import encoder_path, sample_data
 
@@ -59,15 +55,7 @@ def measure(args) -> None:
                 "split_fractions": [0.8, 0.1, 0.1],
                 **overrides,
             }
-            done = peak_rss(
-                [sys.executable, "-c", TRIAL, json.dumps(settings)], env={"OMP_NUM_THREADS": "2"}
-            )
-            if done["exit_code"] != 0:
-                raise RuntimeError(f"peak_memory {case} failed:\n{done['stderr']}")
-            run = {
-                "peak_rss_mb": done["peak_rss_mb"],
-                **json.loads(done["stdout"].strip().splitlines()[-1]),
-            }
+            run = trial_peak(settings)
             results[case].append(run)
             print(
                 f"[peak_memory run {run_no + 1}] {case}: {run['peak_rss_mb']:,.0f} MiB", flush=True

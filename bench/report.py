@@ -57,7 +57,7 @@ MEASURES = {
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
     "whole_post": "Whole post vs head_tail (issue #49, real size)",
 }
-# For results files whose writer records no definition (bench/memory.py's).
+# For results files written before their measure recorded its definition (memory.json).
 DEFINITIONS = {
     "memory": "peak RSS (MiB) of one long_text: chunks trial on long-tailed posts, "
     "in a fresh process (bench/memory.py)",

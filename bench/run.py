@@ -31,6 +31,7 @@ MEASURES = {
     "startup": ("startup",),
     "orchestration": ("p3",),
     "peak_memory": ("peak_memory",),
+    "memory": ("memory",),
     "gpu_throughput": ("p5",),
     "pruning_savings": ("p6",),
     "search_effectiveness": ("p7",),
