@@ -2,8 +2,9 @@
 macro-F1 on generated posts at a given clarity (``hpo.fixtures.realistic.CLARITY``: the share of
 symptom evidence phrased in the symptom's own words), against the real job's 0.55-0.70.
 
-    python -m bench.calibration                                   # the issue's full size, 5 runs
-    python -m bench.calibration --posts 500 --max-length 128 --epochs 2 --clarity 0.3 0.5 0.7
+    python -m bench.run --only calibration              # the issue's full size, 5 seeds
+    python -m bench.run --only calibration --posts 500 --max-length 128 --epochs 2 \\
+        --clarity 0.3 0.5 0.7 --name calibration_probe
 
 The recipe is bench/workload.py's RECIPE (lr 1e-4, batch 16, balanced weighting, head_tail,
 4 epochs, threshold fixed at 0.5, criteria multilabel), trained in this process on the
@@ -15,17 +16,22 @@ the score in minutes; the full size confirms it with the exact recipe.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
 
-from bench.common import RUNS
 from bench.results import load_all, write_results
-from bench.workload import RECIPE, encoder_path, recipe_config
-from hpo.fixtures import write_sample
+from bench.workload import RECIPE, encoder_path, recipe_config, sample_data
 from hpo.fixtures.realistic import CLARITY, REAL_POSTS
 
+NAME = "calibration"
 REAL_RANGE = (0.55, 0.70)  # the real job's validation post macro-F1 (NOTES.md, two seeds)
+DEFINITION = (
+    "validation post macro-F1 of the standard recipe on generated realistic posts at each "
+    "clarity (share of symptom evidence in the symptom's own words); the real job reaches "
+    f"{REAL_RANGE[0]}-{REAL_RANGE[1]}"
+)
+# the real job's tokens and epochs; clarity a list: one case each
+DEFAULTS = {"max_length": 256, "epochs": RECIPE["epochs"], "clarity": [CLARITY], "name": NAME}
 
 
 def calibration_run(
@@ -40,11 +46,9 @@ def calibration_run(
     """One standard-recipe training on a fresh sample; its validation post macro-F1."""
     from hpo.train.loop import train
 
-    data = RUNS / "calibration" / f"{posts}-c{clarity}-s{seed}"
-    if not (data / "redsm5_posts.csv").exists():
-        write_sample(data, posts=posts, seed=seed, profile="realistic", clarity=clarity)
+    data = sample_data(f"calibration/{posts}-c{clarity}-s{seed}", posts, seed=seed, clarity=clarity)
     config = recipe_config(
-        encoder, str(data), max_length, seed, mixed_precision=precision, epochs=epochs
+        encoder, data, max_length, seed, mixed_precision=precision, epochs=epochs
     )
     started = time.perf_counter()
     result = train(config)
@@ -58,31 +62,11 @@ def calibration_run(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--posts", type=int, default=REAL_POSTS)
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--epochs", type=int, default=RECIPE["epochs"])
-    parser.add_argument("--clarity", type=float, nargs="*", default=[CLARITY])
-    parser.add_argument("--runs", type=int, default=5, help="seeds per clarity")
-    parser.add_argument(
-        "--first-seed", type=int, default=0, help="go on from the seeds a results file holds"
-    )
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=("auto", "bf16", "no"),
-        help="mixed_precision as a spec sets it (auto, the default: bf16 where the CPU has "
-        "native bf16 units, float32 elsewhere)",
-    )
-    parser.add_argument("--name", default="calibration", help="results file name")
-    args = parser.parse_args()
+def measure(args) -> None:
+    """``args.runs`` seeds (from ``args.first_seed``) of every clarity, each written as it ends."""
     encoder, encoder_name = encoder_path()
-    for seed in range(
-        args.first_seed, args.first_seed + args.runs
-    ):  # seeds outermost: a cut-short run still covers every case
+    for seed in range(args.first_seed, args.first_seed + args.runs):
+        # seeds outermost: a cut-short run still covers every case
         for clarity in args.clarity:
             run = calibration_run(
                 encoder, clarity, args.posts, args.max_length, args.epochs, seed, args.precision
@@ -120,9 +104,7 @@ def _record(args, encoder_name: str, case: str, run: dict) -> None:
         workload,
         runs,
         "validation_post_macro_f1",
-        definition="validation post macro-F1 of the standard recipe on generated realistic "
-        "posts at each clarity (share of symptom evidence in the symptom's own words); the "
-        f"real job reaches {REAL_RANGE[0]}-{REAL_RANGE[1]}",
+        definition=DEFINITION,
         also=("wall_s",),
         # judged where it counts: the shipped clarity at the issue's size and recipe
         target={"key": f"clarity {CLARITY}", "within": list(REAL_RANGE)}
@@ -135,12 +117,8 @@ def _record(args, encoder_name: str, case: str, run: dict) -> None:
             "why": "one run of the recipe at the real size is 15-30 minutes of a quiet 2-core "
             "machine and hours on a loaded one; runs are recorded as they finish",
         },
-        command=f"python -m bench.calibration --posts {args.posts} --max-length "
+        command=f"python -m bench.run --only calibration --posts {args.posts} --max-length "
         f"{args.max_length} --epochs {args.epochs} --precision {args.precision} --clarity "
         + " ".join(sorted(c.split()[1] for c in runs))
-        + (f" --name {args.name}" if args.name != "calibration" else ""),
+        + (f" --name {args.name}" if args.name != NAME else ""),
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -3,7 +3,6 @@ and the results-file writers the measures share. What they train on is bench/wor
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -165,18 +164,3 @@ def repeated(
         definition=definition,
         command=f"python -m bench.run --only {measure}",
     )
-
-
-def sample_parser(doc: str, posts: int, seeds: int) -> argparse.ArgumentParser:
-    """The command line of a bench that trains on the calibrated realistic sample: its post
-    count, tokens per post, seeds and clarity."""
-    from hpo.fixtures.realistic import CLARITY
-
-    parser = argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--posts", type=int, default=posts)
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--seeds", type=int, default=seeds)
-    parser.add_argument("--clarity", type=float, default=CLARITY)
-    return parser

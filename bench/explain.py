@@ -1,8 +1,8 @@
 """The joined prediction (``hpo predict --criteria --evidence``): throughput, each half's share
 of the time, and whether the sentences it shows are the ones annotators marked.
 
-    python -m bench.explain   # writes bench/results/explain.json: ~10 CPU-minutes
-                              # (16 min wall on 2 busy shared cores)
+    python -m bench.run --only explain   # writes bench/results/explain.json: ~10 CPU-minutes
+                                         # (16 min wall on 2 busy shared cores)
 
 Workload: the realistic sample (200 generated posts shaped like ReDSM5, seed 0) split by post
 0.6/0.2/0.2, the offline all-MiniLM-L6-v2; a criteria model (multilabel, max_length 256,
@@ -19,7 +19,6 @@ among the three shown (top 3). Criteria recall says how many true symptoms reach
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -147,15 +146,8 @@ def joint_metric(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--runs", type=int, default=5, help="timed repeats of the joined prediction (default 5)"
-    )
-    parser.add_argument("--data-dir", help="real ReDSM5 files instead of the realistic sample")
-    args = parser.parse_args()
+def measure(args) -> None:
+    """Trains the pair once, then ``args.runs`` timed passes over the first test posts."""
     torch.set_num_threads(THREADS)
     encoder, encoder_name = encoder_path()
     data_dir = sample_data("explain-realistic", POSTS, args.data_dir)
@@ -192,10 +184,14 @@ def main() -> None:
         "with an annotated sentence: share with an annotated sentence ranked first (top1) "
         "or among the top 3 (top3)",
         "quality_all_test_posts": quality,
-        "command": "python -m bench.explain",
     }
     path = write_results(
-        NAME, workload, {"joined": runs}, "posts_per_second", definition=DEFINITION
+        NAME,
+        workload,
+        {"joined": runs},
+        "posts_per_second",
+        definition=DEFINITION,
+        command=f"python -m bench.run --only {NAME}",
     )
     print(
         f"wrote {path}: {statistics.median(r['posts_per_second'] for r in runs):.2f} posts/s "
@@ -223,7 +219,3 @@ def timing(texts: list[str], result: Explanations) -> dict:
         ),
         "evidence_pairs_all_nine": 9 * sum(sentences),
     }
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """How many configurations get a first look at a budget of N full trials, per pruner?
 
-    python -m bench.first_looks
+    python -m bench.run --only first_looks      # 20 seeds of the simulation
 
 A simulation, no training: two workers take trials from one study with Optuna's own pruner
 deciding at every rung and epoch end, as ``hpo tune`` runs them (the objective's rules: every
@@ -20,14 +20,23 @@ import statistics
 import optuna
 from optuna.trial import TrialState
 
+from bench.results import write_results
+
+NAME = "first_looks"
+DEFINITION = (
+    "configurations that get a first look per full recipe trial's compute, two workers under "
+    "each pruner on synthetic curves, at budgets of 2, 4 and 8 full trials"
+)
+DEFAULTS = {"runs": 20}  # a run is one seed of the simulation: seconds each
+BUDGETS = (2, 4, 8)  # full recipe trials of compute
 LOOK_COST = 1 / 24  # one validation pass, in epochs of training
-RECIPE_EPOCHS, EPOCHS, WORKERS, SEEDS = 3, (2, 6), 2, 20
+RECIPE_EPOCHS, EPOCHS, WORKERS = 3, (2, 6), 2
 VARIANTS = {  # pruner, units_per_epoch, its options
     "none": ("none", 1, {}),
-    "hyperband_epoch_2": ("hyperband", 1, {"min_resource": 2, "max_resource": 6}),
+    "hyperband_epoch_2": ("hyperband", 1, {"min_resource": 2, "max_resource": 6}),  # shipped
     "hyperband_ninth": ("hyperband", 9, {"min_resource": 1, "max_resource": 54}),
     "successive_halving_third": ("successive_halving", 9, {"min_resource": 3}),
-    "successive_halving_ninth": ("successive_halving", 9, {"min_resource": 1}),  # shipped
+    "successive_halving_ninth": ("successive_halving", 9, {"min_resource": 1}),
 }
 PRUNERS = {
     "none": optuna.pruners.NopPruner,
@@ -85,18 +94,40 @@ def first_looks(variant: str, budgets: int, seed: int) -> int:
         workers[index] = start(when)
 
 
-def main() -> None:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    print(
-        "configurations with a first look per full recipe trial's compute (mean of", SEEDS, "seeds)"
+def figure(budgets: int) -> str:
+    return f"first_looks_per_trial_budget_{budgets}"
+
+
+def measure(args) -> None:
+    """``args.runs`` seeds of every variant; the figures' medians over seeds, and their means
+    (docs/specs.md's table) as details."""
+    runs = {
+        variant: [
+            {"seed": seed, **{figure(n): first_looks(variant, n, seed) / n for n in BUDGETS}}
+            for seed in range(args.runs)
+        ]
+        for variant in VARIANTS
+    }
+    means = {
+        variant: {n: round(statistics.fmean(run[figure(n)] for run in found), 2) for n in BUDGETS}
+        for variant, found in runs.items()
+    }
+    write_results(
+        NAME,
+        {
+            "simulation": "no training: Optuna's own pruner decides at every rung and epoch "
+            "end; each trial trains 2 to 6 epochs on a synthetic curve (quality x (1 - "
+            "e^-epochs) plus noise); a look costs one validation pass",
+            "workers": WORKERS,
+            "look_cost_epochs": round(LOOK_COST, 4),
+            "recipe_epochs": RECIPE_EPOCHS,
+            "variants": VARIANTS,
+        },
+        runs,
+        figure(BUDGETS[1]),
+        definition=DEFINITION,
+        also=(figure(BUDGETS[0]), figure(BUDGETS[2])),
+        details={"mean_over_seeds": means},
+        command=f"python -m bench.run --only {NAME}"
+        + (f" --runs {args.runs}" if args.runs != DEFAULTS["runs"] else ""),
     )
-    for variant in VARIANTS:
-        cells = []
-        for budgets in (2, 4, 8):
-            looks = statistics.fmean(first_looks(variant, budgets, seed) for seed in range(SEEDS))
-            cells.append(f"N={budgets}: {looks / budgets:.1f}")
-        print(f"{variant:26} " + "  ".join(cells))
-
-
-if __name__ == "__main__":
-    main()

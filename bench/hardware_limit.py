@@ -1,7 +1,7 @@
 """How far is a trial from what this CPU can do? The standard recipe's training step's model
 FLOP/s over the machine's own measured matmul peak, at the same thread count.
 
-    python -m bench.hardware_limit            # 5 runs; float32 (the recipe), bf16 where native
+    python -m bench.run --only hardware_limit     # 5 runs; float32 (the recipe), bf16 where native
 
 Model FLOPs of one training example (forward + backward), for a sequence of t tokens:
 
@@ -27,10 +27,15 @@ import time
 import torch
 
 from bench.common import RUNS
-from bench.workload import RECIPE, encoder_path
-from hpo.fixtures import write_sample
+from bench.results import write_results
+from bench.workload import RECIPE, encoder_path, sample_data
 from hpo.fixtures.realistic import REAL_POSTS
 
+NAME = "hardware_limit"
+DEFINITION = (
+    "model FLOP/s of the standard recipe's training step / the machine's measured matmul peak "
+    "FLOP/s, same precision and threads"
+)
 MATMUL_N, MATMUL_REPEATS = 2048, 10  # ~17 GFLOP each: past cache effects, short under load
 TIMED_STEPS = 2
 
@@ -115,16 +120,14 @@ def step_windows(encoder: str, data_dir: str, precision: str, windows: int):
 
 def hardware_limit(runs: int) -> dict[str, list[dict]]:
     encoder, _ = encoder_path()
-    data = RUNS / f"data-hardware-{REAL_POSTS}"
-    if not (data / "redsm5_posts.csv").exists():
-        write_sample(data, posts=REAL_POSTS, seed=0, profile="realistic")
+    data = sample_data(f"data-hardware-{REAL_POSTS}", REAL_POSTS)
     cases = {"float32": ("no", torch.float32)}
     if native_bf16():
         cases["bf16"] = ("bf16", torch.bfloat16)
     out: dict[str, list[dict]] = {case: [] for case in cases}
     for case, (precision, dtype) in cases.items():
         # each run: a window of steps, then the peak right after it, so both meet the same load
-        for run, step in enumerate(step_windows(encoder, str(data), precision, runs)):
+        for run, step in enumerate(step_windows(encoder, data, precision, runs)):
             peak = peak_flops(dtype)
             out[case].append(
                 {
@@ -142,20 +145,11 @@ def hardware_limit(runs: int) -> dict[str, list[dict]]:
     return out
 
 
-def main() -> None:
-    import argparse
-
-    from bench.results import MACHINE_USE, write_results
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--machine-use", help="what else ran on the machine meanwhile")
-    args = parser.parse_args()
-    if args.machine_use:
-        MACHINE_USE["text"] = args.machine_use
+def measure(args) -> None:
+    """``args.runs`` windows of steps per precision, each with the peak measured right after."""
     _, encoder_name = encoder_path()
     write_results(
-        "hardware_limit",
+        NAME,
         {
             "encoder": encoder_name,
             "data": f"{REAL_POSTS} generated realistic posts (seed 0), split 0.8/0.1/0.1",
@@ -168,12 +162,7 @@ def main() -> None:
         },
         hardware_limit(args.runs),
         "utilisation",
-        definition="model FLOP/s of the standard recipe's training step / the machine's "
-        "measured matmul peak FLOP/s, same precision and threads",
+        definition=DEFINITION,
         also=("model_gflops", "peak_gflops", "examples_per_s"),
-        command="python -m bench.hardware_limit",
+        command=f"python -m bench.run --only {NAME}",
     )
-
-
-if __name__ == "__main__":
-    main()

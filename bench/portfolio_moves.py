@@ -7,7 +7,7 @@ sample at the real post count and split, on the same seeds; each is scored once 
 fixed 0.5, with a 95% bootstrap interval over test posts, and against the recipe on the same
 seeds and posts (the paired gain, its interval from resampling the test posts).
 
-    python -m bench.portfolio_moves --posts 1484 --max-length 128 --seeds 3
+    python -m bench.run --only portfolio_moves          # 1,484 posts, 128 tokens, 3 seeds
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import time
 
 import numpy as np
 
-from bench.common import RUNS, sample_parser
+from bench.common import RUNS
 from bench.results import write_results
-from bench.workload import RECIPE, SEARCH_SPACE, SPLIT, encoder_path, recipe_config
-from hpo.fixtures import write_sample
+from bench.workload import RECIPE, SEARCH_SPACE, SPLIT, encoder_path, recipe_config, sample_data
 
 NAME = "portfolio_moves"
 DEFINITION = (
     "test post macro-F1 at the fixed 0.5 of the standard recipe and of each portfolio point the "
     "product runs after it, on the same seeds and split; a move's gain is paired with the recipe"
 )
+DEFAULTS = {"seeds": 3}  # each seed trains every point once
 RESAMPLES, LEVEL = 2000, 0.95
 TIMING = "wall_s.txt"  # beside each model: its training's seconds, for a rerun that rescores
 
@@ -96,9 +96,8 @@ def measure(args) -> None:
     from hpo.train.prepare import prepare_data
 
     encoder, encoder_name = encoder_path()
-    data_dir = RUNS / "portfolio-moves" / f"{args.posts}-c{args.clarity}"
-    if not (data_dir / "redsm5_posts.csv").exists():
-        write_sample(data_dir, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
+    name = f"portfolio-moves/{args.posts}-c{args.clarity}"
+    data_dir = sample_data(name, args.posts, clarity=args.clarity)
     chosen = points()[: args.moves + 1]
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
@@ -111,7 +110,7 @@ def measure(args) -> None:
             folder = RUNS / "portfolio-moves" / f"{args.posts}-{args.max_length}-{moved}-s{seed}"
             config = recipe_config(
                 encoder,
-                str(data_dir),
+                data_dir,
                 args.max_length,
                 seed,
                 split_seed=0,  # one split: the configurations differ in training alone
@@ -200,16 +199,6 @@ def measure(args) -> None:
             "2-core machine; the uncertainty that decides a gain is the paired interval over "
             "test posts (details), not the spread over seeds",
         },
-        command=f"python -m bench.portfolio_moves --posts {args.posts} --max-length "
+        command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
         f"{args.max_length} --seeds {args.seeds} --moves {args.moves} --clarity {args.clarity}",
     )
-
-
-def main() -> None:
-    parser = sample_parser(__doc__, posts=1484, seeds=3)
-    parser.add_argument("--moves", type=int, default=5, help="portfolio points after the recipe")
-    measure(parser.parse_args())
-
-
-if __name__ == "__main__":
-    main()

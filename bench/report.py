@@ -34,6 +34,7 @@ MEASURES = {
     "p5": "P5 GPU throughput",
     "p6": "P6 pruning",
     "p7": "P7 search",
+    "first_looks": "First looks per full trial (pruner simulation)",
     "startup": "Start-up",
     "peak_memory": "Peak memory (issue #25 workload)",
     "memory": "Peak memory (long posts, chunks)",

@@ -1,16 +1,19 @@
-"""The benchmark suite: this service against Trainer.hyperparameter_search and against raw
-Optuna, on this machine. Each measure writes ``bench/results/<measure>.json`` (every run's raw
-values, median, spread, machine, versions, commit, target and verdict); ``python -m
-bench.report`` turns those files into the table in docs/performance.md.
+"""The benchmark suite's one command line: this service against Trainer.hyperparameter_search
+and against raw Optuna, what it costs and what its search buys, on this machine. Each measure
+writes ``bench/results/<file>.json`` (every run's raw values, median, spread, machine, versions,
+commit, target and verdict, and the command that wrote it); ``python -m bench.report`` turns
+those files into the tables in docs/performance.md.
 
-    make bench                              # every measure, 5 runs each
-    python -m bench.run --only p1 p4        # some of them
-    python -m bench.run --runs 7            # more runs of each
-    python -m bench.run --data-dir DIR      # real ReDSM5 files instead of generated sample data
+    make bench                                      # every measure, 5 runs each
+    python -m bench.run --only p1 p4                # some of them
+    python -m bench.run --runs 7                    # more runs of each
+    python -m bench.run --data-dir DIR              # real ReDSM5 files, not generated data
+    python -m bench.run --only seed_ensemble --posts 1484 --max-length 128
 
 Each measure is one module of bench/ with the same face: NAME (its results file), DEFINITION
-(what it measures, in one line) and measure(args), which runs it and writes the file. This
-module only reads the command line and calls them.
+(what it measures, in one line), measure(args), which runs it and writes the file, and, where
+its options' defaults differ from the ones below, DEFAULTS. This module only reads the command
+line and calls them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import shutil
 
 from bench.common import RUNS
 from bench.results import MACHINE_USE
+from hpo.fixtures.realistic import CLARITY, REAL_POSTS
 
 # Each measure's module, in the order a full run takes them, and the results files its runs
 # write (the first is the module's NAME). --only takes a file's name or the module's.
@@ -35,13 +39,23 @@ MEASURES = {
     "gpu_throughput": ("p5",),
     "pruning_savings": ("p6",),
     "search_effectiveness": ("p7",),
+    "first_looks": ("first_looks",),
     "formulations": ("formulations",),
     "determinism": ("determinism",),
+    "hardware_limit": ("hardware_limit",),
+    "explain": ("explain",),
+    "sizing": ("sizing",),
+    "calibration": ("calibration", "calibration_c075", "calibration_mid", "calibration_probe"),
     "search_budget": ("search_budget", "search_budget_mid", "search_budget_full"),
     "pruning_regret": ("pruning_regret", "pruning_regret_full", "pruning_regret_mid"),
-    "sizing": ("sizing",),
+    "seed_ensemble": ("seed_ensemble",),
+    "portfolio_moves": ("portfolio_moves",),
+    "whole_post": ("whole_post",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
+# The options whose default depends on the measure: these, unless its module's DEFAULTS says
+# otherwise. A list there takes several values (a case each); elsewhere the option takes one.
+DEFAULTS = {"runs": 5, "posts": REAL_POSTS, "max_length": 128, "seeds": 5, "clarity": CLARITY}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -63,34 +77,77 @@ def parser() -> argparse.ArgumentParser:
         help="the measures to run, by results file (p1) or module (same_work); default: all",
     )
     parser.add_argument(
+        "--runs",
+        type=int,
+        help="runs of each measure (default 5, or its DEFAULTS'): rounds of alternated sides; "
+        "calibration: seeds per clarity; first_looks: simulated seeds; search_budget: repeats "
+        "(at least 5); memory: runs of its headline case (one of each other case)",
+    )
+    parser.add_argument("--data-dir", help="real ReDSM5 files (default: generated sample data)")
+    parser.add_argument(
         "--machine-use",
         help="what else ran on the machine meanwhile, recorded in every results file "
         f"(default: {MACHINE_USE['text']!r})",
     )
-    parser.add_argument(
-        "--runs", type=int, default=5, help="runs (rounds of alternated sides) of each measure"
+    sample = parser.add_argument_group(
+        "the calibrated realistic sample",
+        "calibration, seed_ensemble, portfolio_moves and whole_post; where a measure's defaults "
+        "differ from these, its module's DEFAULTS say so",
     )
-    parser.add_argument("--data-dir", help="real ReDSM5 files (default: generated sample data)")
-    parser.add_argument(
+    sample.add_argument(
+        "--posts", type=int, help=f"generated posts (default {REAL_POSTS}, the real set's)"
+    )
+    sample.add_argument(
+        "--max-length", type=int, help=f"tokens a text is cut to (default {DEFAULTS['max_length']})"
+    )
+    sample.add_argument(
+        "--seeds", type=int, help=f"training seeds of an arm or point (default {DEFAULTS['seeds']})"
+    )
+    sample.add_argument(
+        "--clarity",
+        type=float,
+        nargs="+",
+        metavar="C",
+        help="share of symptom evidence in the symptom's own words (default: the shipped "
+        f"{CLARITY}); calibration takes several, a case each",
+    )
+    searches = parser.add_argument_group("search_budget and pruning_regret")
+    searches.add_argument(
+        "--share",
+        default="full",
+        choices=("full", "mid", "quick"),
+        help="the real job's size (days here for search_budget, an hour for pruning_regret) or "
+        "a small share (about an hour, a quarter of one); search_budget also a third of it (mid: "
+        "about two hours)",
+    )
+    searches.add_argument(
         "--resume",
         action="store_true",
         help="search_budget: keep the arms a cut-short run finished (each records its commit); "
         "pruning_regret: replay the committed curves again instead of retraining them",
     )
-    parser.add_argument(
-        "--share",
-        default="full",
-        choices=("full", "mid", "quick"),
-        help="search_budget, pruning_regret: the real job's size (days here for search_budget, "
-        "an hour for pruning_regret) or a small share (about an hour, a quarter of one); "
-        "search_budget also a third of it (mid: about two hours)",
+    searches.add_argument(
+        "--plan",
+        action="store_true",
+        help="search_budget: print how long a run of --share takes here, and run nothing",
     )
-    parser.add_argument(
+    searches.add_argument(
+        "--trial-seconds",
+        type=float,
+        help="--plan: one standard-recipe trial's seconds (default: calibration_c075.json's)",
+    )
+    own = parser.add_argument_group("one measure's own")
+    own.add_argument(
         "--baseline",
         metavar="COMMIT",
         help="startup: also time hpo tune at COMMIT (a git worktree of it) in every round",
     )
-    parser.add_argument(
+    own.add_argument(
+        "--profile",
+        action="store_true",
+        help="startup: profile one hpo tune with py-spy into startup.json's details instead",
+    )
+    own.add_argument(
         "--postgres",
         default=os.environ.get(
             "HPO_BENCH_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_bench"
@@ -98,6 +155,28 @@ def parser() -> argparse.ArgumentParser:
         help="p3's PostgreSQL database (default: $HPO_BENCH_POSTGRES, else hpo_bench on "
         "127.0.0.1:5432)",
     )
+    own.add_argument("--epochs", type=int, help="calibration: epochs (default: the recipe's)")
+    own.add_argument(
+        "--first-seed", type=int, default=0, help="calibration: go on from the seeds a file holds"
+    )
+    own.add_argument(
+        "--precision",
+        default="auto",
+        choices=("auto", "bf16", "no"),
+        help="calibration: mixed_precision as a spec sets it (auto: bf16 where the CPU has "
+        "native bf16 units, float32 elsewhere)",
+    )
+    own.add_argument("--name", help="calibration: its results file (default: calibration)")
+    own.add_argument(
+        "--moves", type=int, default=5, help="portfolio_moves: portfolio points after the recipe"
+    )
+    own.add_argument(
+        "--evidence-seeds", type=int, default=1, help="whole_post: seeds of the evidence model"
+    )
+    own.add_argument(
+        "--parallel", type=int, default=2, help="whole_post: runs at a time, each a process"
+    )
+    own.add_argument("--threads", type=int, default=1, help="whole_post: torch threads a run")
     return parser
 
 
@@ -107,18 +186,40 @@ def chosen(only: list[str] | None) -> list[str]:
     return [module for module in MEASURES if module in wanted]
 
 
+def options(measure, args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` as ``measure`` reads them: each option left out set to its DEFAULTS, else to
+    the ones above; one value where it takes one (a ValueError where several were given)."""
+    merged = vars(args).copy()
+    for key, default in {**DEFAULTS, **getattr(measure, "DEFAULTS", {})}.items():
+        given = merged.get(key)
+        if given is None:
+            merged[key] = default
+        elif isinstance(given, list) and not isinstance(default, list):
+            if len(given) > 1:
+                option = "--" + key.replace("_", "-")
+                raise ValueError(f"{measure.NAME} takes one {option}; give several to calibration")
+            merged[key] = given[0]
+    return argparse.Namespace(**merged)
+
+
 def main() -> None:
-    args = parser().parse_args()
-    if args.machine_use:
-        MACHINE_USE["text"] = args.machine_use
+    cli = parser()
+    args = cli.parse_args()
     import optuna  # after parsing: --help and a wrong name answer at once
 
+    measures = [importlib.import_module(f"bench.{module}") for module in chosen(args.only)]
+    try:  # every measure's options checked before any runs
+        runs = [(measure, options(measure, args)) for measure in measures]
+    except ValueError as error:
+        cli.error(str(error))
+    if args.machine_use:
+        MACHINE_USE["text"] = args.machine_use
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     shutil.rmtree(RUNS / "studies", ignore_errors=True)
     # no tokenization carried over from an earlier run
     shutil.rmtree(RUNS / "cache", ignore_errors=True)
-    for module in chosen(args.only):
-        importlib.import_module(f"bench.{module}").measure(args)
+    for measure, measure_args in runs:
+        measure.measure(measure_args)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ issue #35 shipped them, (c) the search + finalize issue #35 builds; every repeat
     python -m bench.run --only search_budget                # the full size: ~2 days here
     python -m bench.run --only search_budget --share mid    # a third of it: ~2 hours here
     python -m bench.run --only search_budget --share quick  # a small share: ~1 hour here
-    python -m bench.search_budget --plan                    # how long the full size takes
+    python -m bench.run --only search_budget --plan         # how long the full size takes
 
 (a) the standard recipe (lr 1e-4, 4 epochs, batch 16, balanced weighting, head_tail), trained
     once and scored once on test: ``hpo tune`` (its one warm-start trial) + ``hpo finalize
@@ -39,7 +39,7 @@ import time
 import optuna
 
 from bench.common import RUNS, hpo_cmd, timed_run, write_spec
-from bench.results import commit, mean_interval, write_results
+from bench.results import commit, load_all, mean_interval, write_results
 from bench.workload import (
     RECIPE,
     SEARCH_SPACE,
@@ -66,9 +66,13 @@ DONE = RUNS / "search_budget"  # each finished arm's result
 
 def measure(args) -> None:
     """At least REPEATS repeats (``args.runs`` if more) of the three arms at ``args.share``'s
-    size; ``args.resume`` keeps the arms a cut-short run finished."""
-    encoder, encoder_name = encoder_path()
+    size; ``args.resume`` keeps the arms a cut-short run finished; ``args.plan`` only says how
+    long that takes here."""
     chosen = SHARES[args.share]
+    if args.plan:
+        print(json.dumps(plan(trial_seconds(args.trial_seconds), REPEATS, chosen), indent=2))
+        return
+    encoder, encoder_name = encoder_path()
     (RUNS / "search_budget.db").unlink(missing_ok=True)
     if not args.resume:
         shutil.rmtree(DONE, ignore_errors=True)
@@ -305,27 +309,15 @@ def _hours(budget: str) -> float:
     return value * {"s": 1 / 3600, "m": 1 / 60, "h": 1}[suffix]
 
 
-def main() -> None:
-    import argparse
-
-    from bench.results import load_all
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--plan", action="store_true", help="print how long a run takes here")
-    parser.add_argument(
-        "--trial-seconds",
-        type=float,
-        help="one standard-recipe trial's seconds (default: bench/results/calibration_c075.json)",
-    )
-    args = parser.parse_args()
-    seconds = args.trial_seconds
-    if seconds is None:
-        calibration = load_all().get("calibration_c075")
-        if calibration is None:
-            raise SystemExit("no calibration_c075 results: run python -m bench.calibration")
-        seconds = next(iter(calibration["figures"]["wall_s"].values()))["median"]
-    print(json.dumps(plan(seconds), indent=2))
-
-
-if __name__ == "__main__":
-    main()
+def trial_seconds(given: float | None) -> float:
+    """One standard-recipe trial's seconds on this machine: ``given``, else the median the
+    calibration at the real size measured."""
+    if given is not None:
+        return given
+    calibration = load_all().get("calibration_c075")
+    if calibration is None:
+        raise SystemExit(
+            "no calibration_c075 results: give --trial-seconds, or run python -m bench.run "
+            "--only calibration --name calibration_c075"
+        )
+    return next(iter(calibration["figures"]["wall_s"].values()))["median"]

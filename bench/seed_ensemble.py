@@ -5,7 +5,7 @@ pair of seeds averaged is scored on validation and on test, at the fixed 0.5 and
 tuned on validation, with a 95% bootstrap interval over test posts. A pair's gain is its test
 post macro-F1 minus the mean of its two members' (the same posts, so paired).
 
-    python -m bench.seed_ensemble --posts 600 --max-length 128 --seeds 5
+    python -m bench.run --only seed_ensemble             # 600 posts, 128 tokens, 5 seeds
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ import time
 
 import numpy as np
 
-from bench.common import RUNS, sample_parser
+from bench.common import RUNS
 from bench.results import write_results
-from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config
-from hpo.fixtures import write_sample
+from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config, sample_data
 
 NAME = "seed_ensemble"
 DEFINITION = (
     "test post macro-F1 of the standard recipe: each seed alone, and each pair of seeds "
     "averaged (finalize's --ensemble seeds), at the fixed 0.5 and at validation-tuned thresholds"
 )
+
+DEFAULTS = {"posts": 600}  # so that five seeds fit about an hour of a 2-core machine
 
 
 def _config(encoder: str, data: str, max_length: int, seed: int, folder):
@@ -68,13 +69,12 @@ def measure(args) -> None:
     from hpo.train.prepare import prepare_data
 
     encoder, encoder_name = encoder_path()
-    data_dir = RUNS / "seed-ensemble" / f"{args.posts}-c{args.clarity}"
-    if not (data_dir / "redsm5_posts.csv").exists():
-        write_sample(data_dir, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
+    name = f"seed-ensemble/{args.posts}-c{args.clarity}"
+    data_dir = sample_data(name, args.posts, clarity=args.clarity)
     probs, configs, walls = {}, {}, {}
     for seed in range(args.seeds):
         folder = RUNS / "seed-ensemble" / f"model-{args.posts}-{args.max_length}-s{seed}"
-        config = _config(encoder, str(data_dir), args.max_length, seed, folder)
+        config = _config(encoder, data_dir, args.max_length, seed, folder)
         started = time.perf_counter()
         if not (folder / "classifier.json").exists():
             train(config)
@@ -125,14 +125,6 @@ def measure(args) -> None:
             "gain_over_members",
             "gain_over_members_tuned",
         ),
-        command=f"python -m bench.seed_ensemble --posts {args.posts} --max-length "
+        command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
         f"{args.max_length} --seeds {args.seeds} --clarity {args.clarity}",
     )
-
-
-def main() -> None:
-    measure(sample_parser(__doc__, posts=600, seeds=5).parse_args())
-
-
-if __name__ == "__main__":
-    main()

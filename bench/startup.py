@@ -4,12 +4,11 @@ training floor: that floor plus the model classes and metrics any process that t
 (`transformers` imports its modeling stack lazily, so the import floor leaves it out).
 
     python -m bench.run --only startup
-    python -m bench.startup --profile      # where the seconds go: py-spy over every process
+    python -m bench.run --only startup --profile    # where the seconds go: py-spy, every process
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import re
@@ -92,9 +91,13 @@ def baseline_checkout(ref: str) -> tuple[Path, str]:
 
 
 def measure(args) -> None:
-    """``args.runs`` rounds of the sides in a rotating order; keeps startup.json's profile."""
+    """``args.runs`` rounds of the sides in a rotating order; keeps startup.json's profile.
+    ``args.profile``: one profiled run instead, stored as startup.json's details."""
     encoder, encoder_name = encoder_path()
     data_dir, data = small_sample(args.data_dir)
+    if args.profile:
+        store_profile(profile(encoder, data_dir))
+        return
     (RUNS / "startup.db").unlink(missing_ok=True)
     shutil.rmtree(RUNS / "startup-cache", ignore_errors=True)
     shutil.rmtree(RUNS / "startup-cache-baseline", ignore_errors=True)
@@ -254,22 +257,10 @@ def _phase(stack: str) -> str:
     return f"{process}: other"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--profile", action="store_true", help="profile one run; store it in startup.json"
-    )
-    args = parser.parse_args()
-    if args.profile:
-        result = profile(encoder_path()[0], small_sample(None)[0])
-        path = RESULTS / "startup.json"
-        stored = json.loads(path.read_text())
-        stored["details"] = result
-        path.write_text(json.dumps(stored, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+def store_profile(result: dict) -> None:
+    """``result`` as startup.json's details, the rest of the file as it was."""
+    path = RESULTS / "startup.json"
+    stored = json.loads(path.read_text())
+    stored["details"] = result
+    path.write_text(json.dumps(stored, indent=2) + "\n")
+    print(json.dumps(result, indent=2))

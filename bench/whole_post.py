@@ -7,10 +7,11 @@ training epoch, the run's peak resident memory, and (whole_post) how its sentenc
 the evidence on validation, as the evidence task measures it. The separate evidence model (the
 evidence recipe) is trained on the same split for that comparison.
 
-    python -m bench.whole_post --posts 1484 --max-length 256 --seeds 5 --parallel 2
+    python -m bench.run --only whole_post        # 1,484 posts, 256 tokens, 5 seeds, 2 at a time
 
-Each run is its own process (its peak memory is its own), kept in _runs/bench/whole_post/ so a
-cut-short bench goes on from the runs it finished.
+Each run is its own process (its peak memory is its own: ``python -m bench.whole_post --one ARM
+SEED DATA MAXLEN OUT``), kept in _runs/bench/whole_post/ so a cut-short bench goes on from the
+runs it finished.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO, RUNS, sample_parser
+from bench.common import REPO, RUNS
 from bench.results import commit, mean_interval, write_results
-from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config
+from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config, sample_data
 
 NAME = "whole_post"
 DEFINITION = (
@@ -55,6 +56,7 @@ EVIDENCE_RECIPE = {  # the evidence task as the real job trained it (CHANGELOG, 
     "objective_metric": "average_precision",
 }
 FOLDER = RUNS / NAME
+DEFAULTS = {"max_length": 256}  # the real job's tokens: posts longer than them are the question
 
 
 def _config(arm: str, encoder: str, data: str, max_length: int, seed: int):
@@ -223,12 +225,11 @@ def window_facts(data: str, encoder: str, max_length: int, posts: set | None = N
 
 
 def measure(args) -> None:
-    from hpo.fixtures import write_sample
-
+    """``args.seeds`` runs of each arm and ``args.evidence_seeds`` of the evidence model,
+    ``args.parallel`` processes at a time of ``args.threads`` threads each."""
     encoder, encoder_name = encoder_path()
-    data = RUNS / NAME / f"data-{args.posts}-c{args.clarity}"
-    if not (data / "redsm5_posts.csv").exists():
-        write_sample(data, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
+    name = f"{NAME}/data-{args.posts}-c{args.clarity}"
+    data = Path(sample_data(name, args.posts, clarity=args.clarity))
     jobs = [(arm, seed) for seed in range(args.seeds) for arm in ARMS]
     jobs += [("evidence model", seed) for seed in range(args.evidence_seeds)]
     with ThreadPoolExecutor(args.parallel) as pool:  # each job is its own process
@@ -281,7 +282,8 @@ def measure(args) -> None:
             "gain_interval": (gains := _gain_intervals(runs)),
             "targets": _targets(runs, gains),
         },
-        command=f"python -m bench.whole_post --posts {args.posts} --max-length {args.max_length} "
+        command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
+        f"{args.max_length} "
         f"--seeds {args.seeds} --evidence-seeds {args.evidence_seeds} --parallel "
         f"{args.parallel} --threads {args.threads} --clarity {args.clarity}",
     )
@@ -336,39 +338,21 @@ def _run_in_process(arm: str, seed: int, data: Path, args) -> dict:
     return json.loads(done.read_text())
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--one":  # one run, in its own process
-        arm, seed, data, max_length, out = sys.argv[2:7]
-        import torch
+def one_in_process(arm: str, seed: str, data: str, max_length: str, out: str) -> None:
+    """The child process's whole job: one run of ``arm`` (or the evidence model), to ``out``."""
+    import torch
 
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        run = (
-            evidence_run(int(seed), data)
-            if arm == "evidence model"
-            else one_run(arm, int(seed), data, int(max_length))
-        )
-        Path(out).write_text(json.dumps(run, indent=2))
-        return
-    parser = sample_parser(__doc__, posts=1484, seeds=5)
-    parser.set_defaults(max_length=256)
-    parser.add_argument("--evidence-seeds", type=int, default=1)
-    parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--facts", action="store_true", help="print the window facts and stop")
-    args = parser.parse_args()
-    if args.facts:
-        encoder, _ = encoder_path()
-        from hpo.fixtures import write_sample
-
-        data = RUNS / NAME / f"data-{args.posts}-c{args.clarity}"
-        if not (data / "redsm5_posts.csv").exists():
-            write_sample(data, posts=args.posts, seed=0, profile="realistic", clarity=args.clarity)
-        facts = window_facts(str(data), encoder, args.max_length)
-        del facts["outside"]
-        print(json.dumps(facts, indent=2))
-        return
-    measure(args)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    run = (
+        evidence_run(int(seed), data)
+        if arm == "evidence model"
+        else one_run(arm, int(seed), data, int(max_length))
+    )
+    Path(out).write_text(json.dumps(run, indent=2))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the child _run_in_process starts; the measure is bench.run's
+    if len(sys.argv) != 7 or sys.argv[1] != "--one":
+        sys.exit("usage: python -m bench.whole_post --one ARM SEED DATA MAXLEN OUT (one run; "
+                 "the measure: python -m bench.run --only whole_post)")  # fmt: skip
+    one_in_process(*sys.argv[2:])
