@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpo.train.posts import EVIDENCE_PREFIX
+
 SUMMARY_FILE = "metrics.json"  # finalize's summary, in final/ beside model/
 # Shown when the test split measured them: the post-level F1s the ReDSM5 paper reports (criteria)
 # and the sentence ranking figures (evidence); the study's own metric is always shown.
@@ -28,7 +30,6 @@ HEADLINE = (
 # how well sentences are ranked as evidence, as the evidence task measures it; a whole_post
 # criteria model records the same figures of its own sentence scores under EVIDENCE_PREFIX
 RANKING = ("average_precision", "recall_at_1", "recall_at_3")
-EVIDENCE_PREFIX = "evidence_"
 OWN_RANKING = EVIDENCE_PREFIX + "recall_at_1"
 
 
