@@ -11,16 +11,11 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers import run_hpo
 
 from hpo.study import get_storage
 
 UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc
-
-
-def run_hpo(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=120
-    )
 
 
 def assert_one_line_exit_2(result: subprocess.CompletedProcess, *expected: str) -> None:

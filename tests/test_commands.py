@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers import run_hpo
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 from shared_storage import read_study
@@ -89,12 +90,6 @@ def hpo(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def hpo_process(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, cwd=cwd, timeout=60
-    )
 
 
 # ---- status --------------------------------------------------------------------------------------
@@ -492,7 +487,7 @@ def test_unknown_study_is_exit_2_listing_the_studies_there(
 
 
 def test_unreachable_storage_is_exit_2_and_never_shows_the_password():
-    result = hpo_process("status", "x", "--storage", "postgresql://u:topsecret@127.0.0.1:1/db")
+    result = run_hpo("status", "x", "--storage", "postgresql://u:topsecret@127.0.0.1:1/db")
     assert result.returncode == 2
     assert "topsecret" not in result.stdout + result.stderr
     assert result.stderr.count("\n") == 1
@@ -502,7 +497,7 @@ def test_unreachable_storage_is_exit_2_and_never_shows_the_password():
 
 
 def test_unknown_study_in_a_subprocess_exits_2(sqlite_url):
-    result = hpo_process("best", "no-such-study", "--storage", sqlite_url)
+    result = run_hpo("best", "no-such-study", "--storage", sqlite_url)
     assert result.returncode == 2
     assert (
         result.stderr.strip()
@@ -772,7 +767,7 @@ def test_enqueue_never_changes_the_studys_spec(capsys, conditional, sqlite_url, 
 def test_finalize_cv_has_one_rule_and_one_message(tmp_path, k, problem):
     """--cv 0 was refused by argparse as "must be a positive integer" while --cv 1 said
     "(or 0 for none)" (issue #34 item 10)."""
-    run = hpo_process(
+    run = run_hpo(
         "finalize",
         str(SMOKE),
         "--storage",
@@ -811,7 +806,7 @@ def test_enqueue_reaches_a_study_named_by_a_set_override(
 
 
 def test_enqueue_without_a_parameter_is_a_usage_error(conditional):
-    result = hpo_process("enqueue", str(conditional))
+    result = run_hpo("enqueue", str(conditional))
     assert result.returncode == 2 and "--set" in result.stderr and "Traceback" not in result.stderr
 
 
