@@ -40,8 +40,6 @@ SPACE = {
 RESULTS = [(0.61, 0.70), (0.87, 0.91), None, (0.74, 0.80)]
 BEST = 1
 
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-
 
 def build_study(url: str, name: str, checkpoints: Path, n_trials: int) -> optuna.Study:
     """A study shaped like the one the objective writes: params, per-epoch reports,

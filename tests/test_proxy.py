@@ -32,8 +32,6 @@ from hpo.study import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-# the gRPC proxy
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 if not os.environ.get("CI"):  # CI installs hpo[proxy] (the Makefile's EXTRAS) and must never skip
     pytest.importorskip("grpc", reason="needs grpcio: pip install 'hpo[proxy]'")
