@@ -15,6 +15,7 @@ from helpers import run_hpo
 
 from hpo.study import get_storage
 
+REPO = Path(__file__).resolve().parents[1]
 UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc
 
 
@@ -229,3 +230,30 @@ def test_a_worker_whose_parent_process_does_not_exist_says_so(tmp_path):
     )
     assert_one_line_exit_2(result, f"--parent-pid {gone.pid}: no such process")
     assert not database.exists(), "no study was created"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--timeout", "inf"), "argument --timeout: must be a finite number up to 8760h"),
+        (("--timeout", "1e400"), "argument --timeout: must be a finite number up to 8760h"),
+        (("--memory-per-worker", "inf"), "argument --memory-per-worker: must be a finite number"),
+        (("--set", "timeout=1e400"), "timeout: Input should be a finite number"),
+        (("--set", "timeout=1e300"), "timeout: Input should be less than or equal to 31536000"),
+    ],
+)
+def test_an_infinite_duration_or_size_is_one_line_exit_2_and_no_study(args, said, tmp_path, capsys):
+    """Issue #34 item 6: --timeout inf / 1e400 (and `timeout: 1e400` in a spec) created the
+    study, then ended in an OverflowError; --memory-per-worker inf was an OverflowError."""
+    from hpo.cli import main
+
+    database = tmp_path / "hpo.db"
+    argv = ["tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--no-progress", *args]
+    argv += ["--storage", f"sqlite:///{database}"]
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own refusal
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and said in err, err
+    assert not database.exists(), "no study, not even a database"
