@@ -16,9 +16,11 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import optuna
 import psutil
 import pytest
 import sqlalchemy as sa
+from cli_studies import CONDITIONAL, RESULTS, build_study
 from helpers import unavailable
 
 from hpo.fixtures import make_tiny_encoder
@@ -174,3 +176,19 @@ def storage_url(request, tmp_path) -> str:
 def study_name() -> str:
     """Unique per test, so tests sharing the PostgreSQL database never collide."""
     return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def finished(postgres_url, study_name, tmp_path) -> optuna.Study:
+    """A finished study on PostgreSQL, for the commands that read one (tests/cli_studies.py)."""
+    return build_study(postgres_url, study_name, tmp_path / "checkpoints", n_trials=len(RESULTS))
+
+
+@pytest.fixture
+def conditional(tmp_path, study_name) -> Path:
+    """The spec with a conditional space and a warm start (tests/cli_studies.py), in a file."""
+    path = tmp_path / "conditional.yaml"
+    path.write_text(
+        CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder="unused")
+    )
+    return path

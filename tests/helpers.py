@@ -11,6 +11,8 @@ from typing import NoReturn
 
 import pytest
 
+from hpo.cli import main
+
 
 def unavailable(problem: str) -> NoReturn:
     """A test needs what this machine lacks (a server, a browser, a scheduler): skipped on a
@@ -19,6 +21,13 @@ def unavailable(problem: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(problem)
     pytest.skip(problem)
+
+
+def hpo(capsys, *argv: str) -> tuple[int, str, str]:
+    """``hpo ARGV`` in this process: its exit code, standard output and standard error."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def free_port() -> int:
