@@ -45,9 +45,10 @@ PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: install
 	$(PYTEST) $(PYTEST_ARGS)
 
-# The inner loop: every test not marked slow (no end-to-end study, no Slurm, no browser).
+# The inner loop: every test marked neither slow nor postgres. It needs no database server, no
+# browser and no Slurm (no end-to-end study either); `make test` runs everything.
 test-fast: install
-	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow and not postgres" $(PYTEST_ARGS)
 
 # Style (ruff) and the layering contracts in pyproject.toml (import-linter; also run by the tests).
 lint: install

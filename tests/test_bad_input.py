@@ -406,7 +406,13 @@ def _studies_in(url: str) -> set[str]:
         engine.dispose()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=case.id, marks=pytest.mark.postgres if case.postgres else ())
+        for case in CASES
+    ],
+)
 @pytest.mark.slow
 def test_bad_input_is_one_clear_line_and_creates_no_study(
     case: Case, assets, tmp_path, study_name, request

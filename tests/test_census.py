@@ -19,7 +19,6 @@ from hpo.study import (
 )
 from hpo.study._census import _set_aside
 
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 X = {"x": FloatDistribution(0.0, 1.0)}
 
 

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import optuna
 import pytest
+from cli_studies import build_study
+from helpers import hpo, run_hpo
 
+from hpo.cli import main
 from hpo.study import get_storage
 
+REPO = Path(__file__).resolve().parents[1]
 UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc
-
-
-def run_hpo(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=120
-    )
 
 
 def assert_one_line_exit_2(result: subprocess.CompletedProcess, *expected: str) -> None:
@@ -234,3 +234,161 @@ def test_a_worker_whose_parent_process_does_not_exist_says_so(tmp_path):
     )
     assert_one_line_exit_2(result, f"--parent-pid {gone.pid}: no such process")
     assert not database.exists(), "no study was created"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--timeout", "inf"), "argument --timeout: must be a finite number up to 8760h"),
+        (("--timeout", "1e400"), "argument --timeout: must be a finite number up to 8760h"),
+        (("--memory-per-worker", "inf"), "argument --memory-per-worker: must be a finite number"),
+        (("--set", "timeout=1e400"), "timeout: Input should be a finite number"),
+        (("--set", "timeout=1e300"), "timeout: Input should be less than or equal to 31536000"),
+    ],
+)
+def test_an_infinite_duration_or_size_is_one_line_exit_2_and_no_study(args, said, tmp_path, capsys):
+    """Issue #34 item 6: --timeout inf / 1e400 (and `timeout: 1e400` in a spec) created the
+    study, then ended in an OverflowError; --memory-per-worker inf was an OverflowError."""
+    from hpo.cli import main
+
+    database = tmp_path / "hpo.db"
+    argv = ["tune", str(REPO / "studies" / "criteria-smoke.yaml"), "--no-progress", *args]
+    argv += ["--storage", f"sqlite:///{database}"]
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own refusal
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and said in err, err
+    assert not database.exists(), "no study, not even a database"
+
+
+# ---- errors --------------------------------------------------------------------------------------
+
+
+def test_unknown_study_is_exit_2_listing_the_studies_there(
+    capsys, sqlite_url, study_name, tmp_path
+):
+    build_study(sqlite_url, study_name, tmp_path, n_trials=4)
+    for command in ("status", "best", "export", "report", "finalize", "dashboard"):
+        code, out, err = hpo(capsys, command, "no-such-study", "--storage", sqlite_url)
+        assert code == 2
+        assert out == ""
+        assert err.count("\n") == 1
+        assert err.startswith("hpo: error: no study named 'no-such-study'")
+        assert f"studies there: {study_name}" in err
+
+
+def test_unreachable_storage_is_exit_2_and_never_shows_the_password():
+    result = run_hpo("status", "x", "--storage", "postgresql://u:topsecret@127.0.0.1:1/db")
+    assert result.returncode == 2
+    assert "topsecret" not in result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        "hpo: error: cannot use the database at postgresql+psycopg2://u:***@127.0.0.1:1/db"
+    )
+
+
+def test_unknown_study_in_a_subprocess_exits_2(sqlite_url):
+    result = run_hpo("best", "no-such-study", "--storage", sqlite_url)
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == f"hpo: error: no study named 'no-such-study' in {sqlite_url}; studies there: none"
+    )
+
+
+@pytest.mark.parametrize(
+    "k, problem",
+    [
+        ("1", "--cv K needs K >= 2 folds (or 0 for none), got 1"),
+        ("-1", "--cv K needs K >= 2 folds (or 0 for none), got -1"),
+        ("0", "no study named"),  # 0 is none, as the message says: on to the next check
+    ],
+)
+def test_finalize_cv_has_one_rule_and_one_message(tmp_path, k, problem):
+    """--cv 0 was refused by argparse as "must be a positive integer" while --cv 1 said
+    "(or 0 for none)" (issue #34 item 10)."""
+    run = run_hpo(
+        "finalize",
+        str(SMOKE),
+        "--storage",
+        f"sqlite:///{tmp_path / 'none.db'}",
+        "--set",
+        "name=never-tuned",
+        "--cv",
+        k,
+        cwd=tmp_path,
+    )
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and problem in lines[0], run.stderr
+
+
+# ---- the top level -------------------------------------------------------------------------------
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"hpo {version('hpo')}"
+
+
+def test_top_level_help_speaks_to_users(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "hpo validate" in out and "hpo finalize" in out and "parses arguments" not in out
+
+
+# ---- one log format ------------------------------------------------------------------------------
+
+HPO_LOG_LINE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[hpo\] "
+
+
+def test_optunas_own_lines_come_in_hpos_log_format(capsys, conditional, sqlite_url, study_name):
+    argv = ("enqueue", str(conditional), "--set", "adapter=full", "--storage", sqlite_url)
+    code, _, err = hpo(capsys, *argv)  # creates the study: Optuna says so
+    assert code == 0, err
+    created = f"A new study created in RDB with name: {study_name}"
+    assert (
+        [line for line in err.splitlines() if created in line]
+        == [
+            line
+            for line in err.splitlines()
+            if re.fullmatch(HPO_LOG_LINE + re.escape(created), line)
+        ]
+        != []
+    ), err
+    assert not re.search(r"^\[[IWE] ", err, re.MULTILINE), "nothing in Optuna's own format"
+
+
+def test_a_library_warning_during_a_command_comes_in_hpos_log_format(
+    capsys, monkeypatch, sqlite_url
+):
+    from hpo.study import study_summaries
+
+    def warns(url):  # what transformers and torch do from deep inside a command
+        warnings.warn("this argument is deprecated", FutureWarning, stacklevel=1)
+        return study_summaries(url)
+
+    monkeypatch.setattr("hpo.study.study_summaries", warns)
+    code, _, err = hpo(capsys, "status", "--storage", sqlite_url)
+    assert code == 0
+    assert re.fullmatch(
+        HPO_LOG_LINE + r".*FutureWarning: this argument is deprecated", err.splitlines()[0]
+    )
+
+
+def test_known_harmless_library_warnings_are_silenced(capsys, sqlite_url, tiny_roberta):
+    import peft
+    from transformers import AutoModel
+
+    hpo(capsys, "status", "--storage", sqlite_url)  # any command sets the filters up
+    encoder = AutoModel.from_pretrained(tiny_roberta)
+    with warnings.catch_warnings(record=True) as caught:
+        # peft asks for transformers 5's deprecated is_gradient_checkpointing
+        peft.get_peft_model(encoder, peft.LoraConfig(r=4, target_modules=["query", "value"]))
+    assert [w for w in caught if issubclass(w.category, FutureWarning)] == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from headless import CHROMIUM_FLAGS
+from helpers import free_port
 
 from hpo.fixtures import write_sample
 
@@ -70,9 +70,7 @@ def study(tmp_path_factory, tiny_roberta, tiny_deberta) -> dict:
 @pytest.fixture(scope="module")
 def dashboard(study) -> str:
     """`hpo dashboard` on a free port; its base URL once /api/studies answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     log_path = study["root"] / "dashboard.log"
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen(

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
+from helpers import run_hpo
 from optuna.artifacts import get_all_artifact_meta
 from optuna_dashboard import get_note
 from shared_storage import read_study
@@ -57,17 +58,11 @@ def tuned(tmp_path_factory, tiny_roberta, tiny_deberta, postgres_url):
         f"model_paths.tiny-deberta={tiny_deberta}",
     ]
     args = [arg for setting in settings for arg in ("--set", setting)]
-    run = _hpo(
+    run = run_hpo(
         "tune", SPEC, "--workers", "2", "--storage", postgres_url, "--no-progress", *args, cwd=root
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return {"root": root, "name": name, "args": args, "storage": postgres_url}
-
-
-def _hpo(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=900, cwd=cwd
-    )
 
 
 def _finalize_argv(tuned, out: Path, *flags: str) -> list[str]:
@@ -88,7 +83,9 @@ def _finalize_argv(tuned, out: Path, *flags: str) -> list[str]:
 def _finalize_into(tuned, folder: str, *flags: str) -> Path:
     """``hpo finalize --top-k 1 --seeds 1 *flags``, run to the end; its final/ folder."""
     out = tuned["root"] / folder
-    run = _hpo(*_finalize_argv(tuned, out, "--top-k", "1", "--seeds", "1", *flags), cwd=out.parent)
+    run = run_hpo(
+        *_finalize_argv(tuned, out, "--top-k", "1", "--seeds", "1", *flags), cwd=out.parent
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return _final_dir(tuned, out)
 
@@ -108,7 +105,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         if key.startswith("test_")
     ], "no trial of a search looks at the test split"
 
-    run = _hpo(
+    run = run_hpo(
         "finalize",
         SPEC,
         "--storage",
@@ -227,7 +224,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
 
     # hpo best shows how far the chosen configuration's value moved with the seed (and the best
     # trial's, where finalize chose another)
-    best = _hpo("best", tuned["name"], "--storage", tuned["storage"], cwd=tuned["root"])
+    best = run_hpo("best", tuned["name"], "--storage", tuned["storage"], cwd=tuned["root"])
     assert best.returncode == 0, best.stderr[-2000:]
     assert (
         f"  seed spread of trial {chosen['trial']}'s configuration (finalize's seeds; finalize "
@@ -242,7 +239,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
         f"metrics-trial{chosen['trial']}-{stamp}Z.json",
     } <= names
 
-    again = _hpo(
+    again = run_hpo(
         "finalize",
         SPEC,
         "--storage",
@@ -258,7 +255,7 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     # Predictions from the final model: the CLI's equal the Python API's.
     posts = tuned["root"] / "data" / "redsm5_posts.csv"
     out = tuned["root"] / "predictions.csv"
-    predicted = _hpo(
+    predicted = run_hpo(
         "predict",
         str(final / "model"),
         "--input",
@@ -294,7 +291,7 @@ def test_finalize_by_the_studys_name_uses_the_spec_it_was_tuned_with(tuned):
     from hpo.study import check_spec
 
     out = tuned["root"] / "by-name"
-    run = _hpo(
+    run = run_hpo(
         "finalize",
         tuned["name"],
         "--storage",
@@ -350,7 +347,7 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
     finished = {path: path.stat().st_mtime_ns for path in runs.glob("*/result.json")}
     assert 2 <= len(finished) < 4, "killed after the first retraining, before the last"
 
-    rerun = _hpo(*argv[3:], cwd=tuned["root"])
+    rerun = run_hpo(*argv[3:], cwd=tuned["root"])
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming: {len(finished)} of 4" in rerun.stdout
     assert {path: path.stat().st_mtime_ns for path in finished} == finished, (
@@ -369,7 +366,7 @@ def test_kill_9_during_finalize_resumes_without_retraining_finished_seeds(tuned)
     ],
 )
 def test_finalize_bad_input_is_one_line_and_exit_2(tmp_path, extra, problem):
-    run = _hpo(
+    run = run_hpo(
         "finalize",
         SPEC,
         "--storage",
@@ -511,7 +508,7 @@ def test_best_shows_the_spread_of_trials_that_re_ran_the_best_parameters(tmp_pat
         study.enqueue_trial({"lr": lr})
         trial = study.ask(space)
         study.tell(trial, value)
-    run = _hpo("best", "repeats", "--storage", storage, cwd=tmp_path)
+    run = run_hpo("best", "repeats", "--storage", storage, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (
         "  seed spread of trial 1's configuration (trials 0, 1, 2: same parameters): "
@@ -537,7 +534,7 @@ def test_best_shows_the_best_trials_own_seeds_beside_the_configuration_finalize_
             "validation_macro_f1_seeds_by_trial": {"1": [0.50, 0.61], "0": [0.54, 0.49]},
         },
     )
-    run = _hpo("best", "chose", "--storage", storage, cwd=tmp_path)
+    run = run_hpo("best", "chose", "--storage", storage, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
     assert lines[0] == "best trial 0: macro_f1 = 0.5400", run.stdout
@@ -560,7 +557,7 @@ def test_best_shows_the_best_value_with_its_validation_interval(tmp_path):
     interval = {"low": 0.41, "high": 0.66, "level": 0.95, "posts": 149}
     trial.set_user_attr("validation_interval", interval)  # as the objective records it
     study.tell(trial, 0.5384)
-    run = _hpo("best", "ci", "--storage", storage, cwd=tmp_path)
+    run = run_hpo("best", "ci", "--storage", storage, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.splitlines()[0] == (
         "best trial 0: post_macro_f1 = 0.5384, 95% CI 0.4100-0.6600 over 149 validation posts"

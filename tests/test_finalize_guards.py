@@ -231,7 +231,9 @@ def test_a_second_finalize_of_a_study_exits_at_once_while_the_first_runs(
     assert "chose trial" in out and (final / "metrics.json").exists()
 
 
-@pytest.mark.parametrize("storage", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    "storage", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(
     tmp_path, storage, study_name, request
 ):

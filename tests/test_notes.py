@@ -35,8 +35,6 @@ from hpo.study._notes import HPO_PART_END
 
 SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
 
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-
 
 def _spec(tmp_path: Path, storage: str, tiny_roberta: Path, name: str) -> StudySpec:
     data = write_sample(tmp_path / "data", posts=30, seed=0)

@@ -18,7 +18,6 @@ from hpo.spec import StudySpec, load_spec
 from hpo.study import TRAINING_DIGEST_ATTR, get_storage, open_study, study_uid, trial_metrics
 
 SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 
 @pytest.fixture

@@ -34,7 +34,6 @@ from hpo.study import (
     suggest,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = {"learning_rate": 1.0e-4, "epochs": 4, "class_weighting": "balanced"}
 SPACE = {  # the real-data study, its three settings the portfolio moves

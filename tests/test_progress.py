@@ -1,6 +1,6 @@
 """The progress bar of `hpo tune` (and finalize and predict): drawn only where standard error is
 a terminal, unless asked for (issue #48 item 4: `make demo > log 2>&1` held 93 carriage returns
-with log lines glued to bar fragments)."""
+with log lines glued to bar fragments); and its counts through a database outage."""
 
 from __future__ import annotations
 
@@ -55,3 +55,62 @@ def test_no_bar_where_the_output_is_a_pipe_unless_progress_is_asked_for(
     forced = _tune(study_name, sqlite_url, assets, "--set", "n_trials=2", "--progress")
     assert b"trial 1 COMPLETE" in forced
     assert b"\r" in forced and b"1/2 [" in forced, forced.decode()[-3000:]
+
+
+# ---- StudyProgress while the database is unreachable ----------------------------------------
+
+
+def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(
+    monkeypatch, capsys
+):
+    import sqlalchemy as sa
+
+    from hpo.run import progress as progress_module
+
+    def counts(finished: int) -> dict:
+        return {
+            "finished": finished,
+            "running": 2,
+            "pruned": 0,
+            "failed": 0,
+            "requeued": 0,
+            "best": 0.5,
+        }
+
+    outage = sa.exc.OperationalError(
+        "SELECT", {}, Exception("connection refused\nIs the server running?")
+    )
+    answers = iter(
+        [counts(3), outage, outage, outage, counts(5), outage, counts(9), ValueError("a bug")]
+    )
+
+    def state_counts(study):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(progress_module, "state_counts", state_counts)
+    progress = progress_module.StudyProgress(study=None, n_trials=5, enabled=False)
+    progress.refresh()
+    assert not progress.done() and progress.bar.n == 3  # the outage began: the last counts stand
+    progress.refresh()
+    progress.refresh()
+    assert progress.bar.n == 3
+    progress.refresh()  # back
+    assert progress.bar.n == 5
+    assert progress.done()  # a second outage: the last counts say done
+    progress.refresh()
+    assert progress.bar.n == 5
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines
+        == [
+            "database unreachable (connection refused); "
+            "waiting for it, the workers retry on their own",
+            "database reachable again",
+        ]
+        * 2
+    )
+    with pytest.raises(ValueError, match="a bug"):  # only database errors are waited out
+        progress.refresh()

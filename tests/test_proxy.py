@@ -14,6 +14,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers import free_port, run_hpo
 from optuna.artifacts import get_all_artifact_meta
 from optuna.trial import TrialState
 from shared_storage import read_study
@@ -31,29 +32,15 @@ from hpo.study import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-# the gRPC proxy
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 if not os.environ.get("CI"):  # CI installs hpo[proxy] (the Makefile's EXTRAS) and must never skip
     pytest.importorskip("grpc", reason="needs grpcio: pip install 'hpo[proxy]'")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _hpo(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo", *args], capture_output=True, text=True, **kwargs
-    )
-
-
 @pytest.fixture(scope="module")
 def proxy(postgres_url, tmp_path_factory):
     """A real proxy on a free port in front of the test database, sweeping every 2 s."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen(
@@ -106,7 +93,7 @@ def test_three_workers_through_the_proxy_finish_exactly_n_trials(
     out = assets["root"] / study_name
     from hpo.process import available_cpus
 
-    run = _hpo(
+    run = run_hpo(
         "tune",
         str(REPO / "studies" / "evidence-smoke.yaml"),
         "--workers",
@@ -209,7 +196,7 @@ def test_proxy_outage_counts_as_a_database_outage_for_the_worker_retry():
     from optuna.storages import GrpcStorageProxy
 
     with pytest.raises(Exception) as caught:
-        GrpcStorageProxy(host="127.0.0.1", port=_free_port()).get_all_studies()
+        GrpcStorageProxy(host="127.0.0.1", port=free_port()).get_all_studies()
     assert caused_by_database(caught.value)
     assert database_error_text(caught.value).startswith("storage proxy: UNAVAILABLE")
 
@@ -227,7 +214,7 @@ def test_database_outage_behind_the_proxy_counts_as_a_database_outage():
                 "SELECT 1", {}, psycopg2.OperationalError("server closed the connection")
             )
 
-    port = _free_port()
+    port = free_port()
     server = make_server(DatabaseGone(), "127.0.0.1", port)
     server.start()
     try:
@@ -244,12 +231,12 @@ def test_worker_storage_without_a_proxy_is_a_one_line_error(monkeypatch):
     with pytest.raises(
         UsageError, match="no storage proxy answers at grpc://127.0.0.1:.*hpo storage-proxy"
     ):
-        get_storage(f"grpc://127.0.0.1:{_free_port()}")
+        get_storage(f"grpc://127.0.0.1:{free_port()}")
 
 
 def test_proxy_refuses_another_proxy_as_its_storage():
     with pytest.raises(UsageError, match="needs the database"):
-        serve("grpc://127.0.0.1:13000", "127.0.0.1", _free_port(), 30, 86400)
+        serve("grpc://127.0.0.1:13000", "127.0.0.1", free_port(), 30, 86400)
 
 
 def test_proxy_refuses_a_port_in_use_although_grpc_would_share_it(sqlite_url):
@@ -261,12 +248,12 @@ def test_proxy_refuses_a_port_in_use_although_grpc_would_share_it(sqlite_url):
 
 
 def test_proxy_refuses_an_unreachable_database_in_one_line_without_the_password():
-    run = _hpo(
+    run = run_hpo(
         "storage-proxy",
         "--storage",
         "postgresql://postgres:s3cret@127.0.0.1:1/x",
         "--port",
-        str(_free_port()),
+        str(free_port()),
         timeout=60,
     )
     assert run.returncode == 2, run.stderr

@@ -9,12 +9,11 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_hpo
 from optuna.trial import TrialState
 
 from hpo.data import SYMPTOMS
@@ -196,12 +195,6 @@ def test_the_run_holds_the_checkpoints_files_even_once_the_search_deletes_it(tmp
     assert not (tmp_path / "other").exists() and not (tmp_path / "other.reused").exists()
 
 
-def _hpo(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo", *argv], capture_output=True, text=True, timeout=900, cwd=cwd
-    )
-
-
 @pytest.mark.slow
 def test_finalize_retrains_one_of_two_seeds_and_the_reused_one_is_the_retrained_model(
     tmp_path, tiny_roberta, tiny_deberta
@@ -225,11 +218,11 @@ def test_finalize_retrains_one_of_two_seeds_and_the_reused_one_is_the_retrained_
     ]
     args = [arg for setting in settings for arg in ("--set", setting)]
     storage = ["--storage", f"sqlite:///{tmp_path / 'hpo.db'}"]
-    tuned = _hpo("tune", SPEC, *storage, "--workers", "1", "--no-progress", *args, cwd=tmp_path)
+    tuned = run_hpo("tune", SPEC, *storage, "--workers", "1", "--no-progress", *args, cwd=tmp_path)
     assert tuned.returncode == 0, tuned.stderr[-3000:]
 
     flags = ("--top-k", "1", "--seeds", "2", "--cv", "2", "--refit", "train+val")
-    done = _hpo("finalize", SPEC, *storage, *flags, "--no-progress", *args, cwd=tmp_path)
+    done = run_hpo("finalize", SPEC, *storage, *flags, "--no-progress", *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
         "  retrainings     2 seed(s) each: 2, 1 of them a trial's checkpoint, so 1 to train, "
@@ -267,7 +260,7 @@ def test_finalize_retrains_one_of_two_seeds_and_the_reused_one_is_the_retrained_
 
     # a training setting changed at finalize time: the checkpoint is not that run
     other = [*args, "--set", f"output_dir={tmp_path / 'other'}", "--set", "train.warmup_ratio=0.2"]
-    changed = _hpo(
+    changed = run_hpo(
         "finalize", SPEC, *storage, "--top-k", "1", "--seeds", "1", "--no-progress", *other,
         cwd=tmp_path,
     )  # fmt: skip

@@ -20,7 +20,6 @@ from hpo.train.config import TrainConfig
 from hpo.train.loop import Looks, train
 
 STUDIES = Path(__file__).parent.parent / "studies"
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 
 def _spec(*overrides: str, file: str = "criteria-smoke.yaml"):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import torch
+from helpers import free_port, hpo_argv
 from safetensors import safe_open
 from safetensors.torch import load_file
 from shared_storage import edit_recorded_spec, read_study
@@ -32,10 +33,6 @@ from hpo.train.loop import train
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "hpo"
 SECRET = "SuperSecret-4711"
-
-
-def _hpo(*args: str) -> list[str]:
-    return [sys.executable, "-m", "hpo", *args]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -135,9 +132,11 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
         "train.epochs=1",
     ]
     sets = [arg for item in sets for arg in ("--set", item)]
-    tune = _watched(_hpo("tune", spec, "--workers", "2", "--no-progress", *sets), root, "tune")
+    tune = _watched(hpo_argv("tune", spec, "--workers", "2", "--no-progress", *sets), root, "tune")
     finalize = _watched(
-        _hpo("finalize", spec, "--top-k", "1", "--seeds", "2", "--workers", "2", "--no-progress")
+        hpo_argv(
+            "finalize", spec, "--top-k", "1", "--seeds", "2", "--workers", "2", "--no-progress"
+        )
         + sets,
         root,
         "finalize",
@@ -151,7 +150,7 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
     )
     procs = {
         " ".join(c[:1] + c[2:4]): subprocess.Popen(  # "status", "export --format json", …
-            _hpo(*c, "--storage", url),
+            hpo_argv(*c, "--storage", url),
             cwd=root,
             env=_env(),
             stdout=subprocess.PIPE,
@@ -363,7 +362,7 @@ def test_an_edited_record_cannot_send_finalize_elsewhere_or_to_another_server(
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     uid = read_study(study_name, postgres_url).user_attrs["uid"]
     folder = outputs.study_dir(assets["root"] / study_name, study_name, uid)
-    finalize = _hpo("finalize", study_name, "--storage", postgres_url, "--no-progress")
+    finalize = hpo_argv("finalize", study_name, "--storage", postgres_url, "--no-progress")
     finalize += ["--top-k", "1", "--seeds", "1"]
 
     def refused(*extra: str) -> str:
@@ -411,12 +410,6 @@ def test_an_edited_record_cannot_send_finalize_elsewhere_or_to_another_server(
 # --- the dashboard ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _non_loopback_address() -> str | None:
     """This machine's address on a real interface (a UDP connect sends nothing)."""
     candidates = []
@@ -444,11 +437,11 @@ def _accepts(host: str, port: int) -> bool:
 
 @contextmanager
 def _dashboard(tmp_path: Path, *args: str):
-    port = _free_port()
+    port = free_port()
     log = tmp_path / f"dashboard-{port}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            _hpo("dashboard", *args, "--port", str(port)),
+            hpo_argv("dashboard", *args, "--port", str(port)),
             cwd=tmp_path,
             env=_env(),
             stdout=out,
@@ -696,7 +689,7 @@ def test_query_and_at_sign_passwords_are_never_printed(postgres_url, command, pa
         else f"postgresql://{base.username}:at@secret9@{host}"
     )
     result = subprocess.run(
-        _hpo(command, "no-such-study", "--storage", url),
+        hpo_argv(command, "no-such-study", "--storage", url),
         capture_output=True,
         text=True,
         env=_env(),

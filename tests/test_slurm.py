@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import free_port, unavailable
 from shared_storage import read_trials, wait_for
 from tune_cli import study_sets, tune_assets
 
@@ -212,20 +213,14 @@ def test_submit_without_a_scheduler_flag_is_a_usage_error(capsys):
 # ---- a real one-node Slurm cluster --------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _slurm_conf(root: Path, socket_path: Path) -> str:
     host = socket.gethostname().split(".")[0]
     return "\n".join(
         [
             "ClusterName=hpotest",
             f"SlurmctldHost={host}",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",  # beside any Slurm already on the machine
+            f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}",  # beside any Slurm already on the machine
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
@@ -273,9 +268,7 @@ def slurm():
         else "a test Slurm cluster runs its daemons as root"
     )
     if problem:
-        if os.environ.get("CI"):
-            pytest.fail(problem)
-        pytest.skip(problem)
+        unavailable(problem)
     # Not under pytest's tmp dir: munged runs as the munge user and must reach its key.
     root = Path(tempfile.mkdtemp(prefix="hpo-slurm-"))
     root.chmod(0o755)

@@ -41,12 +41,9 @@ from hpo.study import (
 )
 
 SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:Heartbeat of storage is supposed to be used with Study.optimize"
-    ),
-]
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Heartbeat of storage is supposed to be used with Study.optimize"
+)
 X = {"x": FloatDistribution(0.0, 1.0)}
 
 

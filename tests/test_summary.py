@@ -19,7 +19,6 @@ from hpo.study import fail_running, find_trial, get_storage, requeue
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "studies" / "criteria-smoke.yaml")
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 
 def test_the_summary_counts_states_groups_failures_and_names_the_next_commands(

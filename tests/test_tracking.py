@@ -4,12 +4,12 @@ real MLflow store; a tracking server that is down warns once per worker and fail
 from __future__ import annotations
 
 import logging
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 from shared_storage import read_trials
 from tune_cli import study_sets, tune_assets
 
@@ -29,9 +29,7 @@ FINISHED = ("COMPLETE", "PRUNED")
 
 def _down_url() -> str:
     """An MLflow server URL nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def test_tracking_is_part_of_the_spec_and_unknown_keys_are_refused():

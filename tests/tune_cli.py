@@ -4,8 +4,9 @@ tests that read its output (test_tune, test_summary)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from helpers import hpo_argv
 
 from hpo.fixtures import write_sample
 from hpo.spec import set_flags
@@ -44,7 +45,7 @@ def run_tune(
 ) -> subprocess.CompletedProcess:
     """``hpo tune studies/SPEC`` with ``workers`` workers, logs only; ``extra``: more flags."""
     cmd = [
-        *(sys.executable, "-m", "hpo", "tune", str(REPO / "studies" / spec)),
+        *hpo_argv("tune", str(REPO / "studies" / spec)),
         *("--workers", str(workers), "--storage", storage, "--no-progress"),
         *set_flags(study_sets(name, assets)),
         *extra,
