@@ -88,11 +88,11 @@ def test_an_unsampled_conditional_parameter_keeps_the_default_which_is_judged_to
 
 
 def test_a_sampled_point_breaking_a_rule_across_settings_is_named_on_one_line(tmp_path):
-    # every value passes beside the others' first ones (the spec's check), batch 8 with
-    # micro-batch 16 does not: only a sampled point meets it
+    # every value passes beside the others' first ones, and every two choices together (the
+    # spec's checks), batch 8 with micro-batch 16 does not: only a sampled point meets it
     searched = {
         "batch_size": {"type": "categorical", "choices": [16, 8]},
-        "micro_batch_size": {"type": "categorical", "choices": [4, 16]},
+        "micro_batch_size": {"type": "int", "low": 4, "high": 16},
     }
     spec = _study(tmp_path, {"encoder": "x"}, searched)
     with pytest.raises(UsageError) as caught:
@@ -109,7 +109,7 @@ def test_the_warm_start_is_checked_as_a_training_setting_before_the_study_exists
     search space accepts but training refuses is named before any trial runs."""
     searched = {
         "batch_size": {"type": "categorical", "choices": [16, 8]},
-        "micro_batch_size": {"type": "categorical", "choices": [4, 16]},
+        "micro_batch_size": {"type": "int", "low": 4, "high": 16},
     }
     warm = [{"batch_size": 8, "micro_batch_size": 16}]
     spec = _study(tmp_path, {"encoder": "x"}, searched, warm_start=warm)
