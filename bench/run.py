@@ -177,6 +177,12 @@ def parser() -> argparse.ArgumentParser:
         "--parallel", type=int, default=2, help="whole_post: runs at a time, each a process"
     )
     own.add_argument("--threads", type=int, default=1, help="whole_post: torch threads a run")
+    own.add_argument(
+        "--arms",
+        nargs="+",
+        choices=("head_tail", "whole_post", "whole_post + sentence loss"),
+        help="whole_post: the arms to run (default all; head_tail is always run, the baseline)",
+    )
     return parser
 
 

@@ -230,11 +230,13 @@ def measure(args) -> None:
     encoder, encoder_name = encoder_path()
     name = f"{NAME}/data-{args.posts}-c{args.clarity}"
     data = Path(sample_data(name, args.posts, clarity=args.clarity))
-    jobs = [(arm, seed) for seed in range(args.seeds) for arm in ARMS]
+    arms = [arm for arm in ARMS if arm == "head_tail" or arm in (args.arms or ARMS)]
+    # the slowest arms first, so that two at a time end together
+    jobs = [(arm, seed) for seed in range(args.seeds) for arm in reversed(arms)]
     jobs += [("evidence model", seed) for seed in range(args.evidence_seeds)]
     with ThreadPoolExecutor(args.parallel) as pool:  # each job is its own process
         done = list(pool.map(lambda job: _run_in_process(*job, data, args), jobs))
-    runs = {arm: [run for (a, _), run in zip(jobs, done, strict=True) if a == arm] for arm in ARMS}
+    runs = {arm: [run for (a, _), run in zip(jobs, done, strict=True) if a == arm] for arm in arms}
     evidence = [run for (a, _), run in zip(jobs, done, strict=True) if a == "evidence model"]
     facts = window_facts(str(data), encoder, args.max_length)
     del facts["outside"]
@@ -257,7 +259,7 @@ def measure(args) -> None:
             "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
             f"split {SPLIT} by post, one split for every run",
             "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
-            "arms": ARMS,
+            "arms": {arm: ARMS[arm] for arm in arms},
             "evidence_recipe": EVIDENCE_RECIPE,
             "parallel": f"{args.parallel} runs at a time, {args.threads} thread(s) each",
             "window_facts": facts,
@@ -285,7 +287,8 @@ def measure(args) -> None:
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
         f"{args.max_length} "
         f"--seeds {args.seeds} --evidence-seeds {args.evidence_seeds} --parallel "
-        f"{args.parallel} --threads {args.threads} --clarity {args.clarity}",
+        f"{args.parallel} --threads {args.threads} --clarity {args.clarity}"
+        + (" --arms " + " ".join(f"'{arm}'" for arm in arms) if args.arms else ""),
     )
 
 

@@ -112,7 +112,8 @@ def _watched(cmd: list[str], root: Path, label: str) -> dict:
 @pytest.fixture(scope="module")
 def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> dict:
     """`hpo tune --set storage=URL-with-password` (2 workers, 2 trials) on PostgreSQL, then
-    `hpo finalize` of it with 2 retraining processes, watching every child process's command
+    `hpo finalize --seeds 3` of it (seed 0 is the trial's kept model, seeds 1 and 2 retrain in
+    two processes), watching every child process's command
     line while they run; then status, best and export (with --storage)."""
     root = tmp_path_factory.mktemp("secret-study")
     name = f"test-{uuid.uuid4().hex[:12]}"
@@ -135,7 +136,7 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
     tune = _watched(hpo_argv("tune", spec, "--workers", "2", "--no-progress", *sets), root, "tune")
     finalize = _watched(
         hpo_argv(
-            "finalize", spec, "--top-k", "1", "--seeds", "2", "--workers", "2", "--no-progress"
+            "finalize", spec, "--top-k", "1", "--seeds", "3", "--workers", "2", "--no-progress"
         )
         + sets,
         root,
