@@ -43,6 +43,23 @@ Metric = Literal[
     "recall_at_3",
 ]
 
+# train.threshold: decide at 0.5 for every symptom, or per symptom at thresholds tuned on
+# validation (hpo.train.evaluate records those metrics as TUNED_PREFIX twins)
+Threshold = Literal["fixed", "tuned"]
+TUNED_PREFIX = "tuned_"
+# what a model trains on: the train split, or train and validation together (finalize's refit)
+TrainOn = Literal["train", "train+validation"]
+# finalize --refit: the chosen model as trained on train, or retrained once more on train +
+# validation (REFIT_TRAIN_ON: the flag's shorter name for the training config's train_on)
+Refit = Literal["train", "train+val"]
+# finalize --ensemble: the chosen configuration's seeds averaged into one model, or its best
+# seed alone
+Ensemble = Literal["seeds", "none"]
+# how finalize decides its model's thresholds, fixed from the flags before anything trains: 0.5
+# everywhere, per symptom as tuned on validation (train.threshold: tuned), or per symptom on
+# the --cv folds' out-of-fold predictions (hpo.final.plan.threshold_rule)
+ThresholdRule = Literal["fixed", "validation", "out_of_fold"]
+
 TASKS: tuple[Task, ...] = get_args(Task)
 CRITERIA_FORMULATIONS: tuple[CriteriaFormulation, ...] = get_args(CriteriaFormulation)
 LONG_TEXT: tuple[LongText, ...] = get_args(LongText)
@@ -51,6 +68,17 @@ POST_POOLINGS: tuple[PostPooling, ...] = get_args(PostPooling)
 # formulations whose examples are posts labelled with all nine symptoms at once
 POST_FORMULATIONS: tuple[Formulation, ...] = ("multilabel", "whole_post")
 METRICS: tuple[Metric, ...] = get_args(Metric)
+THRESHOLDS: tuple[Threshold, ...] = get_args(Threshold)
+REFITS: tuple[Refit, ...] = get_args(Refit)
+ENSEMBLES: tuple[Ensemble, ...] = get_args(Ensemble)
+THRESHOLD_RULES: tuple[ThresholdRule, ...] = get_args(ThresholdRule)
+REFIT_TRAIN_ON: dict[Refit, TrainOn] = {"train": "train", "train+val": "train+validation"}
+# a rule as finalize's lines and the study name it
+RULE_NAMES: dict[ThresholdRule, str] = {
+    "fixed": "fixed",
+    "validation": "validation",
+    "out_of_fold": "out-of-fold",
+}
 FORMULATIONS: dict[Task, tuple[Formulation, ...]] = {
     "criteria": CRITERIA_FORMULATIONS,
     "evidence": ("evidence",),
@@ -64,19 +92,31 @@ def task_of(formulation: Formulation) -> Task:
 
 __all__ = [
     "CRITERIA_FORMULATIONS",
+    "ENSEMBLES",
     "EVIDENCE_SCOPES",
     "FORMULATIONS",
     "LONG_TEXT",
     "METRICS",
     "POST_FORMULATIONS",
     "POST_POOLINGS",
+    "REFITS",
+    "REFIT_TRAIN_ON",
+    "RULE_NAMES",
     "TASKS",
+    "THRESHOLDS",
+    "THRESHOLD_RULES",
+    "TUNED_PREFIX",
     "CriteriaFormulation",
+    "Ensemble",
     "EvidenceScope",
     "Formulation",
     "LongText",
     "Metric",
     "PostPooling",
+    "Refit",
     "Task",
+    "Threshold",
+    "ThresholdRule",
+    "TrainOn",
     "task_of",
 ]

@@ -27,6 +27,8 @@ from hpo.vocabulary import (
     Metric,
     PostPooling,
     Task,
+    Threshold,
+    TrainOn,
 )
 
 # micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
@@ -114,7 +116,7 @@ class TrainConfig:
     # word_dropout: share of words left out; word_swap: swaps per word
     augmentation_rate: Share = 0.1
     # decide at 0.5, or at per-symptom thresholds tuned on validation
-    threshold: Literal["fixed", "tuned"] = "fixed"
+    threshold: Threshold = "fixed"
 
     # data and evaluation
     objective_metric: Metric = "macro_f1"
@@ -125,7 +127,7 @@ class TrainConfig:
     cache_dir: str | None = None  # on-disk tokenization cache shared by workers
     # hpo finalize --refit train+val only: train on both splits and keep the last epoch (validation
     # has been trained on, so it can no longer choose one); never a search setting
-    train_on: Literal["train", "train+validation"] = "train"
+    train_on: TrainOn = "train"
     # hpo finalize --cv K only: (K, i) trains on the other K-1 folds of the train + validation
     # posts and validates on fold i; the test split is untouched. Never a search setting
     cv_fold: tuple[int, int] | None = None

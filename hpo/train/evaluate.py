@@ -29,7 +29,7 @@ from hpo.train.metrics import (
 from hpo.train.posts import PostScores, evidence_ranking, score_posts
 from hpo.train.prepare import PreparedSplit
 from hpo.train.step import free_memory, is_out_of_memory
-from hpo.vocabulary import POST_FORMULATIONS, Metric
+from hpo.vocabulary import POST_FORMULATIONS, TUNED_PREFIX, Metric, Threshold
 
 # Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom
 # thresholds.
@@ -226,7 +226,9 @@ def score(
     if thresholds is None:
         thresholds = _tune(split, probs)
     at_tuned = _metrics(split, probs, np.array([thresholds[s] for s in SYMPTOMS]))
-    metrics |= {f"tuned_{name}": value for name, value in at_tuned.items() if name in THRESHOLDED}
+    metrics |= {
+        TUNED_PREFIX + name: value for name, value in at_tuned.items() if name in THRESHOLDED
+    }
     return Evaluation(metrics, thresholds, probs)
 
 
@@ -321,12 +323,12 @@ def metrics_at(
     return _metrics(split, probs, np.array([thresholds[s] for s in SYMPTOMS]))
 
 
-def objective_value(metrics: dict[str, float], metric: str, threshold: str) -> float:
+def objective_value(metrics: dict[str, float], metric: str, threshold: Threshold) -> float:
     """The number a trial is judged by: with ``threshold: tuned``, the tuned twin (chosen on
     validation and scored there, so optimistic; finalize scores test at those thresholds)."""
-    return (
-        metrics.get(f"tuned_{metric}", metrics[metric]) if threshold == "tuned" else metrics[metric]
-    )
+    if threshold == "tuned":
+        return metrics.get(TUNED_PREFIX + metric, metrics[metric])
+    return metrics[metric]
 
 
 def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
