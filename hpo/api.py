@@ -21,10 +21,9 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Sequence
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -34,7 +33,9 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from hpo.errors import UsageError
+from hpo.final.options import Count, Folds, Threads
 from hpo.validation import located
+from hpo.vocabulary import Ensemble, Refit
 
 _Function = TypeVar("_Function", bound=Callable)
 
@@ -75,22 +76,13 @@ def _problem(error: ErrorDetails, positional: list[str]) -> str:
     return f"{where}: {problem}"
 
 
-def _at_least_two_folds(k: int) -> int:
-    if k == 1:
-        raise ValueError("needs at least 2 folds (or 0 for none), got 1")
-    return k
-
-
-# The arguments' types, as the flags take them (hpo/cli/_common.py): counts from 1, threads up to
-# this machine's CPUs, a time budget from a second to a year, memory up to an exbibyte.
+# The arguments' types, as the flags take them (hpo/cli/_common.py): counts, threads and folds
+# as FinalizeOptions takes them, a time budget from a second to a year, memory up to an exbibyte.
 SpecPath = Annotated[
     str, BeforeValidator(lambda path: os.fspath(path) if isinstance(path, os.PathLike) else path)
 ]
-Count = Annotated[int, Field(ge=1)]
-Threads = Annotated[int, Field(ge=1, le=os.cpu_count() or 1)]
 Seconds = Annotated[float, Field(ge=1, le=365 * 24 * 3600)]
 MemoryMb = Annotated[int, Field(ge=1, le=1024**4)]
-Folds = Annotated[int, Field(ge=0), AfterValidator(_at_least_two_folds)]  # 0: no --cv
 
 
 @_checked
@@ -138,8 +130,8 @@ def finalize(
     workers: Count = 1,
     threads: Threads | None = None,
     cv: Folds | None = None,
-    refit: Literal["train", "train+val"] | None = None,
-    ensemble: Literal["seeds", "none"] | None = None,
+    refit: Refit | None = None,
+    ensemble: Ensemble | None = None,
     overrides: Sequence[str] = (),
     storage: str | None = None,
     partial: bool = False,
@@ -147,27 +139,27 @@ def finalize(
 ) -> dict:
     """Retrain the best configurations on new seeds, score the chosen model once on test and
     write ``final/`` (as ``hpo finalize``); ``spec_or_study`` is the spec file or the study's
-    name; ``threads``: CPU threads per retraining (None: the cores split between ``workers``).
+    name; ``threads``: CPU threads per retraining (None: the cores split between ``workers``);
+    the other keywords are ``hpo.final.options.FinalizeOptions``, as the flags are.
     Returns the summary that ``final/metrics.json`` holds."""
+    from hpo.final.options import FinalizeOptions
     from hpo.final.pipeline import finalize as run_finalize
 
-    if refit == "train+val" and ensemble == "seeds":
+    try:
+        options = FinalizeOptions(
+            top_k=top_k,
+            seeds=seeds,
+            refit=refit,
+            ensemble=ensemble,
+            cv=cv,
+            workers=workers,
+            threads=threads,
+            partial=partial,
+            progress=progress,
+        )
+    except ValidationError:  # each keyword is checked already: only the pair can be wrong
         raise UsageError(
             "hpo.finalize: refit='train+val' retrains one model, so it cannot be an ensemble; "
             "pass ensemble='none' with it, or leave refit out"
-        )
-
-    return run_finalize(
-        spec_or_study,
-        list(overrides),
-        storage,
-        top_k=top_k,
-        seeds=seeds,
-        workers=workers,
-        threads=threads,
-        refit=refit,
-        ensemble=ensemble,
-        cv=cv,
-        partial=partial,
-        progress=progress,
-    )
+        ) from None
+    return run_finalize(spec_or_study, list(overrides), storage, options).to_json()

@@ -46,3 +46,13 @@ def run_hpo(*args: str, timeout: float = 900, **run) -> subprocess.CompletedProc
     """``hpo ARGS`` in a child process, its output captured as text; ``run``: more keywords of
     ``subprocess.run`` (cwd, env). The timeout only ends a run that hangs."""
     return subprocess.run(hpo_argv(*args), capture_output=True, text=True, timeout=timeout, **run)
+
+
+def final_summary(shape: str = "cv", **parts) -> dict:
+    """A real metrics.json that ``hpo finalize`` wrote (tests/final_summaries/SHAPE), with
+    ``parts`` replacing its top-level keys: a summary of the shape the readers check."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "final_summaries" / shape / "metrics.json"
+    return json.loads(path.read_text()) | parts

@@ -24,7 +24,8 @@ from hpo.data import SYMPTOMS
 from hpo.data.posts import load_posts
 from hpo.final.choose import out_of_fold_thresholds
 from hpo.final.holdout import score_on_test, score_on_validation
-from hpo.final.pipeline import artifact_name
+from hpo.final.record import artifact_name
+from hpo.final.summary import FinalSummary
 from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
 from hpo.predict import load_classifier, read_settings
@@ -123,6 +124,9 @@ def test_finalize_scores_the_chosen_model_once_and_records_it(tuned):
     assert run.returncode == 0, run.stderr[-3000:]
     final = _final_dir(tuned, tuned["root"] / "out")
     summary = json.loads((final / "metrics.json").read_text())
+    # the file is FinalSummary's, whole: read back and written again, it is the same text
+    written = FinalSummary.read(final / "metrics.json").to_json()
+    assert json.dumps(written, indent=2) + "\n" == (final / "metrics.json").read_text()
     assert [len(c["seeds"]) for c in summary["configurations"]] == [2, 2]
     means = [c["mean"] for c in summary["configurations"]]
     assert means == sorted(means, reverse=True), "the best mean validation score is chosen"
@@ -422,7 +426,8 @@ def test_refit_on_train_and_validation_keeps_the_thresholds_chosen_on_validation
         for meta in get_all_artifact_meta(study, storage=study._storage)
         if meta.filename.startswith("model_card")
     ]
-    assert len(cards) == len(set(cards)) and artifact_name("model_card.md", summary) in cards
+    named = artifact_name("model_card.md", FinalSummary.model_validate(summary))
+    assert len(cards) == len(set(cards)) and named in cards
 
 
 def test_cv_retrains_the_chosen_configuration_on_k_folds_and_reports_them(tuned):
@@ -453,7 +458,7 @@ def test_cv_retrains_the_chosen_configuration_on_k_folds_and_reports_them(tuned)
     assert len(posts) == len(set(posts)) == sizes["train"]["posts"] + sizes["validation"]["posts"]
     oof = cv["out_of_fold"]
     assert oof["posts"] == len(posts)
-    assert oof == out_of_fold_thresholds(heldout), "recorded as chosen from the held-out files"
+    assert oof == out_of_fold_thresholds(heldout).model_dump(), "chosen from the held-out files"
     # decided by the rule --cv sets, saved with the model (hpo predict decides there) and tested
     assert summary["thresholds"]["rule"] == "out_of_fold"
     assert summary["thresholds"]["chosen"] == oof["thresholds"] == summary["test"]["thresholds"]

@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt  # optuna-dashboard's Markdown, roughly (via 
 from optuna.artifacts import download_artifact, get_all_artifact_meta
 from optuna_dashboard import get_note, save_note
 
-from hpo.final import pipeline
+from hpo.final import record, summary
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
@@ -165,21 +165,25 @@ def test_the_end_of_hpos_part_is_not_shown_and_a_note_with_the_former_end_keeps_
 
 def test_after_finalize_the_study_note_names_the_model_and_its_test_score(spec):
     study = open_study(spec)
-    summary = {  # what finalize's summary holds for these lines
-        "metric": "post_macro_f1",
-        "thresholds": {"rule": "out_of_fold"},
-        "test": {
-            "metrics": {"post_macro_f1": 0.595},
-            "intervals": {"post_macro_f1": {"low": 0.52, "high": 0.66, "posts": 149}},
-        },
-    }
-    configuration = {
-        "trial": 3,
-        "mean": 0.66,
-        "sd": 0.02,
-        "seeds": [{"value": 0.64}, {"value": 0.68}],
-    }
-    # as finalize records it (hpo.final.pipeline._record), then writes the note
+    interval = {"low": 0.52, "high": 0.66, "resamples": 2000, "seed": 0, "posts": 149}
+    test = summary.TestScores(  # what finalize's summary holds for these lines
+        metrics={"post_macro_f1": 0.595},
+        intervals={"post_macro_f1": interval},
+        per_symptom={},
+        thresholds={},
+    )
+    configuration = summary.Configuration(
+        rank=1,
+        trial=3,
+        params={},
+        mean=0.66,
+        sd=0.02,
+        seeds=[
+            summary.Seed(seed=0, value=0.64, best_epoch=1, run="3-seed0"),
+            summary.Seed(seed=1, value=0.68, best_epoch=1, run="3-seed1"),
+        ],
+    )
+    # as finalize records it (hpo.final.record.record), then writes the note
     study.set_user_attr(
         "final",
         {
@@ -189,10 +193,9 @@ def test_after_finalize_the_study_note_names_the_model_and_its_test_score(spec):
             "model": "/runs/final/model",
         },
     )
-    study.set_user_attr(
-        "final_seed_spread", pipeline.seed_spread_line("post_macro_f1", configuration)
-    )
-    study.set_user_attr("final_test", pipeline.test_line(summary))
+    spread = record.seed_spread_line("post_macro_f1", configuration)
+    study.set_user_attr("final_seed_spread", spread)
+    study.set_user_attr("final_test", record.test_line("post_macro_f1", "out_of_fold", test))
     write_study_note(study, spec)
     note = get_note(study)
     final = note[note.index("## Final model") :]

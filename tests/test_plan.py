@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import final_summary
 
-from hpo.final.pipeline import DEFAULTS
+from hpo.final.options import FinalizeOptions
 from hpo.final.plan import better_since, plan, plan_lines
+from hpo.final.summary import FinalSummary
 from hpo.spec import load_spec
 from hpo.study import open_study, suggest
 
@@ -36,7 +38,7 @@ def _study(tmp_path, values: list[float], repeat_first: bool = False):
 
 def test_the_plan_names_the_configurations_the_retrainings_and_what_they_make(tmp_path):
     spec, study = _study(tmp_path, [0.51, 0.55, 0.53, 0.50])
-    settings = DEFAULTS | {"top_k": 2, "seeds": 3, "cv": 3}
+    settings = FinalizeOptions(top_k=2, seeds=3, cv=3).settings()
     runs = plan(spec, study, 2, 3)
 
     lines = plan_lines(spec, study, runs, settings, 2, "out_of_fold")
@@ -69,7 +71,7 @@ def test_the_plan_says_when_the_study_has_fewer_configurations_than_top_k(tmp_pa
     runs = plan(spec, study, 3, 1)
     assert {run.trial for run in runs} == {2}
 
-    lines = plan_lines(spec, study, runs, DEFAULTS | {"seeds": 1}, 1, "fixed")
+    lines = plan_lines(spec, study, runs, FinalizeOptions(seeds=1).settings(), 1, "fixed")
 
     assert lines[1] == (
         "  configurations  the study's 1 distinct completed (fewer than --top-k 3): "
@@ -80,7 +82,16 @@ def test_the_plan_says_when_the_study_has_fewer_configurations_than_top_k(tmp_pa
 
 def test_a_finalized_study_names_a_better_trial_found_since(tmp_path):
     spec, study = _study(tmp_path, [0.51, 0.55, 0.53])
-    summary = {"configurations": [{"trial": 1}, {"trial": 2}]}  # as finalize --top-k 2 left it
+    real = final_summary("ensemble")  # as finalize --top-k 2 left it: trials 1 and 2
+    summary = FinalSummary.model_validate(
+        real
+        | {
+            "configurations": [
+                real["configurations"][0] | {"trial": 1},
+                real["configurations"][1] | {"trial": 2},
+            ]
+        }
+    )
     assert better_since(spec, study, summary) is None
 
     trial = study.ask()

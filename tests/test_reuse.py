@@ -17,6 +17,7 @@ from helpers import run_hpo
 from optuna.trial import TrialState
 
 from hpo.data import SYMPTOMS
+from hpo.final.options import FinalizeOptions
 from hpo.final.plan import plan, plan_lines
 from hpo.final.retrain import train_config
 from hpo.final.reuse import NOT_KEPT, judge, link_checkpoint
@@ -111,7 +112,7 @@ def test_a_kept_checkpoint_is_its_configurations_first_seed_and_the_plan_says_so
         "wall_seconds": 12.5,
     }
     assert runs[1].reuse is None, "seed 1 is no trial's: retrained"
-    settings = {"top_k": 1, "seeds": 2, "refit": "train", "ensemble": "seeds", "cv": 0}
+    settings = FinalizeOptions(top_k=1, seeds=2).settings()
     lines = plan_lines(spec, study, runs, settings, 2, "fixed")
     assert lines[2:4] == [
         "  retrainings     2 seed(s) each: 2, 1 of them a trial's checkpoint, so 1 to train; "

@@ -4,6 +4,7 @@ validation, score it once on the test split, save it with a model card."""
 from __future__ import annotations
 
 from hpo.cli._common import _positive_int, add_progress_arg, add_spec_args, add_threads_arg
+from hpo.vocabulary import ENSEMBLES, REFITS
 
 
 def add_parser(subparsers) -> None:
@@ -23,18 +24,18 @@ def add_parser(subparsers) -> None:
     add_threads_arg(parser, "per retraining", "the cores split evenly between --workers")
     parser.add_argument(
         "--refit",
-        choices=("train", "train+val"),
+        choices=REFITS,
         help="train: the chosen seed's model as retrained (default); train+val: retrain it once "
         "more on train + validation for its best epoch count, at the thresholds it chose",
     )
     parser.add_argument(
         "--ensemble",
-        choices=("seeds", "none"),
+        choices=ENSEMBLES,
         help="seeds: the chosen configuration's seeds averaged into one model, which hpo "
         "predict loads like any other (default with --seeds > 1); none: its best seed alone",
     )
-    # int, not _positive_int: finalize() holds the one rule for K (2 or more, or 0 for none) and
-    # its message, for the CLI and the Python API alike
+    # int, not _positive_int: FinalizeOptions holds the one rule for K (2 or more, or 0 for none),
+    # for the CLI and the Python API alike
     parser.add_argument(
         "--cv",
         type=int,
@@ -54,21 +55,31 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from pydantic import ValidationError
+
+    from hpo.errors import UsageError
+    from hpo.final.options import ONE_MODEL_REFIT, FinalizeOptions
     from hpo.final.pipeline import finalize
     from hpo.process import shows_progress
 
-    finalize(
-        args.spec,
-        args.overrides,
-        args.storage,
-        top_k=args.top_k,
-        seeds=args.seeds,
-        workers=args.workers,
-        threads=args.threads,
-        refit=args.refit,
-        ensemble=args.ensemble,
-        cv=args.cv,
-        partial=args.partial,
-        progress=shows_progress(args.progress),
-    )
+    try:
+        options = FinalizeOptions(
+            top_k=args.top_k,
+            seeds=args.seeds,
+            refit=args.refit,
+            ensemble=args.ensemble,
+            cv=args.cv,
+            workers=args.workers,
+            threads=args.threads,
+            partial=args.partial,
+            progress=shows_progress(args.progress),
+        )
+    except ValidationError as exc:  # argparse checked the rest: --cv's range, and the pair
+        if exc.errors()[0]["type"] == ONE_MODEL_REFIT:
+            raise UsageError(
+                "--refit train+val retrains one model, so it cannot be an ensemble; "
+                "pass --ensemble none with it, or leave --refit out"
+            ) from None
+        raise UsageError(f"--cv K needs K >= 2 folds (or 0 for none), got {args.cv}") from None
+    finalize(args.spec, args.overrides, args.storage, options)
     return 0

@@ -19,80 +19,91 @@ from hpo.data import SYMPTOMS
 from hpo.errors import UsageError
 from hpo.final.holdout import compare_on_validation, heldout_cells
 from hpo.final.retrain import Run, rounded, run_log, train_config, write_json
+from hpo.final.summary import (
+    Chosen,
+    Configuration,
+    CrossValidation,
+    Decision,
+    OutOfFold,
+    Seed,
+    SeedEnsemble,
+)
 from hpo.spec import StudySpec
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
 from hpo.train.metrics import PRIOR_POSITIVES, shrunk_threshold
+from hpo.vocabulary import REFIT_TRAIN_ON, RULE_NAMES, ThresholdRule
 
 HELDOUT_FILE = "heldout.json"  # in a --cv fold's run folder: its held-out posts' probabilities
 SEED_KEYS = ("seed", "value", "best_epoch", "run", "reused_from_trial")  # of a run, in metrics.json
 
 
-def by_mean_validation(spec: StudySpec, runs: list[Run], records: dict[str, dict]) -> dict:
-    """Per configuration the mean ± sd of the validation value over seeds; the best mean
-    wins, and of its seeds the best validation value gives the model."""
+def by_mean_validation(
+    spec: StudySpec, runs: list[Run], records: dict[str, dict]
+) -> tuple[list[Configuration], Chosen]:
+    """Per configuration the mean ± sd of the validation value over seeds, best mean first;
+    the best mean wins, and of its seeds the best validation value gives the model."""
     maximize = spec.direction == "maximize"
     configurations = []
     for rank in sorted({run.rank for run in runs}):
         mine = [records[run.name] for run in runs if run.rank == rank]
         values = [r["value"] for r in mine]
         configurations.append(
-            {
-                "rank": rank,
-                "trial": mine[0]["trial"],
-                "params": mine[0]["params"],
-                "mean": statistics.fmean(values),
-                "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            Configuration(
+                rank=rank,
+                trial=mine[0]["trial"],
+                params=mine[0]["params"],
+                mean=statistics.fmean(values),
+                sd=statistics.stdev(values) if len(values) > 1 else 0.0,
                 # reused_from_trial: the seed is that trial's kept checkpoint, not retrained
-                "seeds": [{k: r[k] for k in SEED_KEYS if k in r} for r in mine],
-            }
+                seeds=[Seed(**{k: r[k] for k in SEED_KEYS if k in r}) for r in mine],
+            )
         )
-    configurations.sort(key=lambda c: c["mean"], reverse=maximize)
+    configurations.sort(key=lambda c: c.mean, reverse=maximize)
     best = configurations[0]
-    pick = (max if maximize else min)(best["seeds"], key=lambda s: s["value"])
-    return {
-        "study": spec.name,
-        "metric": spec.metric,
-        "direction": spec.direction,
-        "configurations": configurations,
-        "chosen": {
-            "trial": best["trial"],
-            "params": best["params"],
-            "seed": pick["seed"],
-            "run": pick["run"],
-            "best_epoch": pick["best_epoch"],
-            "validation": records[pick["run"]]["metrics"],
-        },
-    }
+    pick = (max if maximize else min)(best.seeds, key=lambda s: s.value)
+    chosen = Chosen(
+        trial=best.trial,
+        params=best.params,
+        seed=pick.seed,
+        run=pick.run,
+        best_epoch=pick.best_epoch,
+        validation=records[pick.run]["metrics"],
+    )
+    return configurations, chosen
 
 
 def cross_validate(
-    spec: StudySpec, summary: dict, k: int, retrain, runs_dir: Path, say: Callable[[str], None]
-) -> dict:
-    """The chosen configuration (its first seed) retrained on each of K folds of the train +
+    spec: StudySpec,
+    best: Configuration,
+    k: int,
+    retrain,
+    runs_dir: Path,
+    say: Callable[[str], None],
+) -> CrossValidation:
+    """The ``best`` configuration (its first seed) retrained on each of K folds of the train +
     validation posts, validated on the fold held out: how much its score moves with the
     data it sees, beside the seeds' spread. Each fold's model then scores its held-out posts
     (kept in ``heldout.json``; the model is deleted), so every train + validation post has one
     out-of-fold probability, and per-symptom thresholds are chosen on them. Touches no test."""
-    best = summary["configurations"][0]
-    seed = best["seeds"][0]["seed"]
-    runs = [Run(1, best["trial"], best["params"], seed, folds=k, fold=i) for i in range(k)]
-    say(f"cross-validation: trial {best['trial']}'s configuration, {k} folds of train + validation")
+    seed = best.seeds[0].seed
+    runs = [Run(1, best.trial, best.params, seed, folds=k, fold=i) for i in range(k)]
+    say(f"cross-validation: trial {best.trial}'s configuration, {k} folds of train + validation")
     records = retrain(runs)
     values = [records[run.name]["value"] for run in runs]
     heldout = [_heldout(spec, run, runs_dir) for run in runs]
-    return {
-        "k": k,
-        "seed": seed,
-        "values": values,
-        "mean": statistics.fmean(values),
-        "sd": statistics.stdev(values),
-        "runs": [run.name for run in runs],
-        "out_of_fold": out_of_fold_thresholds(heldout),
-    }
+    return CrossValidation(
+        k=k,
+        seed=seed,
+        values=values,
+        mean=statistics.fmean(values),
+        sd=statistics.stdev(values),
+        runs=[run.name for run in runs],
+        out_of_fold=out_of_fold_thresholds(heldout),
+    )
 
 
-def out_of_fold_thresholds(heldout: list[dict]) -> dict:
+def out_of_fold_thresholds(heldout: list[dict]) -> OutOfFold:
     """Per symptom, the threshold chosen on every fold's held-out probabilities together
     (``shrunk_threshold``: the F1-best cut, pulled toward 0.5 by few positives)."""
     posts = [post for fold in heldout for post in fold["posts"]]
@@ -105,15 +116,15 @@ def out_of_fold_thresholds(heldout: list[dict]) -> dict:
         )
         for symptom in SYMPTOMS
     }
-    return {
-        "posts": len(posts),
-        "prior_positives": PRIOR_POSITIVES,
-        "thresholds": {symptom: round(row["threshold"], 6) for symptom, row in chosen.items()},
-        "per_symptom": {
+    return OutOfFold(
+        posts=len(posts),
+        prior_positives=PRIOR_POSITIVES,
+        thresholds={symptom: round(row["threshold"], 6) for symptom, row in chosen.items()},
+        per_symptom={
             symptom: {**row, "threshold": round(row["threshold"], 6)}
             for symptom, row in chosen.items()
         },
-    }
+    )
 
 
 def _heldout(spec: StudySpec, run: Run, runs_dir: Path) -> dict:
@@ -134,68 +145,84 @@ def _heldout(spec: StudySpec, run: Run, runs_dir: Path) -> dict:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Decided:
+    """What ``decide`` found: the thresholds the model decides at and those tuned on
+    validation, the record of the choice, the chosen model (its validation figures at the
+    decision thresholds; an ensemble's seed None) and its seeds' ensemble, if any."""
+
+    thresholds: dict[str, float]
+    tuned: dict[str, float]
+    decision: Decision
+    chosen: Chosen
+    ensemble: SeedEnsemble | None
+
+
 def decide(
     spec: StudySpec,
     config: TrainConfig,
-    summary: dict,
+    configurations: list[Configuration],
+    chosen: Chosen,
+    cv: CrossValidation | None,
     members: dict[str, Path],
-    rule: str,
+    rule: ThresholdRule,
     say: Callable[[str], None],
-) -> tuple[dict[str, float], dict[str, float]]:
+) -> Decided:
     """The thresholds the model test scores decides at, by ``rule``, and those tuned on
     validation (recorded beside them): ``members`` (run name -> model folder; several: the
     average of their probabilities) scored on validation at the fixed 0.5, at thresholds tuned
     there and (--cv) at the out-of-fold ones, for the card; the comparison informs the reader
     and chooses nothing."""
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
-    oof = summary.get("cv", {}).get("out_of_fold", {}).get("thresholds")
+    oof = cv.out_of_fold.thresholds if cv else None
     candidates = {"fixed": fixed, "validation": None} | ({"out_of_fold": oof} if oof else {})
     tuned, compared = compare_on_validation(config, list(members.values()), candidates)
     sets = {"fixed": fixed, "validation": tuned, "out_of_fold": oof}
     thresholds = sets[rule]
-    summary["thresholds"] = {
-        "rule": rule,
-        "chosen": thresholds,
-        "candidates": {name: sets[name] for name in candidates},
-        "validation": {name: rounded(metrics) for name, metrics in compared.items()},
-    }
-    summary["chosen"]["validation"] = rounded(compared[rule])
+    decision = Decision(
+        rule=rule,
+        chosen=thresholds,
+        candidates={name: sets[name] for name in candidates},
+        validation={name: rounded(metrics) for name, metrics in compared.items()},
+    )
+    chosen = chosen.model_copy(update={"validation": rounded(compared[rule])})
+    ensemble = None
     if len(members) > 1:
         # as each seed's value was judged: at 0.5, or at thresholds tuned on validation
         value = objective_value(
             compared["validation" if config.threshold == "tuned" else "fixed"], spec.metric, "fixed"
         )
-        summary["ensemble"] = {"members": list(members), "value": value}
-        summary["chosen"]["seed"] = None
-        alone = ", ".join(f"{s['value']:.4f}" for s in summary["configurations"][0]["seeds"])
+        ensemble = SeedEnsemble(members=list(members), value=value)
+        chosen = chosen.model_copy(update={"seed": None})
+        alone = ", ".join(f"{s.value:.4f}" for s in configurations[0].seeds)
         say(
             f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} "
             f"(alone: {alone})"
         )
-    say(f"decision thresholds: {rule.replace('_', '-')}")
-    return thresholds, tuned
+    say(f"decision thresholds: {RULE_NAMES[rule]}")
+    return Decided(thresholds, tuned, decision, chosen, ensemble)
 
 
 def refit(
     config: TrainConfig,
-    chosen: dict,
+    chosen: Chosen,
     refit_dir: Path,
     say: Callable[[str], None],
 ) -> tuple[TrainConfig, Path]:
     """The chosen configuration and seed retrained on train + validation for its best epoch
     count; it decides at the thresholds decided for its train-only model (the refit has seen
     validation, so it cannot choose them), which ``final_folder.place`` writes into it."""
-    epochs = chosen["best_epoch"]
+    epochs = chosen.best_epoch
     config = dataclasses.replace(
         config,
-        train_on="train+validation",
+        train_on=REFIT_TRAIN_ON["train+val"],
         epochs=epochs,
         early_stopping_patience=None,
         checkpoint_dir=str(refit_dir / "model"),
     )
     if not (refit_dir / "result.json").exists():
         say(
-            f"refit: trial {chosen['trial']}'s configuration, seed {chosen['seed']}, "
+            f"refit: trial {chosen.trial}'s configuration, seed {chosen.seed}, "
             "on train + validation "
             f"for {epochs} epochs"
         )
@@ -205,6 +232,6 @@ def refit(
             train(config)
         write_json(
             refit_dir / "result.json",
-            {"epochs": epochs, "trial": chosen["trial"], "seed": chosen["seed"]},
+            {"epochs": epochs, "trial": chosen.trial, "seed": chosen.seed},
         )
     return config, refit_dir / "model"

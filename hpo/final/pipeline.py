@@ -20,7 +20,6 @@ anything is retrained: a search still running or short of its n_trials (unless
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,18 +34,14 @@ from hpo.final.final_folder import (
     place,
 )
 from hpo.final.model_card import command_line, library_versions, model_card
+from hpo.final.options import FinalizeOptions
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
-from hpo.final.retrain import (
-    Run,
-    retrain_all,
-    rounded,
-    train_config,
-    write_json,
-)
+from hpo.final.record import FINAL_ATTR, record, test_figure
+from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
+from hpo.final.summary import FinalSummary, RefitRecord, SearchState, TestScores
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study import (
-    artifact_store,
     check_spec,
     first_look_epochs,
     is_spec_file,
@@ -58,19 +53,11 @@ from hpo.study import (
     study_uid,
     time_budget_spent,
     trial_census,
-    upload,
-    write_study_note,
 )
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 
 SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
-FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
-REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
-# seeds: the chosen configuration's seeds averaged into one model; none: its best seed alone
-ENSEMBLES = ("seeds", "none")
-# their flags; cv 0: no cross-validation
-DEFAULTS = {"top_k": 3, "seeds": 3, "refit": "train", "ensemble": "seeds", "cv": 0}
 
 __all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
@@ -79,63 +66,43 @@ def finalize(
     spec_path: str,
     overrides,
     storage: str | None,
-    top_k: int | None = None,
-    seeds: int | None = None,
-    workers: int = 1,
-    refit: str | None = None,
-    ensemble: str | None = None,
-    cv: int | None = None,
-    partial: bool = False,
-    progress: bool = True,
+    options: FinalizeOptions,
     say: Callable[[str], None] | None = None,
-    threads: int | None = None,
-) -> dict:
-    """``top_k``, ``seeds``, ``refit``, ``ensemble`` and ``cv`` left None take their DEFAULTS;
-    given, they are named as ignored when the study was finalized already with others.
-    ``threads``: CPU threads per retraining process (None: the cores split between them).
-    ``say``: where finalize's own lines go (None: standard output, flushed)."""
+) -> FinalSummary:
+    """Finalize the study of ``spec_path`` (a file, or the study's name) as ``options`` say;
+    their choices left None take their defaults, and where given are named as ignored when
+    the study was finalized already with others. ``say``: where finalize's own lines go
+    (None: standard output, flushed)."""
     say = say or _print_now
-    asked = {"top_k": top_k, "seeds": seeds, "refit": refit, "ensemble": ensemble, "cv": cv}
-    settings = {key: DEFAULTS[key] if value is None else value for key, value in asked.items()}
-    if refit == "train+val" and ensemble is None:
-        settings["ensemble"] = "none"  # the refit retrains one model
-    top_k, seeds, refit = settings["top_k"], settings["seeds"], settings["refit"]
-    ensemble, cv = settings["ensemble"], settings["cv"]
-    if cv == 1 or cv < 0:
-        raise UsageError(f"--cv K needs K >= 2 folds (or 0 for none), got {cv}")
-    if top_k < 1 or seeds < 1 or workers < 1:
-        raise UsageError(
-            f"--top-k, --seeds and --workers must be at least 1, got {top_k}, {seeds}, {workers}"
-        )
-    if refit not in REFITS:
-        raise UsageError(f"--refit must be one of {', '.join(REFITS)}, got {refit!r}")
-    if ensemble not in ENSEMBLES:
-        raise UsageError(f"--ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
-    if ensemble != "none" and refit == "train+val":
-        raise UsageError(
-            "--refit train+val retrains one model, so it cannot be an ensemble; "
-            "pass --ensemble none with it, or leave --refit out"
-        )
+    settings = options.settings()
+    top_k, seeds, refit, ensemble, cv = (
+        settings.top_k,
+        settings.seeds,
+        settings.refit,
+        settings.ensemble,
+        settings.cv,
+    )
     # a file, or a study's name: its recorded spec, --set flags and all
     spec = load_spec_ref(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
     study_folder = spec.study_dir(study_uid(study) or "")
     final_dir = study_folder / "final"
+    runs_dir = final_dir / "runs"
     with study_lock(
         study, "finalize", study_folder
     ) as lock:  # a second finalize of the study exits at once
         if (
             final_dir / "metrics.json"
         ).exists():  # the test split is scored once: a finished finalize is only read
-            return _finalized(spec, study, final_dir, asked, say)
+            return _finalized(spec, study, final_dir, options, say)
         check_spec(study, spec, _spec_fix(spec, spec_path, overrides))
-        search = _search_state(study, spec, partial)
+        search = _search_state(study, spec, options.partial)
         runs = plan(spec, study, top_k, seeds)
         # before hours of retraining
         planned = train_config(spec, runs[0].params, runs[0].seed, None)
         _require_splits(planned, cv)
         rule = threshold_rule(cv, planned.threshold)  # before any score is seen
-        for line in plan_lines(spec, study, runs, settings, workers, rule):
+        for line in plan_lines(spec, study, runs, settings, options.workers, rule):
             say(line)
         # only now: torch and transformers take seconds to import (25 s on a busy 2-core
         # machine), and the plan is worth reading meanwhile
@@ -143,63 +110,68 @@ def finalize(
         from hpo.final.holdout import score_on_test
         from hpo.models.loading import hide_progress_bars
 
-        if not progress:
+        if not options.progress:
             hide_progress_bars()  # transformers' too, where the retrainings run in this process
         retrain = functools.partial(
             retrain_all,
             spec,
-            *_spec_for_children(spec, final_dir / "runs"),
-            runs_dir=final_dir / "runs",
-            workers=workers,
-            progress=progress,
+            *_spec_for_children(spec, runs_dir),
+            runs_dir=runs_dir,
+            workers=options.workers,
+            progress=options.progress,
             say=say,
-            threads=threads,
+            threads=options.threads,
         )
-        if lost := forget_lost_models(final_dir / "runs"):
+        if lost := forget_lost_models(runs_dir):
             say(f"retraining {', '.join(lost)} again: their models were in a deleted final/model")
-        forget_other_folds(final_dir / "runs", cv, say)
-        summary = choose.by_mean_validation(spec, runs, retrain(runs))
-        if cv:
-            summary["cv"] = choose.cross_validate(
-                spec, summary, cv, retrain, final_dir / "runs", say
-            )
-        chosen = summary["chosen"]
-        config = train_config(spec, chosen["params"], chosen["seed"], None)
-        chosen["threshold"] = config.threshold
-        runs_dir = final_dir / "runs"
+        forget_other_folds(runs_dir, cv, say)
+        configurations, chosen = choose.by_mean_validation(spec, runs, retrain(runs))
+        best = configurations[0]
+        folds = choose.cross_validate(spec, best, cv, retrain, runs_dir, say) if cv else None
+        config = train_config(spec, chosen.params, chosen.seed, None)
+        chosen = chosen.model_copy(update={"threshold": config.threshold})
         members = (
-            {s["run"]: runs_dir / s["run"] / "model" for s in summary["configurations"][0]["seeds"]}
+            {s.run: runs_dir / s.run / "model" for s in best.seeds}
             if ensemble == "seeds" and seeds > 1
-            else {chosen["run"]: runs_dir / chosen["run"] / "model"}
+            else {chosen.run: runs_dir / chosen.run / "model"}
         )
-        thresholds, tuned = choose.decide(spec, config, summary, members, rule, say)
+        decided = choose.decide(spec, config, configurations, chosen, folds, members, rule, say)
         if refit == "train+val":
             config, refitted = choose.refit(config, chosen, final_dir / "refit", say)
             members = {"refit": refitted}
-        model_dir = place(final_dir, members, thresholds, tuned)  # moved there: one copy
-        summary["refit"] = {"on": refit, "epochs": config.epochs if refit == "train+val" else None}
+        model_dir = place(final_dir, members, decided.thresholds, decided.tuned)  # one copy
         lock.confirm()  # the test split is scored by one finalize only
         tested = score_on_test(config, model_dir)
-        summary |= {
-            "test": {
-                "metrics": rounded(tested.metrics),  # at the decision thresholds
-                "intervals": tested.intervals,
-                "per_symptom": tested.per_symptom,
-                "thresholds": tested.thresholds,
-            },
-            "split_sizes": tested.split_sizes,
-            "data_fingerprint": files_fingerprint(spec.data_dir)[:16],
-            "settings": settings,
-            "search": search,
-            "libraries": library_versions(),
-            "command": command_line(),
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
+        summary = FinalSummary(
+            study=spec.name,
+            metric=spec.metric,
+            direction=spec.direction,
+            configurations=configurations,
+            chosen=decided.chosen,
+            cv=folds,
+            thresholds=decided.decision,
+            ensemble=decided.ensemble,
+            refit=RefitRecord(on=refit, epochs=config.epochs if refit == "train+val" else None),
+            test=TestScores(
+                metrics=rounded(tested.metrics),  # at the decision thresholds
+                intervals=tested.intervals,
+                per_symptom=tested.per_symptom,
+                thresholds=tested.thresholds,
+            ),
+            split_sizes=tested.split_sizes,
+            data_fingerprint=files_fingerprint(spec.data_dir)[:16],
+            settings=settings,
+            search=search,
+            libraries=library_versions(),
+            command=command_line(),
+            finished=datetime.now(UTC).isoformat(timespec="seconds"),
+            model_files=model_files(final_dir / "model"),
+        )
         _publish(final_dir, summary)
-        _record(study, spec, final_dir, summary)
+        record(study, spec, final_dir, summary)
     Tracker(spec.tracking.mlflow, spec.name).log_final_model(
-        chosen["params"],
-        summary["test"]["metrics"],
+        summary.chosen.params,
+        summary.test.metrics,
         {
             "model": final_dir / "model",
             "model_card.md": final_dir / "model_card.md",
@@ -207,10 +179,9 @@ def finalize(
         },
     )
     say(
-        f"{spec.name}: chose trial {chosen['trial']} (validation {spec.metric} "
-        f"{summary['configurations'][0]['mean']:.4f}"
-        f" ± {summary['configurations'][0]['sd']:.4f} over {seeds} seeds); test "
-        f"{test_figure(summary, spec.metric)}; model in {final_dir / 'model'}"
+        f"{spec.name}: chose trial {summary.chosen.trial} (validation {spec.metric} "
+        f"{best.mean:.4f} ± {best.sd:.4f} over {seeds} seeds); test "
+        f"{test_figure(summary.test, spec.metric)}; model in {final_dir / 'model'}"
     )
     return summary
 
@@ -220,7 +191,7 @@ def _print_now(line: str) -> None:
     print(line, flush=True)
 
 
-def _search_state(study, spec: StudySpec, partial: bool) -> dict:
+def _search_state(study, spec: StudySpec, partial: bool) -> SearchState:
     """How far the search got; a search still running or short of its n_trials is refused
     unless ``partial``: its best trials may not be the study's. A search its time budget
     (``hpo tune --timeout``) ended is finished: the user chose to stop it there."""
@@ -240,13 +211,13 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
             "let hpo tune finish it, or pass "
             "--partial to finalize from the trials finished so far"
         )
-    return {
-        "n_trials": n_trials,
-        "finished": census["finished"],
-        "running": census["running"],
-        "partial": unfinished,
-        "ended_by_time_budget": budget_spent and census["finished"] < n_trials,
-    }
+    return SearchState(
+        n_trials=n_trials,
+        finished=census["finished"],
+        running=census["running"],
+        partial=unfinished,
+        ended_by_time_budget=budget_spent and census["finished"] < n_trials,
+    )
 
 
 def _spec_fix(spec: StudySpec, spec_path: str, overrides) -> str:
@@ -288,15 +259,19 @@ def _require_splits(config: TrainConfig, cv: int) -> None:
 
 
 def _finalized(
-    spec: StudySpec, study, final_dir: Path, asked: dict, say: Callable[[str], None]
-) -> dict:
+    spec: StudySpec,
+    study,
+    final_dir: Path,
+    options: FinalizeOptions,
+    say: Callable[[str], None],
+) -> FinalSummary:
     """A finished finalize, read back: its model checked against what metrics.json lists
     (refused where it is missing: it is the only copy),
     the settings asked for now named as ignored where they differ from those it ran with, and
     a better trial the search found since named."""
-    summary = json.loads((final_dir / "metrics.json").read_text())
+    summary = FinalSummary.read(final_dir / "metrics.json")
     model = final_dir / "model"
-    if not intact(model, summary["model_files"]):
+    if not intact(model, summary.model_files or {}):
         raise UsageError(
             f"{spec.name}: finalized, but {model} is missing or incomplete, and it was "
             "the model's only copy; the test split was scored already (metrics.json): "
@@ -304,17 +279,21 @@ def _finalized(
             "finalize anew"
         )
     say(f"{spec.name}: already finalized; the model and its test score are in {final_dir}")
-    done = {
-        "top_k": len(summary["configurations"]),
-        "seeds": len(summary["configurations"][0]["seeds"]),
-        "refit": summary.get("refit", {}).get("on", "train"),
-        "ensemble": "seeds" if summary.get("ensemble") else "none",
-        "cv": summary.get("cv", {}).get("k", 0),
-        **summary.get("settings", {}),
-    }
+    # a summary from before the settings were recorded: what its parts show
+    done = (
+        summary.settings.model_dump()
+        if summary.settings
+        else {
+            "top_k": len(summary.configurations),
+            "seeds": len(summary.best.seeds),
+            "refit": summary.refit_on,
+            "ensemble": "seeds" if summary.ensemble else "none",
+            "cv": summary.cv.k if summary.cv else 0,
+        }
+    )
     ignored = [
         f"--{key.replace('_', '-')} {value}"
-        for key, value in asked.items()
+        for key, value in options.asked().items()
         if value is not None and value != done[key]
     ]
     if ignored:
@@ -329,96 +308,9 @@ def _finalized(
     return summary
 
 
-def _publish(final_dir: Path, summary: dict) -> None:
-    """metrics.json (with the model's files and sizes, so a rerun can check the model) and
-    model_card.md; metrics.json goes last, as the mark of a finished finalize."""
-    summary["model_files"] = model_files(final_dir / "model")
+def _publish(final_dir: Path, summary: FinalSummary) -> None:
+    """model_card.md, then metrics.json (with the model's files and sizes, so a rerun can
+    check the model), last, as the mark of a finished finalize."""
     with atomic_text(final_dir / "model_card.md") as stream:
         stream.write(model_card(summary))
-    write_json(final_dir / "metrics.json", summary)
-
-
-def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
-    """The study carries the result, so optuna-dashboard shows it beside the search: the
-    summary as one attribute, and the seeds' spread and the test interval as plain lines
-    (the dashboard's Study User Attributes table shows a string whole, a dict cut short)."""
-    store = artifact_store(spec.output_dir)
-    chosen = summary["chosen"]
-    best = summary["configurations"][0]
-    study.set_user_attr(
-        FINAL_ATTR,
-        {
-            "trial": chosen["trial"],
-            "seed": chosen["seed"],  # None: the ensemble of the configuration's seeds
-            "ensemble_of": summary.get("ensemble", {}).get("members"),
-            "model": str(final_dir / "model"),
-            f"validation_{spec.metric}_mean": round(best["mean"], 6),
-            f"validation_{spec.metric}_seeds": [round(s["value"], 6) for s in best["seeds"]],
-            # every retrained configuration's, so hpo best shows the best trial's own spread
-            f"validation_{spec.metric}_seeds_by_trial": {
-                str(c["trial"]): [round(s["value"], 6) for s in c["seeds"]]
-                for c in summary["configurations"]
-            },
-            f"test_{spec.metric}": round(_test_value(spec, summary), 6),
-            "test_intervals": summary["test"].get("intervals", {}),
-            "thresholds": summary.get("thresholds", {}).get("rule"),
-            "model_card_artifact": upload(
-                store, study, final_dir / "model_card.md", artifact_name("model_card.md", summary)
-            ),
-            "metrics_artifact": upload(
-                store, study, final_dir / "metrics.json", artifact_name("metrics.json", summary)
-            ),
-        },
-    )
-    study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
-    study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary))
-    write_study_note(study, spec)  # the dashboard's study note ends with the chosen model
-
-
-def artifact_name(file_name: str, summary: dict) -> str:
-    """The name the study's artifact of a final's ``file_name`` takes: the chosen trial and
-    when finalize finished, so two finalizes of a study (a final moved aside, finalized anew)
-    leave two artifacts the dashboard tells apart: model_card-trial3-20261127T145832Z.md."""
-    stamp = datetime.fromisoformat(summary["finished"]).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    stem, suffix = file_name.rsplit(".", 1)
-    return f"{stem}-trial{summary['chosen']['trial']}-{stamp}.{suffix}"
-
-
-def seed_spread_line(metric: str, configuration: dict) -> str:
-    """The chosen configuration's validation value over its seeds, in one line."""
-    values = [s["value"] for s in configuration["seeds"]]
-    return (
-        f"trial {configuration['trial']}'s configuration, validation {metric} over "
-        f"{len(values)} seed(s): {configuration['mean']:.4f} ± {configuration['sd']:.4f} (sd), "
-        f"min {min(values):.4f}, max {max(values):.4f}"
-    )
-
-
-def test_line(summary: dict) -> str:
-    """The test figures with their intervals, in one line: the study's metric first."""
-    test, metric = summary["test"], summary["metric"]
-    shown = [
-        test_figure(summary, name) for name in dict.fromkeys((metric, *test.get("intervals", {})))
-    ]
-    rule = summary.get("thresholds", {}).get("rule", "fixed").replace("_", "-")
-    return f"test, scored once at {rule} thresholds: " + "; ".join(shown)
-
-
-def test_figure(summary: dict, name: str) -> str:
-    """``name``'s test value, with its interval where it has one."""
-    value = summary["test"]["metrics"][name]
-    if not (interval := summary["test"].get("intervals", {}).get(name)):
-        return f"{name} {value:.4f}"
-    return (
-        f"{name} {value:.4f} (95% CI {interval['low']:.4f}-{interval['high']:.4f}, "
-        f"{interval['posts']} posts)"
-    )
-
-
-def _test_value(spec: StudySpec, summary: dict) -> float:
-    """The test score at the model's decision thresholds."""
-    # the test metrics are at the decision thresholds; a summary written before they were
-    # holds tuned_ twins at the validation thresholds, which threshold: tuned decided at
-    from hpo.train.evaluate import objective_value  # torch: imported by finalize's scoring
-
-    return objective_value(summary["test"]["metrics"], spec.metric, summary["chosen"]["threshold"])
+    write_json(final_dir / "metrics.json", summary.to_json())

@@ -11,24 +11,25 @@ import json
 from hpo.errors import UsageError
 from hpo.final.retrain import Run, train_config
 from hpo.final.reuse import judge
+from hpo.final.summary import FinalSummary, Settings
 from hpo.spec import StudySpec
 from hpo.study import completed_trials, study_uid
+from hpo.vocabulary import Threshold, ThresholdRule
 
-# How the decision thresholds are chosen, decided from the flags before anything is trained
-# (so no look at validation or test can pick the rule): out_of_fold with --cv K (every train +
-# validation post, scored by a model that did not train on it), validation with the spec's
-# threshold: tuned and no --cv (the search's own choice), fixed (0.5 everywhere) otherwise.
-RULES = ("fixed", "validation", "out_of_fold")
-# how the plan names each
-RULE_PLAN = {
+# How the decision thresholds are chosen (hpo.vocabulary.ThresholdRule), decided from the flags
+# before anything is trained (so no look at validation or test can pick the rule): out_of_fold
+# with --cv K (every train + validation post, scored by a model that did not train on it),
+# validation with the spec's threshold: tuned and no --cv (the search's own choice), fixed (0.5
+# everywhere) otherwise. How the plan names each:
+RULE_PLAN: dict[ThresholdRule, str] = {
     "fixed": "0.5 for every symptom",
     "validation": "per symptom, tuned on the validation split (the spec's threshold: tuned)",
     "out_of_fold": "per symptom, chosen on the --cv folds' out-of-fold predictions",
 }
 
 
-def threshold_rule(cv: int, threshold: str) -> str:
-    """The rule finalize decides at (RULES), from --cv and the spec's train.threshold."""
+def threshold_rule(cv: int, threshold: Threshold) -> ThresholdRule:
+    """The rule finalize decides at, from --cv and the spec's train.threshold."""
     if cv:
         return "out_of_fold"
     return "validation" if threshold == "tuned" else "fixed"
@@ -71,21 +72,28 @@ def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
     return runs
 
 
-def plan_lines(spec: StudySpec, study, runs: list[Run], settings: dict, workers: int, rule: str):
+def plan_lines(
+    spec: StudySpec,
+    study,
+    runs: list[Run],
+    settings: Settings,
+    workers: int,
+    rule: ThresholdRule,
+) -> list[str]:
     """The plan in a few lines, said before the first retraining: the configurations (and
     fewer than --top-k where the study has fewer), how many retrainings, at how many at a
     time, the model they make, its refit, the --cv folds and the decision thresholds."""
     values = {trial.number: trial.value for trial in completed_trials(study)}
     available = len(best_configurations(spec, study))
     trials = list(dict.fromkeys(run.trial for run in runs))
-    seeds = settings["seeds"]
+    seeds = settings.seeds
     which = (
-        f"the study's {available} distinct completed (fewer than --top-k {settings['top_k']})"
-        if available < settings["top_k"]
+        f"the study's {available} distinct completed (fewer than --top-k {settings.top_k})"
+        if available < settings.top_k
         else f"the best {len(trials)} of the study's {available} distinct completed"
     )
-    extra = settings["cv"] + (settings["refit"] == "train+val")
-    ensemble = settings["ensemble"] == "seeds" and seeds > 1
+    extra = settings.cv + (settings.refit == "train+val")
+    ensemble = settings.ensemble == "seeds" and seeds > 1
     reused = sum(bool(run.reuse and run.reuse.checkpoint) for run in runs)
     to_train = len(runs) - reused
     return [
@@ -108,13 +116,13 @@ def plan_lines(spec: StudySpec, study, runs: list[Run], settings: dict, workers:
         )
         + (
             ", retrained once more on train + validation (--refit train+val)"
-            if settings["refit"] == "train+val"
+            if settings.refit == "train+val"
             else ", as trained on train (--refit train)"
         ),
         "  cv              "
         + (
-            f"{settings['cv']} folds of train + validation, for the thresholds and the spread"
-            if settings["cv"]
+            f"{settings.cv} folds of train + validation, for the thresholds and the spread"
+            if settings.cv
             else "none (--cv 0)"
         ),
         f"  thresholds      {RULE_PLAN[rule]}",
@@ -135,10 +143,10 @@ def reuse_lines(runs: list[Run]) -> list[str]:
     return [f"  {'reuse' if i == 0 else '':<16}{line}" for i, line in enumerate(words)]
 
 
-def better_since(spec: StudySpec, study, summary: dict) -> str | None:
+def better_since(spec: StudySpec, study, summary: FinalSummary) -> str | None:
     """A line for a finalized study whose search has since found a configuration better
     than every one that finalize retrained, or None."""
-    retrained = {c["trial"] for c in summary["configurations"]}
+    retrained = {c.trial for c in summary.configurations}
     best = next(iter(best_configurations(spec, study)), None)
     if best is None or best.number in retrained:
         return None
