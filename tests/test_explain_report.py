@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from headless import CHROMIUM_FLAGS
+from helpers import final_summary
 
 from hpo.data import SYMPTOMS
 from hpo.explain import Explanation, Finding, model_quality, render_report
@@ -156,30 +157,36 @@ def _finalized(tmp_path: Path, summary: dict) -> Path:
     return model
 
 
-SUMMARY = {  # the keys hpo finalize writes that the report reads
-    "study": "criteria-real",
-    "metric": "post_macro_f1",
-    "thresholds": {"rule": "out_of_fold"},
-    "split_sizes": {"test": {"posts": 149, "examples": 149}},
-    "test": {
+INTERVAL = {"level": 0.95, "resamples": 2000, "seed": 0, "posts": 149}
+REAL = final_summary("cv")
+SUMMARY = final_summary(  # a real one, with the figures the report reads changed
+    study="criteria-real",
+    metric="post_macro_f1",
+    split_sizes={**REAL["split_sizes"], "test": {"posts": 149, "examples": 149}},
+    test={
+        **REAL["test"],
         "metrics": {"post_macro_f1": 0.595, "post_micro_f1": 0.62, "loss": 0.3},
         "intervals": {
-            "post_macro_f1": {"low": 0.52, "high": 0.66, "posts": 149},
-            "post_micro_f1": {"low": 0.55, "high": 0.68, "posts": 149},
+            "post_macro_f1": {"low": 0.52, "high": 0.66, **INTERVAL},
+            "post_micro_f1": {"low": 0.55, "high": 0.68, **INTERVAL},
         },
     },
-}
+)
 
 
 def test_the_models_test_figures_come_from_finalizes_summary_beside_them(tmp_path):
     criteria = _finalized(tmp_path / "criteria", SUMMARY)
     evidence = _finalized(
         tmp_path / "evidence",
-        {
-            "study": "evidence-real",
-            "metric": "average_precision",
-            "test": {"metrics": {"average_precision": 0.688, "recall_at_3": 0.902}},
-        },
+        final_summary(
+            study="evidence-real",
+            metric="average_precision",
+            test={
+                **REAL["test"],
+                "metrics": {"average_precision": 0.688, "recall_at_3": 0.902},
+                "intervals": {},
+            },
+        ),
     )
     found = model_quality("criteria", criteria)
     assert found.source == str(tmp_path / "criteria" / "final" / "metrics.json")

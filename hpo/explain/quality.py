@@ -8,10 +8,10 @@ has no test figures to show; the report says so instead of leaving the reader to
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpo.final.summary import FinalSummary
 from hpo.train.posts import EVIDENCE_PREFIX
 
 SUMMARY_FILE = "metrics.json"  # finalize's summary, in final/ beside model/
@@ -62,7 +62,7 @@ def model_quality(role: str, model_dir: str | Path) -> ModelQuality:
     return _quality(role, str(model_dir), *found)
 
 
-def _summary_beside(model_dir: str | Path) -> tuple[Path, dict] | None:
+def _summary_beside(model_dir: str | Path) -> tuple[Path, FinalSummary] | None:
     """finalize's summary beside ``model_dir`` (or beside its target, when it is a link)."""
     folder = Path(model_dir)
     for candidate in dict.fromkeys((folder.parent, folder.resolve().parent)):
@@ -72,41 +72,36 @@ def _summary_beside(model_dir: str | Path) -> tuple[Path, dict] | None:
     return None
 
 
-def _summary(path: Path) -> dict | None:
+def _summary(path: Path) -> FinalSummary | None:
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(found, dict) or not isinstance(found.get("test"), dict):
+        return FinalSummary.read(path)
+    except (OSError, UnicodeDecodeError, ValueError):  # pydantic's ValidationError is one
         return None  # a trial's metrics.json (validation only), or another program's file
-    return found
 
 
-def _quality(role: str, model: str, path: Path, summary: dict) -> ModelQuality:
-    test = summary["test"]
-    metrics, intervals = test.get("metrics", {}), test.get("intervals", {})
+def _quality(role: str, model: str, path: Path, summary: FinalSummary) -> ModelQuality:
+    metrics, intervals, metric = summary.test.metrics, summary.test.intervals, summary.metric
     if role == "evidence" and OWN_RANKING in metrics:  # a whole_post model finding its evidence
         metrics = {name: metrics[EVIDENCE_PREFIX + name] for name in RANKING}
-        intervals, summary = {}, {**summary, "metric": None}
-    names = [*HEADLINE, summary.get("metric")]
+        intervals, metric = {}, None
     figures = tuple(
         Figure(
             name,
-            float(metrics[name]),
-            intervals.get(name, {}).get("low"),
-            intervals.get(name, {}).get("high"),
+            float(value),
+            intervals[name].low if name in intervals else None,
+            intervals[name].high if name in intervals else None,
         )
-        for name in dict.fromkeys(names)
-        if name in metrics and isinstance(metrics[name], int | float)
+        for name in dict.fromkeys((*HEADLINE, metric))
+        if isinstance(value := metrics.get(name), int | float)
     )
-    posts = summary.get("split_sizes", {}).get("test", {}).get("posts")
+    test = summary.split_sizes.get("test")
     return ModelQuality(
         role,
         model,
         str(path),
-        summary.get("study"),
-        posts,
-        summary.get("thresholds", {}).get("rule"),
+        summary.study,
+        test.posts if test else None,
+        summary.rule,
         figures,
     )
 
@@ -139,6 +134,4 @@ def one_model_for_both(criteria_dir: str | Path, evidence_dir: str | Path) -> tu
 
 def _validation(model_dir: str | Path) -> dict | None:
     found = _summary_beside(model_dir)
-    chosen = found[1].get("chosen") if found else None
-    validation = chosen.get("validation") if isinstance(chosen, dict) else None
-    return validation if isinstance(validation, dict) else None
+    return found[1].chosen.validation if found else None
