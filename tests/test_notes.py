@@ -13,12 +13,12 @@ from markdown_it import MarkdownIt  # optuna-dashboard's Markdown, roughly (via 
 from optuna.artifacts import download_artifact, get_all_artifact_meta
 from optuna_dashboard import get_note, save_note
 
+from hpo.attributes import METRIC_PREFIX
 from hpo.final import pipeline
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
 from hpo.study import (
-    METRIC_PREFIX,
     artifact_store,
     best_trial,
     get_storage,

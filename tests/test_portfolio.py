@@ -16,13 +16,11 @@ import pytest
 from optuna.trial import TrialState
 from shared_storage import read_study
 
+from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR, SAMPLED_BY_ATTR
 from hpo.cli import main
 from hpo.fixtures import write_sample
 from hpo.spec import SpecError, StudySpec, load_spec
 from hpo.study import (
-    PLAN_ATTR,
-    PORTFOLIO_ATTR,
-    SAMPLED_BY_ATTR,
     StagedSampler,
     handover,
     make_sampler,

@@ -20,11 +20,11 @@ from optuna.trial import TrialState
 from shared_storage import read_study
 from tune_cli import study_sets, tune_assets
 
+from hpo.attributes import HEARTBEAT_ATTR
 from hpo.errors import UsageError
 from hpo.run.proxy import serve
 from hpo.spec import set_flags
 from hpo.study import (
-    HEARTBEAT_ATTR,
     caused_by_database,
     database_error_text,
     get_storage,

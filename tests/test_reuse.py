@@ -16,6 +16,7 @@ import pytest
 from helpers import run_hpo
 from optuna.trial import TrialState
 
+from hpo.attributes import TRAINING_DIGEST_ATTR
 from hpo.data import SYMPTOMS
 from hpo.final.plan import plan, plan_lines
 from hpo.final.retrain import train_config
@@ -24,7 +25,6 @@ from hpo.fixtures import write_sample
 from hpo.outputs import TrialOutputs, study_dir
 from hpo.spec import load_spec
 from hpo.study import (
-    TRAINING_DIGEST_ATTR,
     load_existing_study,
     metric_attrs,
     open_study,

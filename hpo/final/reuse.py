@@ -18,6 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpo.attributes import TRAINING_DIGEST_ATTR
 from hpo.errors import UsageError
 from hpo.models.classifier_file import (
     FILE_NAME,
@@ -26,7 +27,7 @@ from hpo.models.classifier_file import (
     read_classifier_file,
 )
 from hpo.outputs import recorded_owner
-from hpo.study import TRAINING_DIGEST_ATTR, trial_metrics
+from hpo.study import trial_metrics
 from hpo.train.config import TrainConfig
 
 STAGING = ".reused"  # beside a run's model folder: the checkpoint linked in, until checked

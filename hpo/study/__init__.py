@@ -36,7 +36,7 @@ from hpo.study._find import (
 from hpo.study._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
 from hpo.study._lock import StudyLock, study_lock
 from hpo.study._logs import log_through_hpo
-from hpo.study._metric_attrs import INTERVAL_ATTR, METRIC_PREFIX, metric_attrs, trial_metrics
+from hpo.study._metric_attrs import metric_attrs, trial_metrics
 from hpo.study._notes import trial_note, write_study_note, write_trial_note
 from hpo.study._open import (
     check_spec,
@@ -53,10 +53,9 @@ from hpo.study._open import (
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._portfolio import portfolio_points
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
-from hpo.study._sampler import PLAN_ATTR, SAMPLED_BY_ATTR, StagedSampler
+from hpo.study._sampler import StagedSampler
 from hpo.study._space import sample_points, suggest
 from hpo.study._storage import (
-    HEARTBEAT_ATTR,
     caused_by_database,
     check_storage,
     database_error_text,
@@ -65,7 +64,6 @@ from hpo.study._storage import (
     require_grpc,
 )
 from hpo.study._strategy import (
-    PORTFOLIO_ATTR,
     SearchPlan,
     handover,
     plan_search,
@@ -76,7 +74,6 @@ from hpo.study._strategy import (
 from hpo.study._summary import best_trial, interval_words, study_status, study_summaries
 from hpo.study._trials import (
     ARTIFACT_DIR,
-    TRAINING_DIGEST_ATTR,
     artifact_store,
     completed_trials,
     enqueue,
@@ -90,16 +87,11 @@ from hpo.study._trials import (
 )
 
 __all__ = [
-    "INTERVAL_ATTR",
-    "METRIC_PREFIX",
     "metric_attrs",
     "trial_metrics",
     "trial_note",
     "write_study_note",
     "write_trial_note",
-    "PLAN_ATTR",
-    "PORTFOLIO_ATTR",
-    "SAMPLED_BY_ATTR",
     "SearchPlan",
     "StagedSampler",
     "handover",
@@ -114,8 +106,6 @@ __all__ = [
     "study_summaries",
     "SURPLUS",
     "ARTIFACT_DIR",
-    "TRAINING_DIGEST_ATTR",
-    "HEARTBEAT_ATTR",
     "artifact_store",
     "beating",
     "caused_by_database",

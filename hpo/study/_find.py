@@ -24,13 +24,12 @@ from pathlib import Path
 import optuna
 import sqlalchemy as sa
 
+from hpo.attributes import SPEC_ATTR
 from hpo.errors import UsageError
 from hpo.spec import SpecError, StudySpec, load_spec, parse_override, spec_from_document
 from hpo.storage_url import StorageUrl, redact
 from hpo.study._optuna_private import study_id, study_storage
 from hpo.study._storage import get_storage
-
-SPEC_ATTR = "hpo:spec"  # study system attribute: the spec as a JSON document, less its storage
 
 
 def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Study:

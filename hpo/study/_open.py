@@ -12,6 +12,14 @@ import zlib
 import optuna
 import sqlalchemy as sa
 
+from hpo.attributes import (
+    FINGERPRINT_ATTR,
+    METRIC_ATTR,
+    N_TRIALS_ATTR,
+    SPEC_FILE_ATTR,
+    TASK_ATTR,
+    UID_ATTR,
+)
 from hpo.errors import DataError, UsageError
 from hpo.spec import CategoricalParam, SpecError, StudySpec
 from hpo.study._census import trial_census
@@ -23,13 +31,11 @@ from hpo.study._strategy import staged_sampler, start_plan
 from hpo.study._trials import enqueue
 from hpo.train.config import TrainConfig
 
-FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 # in the fingerprint: the unit of every intermediate value's step (pruner.units_per_epoch);
 # trials reported in other units would be compared at the wrong rungs
 PRUNER_UNIT = "pruner_units_per_epoch"
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 PARAMETERS = "parameters"
-UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
 # how long a process that finds a study without a uid waits for its creator to record one
 UID_WAIT_SECONDS = 3.0
 _UID_POLL_SECONDS = 0.1
@@ -185,10 +191,10 @@ def open_study(
             study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
         record_spec(study, spec)
         for key, value in {
-            "task": spec.task,
-            "metric": spec.metric,
-            "n_trials": spec.n_trials,
-            "spec_file": spec.source,
+            TASK_ATTR: spec.task,
+            METRIC_ATTR: spec.metric,
+            N_TRIALS_ATTR: spec.n_trials,
+            SPEC_FILE_ATTR: spec.source,
         }.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import optuna
 
+from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study._notes import spelled_duration
 from hpo.study._portfolio import portfolio_points
-from hpo.study._sampler import PLAN_ATTR, StagedSampler
+from hpo.study._sampler import StagedSampler
 from hpo.study._trials import enqueue
 
 # Optuna's sampler table recommends GPSampler for 10-100 trials and TPE for 100-1000; a GP
@@ -39,7 +40,6 @@ TRIALS_PER_DIMENSION = 10
 GP_MAX_TRIALS = 100
 # GP fits its model from this many complete trials (Optuna's default waits for 10, at random)
 GP_STARTUP_TRIALS = 2
-PORTFOLIO_ATTR = "portfolio"  # trial user attribute: which portfolio move the trial is
 ESTIMATE_DIR = "estimates"  # under output_dir: <study name>.json from hpo validate --estimate
 
 
