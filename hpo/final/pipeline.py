@@ -25,6 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hpo.attributes import FINAL_ATTR, FINAL_SEED_SPREAD_ATTR, FINAL_TEST_ATTR, N_TRIALS_ATTR
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
 from hpo.final.final_folder import (
@@ -65,7 +66,6 @@ from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 
 SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
-FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 REFITS = ("train", "train+val")  # the chosen model as retrained, or once more on train + validation
 # seeds: the chosen configuration's seeds averaged into one model; none: its best seed alone
 ENSEMBLES = ("seeds", "none")
@@ -225,7 +225,7 @@ def _search_state(study, spec: StudySpec, partial: bool) -> dict:
     unless ``partial``: its best trials may not be the study's. A search its time budget
     (``hpo tune --timeout``) ended is finished: the user chose to stop it there."""
     census = trial_census(study)
-    n_trials = study.user_attrs.get("n_trials", spec.n_trials)
+    n_trials = study.user_attrs.get(N_TRIALS_ATTR, spec.n_trials)
     # the workers' own rule: no trial starts that the budget left cannot take to its first rung
     budget_spent = (
         time_budget_spent(study, study_deadline(study), first_look_epochs(spec)) is not None
@@ -370,8 +370,8 @@ def _record(study, spec: StudySpec, final_dir: Path, summary: dict) -> None:
             ),
         },
     )
-    study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
-    study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary))
+    study.set_user_attr(FINAL_SEED_SPREAD_ATTR, seed_spread_line(spec.metric, best))
+    study.set_user_attr(FINAL_TEST_ATTR, test_line(summary))
     write_study_note(study, spec)  # the dashboard's study note ends with the chosen model
 
 
