@@ -7,7 +7,8 @@ from pathlib import Path
 from hpo.attributes import EPOCHS_RUN_ATTR, METRIC_ATTR, TASK_ATTR, WALL_SECONDS_ATTR
 from hpo.errors import UsageError
 from hpo.outputs import atomic_text, refuse_unsafe_output
-from hpo.study import completed_trials, draw_plots, load_study_ref, param_importances, state_counts
+from hpo.study import draw_plots, param_importances
+from hpo.study.records import completed_trials, load_study_ref, state_counts
 
 TOP = 5
 MAX_PARAM_COLUMNS = 6

@@ -23,7 +23,10 @@ from shared_storage import edit_recorded_spec, write_recorded_spec
 from hpo.errors import StudyBusy
 from hpo.fixtures import write_sample
 from hpo.spec import load_spec
-from hpo.study import get_storage, open_study, start_time_budget, study_lock, study_uid, suggest
+from hpo.study import open_study
+from hpo.study.records import study_uid
+from hpo.study.search import start_time_budget, suggest
+from hpo.study.storage import get_storage, study_lock
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = str(REPO / "studies" / "criteria-smoke.yaml")

@@ -16,7 +16,9 @@ from hpo.errors import UsageError
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
-from hpo.study import get_storage, open_study, study_uid, trial_metrics
+from hpo.study import open_study
+from hpo.study.records import study_uid, trial_metrics
+from hpo.study.storage import get_storage
 
 SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
 

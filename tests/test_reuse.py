@@ -24,13 +24,9 @@ from hpo.final.reuse import NOT_KEPT, judge, link_checkpoint
 from hpo.fixtures import write_sample
 from hpo.outputs import TrialOutputs, study_dir
 from hpo.spec import load_spec
-from hpo.study import (
-    load_existing_study,
-    metric_attrs,
-    open_study,
-    study_uid,
-    suggest,
-)
+from hpo.study import open_study
+from hpo.study.records import load_existing_study, metric_attrs, study_uid
+from hpo.study.search import suggest
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = str(REPO / "studies" / "criteria-smoke.yaml")

@@ -15,7 +15,7 @@ from tune_cli import study_sets, tune_assets
 
 from hpo.attributes import RUN_ID_ATTR
 from hpo.spec import SpecError, load_spec, set_flags
-from hpo.study import is_surplus
+from hpo.study.records import is_surplus
 from hpo.tracking import Tracker
 
 mlflow = pytest.importorskip(

@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.study import load_study_ref
+    from hpo.study.records import load_study_ref
 
     rows = [
         _trial_row(t) for t in load_study_ref(args.study, args.storage).get_trials(deepcopy=False)
@@ -69,7 +69,7 @@ def _write(out: str, text: str, study_ref: str) -> None:
 def _trial_row(trial) -> dict:
     """A trial as one row: its validation metrics grouped (``metrics.NAME`` columns), apart
     from the other user attributes, whichever way the trial recorded them."""
-    from hpo.study import trial_metrics
+    from hpo.study.records import trial_metrics
 
     def iso(moment: datetime | None) -> str | None:
         return moment.isoformat() if moment else None

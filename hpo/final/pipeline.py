@@ -46,22 +46,20 @@ from hpo.final.retrain import (
 )
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
-from hpo.study import (
+from hpo.study import check_spec
+from hpo.study.records import (
     artifact_store,
-    check_spec,
-    first_look_epochs,
     is_spec_file,
     load_existing_study,
     load_spec_ref,
     spec_document,
-    study_deadline,
-    study_lock,
     study_uid,
-    time_budget_spent,
     trial_census,
     upload,
     write_study_note,
 )
+from hpo.study.search import first_look_epochs, study_deadline, time_budget_spent
+from hpo.study.storage import study_lock
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 

@@ -13,7 +13,7 @@ from hpo.errors import UsageError
 from hpo.final.retrain import Run, train_config
 from hpo.final.reuse import judge
 from hpo.spec import StudySpec
-from hpo.study import completed_trials, study_uid
+from hpo.study.records import completed_trials, study_uid
 
 # How the decision thresholds are chosen, decided from the flags before anything is trained
 # (so no look at validation or test can pick the rule): out_of_fold with --cv K (every train +

@@ -35,7 +35,7 @@ from hpo.models.classifier_file import (
     read_classifier_file,
 )
 from hpo.outputs import recorded_owner
-from hpo.study import trial_metrics
+from hpo.study.records import trial_metrics
 from hpo.train.config import TrainConfig
 
 STAGING = ".reused"  # beside a run's model folder: the checkpoint linked in, until checked

@@ -39,17 +39,16 @@ from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.run.trial_line import progress_words
 from hpo.spec import StudySpec
-from hpo.study import (
+from hpo.study.records import (
     artifact_store,
     completed_trials,
     metric_attrs,
-    rung_schedule,
     set_user_attrs,
     study_uid,
-    suggest,
     upload,
     write_trial_note,
 )
+from hpo.study.search import rung_schedule, suggest
 from hpo.tracking import Tracker, TrialRun
 from hpo.train.loop import Looks, TrainResult, train
 

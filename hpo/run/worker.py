@@ -34,30 +34,29 @@ from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
 from hpo.run.trial_line import compact_params, progress_words, searched_names, trial_line
 from hpo.spec import HeartbeatSpec, StudySpec
-from hpo.study import (
+from hpo.study import open_study, study_exists
+from hpo.study.records import (
     SURPLUS,
+    claim,
+    fail_running,
+    fail_trials_of_worker,
+    find_trial,
+    is_surplus,
+    requeue,
+    room_for_a_trial,
+    study_uid,
+    trial_census,
+    trial_start,
+)
+from hpo.study.search import first_look_epochs, study_deadline, time_budget_spent
+from hpo.study.storage import (
     DatabaseProblem,
     beating,
     caused_by_database,
-    claim,
     database_error_text,
     database_problem,
-    fail_running,
     fail_stale,
-    fail_trials_of_worker,
-    find_trial,
     first_heartbeat,
-    first_look_epochs,
-    is_surplus,
-    open_study,
-    requeue,
-    room_for_a_trial,
-    study_deadline,
-    study_exists,
-    study_uid,
-    time_budget_spent,
-    trial_census,
-    trial_start,
 )
 
 log = logging.getLogger(__name__)

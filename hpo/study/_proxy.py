@@ -22,9 +22,9 @@ from optuna.trial import FrozenTrial, TrialState
 from hpo.attributes import HEARTBEAT_ATTR, RETRY_HISTORY_ATTR
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
-from hpo.study._optuna_private import cached, trial_id
-from hpo.study._storage import get_storage
-from hpo.study._trials import requeue
+from hpo.study.records._trials import requeue
+from hpo.study.storage._connect import get_storage
+from hpo.study.storage._optuna_private import cached, trial_id
 
 log = logging.getLogger(__name__)
 

@@ -23,15 +23,14 @@ from hpo.attributes import (
 from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.spec import HeartbeatSpec, SpecError
 from hpo.storage_url import StorageUrl
-from hpo.study._budget import study_deadline
-from hpo.study._census import state_counts, trial_census, trials_per_hour
-from hpo.study._find import recorded_spec, sqlite_file_exists
-from hpo.study._heartbeat import stale_trials
-from hpo.study._metric_attrs import trial_metrics
-from hpo.study._open import study_uid
-from hpo.study._storage import get_storage
 from hpo.study._timing import estimate_check, study_eta_seconds
-from hpo.study._trials import completed_trials, running_trials
+from hpo.study.records._census import state_counts, trial_census, trials_per_hour
+from hpo.study.records._find import recorded_spec, sqlite_file_exists, study_uid
+from hpo.study.records._metric_attrs import trial_metrics
+from hpo.study.records._trials import completed_trials, running_trials
+from hpo.study.search._budget import study_deadline
+from hpo.study.storage._connect import get_storage
+from hpo.study.storage._heartbeat import stale_trials
 
 
 def best_trial(study) -> dict | None:

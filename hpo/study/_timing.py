@@ -14,9 +14,9 @@ from optuna.trial import FrozenTrial
 
 from hpo.attributes import EPOCHS_RUN_ATTR, PROGRESS_ATTR, SETUP_SECONDS_ATTR, WALL_SECONDS_ATTR
 from hpo.spec import StudySpec
-from hpo.study._census import FINISHED
-from hpo.study._strategy import read_estimate
-from hpo.study._trials import completed_trials, running_trials
+from hpo.study.records._census import FINISHED
+from hpo.study.records._trials import completed_trials, running_trials
+from hpo.study.search._strategy import read_estimate
 
 
 def finish_in(

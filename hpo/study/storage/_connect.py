@@ -24,8 +24,8 @@ from hpo.attributes import HEARTBEAT_ATTR
 from hpo.errors import UsageError, find_cause
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
-from hpo.study._heartbeat import OneStatementHeartbeat
-from hpo.study._optuna_private import uncached
+from hpo.study.storage._heartbeat import OneStatementHeartbeat
+from hpo.study.storage._optuna_private import uncached
 
 log = logging.getLogger(__name__)
 

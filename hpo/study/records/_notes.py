@@ -28,8 +28,8 @@ from hpo.attributes import (
     WORKER_ATTR,
 )
 from hpo.spec import CategoricalParam, StudySpec
-from hpo.study._metric_attrs import recorded_metrics
-from hpo.study._optuna_private import trial_id
+from hpo.study.records._metric_attrs import recorded_metrics
+from hpo.study.storage._optuna_private import trial_id
 from hpo.train.config import TrainConfig
 
 log = logging.getLogger(__name__)

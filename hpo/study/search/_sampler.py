@@ -17,7 +17,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.attributes import PLAN_ATTR, SAMPLED_BY_ATTR
-from hpo.study._optuna_private import study_id, study_storage, trial_id
+from hpo.study.storage._optuna_private import study_id, study_storage, trial_id
 
 # SAMPLED_BY_ATTR names the sampler that proposed a trial ("gp" or "tpe"), as AutoSampler
 # records its own choice; the study's PLAN_ATTR, recorded at creation, says in "gp_until" when

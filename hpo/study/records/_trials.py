@@ -18,9 +18,14 @@ from sqlalchemy.orm import Session
 
 from hpo.attributes import FAIL_REASON_ATTR, WORKER_ATTR
 from hpo.spec import SpecError, StudySpec
-from hpo.study._heartbeat import without_fail_reason
-from hpo.study._optuna_private import attrs_session, set_user_attr_in, study_storage, trial_id
-from hpo.study._storage import rdb_backend
+from hpo.study.storage._connect import rdb_backend
+from hpo.study.storage._heartbeat import without_fail_reason
+from hpo.study.storage._optuna_private import (
+    attrs_session,
+    set_user_attr_in,
+    study_storage,
+    trial_id,
+)
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
 

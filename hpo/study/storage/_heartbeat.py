@@ -28,8 +28,8 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hpo.attributes import FAIL_REASON_ATTR
-from hpo.study._db_errors import as_storage_error
-from hpo.study._optuna_private import (
+from hpo.study.storage._db_errors import as_storage_error
+from hpo.study.storage._optuna_private import (
     AnswersStaleTrialQuestion,
     TrialHeartbeatModel,
     TrialModel,

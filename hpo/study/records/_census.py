@@ -17,16 +17,16 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from hpo.attributes import FAIL_REASON_ATTR, RETRY_HISTORY_ATTR
-from hpo.study._db_errors import as_storage_error
-from hpo.study._optuna_private import (
+from hpo.study.records._trials import set_user_attrs, user_attrs_transaction
+from hpo.study.storage._connect import rdb_backend
+from hpo.study.storage._db_errors import as_storage_error
+from hpo.study.storage._optuna_private import (
     TrialModel,
     TrialSystemAttributeModel,
     TrialUserAttributeModel,
     study_id,
     study_storage,
 )
-from hpo.study._storage import rdb_backend
-from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
