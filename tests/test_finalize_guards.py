@@ -258,7 +258,8 @@ def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(
             "-c",
             (
                 "import sys, time; from pathlib import Path; "
-                "from hpo.study import load_existing_study, study_lock\n"
+                "from hpo.study.records import load_existing_study\n"
+                "from hpo.study.storage import study_lock\n"
                 f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', "
                 f"Path({str(tmp_path)!r})):\n"
                 "    print('locked', flush=True); time.sleep(600)"
