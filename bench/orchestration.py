@@ -18,18 +18,10 @@ from bench.results import write_results
 from hpo.errors import UsageError
 from hpo.run.worker import run_worker
 from hpo.spec import load_spec
-from hpo.study import (
-    claim,
-    fail_stale,
-    first_heartbeat,
-    get_storage,
-    make_sampler,
-    open_study,
-    rdb_backend,
-    set_user_attrs,
-    suggest,
-    trial_census,
-)
+from hpo.study import open_study
+from hpo.study.records import claim, set_user_attrs, trial_census
+from hpo.study.search import make_sampler, suggest
+from hpo.study.storage import fail_stale, first_heartbeat, get_storage, rdb_backend
 
 NAME = "p3"
 DEFINITION = (

@@ -1,5 +1,5 @@
 """Which first move earns a few-trial budget? A study whose budget buys a few full trials runs
-its warm start, then the portfolio around it (``hpo.study._portfolio``), in order; with two
+its warm start, then the portfolio around it (``hpo.study.search._portfolio``), in order; with two
 workers and an hour (the issue's real job: ~35 min a trial) the first move is the only one that
 trains at all. Here the standard recipe and every portfolio point the product makes of the
 issue's real-data study (bench/workload.py's SEARCH_SPACE) each train on the calibrated realistic
@@ -34,7 +34,7 @@ TIMING = "wall_s.txt"  # beside each model: its training's seconds, for a rerun 
 
 def points() -> list[tuple[str, dict]]:
     """("recipe", RECIPE), then the product's portfolio of the issue's study, in its order."""
-    from hpo.study import portfolio_points
+    from hpo.study.search import portfolio_points
 
     return [("recipe", RECIPE), *portfolio_points(study_spec())]
 

@@ -128,7 +128,7 @@ def curves(encoder: str, data_dir: str, fractions, workers: int = 2) -> list[dic
     every curve reaches the same last epoch), each trained to the end, ``workers`` at a time
     with one thread each, as ``hpo tune --workers 2`` runs them."""
     from hpo.spec import load_spec
-    from hpo.study import sample_points
+    from hpo.study.search import sample_points
 
     space = {k: v for k, v in SEARCH_SPACE.items() if k != "epochs"}
     path = write_spec(

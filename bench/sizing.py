@@ -98,7 +98,7 @@ def sizing(tokenizer_dir: str, workers: int = 1) -> dict[str, list[dict]]:
     """Per spec and encoder, the estimate's figures (seconds) for the warm-start recipe."""
     from hpo.run.estimate import time_configs
     from hpo.spec import load_spec
-    from hpo.study import sample_points
+    from hpo.study.search import sample_points
 
     data = sample_data(f"data-{REDSM5_POSTS}", REDSM5_POSTS)
     paths = [f"model_paths.{name}={shaped_encoder(name, tokenizer_dir)}" for name in SHAPES]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpo.attributes import EPOCHS_RUN_ATTR, METRIC_ATTR, TASK_ATTR, WALL_SECONDS_ATTR
 from hpo.errors import UsageError
 from hpo.outputs import atomic_text, refuse_unsafe_output
-from hpo.study import completed_trials, draw_plots, load_study_ref, param_importances, state_counts
+from hpo.study import draw_plots, param_importances
+from hpo.study.records import completed_trials, load_study_ref, state_counts
 
 TOP = 5
 MAX_PARAM_COLUMNS = 6
@@ -37,7 +39,7 @@ def write_report(study_ref: str, storage: str | None, out: str | None) -> list[P
         ) from None
     summary = out_dir / "summary.md"
     refuse_unsafe_output(summary)  # before the plots: a refused report draws nothing
-    metric = study.user_attrs.get("metric", "value")
+    metric = study.user_attrs.get(METRIC_ATTR, "value")
     importances, notes = param_importances(study, len(complete))
     charts, plot_notes = draw_plots(study, out_dir, metric, with_importances=bool(importances))
     with atomic_text(summary) as stream:
@@ -78,7 +80,7 @@ def _summary(
     lines = [
         f"# Study {study.study_name}",
         "",
-        f"- task: {study.user_attrs.get('task', '?')}",
+        f"- task: {study.user_attrs.get(TASK_ATTR, '?')}",
         f"- direction: {direction} {metric}",
         "- trials: "
         + ", ".join(
@@ -89,7 +91,7 @@ def _summary(
         "",
         f"## Top {len(top)} trials",
         "",
-        "| trial | " + " | ".join([metric, *names, "epochs_run", "wall_seconds"]) + " |",
+        "| trial | " + " | ".join([metric, *names, EPOCHS_RUN_ATTR, WALL_SECONDS_ATTR]) + " |",
         "|" + "---|" * (len(names) + 4),
     ]
     for trial in top:
@@ -97,8 +99,8 @@ def _summary(
             trial.number,
             trial.value,
             *(trial.params.get(n, "") for n in names),
-            trial.user_attrs.get("epochs_run", ""),
-            trial.user_attrs.get("wall_seconds", ""),
+            trial.user_attrs.get(EPOCHS_RUN_ATTR, ""),
+            trial.user_attrs.get(WALL_SECONDS_ATTR, ""),
         ]
         lines.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
     if importances:

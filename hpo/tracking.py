@@ -22,7 +22,6 @@ from hpo.storage_url import redact
 
 log = logging.getLogger(__name__)
 
-RUN_ID_ATTR = "mlflow_run_id"
 # MLflow's HTTP client retries 7 times with doubling back-off (minutes, a warning line each)
 # before it gives up on a server that is down; a trial should not wait that long for a
 # courtesy. The first failure turns tracking off anyway. The user's environment wins.

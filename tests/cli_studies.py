@@ -12,7 +12,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from hpo.outputs import TrialOutputs
-from hpo.study import get_storage, metric_attrs
+from hpo.study.records import metric_attrs
+from hpo.study.storage import get_storage
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "criteria-smoke.yaml"

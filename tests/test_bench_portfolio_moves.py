@@ -7,7 +7,7 @@ import numpy as np
 
 from bench.portfolio_moves import paired_gain, points, study_spec
 from bench.workload import RECIPE
-from hpo.study import portfolio_points
+from hpo.study.search import portfolio_points
 
 
 def test_the_bench_trains_the_recipe_then_the_products_portfolio_one_setting_moved_each():

@@ -8,16 +8,16 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-from hpo.study import (
+from hpo.study.records import (
     SURPLUS,
     fail_running,
     find_trial,
-    get_storage,
     requeue,
     state_counts,
     trial_outcomes,
 )
-from hpo.study._census import _set_aside
+from hpo.study.records._census import _set_aside
+from hpo.study.storage import get_storage
 
 X = {"x": FloatDistribution(0.0, 1.0)}
 

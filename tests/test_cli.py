@@ -17,7 +17,7 @@ from cli_studies import build_study
 from helpers import hpo, run_hpo
 
 from hpo.cli import main
-from hpo.study import get_storage
+from hpo.study.storage import get_storage
 
 REPO = Path(__file__).resolve().parents[1]
 UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc

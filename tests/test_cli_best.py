@@ -18,7 +18,7 @@ from shared_storage import read_study
 from hpo.fixtures import write_sample
 from hpo.run.worker import run_worker
 from hpo.spec import load_spec
-from hpo.study import get_storage
+from hpo.study.storage import get_storage
 
 REPO = Path(__file__).resolve().parents[1]
 OPTUNA = Path(sys.executable).parent / "optuna"

@@ -10,7 +10,7 @@ from helpers import hpo, run_hpo
 from optuna.trial import TrialState
 from shared_storage import read_study
 
-from hpo.study import get_storage
+from hpo.study.storage import get_storage
 
 
 def test_enqueue_queues_one_parameter_set_beside_the_warm_start(

@@ -12,7 +12,7 @@ from helpers import hpo
 from optuna.distributions import CategoricalDistribution
 
 from hpo.spec import load_spec
-from hpo.study import get_storage
+from hpo.study.storage import get_storage
 
 
 @pytest.mark.slow
@@ -61,7 +61,8 @@ def test_status_eta_comes_from_the_running_trials_own(capsys, sqlite_url, study_
 def test_status_sets_the_estimate_beside_the_epochs_the_trials_took(
     capsys, sqlite_url, study_name, tmp_path
 ):
-    from hpo.study import open_study, record_trial_cost
+    from hpo.study import open_study
+    from hpo.study.search import record_trial_cost
 
     spec = load_spec(SMOKE, [f"name={study_name}", f"output_dir={tmp_path}"], sqlite_url)
     study = open_study(spec)  # records the spec, and with it where the estimate is kept

@@ -30,7 +30,7 @@ from hpo.fixtures import write_sample
 from hpo.outputs import study_dir
 from hpo.predict import load_classifier, read_settings
 from hpo.spec import load_spec
-from hpo.study import trial_metrics
+from hpo.study.records import trial_metrics
 from hpo.train.evaluate import objective_value, post_matrix
 from hpo.train.prepare import prepare_data
 

@@ -23,7 +23,10 @@ from shared_storage import edit_recorded_spec, write_recorded_spec
 from hpo.errors import StudyBusy
 from hpo.fixtures import write_sample
 from hpo.spec import load_spec
-from hpo.study import get_storage, open_study, start_time_budget, study_lock, study_uid, suggest
+from hpo.study import open_study
+from hpo.study.records import study_uid
+from hpo.study.search import start_time_budget, suggest
+from hpo.study.storage import get_storage, study_lock
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = str(REPO / "studies" / "criteria-smoke.yaml")
@@ -255,7 +258,8 @@ def test_the_finalize_lock_is_exclusive_and_dies_with_its_holder(
             "-c",
             (
                 "import sys, time; from pathlib import Path; "
-                "from hpo.study import load_existing_study, study_lock\n"
+                "from hpo.study.records import load_existing_study\n"
+                "from hpo.study.storage import study_lock\n"
                 f"with study_lock(load_existing_study({study_name!r}, {url!r}), 'finalize', "
                 f"Path({str(tmp_path)!r})):\n"
                 "    print('locked', flush=True); time.sleep(600)"

@@ -17,7 +17,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpo.spec import HeartbeatSpec
-from hpo.study import fail_stale, get_storage
+from hpo.study.storage import fail_stale, get_storage
 
 INTERVAL, GRACE = 1, 2
 PAST_GRACE = GRACE + 1.2  # over a second past it: SQLite's clock counts whole seconds
@@ -146,7 +146,7 @@ def test_stale_trials_names_the_silent_running_trials_and_changes_nothing(storag
     """What `hpo status` calls stale (issue #48 item 11): a RUNNING trial whose beat is older
     than the grace period, with the seconds since; a fresh one and one that never beat are not,
     and reading them fails or re-queues nothing (the sweep does that)."""
-    from hpo.study._heartbeat import stale_trials
+    from hpo.study.storage._heartbeat import stale_trials
 
     storage = get_storage(storage_url)  # as `hpo status` opens a study: no heartbeat settings
     study = optuna.create_study(study_name=study_name, storage=storage)

@@ -44,7 +44,10 @@ def test_every_layering_contract_is_kept():
         ("train/loop.py", "import optuna", "Training never sees Optuna"),
         ("data/tokenize.py", "import hpo.models.loading", "Data and models do not know each other"),
         ("report.py", "import optuna", "One gateway to Optuna"),
-        ("study/_census.py", "import hpo.cli", "Nothing imports the CLI"),
+        ("study/records/_census.py", "import hpo.cli", "Nothing imports the CLI"),
+        ("study/storage/_lock.py", "import hpo.study.records", "The study gateway's rooms"),
+        ("study/records/_trials.py", "import hpo.study.search", "The study gateway's rooms"),
+        ("cli/status.py", "import hpo.study.records._census", "a room is entered by its face"),
         ("run/worker.py", "import mlflow", "MLflow only through hpo.tracking"),
         ("final/retrain.py", "import hpo.run.worker", "Layers: cli on top"),
         ("run/objective.py", "import hpo.run.worker", "Running a study"),
@@ -60,6 +63,7 @@ def test_every_layering_contract_is_kept():
         ("models/inference.py", "import hpo.train.config", "Layers: cli on top"),
         ("vocabulary.py", "import hpo.errors", "The vocabulary is the ground floor"),
         ("vocabulary.py", "import hpo.data", "Layers: cli on top"),
+        ("attributes.py", "import optuna", "The attribute keys are a ground floor"),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract):

@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from hpo.errors import StudyBusy
-from hpo.study import get_storage, study_lock
+from hpo.study.storage import get_storage, study_lock
 
 
 def lock_files(folder: Path) -> list[str]:
@@ -58,7 +58,7 @@ def test_a_refused_finalize_leaves_the_holders_lock_file(tmp_path, study_name):
 _CONTENDER = """
 import os, sys, time
 from pathlib import Path
-from hpo.study._lock import _FileLock
+from hpo.study.storage._lock import _FileLock
 path, marker, until = Path(sys.argv[1]), sys.argv[2], time.monotonic() + float(sys.argv[3])
 held = 0
 while time.monotonic() < until:

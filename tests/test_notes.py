@@ -13,17 +13,15 @@ from markdown_it import MarkdownIt  # optuna-dashboard's Markdown, roughly (via 
 from optuna.artifacts import download_artifact, get_all_artifact_meta
 from optuna_dashboard import get_note, save_note
 
+from hpo.attributes import METRIC_PREFIX
 from hpo.final import record, summary
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
-from hpo.study import (
-    METRIC_PREFIX,
+from hpo.study import best_trial, open_study
+from hpo.study.records import (
     artifact_store,
-    best_trial,
-    get_storage,
     metric_attrs,
-    open_study,
     set_user_attrs,
     study_uid,
     trial_metrics,
@@ -31,7 +29,8 @@ from hpo.study import (
     write_study_note,
     write_trial_note,
 )
-from hpo.study._notes import HPO_PART_END
+from hpo.study.records._notes import HPO_PART_END
+from hpo.study.storage import get_storage
 
 SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
 

@@ -11,11 +11,14 @@ import optuna
 import pytest
 from shared_storage import read_study
 
+from hpo.attributes import TRAINING_DIGEST_ATTR
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
 from hpo.spec import StudySpec, load_spec
-from hpo.study import TRAINING_DIGEST_ATTR, get_storage, open_study, study_uid, trial_metrics
+from hpo.study import open_study
+from hpo.study.records import study_uid, trial_metrics
+from hpo.study.storage import get_storage
 
 SMOKE = Path(__file__).parent.parent / "studies" / "evidence-smoke.yaml"
 

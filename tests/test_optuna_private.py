@@ -1,7 +1,8 @@
-"""Each piece of Optuna's private surface that hpo uses (all in hpo/study/_optuna_private.py)
-is still there and behaves as assumed. An Optuna release that renames a private name, changes
-a signature or a table column, or stops answering through the hook, fails here by name,
-rather than hpo falling back silently to slower or different behaviour.
+"""Each piece of Optuna's private surface that hpo uses (all in
+hpo/study/storage/_optuna_private.py) is still there and behaves as assumed. An Optuna release
+that renames a private name, changes a signature or a table column, or stops answering through
+the hook, fails here by name, rather than hpo falling back silently to slower or different
+behaviour.
 
 No version checks and no skips: run it against the pinned Optuna and the newest one
 (``pip install -U optuna`` in a scratch environment, then this file).
@@ -23,8 +24,8 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from hpo.spec import HeartbeatSpec
-from hpo.study import _optuna_private as private
-from hpo.study import get_storage
+from hpo.study.storage import _optuna_private as private
+from hpo.study.storage import get_storage
 
 HPO = Path(__file__).resolve().parent.parent / "hpo"
 
@@ -203,6 +204,6 @@ def test_nothing_else_in_hpo_touches_optunas_private_surface():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if PRIVATE_USE.search(line)
     ]
-    assert offenders == [], "use hpo.study._optuna_private (and say why there):\n" + "\n".join(
-        offenders
+    assert offenders == [], (
+        "use hpo.study.storage._optuna_private (and say why there):\n" + "\n".join(offenders)
     )

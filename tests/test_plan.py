@@ -12,7 +12,8 @@ from hpo.final.options import FinalizeOptions
 from hpo.final.plan import better_since, plan, plan_lines
 from hpo.final.summary import FinalSummary
 from hpo.spec import load_spec
-from hpo.study import open_study, suggest
+from hpo.study import open_study
+from hpo.study.search import suggest
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = str(REPO / "studies" / "criteria-smoke.yaml")

@@ -16,17 +16,15 @@ import pytest
 from optuna.trial import TrialState
 from shared_storage import read_study
 
+from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR, SAMPLED_BY_ATTR
 from hpo.cli import main
 from hpo.fixtures import write_sample
 from hpo.spec import SpecError, StudySpec, load_spec
-from hpo.study import (
-    PLAN_ATTR,
-    PORTFOLIO_ATTR,
-    SAMPLED_BY_ATTR,
+from hpo.study import open_study
+from hpo.study.search import (
     StagedSampler,
     handover,
     make_sampler,
-    open_study,
     plan_search,
     portfolio_points,
     read_trial_cost,

@@ -20,16 +20,12 @@ from optuna.trial import TrialState
 from shared_storage import read_study
 from tune_cli import study_sets, tune_assets
 
+from hpo.attributes import HEARTBEAT_ATTR
 from hpo.errors import UsageError
 from hpo.run.proxy import serve
 from hpo.spec import set_flags
-from hpo.study import (
-    HEARTBEAT_ATTR,
-    caused_by_database,
-    database_error_text,
-    get_storage,
-    sweep_stale_trials,
-)
+from hpo.study import sweep_stale_trials
+from hpo.study.storage import caused_by_database, database_error_text, get_storage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -227,7 +223,7 @@ def test_database_outage_behind_the_proxy_counts_as_a_database_outage():
 
 
 def test_worker_storage_without_a_proxy_is_a_one_line_error(monkeypatch):
-    monkeypatch.setattr("hpo.study._storage.PROXY_CONNECT_SECONDS", 1)
+    monkeypatch.setattr("hpo.study.storage._connect.PROXY_CONNECT_SECONDS", 1)
     with pytest.raises(
         UsageError, match="no storage proxy answers at grpc://127.0.0.1:.*hpo storage-proxy"
     ):

@@ -454,7 +454,7 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(
 
 def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
     from hpo.run.worker import _TrialLog
-    from hpo.study import SURPLUS
+    from hpo.study.records import SURPLUS
 
     trial_log = _TrialLog("macro_f1", ["learning_rate"])
     surplus = optuna.trial.create_trial(

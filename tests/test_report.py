@@ -12,7 +12,7 @@ import pytest
 from optuna.trial import TrialState
 
 from hpo.cli import main
-from hpo.study import get_storage
+from hpo.study.storage import get_storage
 
 PLOTS = (
     "optimization_history.png",

@@ -16,6 +16,7 @@ import pytest
 from helpers import run_hpo
 from optuna.trial import TrialState
 
+from hpo.attributes import TRAINING_DIGEST_ATTR
 from hpo.data import SYMPTOMS
 from hpo.final.options import FinalizeOptions
 from hpo.final.plan import plan, plan_lines
@@ -24,14 +25,9 @@ from hpo.final.reuse import NOT_KEPT, judge, link_checkpoint
 from hpo.fixtures import write_sample
 from hpo.outputs import TrialOutputs, study_dir
 from hpo.spec import load_spec
-from hpo.study import (
-    TRAINING_DIGEST_ATTR,
-    load_existing_study,
-    metric_attrs,
-    open_study,
-    study_uid,
-    suggest,
-)
+from hpo.study import open_study
+from hpo.study.records import load_existing_study, metric_attrs, study_uid
+from hpo.study.search import suggest
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = str(REPO / "studies" / "criteria-smoke.yaml")

@@ -15,7 +15,8 @@ from hpo.fixtures import write_sample
 from hpo.models.classifier import EncoderClassifier
 from hpo.run.objective import Objective
 from hpo.spec import SpecError, load_spec
-from hpo.study import make_pruner, open_study, rung_schedule
+from hpo.study import open_study
+from hpo.study.search import make_pruner, rung_schedule
 from hpo.train.config import TrainConfig
 from hpo.train.loop import Looks, train
 

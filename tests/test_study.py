@@ -21,24 +21,19 @@ from shared_storage import read_study
 from hpo.errors import UsageError
 from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
 from hpo.storage_url import redact
-from hpo.study import (
-    StagedSampler,
+from hpo.study import open_study, spec_fingerprint
+from hpo.study.records import (
     claim,
     enqueue,
-    first_heartbeat,
-    get_storage,
     load_existing_study,
-    make_pruner,
-    make_sampler,
-    open_study,
     recorded_spec,
     set_user_attrs,
-    spec_fingerprint,
     state_counts,
     study_uid,
-    suggest,
     trial_census,
 )
+from hpo.study.search import StagedSampler, make_pruner, make_sampler, suggest
+from hpo.study.storage import first_heartbeat, get_storage
 
 SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
 pytestmark = pytest.mark.filterwarnings(
@@ -197,7 +192,7 @@ def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_whe
     storage.engine.dialect.do_ping = counting_ping.__get__(storage.engine.dialect)
     # The idle limit is set, not waited for: a loaded machine's stall inside the burst
     # would otherwise count as idleness (it did, in CI).
-    monkeypatch.setattr("hpo.study._storage.PING_AFTER_IDLE_SECONDS", 3600.0)
+    monkeypatch.setattr("hpo.study.storage._connect.PING_AFTER_IDLE_SECONDS", 3600.0)
     for _ in range(20):  # a trial's burst of storage calls: live connections go unchecked
         storage.get_all_studies()
     # only those the pool held before the check was installed, of unknown age: once each
@@ -212,7 +207,8 @@ def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_whe
     with admin.connect() as connection:  # what a database restart does to the pooled connection
         connection.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": backend_pid})
     admin.dispose()
-    monkeypatch.setattr("hpo.study._storage.PING_AFTER_IDLE_SECONDS", 0.0)  # idle, as in training
+    # idle, as in training
+    monkeypatch.setattr("hpo.study.storage._connect.PING_AFTER_IDLE_SECONDS", 0.0)
     storage.get_all_studies()  # checked, found dead, replaced: no error
     assert pings, "an idle connection is checked before use"
     with storage.engine.connect() as connection:
@@ -221,7 +217,7 @@ def test_a_pooled_connection_is_checked_only_after_sitting_idle_and_replaced_whe
 
 def _ask_each_round(url: str, names: list[str], barrier, answers) -> None:
     """One worker process: in every round, all ask the same study at the same moment."""
-    from hpo.study import get_storage
+    from hpo.study.storage import get_storage
 
     storage = get_storage(url)
     for name in names:
@@ -892,7 +888,7 @@ def test_no_trial_is_pruned_on_its_first_epoch_unless_the_spec_says_so(name, opt
     """Epoch 1 of a warm-up ranks configurations badly (4 of 5 pruned there on real posts): the
     first rung is epoch 2 by default, and a spec's own option still wins."""
     from hpo.spec import load_spec
-    from hpo.study import make_pruner
+    from hpo.study.search import make_pruner
 
     smoke = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
     default = make_pruner(

@@ -15,7 +15,8 @@ from tune_cli import run_tune, tune_assets
 
 from hpo.outputs import study_dir
 from hpo.run.summary import tune_summary
-from hpo.study import fail_running, find_trial, get_storage, requeue
+from hpo.study.records import fail_running, find_trial, requeue
+from hpo.study.storage import get_storage
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "studies" / "criteria-smoke.yaml")

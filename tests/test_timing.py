@@ -8,8 +8,8 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from hpo.study import get_storage
 from hpo.study._timing import finish_in, study_eta_seconds
+from hpo.study.storage import get_storage
 
 X = {"x": FloatDistribution(0.0, 1.0)}
 

@@ -13,9 +13,10 @@ from helpers import free_port
 from shared_storage import read_trials
 from tune_cli import study_sets, tune_assets
 
+from hpo.attributes import RUN_ID_ATTR
 from hpo.spec import SpecError, load_spec, set_flags
-from hpo.study import is_surplus
-from hpo.tracking import RUN_ID_ATTR, Tracker
+from hpo.study.records import is_surplus
+from hpo.tracking import Tracker
 
 mlflow = pytest.importorskip(
     "mlflow", reason="the tracking extra is not installed: pip install 'hpo[tracking]'"

@@ -19,7 +19,7 @@ from shared_storage import read_study, running_trials, wait_for
 from tune_cli import run_tune, tune_assets
 
 from hpo.outputs import study_dir
-from hpo.study import trial_metrics
+from hpo.study.records import trial_metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parents[1]

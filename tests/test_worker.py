@@ -21,7 +21,8 @@ from shared_storage import delete_until_gone, read_study
 from hpo.fixtures import write_sample
 from hpo.run import worker as worker_module
 from hpo.spec import load_spec
-from hpo.study import database_error_text, suggest
+from hpo.study.search import suggest
+from hpo.study.storage import database_error_text
 
 REPO = Path(__file__).parent.parent
 SMOKE = REPO / "studies" / "evidence-smoke.yaml"
@@ -143,7 +144,7 @@ def test_a_database_dropped_for_good_is_called_gone_never_safe(
 def test_database_problems_are_named_with_what_is_true_and_what_to_do(postgres_url):
     """Real PostgreSQL errors: a privilege missing says what to GRANT, a table or database that
     does not exist says the study is gone, a refused connection says unreachable."""
-    from hpo.study import database_problem
+    from hpo.study.storage import database_problem
 
     base = sa.make_url(postgres_url)
     role = f"hpo_noperm_{uuid.uuid4().hex[:8]}"
@@ -335,8 +336,9 @@ def test_the_worker_looks_for_stale_trials_once_an_interval_and_fails_them_sayin
     however short its trials, and each look answers from the database. A dead worker's
     trial (beaten, then silent past the grace period) is failed with the reason recorded
     and a log line, and its retry runs with the same parameters."""
-    from hpo.study import first_heartbeat, open_study
-    from hpo.study._heartbeat import OneStatementHeartbeat
+    from hpo.study import open_study
+    from hpo.study.storage import first_heartbeat
+    from hpo.study.storage._heartbeat import OneStatementHeartbeat
 
     spec = load_spec(
         SMOKE,
@@ -403,7 +405,8 @@ def test_an_interrupted_trial_is_one_line_not_a_traceback(storage_url, study_nam
 def test_no_trial_starts_that_the_time_budget_cannot_fit(sqlite_url, study_name):
     import optuna
 
-    from hpo.study import get_storage, start_time_budget, time_budget_spent
+    from hpo.study.search import start_time_budget, time_budget_spent
+    from hpo.study.storage import get_storage
 
     study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
     assert time_budget_spent(study, start_time_budget(study, 5)) is None, (
@@ -429,7 +432,8 @@ def test_with_a_rung_pruner_a_trial_starts_that_can_reach_its_first_judgement(
     went idle."""
     import optuna
 
-    from hpo.study import get_storage, start_time_budget, time_budget_spent
+    from hpo.study.search import start_time_budget, time_budget_spent
+    from hpo.study.storage import get_storage
 
     study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
     for seconds, epochs, complete in ((2000, 4, True), (2200, 5, True), (700, 2, False)):
@@ -460,7 +464,7 @@ def test_with_a_rung_pruner_a_trial_starts_that_can_reach_its_first_judgement(
     ],
 )
 def test_the_first_judgement_is_the_pruners_first_rung_in_epochs(pruner, first_look):
-    from hpo.study import first_look_epochs
+    from hpo.study.search import first_look_epochs
 
     spec = load_spec(str(SMOKE), ["train.epochs=4", f"pruner={pruner}"])
     assert first_look_epochs(spec) == first_look

@@ -16,7 +16,7 @@ class OneLineErrors(argparse.ArgumentParser):
 
 def add_spec_args(parser: argparse.ArgumentParser, by_name: bool = False) -> None:
     """SPEC, ``--set KEY=VALUE`` (``args.overrides``) and ``--storage``. ``by_name``: SPEC may
-    also be a study's name, whose recorded spec is used (``hpo.study.load_spec_ref``)."""
+    also be a study's name, whose recorded spec is used (``hpo.study.records.load_spec_ref``)."""
     parser.add_argument(
         "spec",
         metavar="STUDY" if by_name else "SPEC",

@@ -15,7 +15,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.study import best_trial, load_study_ref
+    from hpo.study import best_trial
+    from hpo.study.records import load_study_ref
 
     study = load_study_ref(args.study, args.storage)
     print_best(best_trial(study), study.study_name)

@@ -30,7 +30,8 @@ def run(args) -> int:
 
     from hpo.spec import DEFAULT_OUTPUT_DIR, load_spec
     from hpo.storage_url import StorageUrl
-    from hpo.study import ARTIFACT_DIR, load_existing_study, recorded_spec, serve_dashboard
+    from hpo.study import serve_dashboard
+    from hpo.study.records import ARTIFACT_DIR, load_existing_study, recorded_spec
 
     output_dir = DEFAULT_OUTPUT_DIR
     if args.target and args.target.endswith((".yaml", ".yml")):

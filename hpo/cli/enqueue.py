@@ -47,7 +47,8 @@ def run(args) -> int:
         raise SpecError(
             f"--set {problem[0]}: {problem[1]}" if problem[0] else f"--set: {problem[1]}"
         )
-    from hpo.study import enqueue, open_study
+    from hpo.study import open_study
+    from hpo.study.records import enqueue
 
     # queues; never changes the spec
     study = open_study(spec, allow_spec_change=args.allow_spec_change, adopt_spec=False)

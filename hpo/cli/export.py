@@ -10,6 +10,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from hpo.attributes import METRIC_PREFIX, OLD_METRICS_ATTR
 from hpo.cli._common import add_study_args
 
 
@@ -22,7 +23,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from hpo.study import load_study_ref
+    from hpo.study.records import load_study_ref
 
     rows = [
         _trial_row(t) for t in load_study_ref(args.study, args.storage).get_trials(deepcopy=False)
@@ -68,7 +69,7 @@ def _write(out: str, text: str, study_ref: str) -> None:
 def _trial_row(trial) -> dict:
     """A trial as one row: its validation metrics grouped (``metrics.NAME`` columns), apart
     from the other user attributes, whichever way the trial recorded them."""
-    from hpo.study import METRIC_PREFIX, trial_metrics
+    from hpo.study.records import trial_metrics
 
     def iso(moment: datetime | None) -> str | None:
         return moment.isoformat() if moment else None
@@ -84,7 +85,7 @@ def _trial_row(trial) -> dict:
         "user_attrs": {
             key: value
             for key, value in trial.user_attrs.items()
-            if not key.startswith(METRIC_PREFIX) and key != "metrics"
+            if not key.startswith(METRIC_PREFIX) and key != OLD_METRICS_ATTR
         },
     }
 

@@ -18,7 +18,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     if args.study is None:
         return _list_studies(args.storage)
-    from hpo.study import load_study_ref, study_status
+    from hpo.study import study_status
+    from hpo.study.records import load_study_ref
 
     s = study_status(load_study_ref(args.study, args.storage))
     counts = s["counts"]

@@ -50,12 +50,12 @@ def run(args) -> int:
         print(f"  {note}")
     if args.estimate:
         from hpo.run.estimate import estimate_notes
-        from hpo.study import sample_points
+        from hpo.study.search import sample_points
 
         for note in estimate_notes(spec, sample_points(spec), args.workers, args.threads):
             print(f"  {note}", flush=True)
     elif spec.sampler.name == "auto":  # --estimate states it from its own timing
-        from hpo.study import recorded_plan
+        from hpo.study.search import recorded_plan
 
         for note in recorded_plan(spec).describe():
             print(f"  {note}")
@@ -96,7 +96,7 @@ def _rung_notes(spec) -> list[str]:
     from fractions import Fraction
 
     from hpo.data import load_redsm5, split_posts, symptom_profiles
-    from hpo.study import rung_schedule
+    from hpo.study.search import rung_schedule
     from hpo.train.config import TrainConfig
 
     rungs, units = rung_schedule(spec), spec.pruner.units_per_epoch

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hpo.attributes import FINAL_ATTR, N_TRIALS_ATTR
 from hpo.data import files_fingerprint, load_redsm5, split_posts, symptom_profiles
 from hpo.errors import UsageError
 from hpo.final.final_folder import (
@@ -36,24 +37,22 @@ from hpo.final.final_folder import (
 from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.options import FinalizeOptions
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
-from hpo.final.record import FINAL_ATTR, record, test_figure
+from hpo.final.record import record, test_figure
 from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.final.summary import FinalSummary, RefitRecord, SearchState, TestScores
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
-from hpo.study import (
-    check_spec,
-    first_look_epochs,
+from hpo.study import check_spec
+from hpo.study.records import (
     is_spec_file,
     load_existing_study,
     load_spec_ref,
     spec_document,
-    study_deadline,
-    study_lock,
     study_uid,
-    time_budget_spent,
     trial_census,
 )
+from hpo.study.search import first_look_epochs, study_deadline, time_budget_spent
+from hpo.study.storage import study_lock
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 
@@ -196,7 +195,7 @@ def _search_state(study, spec: StudySpec, partial: bool) -> SearchState:
     unless ``partial``: its best trials may not be the study's. A search its time budget
     (``hpo tune --timeout``) ended is finished: the user chose to stop it there."""
     census = trial_census(study)
-    n_trials = study.user_attrs.get("n_trials", spec.n_trials)
+    n_trials = study.user_attrs.get(N_TRIALS_ATTR, spec.n_trials)
     # the workers' own rule: no trial starts that the budget left cannot take to its first rung
     budget_spent = (
         time_budget_spent(study, study_deadline(study), first_look_epochs(spec)) is not None

@@ -8,12 +8,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from hpo.attributes import SEED_ATTR
 from hpo.errors import UsageError
 from hpo.final.retrain import Run, train_config
 from hpo.final.reuse import judge
 from hpo.final.summary import FinalSummary, Settings
 from hpo.spec import StudySpec
-from hpo.study import completed_trials, study_uid
+from hpo.study.records import completed_trials, study_uid
 from hpo.vocabulary import Threshold, ThresholdRule
 
 # How the decision thresholds are chosen (hpo.vocabulary.ThresholdRule), decided from the flags
@@ -65,7 +66,8 @@ def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
     for rank, trial in enumerate(chosen[:top_k], start=1):
         mine = [Run(rank, trial.number, dict(trial.params), base + s) for s in range(seeds)]
         # the trial's own seed where a run has it; else the first, which says why not
-        own = next((i for i, run in enumerate(mine) if run.seed == trial.user_attrs.get("seed")), 0)
+        own_seed = trial.user_attrs.get(SEED_ATTR)
+        own = next((i for i, run in enumerate(mine) if run.seed == own_seed), 0)
         config = train_config(spec, mine[own].params, mine[own].seed, None)
         mine[own] = dataclasses.replace(mine[own], reuse=judge(trial, config, uid))
         runs += mine

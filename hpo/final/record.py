@@ -8,12 +8,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hpo.attributes import FINAL_ATTR, FINAL_SEED_SPREAD_ATTR, FINAL_TEST_ATTR
 from hpo.final.summary import Configuration, FinalSummary, TestScores
 from hpo.spec import StudySpec
-from hpo.study import artifact_store, upload, write_study_note
+from hpo.study.records import artifact_store, upload, write_study_note
 from hpo.vocabulary import RULE_NAMES, ThresholdRule
-
-FINAL_ATTR = "final"  # the study user attribute that holds finalize's summary
 
 
 def record(study, spec: StudySpec, final_dir: Path, summary: FinalSummary) -> None:
@@ -46,8 +45,8 @@ def record(study, spec: StudySpec, final_dir: Path, summary: FinalSummary) -> No
             ),
         },
     )
-    study.set_user_attr(f"{FINAL_ATTR}_seed_spread", seed_spread_line(spec.metric, best))
-    study.set_user_attr(f"{FINAL_ATTR}_test", test_line(summary.metric, summary.rule, summary.test))
+    study.set_user_attr(FINAL_SEED_SPREAD_ATTR, seed_spread_line(spec.metric, best))
+    study.set_user_attr(FINAL_TEST_ATTR, test_line(summary.metric, summary.rule, summary.test))
     write_study_note(study, spec)  # the dashboard's study note ends with the chosen model
 
 

@@ -18,6 +18,15 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpo.attributes import (
+    BEST_EPOCH_ATTR,
+    CHECKPOINT_ATTR,
+    EPOCHS_RUN_ATTR,
+    SEED_ATTR,
+    STOPPED_BY_ATTR,
+    TRAINING_DIGEST_ATTR,
+    WALL_SECONDS_ATTR,
+)
 from hpo.errors import UsageError
 from hpo.models.classifier_file import (
     FILE_NAME,
@@ -26,7 +35,7 @@ from hpo.models.classifier_file import (
     read_classifier_file,
 )
 from hpo.outputs import recorded_owner
-from hpo.study import TRAINING_DIGEST_ATTR, trial_metrics
+from hpo.study.records import trial_metrics
 from hpo.train.config import TrainConfig
 
 STAGING = ".reused"  # beside a run's model folder: the checkpoint linked in, until checked
@@ -53,11 +62,11 @@ def judge(trial, config: TrainConfig, uid: str | None) -> Reuse:
         return Reuse(trial.number, f"it is {trial.state.name.lower()}, not complete")
     if config.cv_fold is not None or config.train_on != "train":
         return Reuse(trial.number, "a fold or refit trains on other posts than the trial did")
-    if not attrs.get("checkpoint"):
+    if not attrs.get(CHECKPOINT_ATTR):
         return Reuse(trial.number, NOT_KEPT)
-    if attrs.get("seed") != config.seed:
-        return Reuse(trial.number, f"it ran seed {attrs.get('seed')}, not {config.seed}")
-    if stopped := attrs.get("stopped_by"):
+    if attrs.get(SEED_ATTR) != config.seed:
+        return Reuse(trial.number, f"it ran seed {attrs.get(SEED_ATTR)}, not {config.seed}")
+    if stopped := attrs.get(STOPPED_BY_ATTR):
         return Reuse(trial.number, f"it was stopped by {stopped}")
     if TRAINING_DIGEST_ATTR not in attrs:
         return Reuse(trial.number, "it recorded no training settings (an earlier hpo)")
@@ -67,21 +76,21 @@ def judge(trial, config: TrainConfig, uid: str | None) -> Reuse:
             "it trained with other settings than this finalize's "
             "(a --set here, or the spec changed since)",
         )
-    epochs = attrs.get("epochs_run")
+    epochs = attrs.get(EPOCHS_RUN_ATTR)
     if epochs != config.epochs and config.early_stopping_patience is None:
         return Reuse(trial.number, f"it ran {epochs} of {config.epochs} epochs")
-    if problem := checkpoint_problem(attrs.get("checkpoint"), uid, trial.number):
+    if problem := checkpoint_problem(attrs.get(CHECKPOINT_ATTR), uid, trial.number):
         return Reuse(trial.number, problem)
     return Reuse(
         trial.number,
         "its kept checkpoint is this run",
-        checkpoint=str(Path(attrs["checkpoint"]).resolve()),
+        checkpoint=str(Path(attrs[CHECKPOINT_ATTR]).resolve()),
         record={
             "value": trial.value,
-            "best_epoch": attrs["best_epoch"],
+            "best_epoch": attrs[BEST_EPOCH_ATTR],
             # as the study records them: to its four decimals
             "metrics": trial_metrics(trial),
-            "wall_seconds": attrs.get("wall_seconds"),  # the trial's training
+            "wall_seconds": attrs.get(WALL_SECONDS_ATTR),  # the trial's training
         },
     )
 

@@ -154,7 +154,7 @@ def estimate_notes(
     the study and its timeout over them; ``points``: ``sample_points``', the warm start's first.
     The estimate is kept for the study (``record_trial_cost``): its creation plans on it, and
     ``hpo status`` sets each choice's epoch beside the epochs its trials measure."""
-    from hpo.study import record_trial_cost
+    from hpo.study.search import record_trial_cost
     from hpo.train.loop import clock
 
     chosen = choice_configs(spec, points)
@@ -239,6 +239,6 @@ def _study_notes(spec: StudySpec, estimates: list[dict], workers: int) -> list[s
 def plan_search_notes(spec: StudySpec, trial_s: float, workers: int) -> list[str]:
     """What an ``auto`` study will do with the budget this estimate buys, and why (its
     creation reads the recorded cost and decides the same way)."""
-    from hpo.study import plan_search
+    from hpo.study.search import plan_search
 
     return plan_search(spec, trial_s, workers).describe()

@@ -14,24 +14,42 @@ from pathlib import Path
 
 import optuna
 
+from hpo.attributes import (
+    BEST_EPOCH_ATTR,
+    CHECKPOINT_ARTIFACT_ATTR,
+    CHECKPOINT_ATTR,
+    EPOCHS_RUN_ATTR,
+    INTERVAL_ATTR,
+    METRICS_ARTIFACT_ATTR,
+    MICRO_BATCH_SIZE_ATTR,
+    PEAK_MEMORY_ATTR,
+    PROGRESS_ATTR,
+    RUN_ID_ATTR,
+    SEED_ATTR,
+    SETUP_SECONDS_ATTR,
+    STOPPED_BY_ATTR,
+    THRESHOLDS_ATTR,
+    TOKEN_COVERAGE_ATTR,
+    TOKENS_TRAINED_ATTR,
+    TRAIN_SAMPLES_PER_SECOND_ATTR,
+    TRAINING_DIGEST_ATTR,
+    WALL_SECONDS_ATTR,
+)
 from hpo.errors import UsageError
 from hpo.outputs import TrialOutputs
 from hpo.run.trial_line import progress_words
 from hpo.spec import StudySpec
-from hpo.study import (
-    INTERVAL_ATTR,
-    TRAINING_DIGEST_ATTR,
+from hpo.study.records import (
     artifact_store,
     completed_trials,
     metric_attrs,
-    rung_schedule,
     set_user_attrs,
     study_uid,
-    suggest,
     upload,
     write_trial_note,
 )
-from hpo.tracking import RUN_ID_ATTR, Tracker, TrialRun
+from hpo.study.search import rung_schedule, suggest
+from hpo.tracking import Tracker, TrialRun
 from hpo.train.loop import Looks, TrainResult, train
 
 log = logging.getLogger(__name__)
@@ -89,7 +107,7 @@ class Objective:
         )
         # at the start: a pruned or failed trial reruns from it too; and what it trains, so
         # that finalize can tell whether its kept checkpoint is the retraining it would run
-        trial.set_user_attr("seed", config.seed)
+        trial.set_user_attr(SEED_ATTR, config.seed)
         trial.set_user_attr(TRAINING_DIGEST_ATTR, config.training_digest())
         units = self.spec.pruner.units_per_epoch
         looks = Looks(units, rung_schedule(self.spec))
@@ -123,7 +141,7 @@ class Objective:
             spent = self.deadline is not None and time.time() >= self.deadline
             if epoch_end and step < last_step and spent:
                 trial.set_user_attr(
-                    "stopped_by", f"the study's time budget, after epoch {step // units}"
+                    STOPPED_BY_ATTR, f"the study's time budget, after epoch {step // units}"
                 )
                 return True  # the loop stops here and the trial is kept with its best epoch
             return False
@@ -133,7 +151,7 @@ class Objective:
         ) -> None:  # for hpo status; best effort: a database blip must not end the trial
             try:
                 # "at": hpo status counts the ETA down from when the trial said it
-                trial.set_user_attr("progress", {**state, "at": round(time.time(), 1)})
+                trial.set_user_attr(PROGRESS_ATTR, {**state, "at": round(time.time(), 1)})
             except Exception as exc:
                 log.warning(
                     "trial %d: could not record its progress (%s)", trial.number, type(exc).__name__
@@ -149,9 +167,9 @@ class Objective:
             run.log_final(
                 {
                     **result.metrics,
-                    "best_epoch": result.best_epoch,
-                    "epochs_run": result.epochs_run,
-                    "wall_seconds": result.wall_seconds,
+                    BEST_EPOCH_ATTR: result.best_epoch,
+                    EPOCHS_RUN_ATTR: result.epochs_run,
+                    WALL_SECONDS_ATTR: result.wall_seconds,
                 }
             )
             self._keep_outputs(trial, value, result)
@@ -162,8 +180,8 @@ class Objective:
             set_user_attrs(
                 trial,
                 {
-                    "epochs_run": epochs_done[0],
-                    "wall_seconds": round(time.perf_counter() - started, 3),
+                    EPOCHS_RUN_ATTR: epochs_done[0],
+                    WALL_SECONDS_ATTR: round(time.perf_counter() - started, 3),
                 },
             )
             self._attach_log(trial, logs)
@@ -179,20 +197,20 @@ class Objective:
     def _record(self, trial: optuna.Trial, result: TrainResult) -> None:
         attrs = {
             **metric_attrs(result.metrics),  # one attribute each: a column of the dashboard
-            "best_epoch": result.best_epoch,
-            "epochs_run": result.epochs_run,
-            "micro_batch_size": result.micro_batch_size,
-            "wall_seconds": round(result.wall_seconds, 3),
-            "setup_seconds": round(result.setup_seconds, 3),
-            "train_samples_per_second": round(result.train_samples_per_second, 2),
-            "peak_memory_mb": round(result.peak_memory_mb, 1),
-            "tokens_trained": result.tokens_trained,
-            "token_coverage": result.token_coverage,
+            BEST_EPOCH_ATTR: result.best_epoch,
+            EPOCHS_RUN_ATTR: result.epochs_run,
+            MICRO_BATCH_SIZE_ATTR: result.micro_batch_size,
+            WALL_SECONDS_ATTR: round(result.wall_seconds, 3),
+            SETUP_SECONDS_ATTR: round(result.setup_seconds, 3),
+            TRAIN_SAMPLES_PER_SECOND_ATTR: round(result.train_samples_per_second, 2),
+            PEAK_MEMORY_ATTR: round(result.peak_memory_mb, 1),
+            TOKENS_TRAINED_ATTR: result.tokens_trained,
+            TOKEN_COVERAGE_ATTR: result.token_coverage,
         }
         if (
             result.thresholds is not None
         ):  # tuned on validation; the decision ones with threshold: tuned
-            attrs["validation_thresholds"] = {k: round(v, 6) for k, v in result.thresholds.items()}
+            attrs[THRESHOLDS_ATTR] = {k: round(v, 6) for k, v in result.thresholds.items()}
         if result.interval is not None:  # shown beside the value: hpo best, the tune summary
             attrs[INTERVAL_ATTR] = {
                 k: result.interval[k] for k in ("low", "high", "level", "posts")
@@ -207,25 +225,25 @@ class Objective:
         metrics_file = outputs.write_metrics(
             trial.number, {"value": value, **trial.user_attrs, "params": trial.params}
         )
-        self._upload(trial, metrics_file, "metrics_artifact")
+        self._upload(trial, metrics_file, METRICS_ARTIFACT_ATTR)
         if result.checkpoint is None:
             return
         kept = [
             t
             for t in completed_trials(trial.study)
-            if "checkpoint" in t.user_attrs and outputs.checkpoint_dir(t.number).exists()
+            if CHECKPOINT_ATTR in t.user_attrs and outputs.checkpoint_dir(t.number).exists()
         ]
         keep = outputs.ranked_keep([(t.number, t.value) for t in kept] + [(trial.number, value)])
         for old in kept:
             if old.number not in keep:
                 outputs.remove_checkpoint(old.number)
-                if artifact_id := old.user_attrs.get("checkpoint_artifact"):
+                if artifact_id := old.user_attrs.get(CHECKPOINT_ARTIFACT_ATTR):
                     self.artifact_store.remove(artifact_id)
         if trial.number not in keep:
             outputs.remove_checkpoint(trial.number)
             return
-        trial.set_user_attr("checkpoint", result.checkpoint)
-        self._upload(trial, outputs.describe_checkpoint(trial.number), "checkpoint_artifact")
+        trial.set_user_attr(CHECKPOINT_ATTR, result.checkpoint)
+        self._upload(trial, outputs.describe_checkpoint(trial.number), CHECKPOINT_ARTIFACT_ATTR)
 
     def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
         trial.set_user_attr(attr, upload(self.artifact_store, trial, path))

@@ -20,7 +20,7 @@ def preflight(spec: StudySpec, notes: bool = True) -> list[str]:
     (``hpo validate``). ``notes=False`` (a run's start): no notes, and the checks on the
     data, devices and encoders are skipped where a receipt says identical ones passed."""
     from hpo.run.receipt import receipt_path, write_receipt
-    from hpo.study import check_storage
+    from hpo.study.storage import check_storage
 
     configs = sampled_configs(spec)
     _check_writable(spec.output_dir)
@@ -81,7 +81,7 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
 def sampled_configs(spec: StudySpec) -> list:
     """The TrainConfigs of the warm start and a few points the spec's own sampler draws
     (UsageError if one is not a valid training setting)."""
-    from hpo.study import sample_points
+    from hpo.study.search import sample_points
 
     return [
         _train_config(spec, point, "warm start" if index < len(spec.warm_start) else "sampled")

@@ -10,14 +10,9 @@ from tqdm import tqdm
 
 from hpo.errors import find_cause
 from hpo.process import output_may_be_gone
-from hpo.study import (
-    caused_by_database,
-    database_problem,
-    fail_trials_of_worker,
-    recent_outcomes,
-    state_counts,
-    study_exists,
-)
+from hpo.study import study_exists
+from hpo.study.records import fail_trials_of_worker, recent_outcomes, state_counts
+from hpo.study.storage import caused_by_database, database_problem
 
 
 class StudyDeleted(Exception):

@@ -15,13 +15,8 @@ import threading
 from hpo.errors import UsageError
 from hpo.process import interruptible
 from hpo.storage_url import StorageUrl
-from hpo.study import (
-    database_error_text,
-    proxy_storage,
-    require_grpc,
-    run_proxy_server,
-    sweep_stale_trials,
-)
+from hpo.study import proxy_storage, run_proxy_server, sweep_stale_trials
+from hpo.study.storage import database_error_text, require_grpc
 
 log = logging.getLogger(__name__)
 

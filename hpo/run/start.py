@@ -29,7 +29,8 @@ def start_study(spec: StudySpec, allow_spec_change: bool = False, note: bool = T
     """Check everything, then open the study and start its clock: a failed check raises before
     anything exists. ``note``: write the dashboard note now (``hpo tune`` writes it once its
     workers are released)."""
-    from hpo.study import open_study, start_time_budget
+    from hpo.study import open_study
+    from hpo.study.search import start_time_budget
 
     preflight(spec, notes=False)
     study = open_study(spec, allow_spec_change=allow_spec_change, note=note)

@@ -10,14 +10,9 @@ from datetime import datetime, timedelta
 from hpo.run.trial_line import compact_params, duration, searched_names
 from hpo.spec import load_spec
 from hpo.storage_url import StorageUrl
-from hpo.study import (
-    DatabaseProblem,
-    best_trial,
-    caused_by_database,
-    database_problem,
-    interval_words,
-    trial_outcomes,
-)
+from hpo.study import best_trial, interval_words
+from hpo.study.records import trial_outcomes
+from hpo.study.storage import DatabaseProblem, caused_by_database, database_problem
 
 # the order a person reads a study's trials in; zero counts are left out
 STATES = (

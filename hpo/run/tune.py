@@ -37,7 +37,8 @@ def tune(
     from hpo.run.capacity import check_capacity
     from hpo.run.launcher import Supervisor, visible_gpus, worker_launches
     from hpo.run.progress import StudyProgress
-    from hpo.study import finished_study, write_study_note
+    from hpo.study import finished_study
+    from hpo.study.records import write_study_note
     from hpo.train.memory import machine_memory_mb, memory_share_mb
 
     workers = options.workers

@@ -21,36 +21,42 @@ from collections.abc import Callable, Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.attributes import (
+    EPOCHS_RUN_ATTR,
+    FAIL_REASON_ATTR,
+    INTERVAL_ATTR,
+    STOPPED_BY_ATTR,
+    WALL_SECONDS_ATTR,
+    WORKER_ATTR,
+)
 from hpo.errors import find_cause
 from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
 from hpo.run.trial_line import compact_params, progress_words, searched_names, trial_line
 from hpo.spec import HeartbeatSpec, StudySpec
-from hpo.study import (
-    INTERVAL_ATTR,
+from hpo.study import open_study, study_exists
+from hpo.study.records import (
     SURPLUS,
+    claim,
+    fail_running,
+    fail_trials_of_worker,
+    find_trial,
+    is_surplus,
+    requeue,
+    room_for_a_trial,
+    study_uid,
+    trial_census,
+    trial_start,
+)
+from hpo.study.search import first_look_epochs, study_deadline, time_budget_spent
+from hpo.study.storage import (
     DatabaseProblem,
     beating,
     caused_by_database,
-    claim,
     database_error_text,
     database_problem,
-    fail_running,
     fail_stale,
-    fail_trials_of_worker,
-    find_trial,
     first_heartbeat,
-    first_look_epochs,
-    is_surplus,
-    open_study,
-    requeue,
-    room_for_a_trial,
-    study_deadline,
-    study_exists,
-    study_uid,
-    time_budget_spent,
-    trial_census,
-    trial_start,
 )
 
 log = logging.getLogger(__name__)
@@ -279,11 +285,11 @@ class _Guarded:
         try:
             # Finished trials, running ones started before this one, and queued retries (they must
             # run for no trial to be lost), read in one query so no trial slips between two counts.
-            census = claim(trial, {"worker": self.worker})
+            census = claim(trial, {WORKER_ATTR: self.worker})
             claimed = census["finished"] + census["running_before"] + census["waiting"]
             if claimed >= self.n_trials:
                 trial.set_user_attr(
-                    "fail_reason", f"{SURPLUS} the study already has {self.n_trials} trials"
+                    FAIL_REASON_ATTR, f"{SURPLUS} the study already has {self.n_trials} trials"
                 )
                 raise SurplusTrial(f"the study already has {self.n_trials} trials")
             return self.objective(trial)
@@ -295,13 +301,13 @@ class _Guarded:
             with (
                 stop_signals_deferred()
             ):  # a stop signal (the launcher ending the study) waits for it
-                trial.set_user_attr("fail_reason", failure_reason(exc))
+                trial.set_user_attr(FAIL_REASON_ATTR, failure_reason(exc))
             raise
         except KeyboardInterrupt:
             # the interrupt must win over a database error here, or the worker would carry on
             # as if in an outage; without the reason the trial still counts as interrupted
             with contextlib.suppress(Exception):
-                trial.set_user_attr("fail_reason", INTERRUPTED)
+                trial.set_user_attr(FAIL_REASON_ATTR, INTERRUPTED)
             raise
 
 
@@ -363,7 +369,7 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
         fail_running(study, trial, INTERRUPTED)
         trial = find_trial(study, number)
     interrupted = (
-        trial is not None and trial.user_attrs.get("fail_reason", INTERRUPTED) == INTERRUPTED
+        trial is not None and trial.user_attrs.get(FAIL_REASON_ATTR, INTERRUPTED) == INTERRUPTED
     )
     if (
         interrupted and trial.state == TrialState.FAIL
@@ -394,7 +400,7 @@ class _TrialLog:
         attrs = trial.user_attrs
         surplus = is_surplus(trial)
         self.last_failed = trial.state == TrialState.FAIL and not surplus
-        self.last_reason = attrs.get("fail_reason")
+        self.last_reason = attrs.get(FAIL_REASON_ATTR)
         if surplus:
             return
         # Optuna keeps a pruned trial's last report as its value
@@ -404,12 +410,12 @@ class _TrialLog:
             trial.state.name,
             metric=self.metric if pruned_at is None else self.judged_by,
             value=trial.value,
-            epochs=attrs.get("epochs_run"),
-            seconds=attrs.get("wall_seconds"),
+            epochs=attrs.get(EPOCHS_RUN_ATTR),
+            seconds=attrs.get(WALL_SECONDS_ATTR),
             params=compact_params(trial.params, self.names),
             reason=self.last_reason,
             interval=attrs.get(INTERVAL_ATTR),
-            budget_ended="stopped_by" in attrs,
+            budget_ended=STOPPED_BY_ATTR in attrs,
             judged_at=None if pruned_at is None else progress_words(pruned_at, self.units),
         )
         log.info("%s", line)

@@ -28,7 +28,7 @@ StorageField = Annotated[
 
 
 class SamplerSpec(_Strict):
-    # auto: decided at the study's creation from the budget (hpo.study.plan_search): few full
+    # auto: decided at the study's creation from the budget (hpo.study.search.plan_search): few full
     # trials buy the warm start, a portfolio around it and GPSampler, then TPE; more, TPE alone
     name: Literal["auto", "tpe", "gp", "random", "cmaes"] = "tpe"
     seed: int | None = None

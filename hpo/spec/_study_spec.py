@@ -138,7 +138,8 @@ class StudySpec(_Strict):
         return self._source
 
     def study_dir(self, uid: str) -> Path:
-        """The trial folders' parent for the study with this ``uid`` (``hpo.study.study_uid``)."""
+        """The trial folders' parent for the study with this ``uid``
+        (``hpo.study.records.study_uid``)."""
         return outputs.study_dir(self.output_dir, self.name, uid)
 
     @property

@@ -12,7 +12,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from hpo.errors import UsageError
 from hpo.storage_url import StorageUrl
-from hpo.study._storage import get_storage
+from hpo.study.storage._connect import get_storage
 
 
 class _Server(ThreadingMixIn, WSGIServer):

@@ -3,144 +3,40 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import time
 import uuid
-import zlib
 
 import optuna
 import sqlalchemy as sa
 
+from hpo.attributes import (
+    FINGERPRINT_ATTR,
+    METRIC_ATTR,
+    N_TRIALS_ATTR,
+    SPEC_FILE_ATTR,
+    TASK_ATTR,
+    UID_ATTR,
+)
 from hpo.errors import DataError, UsageError
-from hpo.spec import CategoricalParam, SpecError, StudySpec
-from hpo.study._census import trial_census
-from hpo.study._find import record_spec, sqlite_file_exists
-from hpo.study._notes import write_study_note
-from hpo.study._optuna_private import study_storage
-from hpo.study._storage import database_problem, get_storage
-from hpo.study._strategy import staged_sampler, start_plan
-from hpo.study._trials import enqueue
-from hpo.train.config import TrainConfig
+from hpo.spec import StudySpec
+from hpo.study.records._census import trial_census
+from hpo.study.records._find import record_spec, sqlite_file_exists, study_uid
+from hpo.study.records._notes import write_study_note
+from hpo.study.records._trials import enqueue
+from hpo.study.search._factory import make_pruner, make_sampler
+from hpo.study.search._strategy import start_plan
+from hpo.study.storage._connect import database_problem, get_storage
+from hpo.study.storage._optuna_private import study_storage
 
-FINGERPRINT_ATTR = "spec_fingerprint"  # see spec_fingerprint
 # in the fingerprint: the unit of every intermediate value's step (pruner.units_per_epoch);
 # trials reported in other units would be compared at the wrong rungs
 PRUNER_UNIT = "pruner_units_per_epoch"
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 PARAMETERS = "parameters"
-UID_ATTR = "uid"  # a random id per study: two studies that share a name never share trial folders
 # how long a process that finds a study without a uid waits for its creator to record one
 UID_WAIT_SECONDS = 3.0
 _UID_POLL_SECONDS = 0.1
-
-_SAMPLERS = {
-    "tpe": optuna.samplers.TPESampler,
-    "gp": optuna.samplers.GPSampler,
-    "random": optuna.samplers.RandomSampler,
-    "cmaes": optuna.samplers.CmaEsSampler,
-}
-_PRUNERS = {
-    "median": optuna.pruners.MedianPruner,
-    "hyperband": optuna.pruners.HyperbandPruner,
-    "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
-    "none": optuna.pruners.NopPruner,
-}
-
-
-def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampler:
-    """Each worker seeds its sampler differently: N workers with one seed would propose
-    the same parameters N times."""
-    if spec.sampler.name == "cmaes" and spec.storage.is_grpc:
-        raise SpecError(
-            f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, "
-            "and the storage proxy has no authentication, so anyone reaching it could run "
-            "code on every worker; use tpe or gp, or connect the workers to the database directly"
-        )
-    # auto's options are its TPE's, the sampler a study ends with
-    sampler_class = _SAMPLERS.get(spec.sampler.name, optuna.samplers.TPESampler)
-    seed = spec.sampler.seed
-    if seed is not None and worker:
-        seed += zlib.crc32(worker.encode()) % 100_000
-    _check_option_types(sampler_class, spec.sampler.options, f"{spec.source}: sampler.options")
-    try:
-        sampler = sampler_class(seed=seed, **spec.sampler.options)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
-    return staged_sampler(spec, sampler, seed) if spec.sampler.name == "auto" else sampler
-
-
-def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
-    """The spec's Optuna pruner; its defaults (the first rung, Hyperband's max_resource) are
-    ``PrunerSpec.optuna_options``'."""
-    try:
-        if spec.pruner.name == "patient":
-            options = spec.pruner.patient_options()
-            _check_option_types(
-                _PRUNERS[options.wrapped.name],
-                options.wrapped.options,
-                f"{spec.source}: pruner.options.wrapped.options",
-            )
-            wrapped = _PRUNERS[options.wrapped.name](**options.wrapped.options)
-            return optuna.pruners.PatientPruner(wrapped, patience=options.patience)
-        _check_option_types(
-            _PRUNERS[spec.pruner.name], spec.pruner.options, f"{spec.source}: pruner.options"
-        )
-        return _PRUNERS[spec.pruner.name](**spec.pruner.optuna_options(longest_epochs(spec)))
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{spec.source}: pruner.options: {exc}") from None
-
-
-def longest_epochs(spec: StudySpec) -> int:
-    """The most epochs any trial of ``spec`` trains: the top of a searched ``epochs``, else the
-    fixed one."""
-    searched = spec.search_space.get("epochs")
-    if searched is None:
-        return int(spec.train.get("epochs", TrainConfig.epochs))
-    return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
-
-
-def rung_schedule(spec: StudySpec) -> tuple[int, ...]:
-    """The steps (in 1/``pruner.units_per_epoch`` of an epoch) where the spec's pruner judges
-    trials: every trial is evaluated at each one it reaches, so trials are compared at the same
-    amount of training. Empty for a pruner that judges every epoch's report instead."""
-    return spec.pruner.rungs(longest_epochs(spec))
-
-
-def first_look_epochs(spec: StudySpec) -> float | None:
-    """The epochs a trial trains before the spec's pruner first judges it: its first rung.
-    None for a pruner without rungs (median waits for finished trials, none never judges)."""
-    rungs = rung_schedule(spec)
-    return rungs[0] / spec.pruner.units_per_epoch if rungs else None
-
-
-# The option types Optuna's annotations name that are checked here; others (functions,
-# "str | int") are left to it.
-_WANTED = {
-    "bool": ("true or false", lambda value: isinstance(value, bool)),
-    "int": ("an integer", lambda value: isinstance(value, int) and not isinstance(value, bool)),
-    "float": (
-        "a number",
-        lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
-    ),
-}
-
-
-def _check_option_types(optuna_class: type, options: dict, where: str) -> None:
-    """Name an option of the wrong type and the type it wants (from the class's annotations):
-    Optuna takes ``n_startup_trials: abc`` and fails only mid-sampling, with "'<' not
-    supported between instances of 'int' and 'str'"."""
-    parameters = inspect.signature(optuna_class).parameters
-    for name, value in options.items():
-        if name not in parameters:
-            continue  # Optuna's own TypeError names it
-        annotation = parameters[name].annotation
-        kinds = {
-            kind.strip() for kind in getattr(annotation, "__name__", str(annotation)).split("|")
-        }
-        wanted = _WANTED.get(next(iter(kinds - {"None"}))) if len(kinds - {"None"}) == 1 else None
-        if wanted and not wanted[1](value) and not (value is None and "None" in kinds):
-            raise SpecError(f"{where}.{name}: expected {wanted[0]}, got {value!r}")
 
 
 def open_study(
@@ -185,10 +81,10 @@ def open_study(
             study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
         record_spec(study, spec)
         for key, value in {
-            "task": spec.task,
-            "metric": spec.metric,
-            "n_trials": spec.n_trials,
-            "spec_file": spec.source,
+            TASK_ATTR: spec.task,
+            METRIC_ATTR: spec.metric,
+            N_TRIALS_ATTR: spec.n_trials,
+            SPEC_FILE_ATTR: spec.source,
         }.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)
@@ -228,12 +124,6 @@ def _refuse_differences(
     if recorded and (differing := _differences(recorded, fingerprint)):
         shown = "; ".join(_shown(key, recorded, fingerprint) for key in differing)
         raise UsageError(f"study {spec.name!r} was created from another spec ({shown}); {fix}")
-
-
-def study_uid(study: optuna.Study) -> str | None:
-    """The random id ``open_study`` records when it creates a study (None for a study no
-    hpo worker or ``hpo tune`` has opened yet)."""
-    return study.user_attrs.get(UID_ATTR)
 
 
 def spec_fingerprint(spec: StudySpec) -> dict[str, object]:

@@ -19,11 +19,12 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.attributes import HEARTBEAT_ATTR, RETRY_HISTORY_ATTR
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
-from hpo.study._optuna_private import cached, trial_id
-from hpo.study._storage import HEARTBEAT_ATTR, get_storage
-from hpo.study._trials import requeue
+from hpo.study.records._trials import requeue
+from hpo.study.storage._connect import get_storage
+from hpo.study.storage._optuna_private import cached, trial_id
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def _fail_and_requeue(
     except UpdateFinishedTrialError:  # it finished (or a worker failed it) since we looked
         return False
     failed = storage.get_trial(trial_id(trial))
-    retries = len(failed.system_attrs.get("retry_history", []))
+    retries = len(failed.system_attrs.get(RETRY_HISTORY_ATTR, []))
     requeue(optuna.load_study(study_name=study_name, storage=storage), failed, max_retry)
     what = (
         "re-queued with the same parameters"

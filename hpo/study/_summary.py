@@ -10,20 +10,27 @@ from pathlib import Path
 
 import optuna
 
+from hpo.attributes import (
+    CHECKPOINT_ATTR,
+    FINAL_ATTR,
+    INTERVAL_ATTR,
+    METRIC_ATTR,
+    N_TRIALS_ATTR,
+    PROGRESS_ATTR,
+    TASK_ATTR,
+    WORKER_ATTR,
+)
 from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.spec import HeartbeatSpec, SpecError
 from hpo.storage_url import StorageUrl
-from hpo.study._budget import study_deadline
-from hpo.study._census import state_counts, trial_census, trials_per_hour
-from hpo.study._find import recorded_spec, sqlite_file_exists
-from hpo.study._heartbeat import stale_trials
-from hpo.study._metric_attrs import INTERVAL_ATTR, trial_metrics
-from hpo.study._open import study_uid
-from hpo.study._storage import get_storage
 from hpo.study._timing import estimate_check, study_eta_seconds
-from hpo.study._trials import completed_trials, running_trials
-
-FINAL_ATTR = "final"  # finalize's summary in the study (hpo.final.pipeline.FINAL_ATTR)
+from hpo.study.records._census import state_counts, trial_census, trials_per_hour
+from hpo.study.records._find import recorded_spec, sqlite_file_exists, study_uid
+from hpo.study.records._metric_attrs import trial_metrics
+from hpo.study.records._trials import completed_trials, running_trials
+from hpo.study.search._budget import study_deadline
+from hpo.study.storage._connect import get_storage
+from hpo.study.storage._heartbeat import stale_trials
 
 
 def best_trial(study) -> dict | None:
@@ -33,17 +40,17 @@ def best_trial(study) -> dict | None:
         trial = study.best_trial
     except ValueError:
         return None
-    checkpoint = trial.user_attrs.get("checkpoint")
+    checkpoint = trial.user_attrs.get(CHECKPOINT_ATTR)
     if not checkpoint or not Path(checkpoint).exists():
         checkpoint = None
     refused = _foreign_checkpoint(study, trial.number, checkpoint) if checkpoint else None
     return {
         "number": trial.number,
-        "metric": study.user_attrs.get("metric", "value"),
+        "metric": study.user_attrs.get(METRIC_ATTR, "value"),
         "value": trial.value,
         "interval": trial.user_attrs.get(INTERVAL_ATTR),  # over the validation posts
         "params": dict(trial.params),
-        "metrics": _metric_first(trial_metrics(trial), study.user_attrs.get("metric")),
+        "metrics": _metric_first(trial_metrics(trial), study.user_attrs.get(METRIC_ATTR)),
         "checkpoint": None if refused else checkpoint,
         "checkpoint_refused": refused,
         "spread": _spreads(study, trial),
@@ -73,7 +80,7 @@ def _spreads(study, best) -> list[dict]:
     which need not be the best single trial), and completed trials that re-ran the best
     trial's parameters."""
     found = []
-    metric = study.user_attrs.get("metric", "value")
+    metric = study.user_attrs.get(METRIC_ATTR, "value")
     final = study.user_attrs.get(FINAL_ATTR) or {}
     by_trial = final.get(f"validation_{metric}_seeds_by_trial") or {}
     if (values := by_trial.get(str(best.number))) and final["trial"] != best.number:
@@ -136,7 +143,7 @@ def study_status(study) -> dict:
     trials' own), where each running trial is (``silent_seconds``: how long a stale one has
     not beaten), and how close ``hpo validate --estimate`` came."""
     counts = state_counts(study)
-    n_trials = study.user_attrs.get("n_trials")
+    n_trials = study.user_attrs.get(N_TRIALS_ATTR)
     try:
         spec = recorded_spec(study)
     except SpecError:  # recorded by an hpo whose specs this one no longer reads, or edited
@@ -148,17 +155,17 @@ def study_status(study) -> dict:
     running = [
         {
             "number": t.number,
-            "worker": t.user_attrs.get("worker"),
-            **t.user_attrs.get("progress", {}),
+            "worker": t.user_attrs.get(WORKER_ATTR),
+            **t.user_attrs.get(PROGRESS_ATTR, {}),
             "silent_seconds": stale.get(t.number),  # None: its heartbeat is on time
         }
         for t in running_trials(study)
     ]
     return {
         "study": study.study_name,
-        "task": study.user_attrs.get("task", "?"),
+        "task": study.user_attrs.get(TASK_ATTR, "?"),
         "direction": study.direction.name.lower(),
-        "metric": study.user_attrs.get("metric", "value"),
+        "metric": study.user_attrs.get(METRIC_ATTR, "value"),
         "n_trials": n_trials,
         "counts": counts,
         "trials_per_hour": trials_per_hour(study),

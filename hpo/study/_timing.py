@@ -12,10 +12,11 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial
 
+from hpo.attributes import EPOCHS_RUN_ATTR, PROGRESS_ATTR, SETUP_SECONDS_ATTR, WALL_SECONDS_ATTR
 from hpo.spec import StudySpec
-from hpo.study._census import FINISHED
-from hpo.study._strategy import read_estimate
-from hpo.study._trials import completed_trials, running_trials
+from hpo.study.records._census import FINISHED
+from hpo.study.records._trials import completed_trials, running_trials
+from hpo.study.search._strategy import read_estimate
 
 
 def finish_in(
@@ -64,7 +65,7 @@ def study_eta_seconds(study: optuna.Study, n_trials: int | None) -> float | None
 
 
 def _trial_eta(trial: FrozenTrial, now: float) -> float | None:
-    progress = trial.user_attrs.get("progress") or {}
+    progress = trial.user_attrs.get(PROGRESS_ATTR) or {}
     if "eta_seconds" not in progress:
         return None
     said_at = progress.get("at", now)  # a trial from before "at" was recorded: as of now
@@ -83,9 +84,10 @@ def estimate_check(study: optuna.Study, spec: StudySpec) -> list[dict]:
     measured: dict[int, list[float]] = {}
     for trial in completed_trials(study):
         attrs = trial.user_attrs
-        if not (attrs.get("epochs_run") and "wall_seconds" in attrs):
+        if not (attrs.get(EPOCHS_RUN_ATTR) and WALL_SECONDS_ATTR in attrs):
             continue
-        seconds = (attrs["wall_seconds"] - attrs.get("setup_seconds", 0.0)) / attrs["epochs_run"]
+        spent = attrs[WALL_SECONDS_ATTR] - attrs.get(SETUP_SECONDS_ATTR, 0.0)
+        seconds = spent / attrs[EPOCHS_RUN_ATTR]
         for index, timed in enumerate(choices):
             if all(trial.params.get(k, spec.train.get(k)) == v for k, v in timed["params"].items()):
                 measured.setdefault(index, []).append(seconds)

@@ -9,8 +9,7 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-# epoch seconds; set when `hpo tune --timeout` starts the study's workers
-DEADLINE_ATTR = "deadline"
+from hpo.attributes import DEADLINE_ATTR, EPOCHS_RUN_ATTR, WALL_SECONDS_ATTR
 
 
 def start_time_budget(study: optuna.Study, seconds: float | None) -> float | None:
@@ -27,9 +26,9 @@ def study_deadline(study: optuna.Study) -> float | None:
 def median_trial_seconds(study: optuna.Study) -> float | None:
     """The median wall time of the study's completed trials; None before the first."""
     seconds = [
-        t.user_attrs["wall_seconds"]
+        t.user_attrs[WALL_SECONDS_ATTR]
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if "wall_seconds" in t.user_attrs
+        if WALL_SECONDS_ATTR in t.user_attrs
     ]
     return statistics.median(seconds) if seconds else None
 
@@ -38,9 +37,9 @@ def median_epoch_seconds(study: optuna.Study) -> float | None:
     """The median pace of the study's finished trials, pruned ones too: wall seconds per epoch
     run (start-up included, so a little slow); None before a trial has run a whole epoch."""
     paces = [
-        t.user_attrs["wall_seconds"] / t.user_attrs["epochs_run"]
+        t.user_attrs[WALL_SECONDS_ATTR] / t.user_attrs[EPOCHS_RUN_ATTR]
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-        if "wall_seconds" in t.user_attrs and t.user_attrs.get("epochs_run", 0) >= 1
+        if WALL_SECONDS_ATTR in t.user_attrs and t.user_attrs.get(EPOCHS_RUN_ATTR, 0) >= 1
     ]
     return statistics.median(paces) if paces else None
 

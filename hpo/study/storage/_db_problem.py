@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import optuna
 
-from hpo.study._optuna_private import study_storage
-from hpo.study._storage import database_error_text, rdb_backend
+from hpo.study.storage._connect import database_error_text, rdb_backend
+from hpo.study.storage._optuna_private import study_storage
 
 # PostgreSQL's SQLSTATE codes (psycopg2's ``pgcode``); a refused connection carries none, so
 # the text is matched too (SQLite's words included)

@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from filelock import FileLock, Timeout
 
 from hpo.errors import StudyBusy
-from hpo.study._optuna_private import study_id, study_storage
-from hpo.study._storage import rdb_backend
+from hpo.study.storage._connect import rdb_backend
+from hpo.study.storage._optuna_private import study_id, study_storage
 
 # the advisory lock's first key; the study id is the second
 LOCK_CLASS = zlib.crc32(b"hpo finalize") & 0x7FFFFFFF

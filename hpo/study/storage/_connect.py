@@ -20,16 +20,15 @@ import sqlalchemy as sa
 from optuna.storages import GrpcStorageProxy, RDBStorage, RetryHeartbeatStaleTrialCallback
 from sqlalchemy import event
 
+from hpo.attributes import HEARTBEAT_ATTR
 from hpo.errors import UsageError, find_cause
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
-from hpo.study._heartbeat import OneStatementHeartbeat
-from hpo.study._optuna_private import uncached
+from hpo.study.storage._heartbeat import OneStatementHeartbeat
+from hpo.study.storage._optuna_private import uncached
 
 log = logging.getLogger(__name__)
 
-# a running trial's beat through the gRPC proxy; see hpo/run/proxy.py
-HEARTBEAT_ATTR = "hpo:heartbeat"
 PROXY_CONNECT_SECONDS = 10
 
 # Heartbeats and the retry callback are marked experimental; they are what keeps trials safe here.

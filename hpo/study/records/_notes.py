@@ -17,16 +17,23 @@ import warnings
 
 import optuna
 
+from hpo.attributes import (
+    BEST_EPOCH_ATTR,
+    EPOCHS_RUN_ATTR,
+    FINAL_ATTR,
+    FINAL_SEED_SPREAD_ATTR,
+    FINAL_TEST_ATTR,
+    PEAK_MEMORY_ATTR,
+    WALL_SECONDS_ATTR,
+    WORKER_ATTR,
+)
 from hpo.spec import CategoricalParam, StudySpec
-from hpo.study._metric_attrs import recorded_metrics
-from hpo.study._optuna_private import trial_id
+from hpo.study.records._metric_attrs import recorded_metrics
+from hpo.study.storage._optuna_private import trial_id
 from hpo.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-# finalize's summary in the study (hpo.final.pipeline.FINAL_ATTR, below this layer), and its
-# two one-line companions FINAL_ATTR_seed_spread and FINAL_ATTR_test
-FINAL_ATTR = "final"
 # Where hpo's part of the study note ends. A Markdown link reference definition, which renders
 # as nothing: optuna-dashboard's Markdown shows raw HTML, an <!-- comment --> too, as text.
 HPO_PART_END = '[//]: # "end of the part hpo writes: notes below this line are kept"'
@@ -107,15 +114,15 @@ def trial_note(metric: str, value: float | None, attrs: dict, outcome: str = "")
     worker, then its validation metrics; ``outcome`` (e.g. "pruned after epoch 1") stands
     for the value of a trial that has none."""
     head = f"**{metric} {value:.4f}**" if value is not None else f"**{outcome}**"
-    if "best_epoch" in attrs:
-        head += f" at epoch {attrs['best_epoch']} of {attrs.get('epochs_run', '?')}"
+    if BEST_EPOCH_ATTR in attrs:
+        head += f" at epoch {attrs[BEST_EPOCH_ATTR]} of {attrs.get(EPOCHS_RUN_ATTR, '?')}"
     parts = [head]
-    if "wall_seconds" in attrs:
-        parts.append(spelled_duration(attrs["wall_seconds"]))
-    if "peak_memory_mb" in attrs:
-        parts.append(f"peak memory {attrs['peak_memory_mb']:,.0f} MB")
-    if attrs.get("worker"):
-        parts.append(f"worker {attrs['worker']}")
+    if WALL_SECONDS_ATTR in attrs:
+        parts.append(spelled_duration(attrs[WALL_SECONDS_ATTR]))
+    if PEAK_MEMORY_ATTR in attrs:
+        parts.append(f"peak memory {attrs[PEAK_MEMORY_ATTR]:,.0f} MB")
+    if attrs.get(WORKER_ATTR):
+        parts.append(f"worker {attrs[WORKER_ATTR]}")
     lines = [" · ".join(parts)]
     if metrics := recorded_metrics(attrs):
         lines += ["", "Validation: " + " · ".join(f"{k} {v:.4f}" for k, v in metrics.items())]
@@ -164,7 +171,7 @@ def _final(final: dict, attrs: dict) -> list[str]:
         "",
         f"- trial {final.get('trial')}'s configuration, {made}: `{final.get('model')}`",
     ]
-    for key in (f"{FINAL_ATTR}_seed_spread", f"{FINAL_ATTR}_test"):
+    for key in (FINAL_SEED_SPREAD_ATTR, FINAL_TEST_ATTR):
         if attrs.get(key):
             lines.append(f"- {attrs[key]}")
     return lines

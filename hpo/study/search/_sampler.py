@@ -16,14 +16,12 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from hpo.study._optuna_private import study_id, study_storage, trial_id
+from hpo.attributes import PLAN_ATTR, SAMPLED_BY_ATTR
+from hpo.study.storage._optuna_private import study_id, study_storage, trial_id
 
-# system attribute naming the sampler that proposed a trial ("gp" or "tpe"), as AutoSampler
-# records its own choice
-SAMPLED_BY_ATTR = "hpo:sampled_by"
-# study user attribute recorded at creation (hpo.study._strategy.PLAN_ATTR) whose "gp_until"
-# says when this study hands over to TPE
-PLAN_ATTR = "search_strategy"
+# SAMPLED_BY_ATTR names the sampler that proposed a trial ("gp" or "tpe"), as AutoSampler
+# records its own choice; the study's PLAN_ATTR, recorded at creation, says in "gp_until" when
+# this study hands over to TPE
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)  # what n_trials and TPE's startup count
 
 

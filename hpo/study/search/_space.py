@@ -5,8 +5,8 @@ from __future__ import annotations
 import optuna
 
 from hpo.spec import CategoricalParam, FloatParam, IntParam, SpecError, StudySpec
-from hpo.study._open import make_pruner, make_sampler
-from hpo.study._trials import enqueue
+from hpo.study.records._trials import enqueue
+from hpo.study.search._factory import make_pruner, make_sampler
 
 DRY_RUN_POINTS = 3
 

@@ -8,10 +8,9 @@ from collections.abc import Mapping
 
 from optuna.trial import FrozenTrial
 
-METRIC_PREFIX = "metric:"
+from hpo.attributes import METRIC_PREFIX
+
 DECIMALS = 4  # as every figure hpo prints; the value itself keeps full precision
-# the study metric's 95% bootstrap interval over the validation posts, at the trial's best epoch
-INTERVAL_ATTR = "validation_interval"
 
 
 def metric_attrs(metrics: Mapping[str, float]) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 A budget that buys few full trials is not spent on TPE's random startup (ten random trials by
 default): the study runs its warm start, then a small portfolio around it
-(``hpo.study._portfolio``), sampled on by Optuna's GPSampler, which models from the second
+(``hpo.study.search._portfolio``), sampled on by Optuna's GPSampler, which models from the second
 finished trial; TPE takes over at ``handover(spec)`` finished trials, where its own model has
 enough trials to go on. A budget that buys that many or more runs TPE from the first trial:
 its random startup is then a small share of the search, and TPE handles a conditional space
@@ -25,12 +25,13 @@ from pathlib import Path
 
 import optuna
 
+from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
-from hpo.study._notes import spelled_duration
-from hpo.study._portfolio import portfolio_points
-from hpo.study._sampler import PLAN_ATTR, StagedSampler
-from hpo.study._trials import enqueue
+from hpo.study.records._notes import spelled_duration
+from hpo.study.records._trials import enqueue
+from hpo.study.search._portfolio import portfolio_points
+from hpo.study.search._sampler import StagedSampler
 
 # Optuna's sampler table recommends GPSampler for 10-100 trials and TPE for 100-1000; a GP
 # wants about ten trials per searched dimension to model the space as a whole (the 10d rule
@@ -39,7 +40,6 @@ TRIALS_PER_DIMENSION = 10
 GP_MAX_TRIALS = 100
 # GP fits its model from this many complete trials (Optuna's default waits for 10, at random)
 GP_STARTUP_TRIALS = 2
-PORTFOLIO_ATTR = "portfolio"  # trial user attribute: which portfolio move the trial is
 ESTIMATE_DIR = "estimates"  # under output_dir: <study name>.json from hpo validate --estimate
 
 

@@ -16,14 +16,18 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
+from hpo.attributes import FAIL_REASON_ATTR, WORKER_ATTR
 from hpo.spec import SpecError, StudySpec
-from hpo.study._heartbeat import without_fail_reason
-from hpo.study._optuna_private import attrs_session, set_user_attr_in, study_storage, trial_id
-from hpo.study._storage import rdb_backend
+from hpo.study.storage._connect import rdb_backend
+from hpo.study.storage._heartbeat import without_fail_reason
+from hpo.study.storage._optuna_private import (
+    attrs_session,
+    set_user_attr_in,
+    study_storage,
+    trial_id,
+)
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
-# a trial's attribute: the digest of the settings it trained with (TrainConfig.training_digest)
-TRAINING_DIGEST_ATTR = "training_digest"
 
 
 def enqueue(
@@ -117,7 +121,7 @@ def user_attrs_transaction(
 
 def fail_running(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     """Fail a RUNNING trial this process will not finish, recording why (as every FAIL does)."""
-    study_storage(study).set_trial_user_attr(trial_id(trial), "fail_reason", reason)
+    study_storage(study).set_trial_user_attr(trial_id(trial), FAIL_REASON_ATTR, reason)
     study.tell(trial.number, state=TrialState.FAIL)
 
 
@@ -129,7 +133,7 @@ def fail_trials_of_worker(
     worker's sweep) is left as it is."""
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if trial.user_attrs.get("worker") != worker:
+        if trial.user_attrs.get(WORKER_ATTR) != worker:
             continue
         try:
             fail_running(study, trial, reason)

@@ -27,8 +27,9 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.dialects import postgresql, sqlite
 
-from hpo.study._db_errors import as_storage_error
-from hpo.study._optuna_private import (
+from hpo.attributes import FAIL_REASON_ATTR
+from hpo.study.storage._db_errors import as_storage_error
+from hpo.study.storage._optuna_private import (
     AnswersStaleTrialQuestion,
     TrialHeartbeatModel,
     TrialModel,
@@ -209,7 +210,7 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
         log.warning(
             "trial %d FAIL: %s; queued again with the same parameters unless it ran out of retries",
             trial.number,
-            trial.user_attrs["fail_reason"],
+            trial.user_attrs[FAIL_REASON_ATTR],
         )
     return failed
 
@@ -226,7 +227,7 @@ def _fail_with_reason(backend: RDBStorage, trial_id: int, reason: str) -> bool:
         ).rowcount  # local time, as Optuna's
         if failed:
             insert = _INSERTS[backend.engine.dialect.name](attrs).values(
-                trial_id=trial_id, key="fail_reason", value_json=json.dumps(reason)
+                trial_id=trial_id, key=FAIL_REASON_ATTR, value_json=json.dumps(reason)
             )
             connection.execute(
                 insert.on_conflict_do_update(
@@ -241,6 +242,6 @@ def without_fail_reason(trial: FrozenTrial) -> FrozenTrial:
     """``trial`` as its retry should copy it: the retry has not failed."""
     trial = copy.deepcopy(trial)
     trial.user_attrs = {
-        key: value for key, value in trial.user_attrs.items() if key != "fail_reason"
+        key: value for key, value in trial.user_attrs.items() if key != FAIL_REASON_ATTR
     }
     return trial

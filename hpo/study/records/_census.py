@@ -16,16 +16,17 @@ from filelock import FileLock
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
-from hpo.study._db_errors import as_storage_error
-from hpo.study._optuna_private import (
+from hpo.attributes import FAIL_REASON_ATTR, RETRY_HISTORY_ATTR
+from hpo.study.records._trials import set_user_attrs, user_attrs_transaction
+from hpo.study.storage._connect import rdb_backend
+from hpo.study.storage._db_errors import as_storage_error
+from hpo.study.storage._optuna_private import (
     TrialModel,
     TrialSystemAttributeModel,
     TrialUserAttributeModel,
     study_id,
     study_storage,
 )
-from hpo.study._storage import rdb_backend
-from hpo.study._trials import set_user_attrs, user_attrs_transaction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
@@ -36,7 +37,7 @@ REASON_CHARS = 120  # a failure's reason in the summary: its first line, cut to 
 
 
 def is_surplus(trial: FrozenTrial) -> bool:
-    return str(trial.user_attrs.get("fail_reason", "")).startswith(SURPLUS)
+    return str(trial.user_attrs.get(FAIL_REASON_ATTR, "")).startswith(SURPLUS)
 
 
 def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, int]:
@@ -171,7 +172,7 @@ def _set_aside(study: optuna.Study, connection: sa.Connection | None = None) -> 
         .where(
             of_study,
             trial.state == TrialState.FAIL,
-            user.key == "fail_reason",
+            user.key == FAIL_REASON_ATTR,
             user.value_json.startswith(json.dumps(SURPLUS)[:-1], autoescape=True),
         )
     )
@@ -186,7 +187,7 @@ def trial_outcomes(study: optuna.Study) -> dict:
     (``requeued``: FAIL trials queued again, surplus ones left out) and the failures grouped
     by reason (its first line), most frequent first."""
     trials = study.get_trials(deepcopy=False)
-    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    retried = {n for t in trials for n in t.system_attrs.get(RETRY_HISTORY_ATTR, ())}
     counts = dict.fromkeys(("complete", "pruned", "failed", "requeued", "running", "waiting"), 0)
     reasons: Counter[str] = Counter()
     for t in trials:
@@ -196,7 +197,7 @@ def trial_outcomes(study: optuna.Study) -> dict:
             counts["requeued"] += 1
         elif not is_surplus(t):
             counts["failed"] += 1
-            reason = str(t.user_attrs.get("fail_reason") or "no reason recorded").strip()
+            reason = str(t.user_attrs.get(FAIL_REASON_ATTR) or "no reason recorded").strip()
             reasons[(reason.splitlines() or ["no reason recorded"])[0][:REASON_CHARS]] += 1
     return {"counts": counts, "failures": reasons.most_common()}
 
@@ -221,4 +222,4 @@ def recent_outcomes(study: optuna.Study, k: int) -> list[tuple[str, str | None]]
         if not is_surplus(t)
     ]
     ended.sort(key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
-    return [(t.state.name.lower(), t.user_attrs.get("fail_reason")) for t in ended[-k:]]
+    return [(t.state.name.lower(), t.user_attrs.get(FAIL_REASON_ATTR)) for t in ended[-k:]]

@@ -24,13 +24,12 @@ from pathlib import Path
 import optuna
 import sqlalchemy as sa
 
+from hpo.attributes import SPEC_ATTR, UID_ATTR
 from hpo.errors import UsageError
 from hpo.spec import SpecError, StudySpec, load_spec, parse_override, spec_from_document
 from hpo.storage_url import StorageUrl, redact
-from hpo.study._optuna_private import study_id, study_storage
-from hpo.study._storage import get_storage
-
-SPEC_ATTR = "hpo:spec"  # study system attribute: the spec as a JSON document, less its storage
+from hpo.study.storage._connect import get_storage
+from hpo.study.storage._optuna_private import study_id, study_storage
 
 
 def load_existing_study(name: str, storage_url: StorageUrl | str) -> optuna.Study:
@@ -101,8 +100,6 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
     flags): an output_dir that holds no folder of this study on this machine (tuning made one;
     a writer of the database cannot), and any MLflow server. An edited record would otherwise
     send finalize's model and files elsewhere, or to another server."""
-    from hpo.study._open import study_uid  # _open imports this module
-
     trusted = "a writer of its database can change that record"
     folder = spec.study_dir(study_uid(study) or "")
     if "output_dir" not in given and not folder.is_dir():
@@ -165,3 +162,9 @@ def sqlite_file_exists(url: StorageUrl) -> bool:
         return True
     database = sa.engine.make_url(url.sqlalchemy).database
     return not database or database == ":memory:" or Path(database).exists()
+
+
+def study_uid(study: optuna.Study) -> str | None:
+    """The random id ``open_study`` records when it creates a study (None for a study no
+    hpo worker or ``hpo tune`` has opened yet)."""
+    return study.user_attrs.get(UID_ATTR)

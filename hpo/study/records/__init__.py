@@ -1,0 +1,78 @@
+"""What a study records: its trials (queued, claimed, failed with a reason, re-queued, their
+artifacts), the census that counts them in one query, each trial's metrics as attributes,
+the dashboard notes, and the spec the study was opened with."""
+
+from hpo.study.records._census import (
+    SURPLUS,
+    claim,
+    is_surplus,
+    recent_outcomes,
+    room_for_a_trial,
+    state_counts,
+    trial_census,
+    trial_outcomes,
+    trial_start,
+    trials_per_hour,
+)
+from hpo.study.records._find import (
+    is_spec_file,
+    load_existing_study,
+    load_spec_ref,
+    load_study_ref,
+    record_spec,
+    recorded_spec,
+    spec_document,
+    study_uid,
+)
+from hpo.study.records._metric_attrs import metric_attrs, trial_metrics
+from hpo.study.records._notes import trial_note, write_study_note, write_trial_note
+from hpo.study.records._trials import (
+    ARTIFACT_DIR,
+    artifact_store,
+    completed_trials,
+    enqueue,
+    fail_running,
+    fail_trials_of_worker,
+    find_trial,
+    requeue,
+    running_trials,
+    set_user_attrs,
+    upload,
+)
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "SURPLUS",
+    "artifact_store",
+    "claim",
+    "completed_trials",
+    "enqueue",
+    "fail_running",
+    "fail_trials_of_worker",
+    "find_trial",
+    "is_spec_file",
+    "is_surplus",
+    "load_existing_study",
+    "load_spec_ref",
+    "load_study_ref",
+    "metric_attrs",
+    "recent_outcomes",
+    "record_spec",
+    "recorded_spec",
+    "requeue",
+    "room_for_a_trial",
+    "running_trials",
+    "set_user_attrs",
+    "spec_document",
+    "state_counts",
+    "study_uid",
+    "trial_census",
+    "trial_metrics",
+    "trial_note",
+    "trial_outcomes",
+    "trial_start",
+    "trials_per_hour",
+    "upload",
+    "write_study_note",
+    "write_trial_note",
+]
