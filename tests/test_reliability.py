@@ -236,7 +236,7 @@ class _CuttableLink:
 
 OUTAGE_WORKER = textwrap.dedent("""
     import sys, time
-    from hpo.study import suggest
+    from hpo.study.search import suggest
     from hpo.spec import load_spec
     from hpo.run.worker import run_worker
     spec = load_spec(sys.argv[1], sys.argv[3:])
@@ -313,7 +313,7 @@ def test_a_trial_the_database_drops_is_failed_saying_so_and_requeued(
 
 FAST_WORKER = textwrap.dedent("""
     import sys
-    from hpo.study import suggest
+    from hpo.study.search import suggest
     from hpo.spec import load_spec
     from hpo.run.worker import run_worker
     spec = load_spec(sys.argv[1], sys.argv[3:])
