@@ -36,7 +36,8 @@ from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config, sample_da
 NAME = "whole_post"
 DEFINITION = (
     "test post macro-F1 of the standard recipe (multilabel, head_tail) and of whole_post "
-    "(every sentence scored, max-pooled), without and with the sentence loss, same settings"
+    "(every sentence scored, max-pooled), without and with the sentence loss, same settings; "
+    "target: whole_post's median above the upper end of head_tail's 95% test interval"
 )
 ARMS = {  # what each arm sets on top of the recipe
     "head_tail": {},
@@ -266,6 +267,7 @@ def measure(args) -> None:
         },
         runs,
         "test_post_macro_f1",
+        _headline_target(runs),
         definition=DEFINITION,
         also=(
             "gain_over_head_tail",
@@ -290,6 +292,14 @@ def measure(args) -> None:
         f"{args.parallel} --threads {args.threads} --clarity {args.clarity}"
         + (" --arms " + " ".join(f"'{arm}'" for arm in arms) if args.arms else ""),
     )
+
+
+def _headline_target(runs: dict) -> dict:
+    """The table's verdict: the last whole_post arm run (the sentence loss where it ran), its
+    median test post macro-F1 above head_tail's 95% test interval (its upper end, median over
+    seeds): a gain the test split's own sampling cannot explain."""
+    tops = [run["test_interval"][1] for run in runs["head_tail"]]
+    return {"key": list(runs)[-1], "at_least": round(statistics.median(tops), 4)}
 
 
 def _gain_intervals(runs: dict) -> dict:
