@@ -4,7 +4,6 @@ restart, many concurrent workers, out-of-memory and meta tensors inside a worker
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -452,19 +451,17 @@ def test_meta_tensor_trial_fails_by_name_and_worker_carries_on(
     assert len([t for t in trials if t.state in FINISHED]) == 3
 
 
-def test_surplus_bookkeeping_is_not_logged_as_a_failure(caplog):
-    from hpo.run.worker import _TrialLog
+def test_surplus_bookkeeping_is_not_logged_as_a_failure():
+    from hpo.run.trial_line import TrialLog
     from hpo.study.records import SURPLUS
 
-    trial_log = _TrialLog("macro_f1", ["learning_rate"])
+    trial_log = TrialLog("macro_f1", ["learning_rate"])
     surplus = optuna.trial.create_trial(
         state=TrialState.FAIL, user_attrs={"fail_reason": f"{SURPLUS} 6 trials"}
     )
     failed = optuna.trial.create_trial(
         state=TrialState.FAIL, user_attrs={"fail_reason": "ValueError: x"}
     )
-    with caplog.at_level(logging.INFO):
-        trial_log(surplus)
-        assert not caplog.records and not trial_log.last_failed
-        trial_log(failed)  # a real failure still shows
-    assert [r.getMessage().split("; reason: ")[-1] for r in caplog.records] == ["ValueError: x"]
+    assert trial_log(surplus) is None and not trial_log.last_failed
+    line = trial_log(failed)  # a real failure still shows
+    assert line.split("; reason: ")[-1] == "ValueError: x" and trial_log.last_failed

@@ -490,3 +490,29 @@ def test_a_memory_limit_past_the_machine_or_too_small_to_work_in_is_one_line_exi
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert run.stderr.startswith(("hpo: error: ", "hpo worker: error: ")) and said in run.stderr
     assert "--memory-limit" in run.stderr
+
+
+def test_a_trial_failed_as_stale_while_its_worker_was_cut_off_is_dropped_not_a_crash(
+    sqlite_url, study_name, assets, caplog
+):
+    """While the database was away a trial's heartbeat went unwritten, and another worker
+    failed it as stale and queued it again: the worker that ran it, told its result, keeps
+    going with one line (a CI run once died here on Optuna's "Cannot tell a FAIL trial")."""
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=2"), storage=sqlite_url)
+
+    def objective(trial):
+        suggest(trial, spec)
+        if trial.number == 0:  # the other worker's stale sweep, through the public API
+            optuna.load_study(study_name=study_name, storage=sqlite_url).tell(
+                trial.number, state=TrialState.FAIL
+            )
+        return 0.5
+
+    with caplog.at_level("INFO"):
+        worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
+    study = read_study(study_name, sqlite_url)
+    assert [t.state for t in study.trials][:2] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "trial 0 was failed as stale while this worker could not reach the database, and "
+        "queued again; this run of it is dropped"
+    ]

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from optuna.trial import FrozenTrial, TrialState
+
+from hpo.attributes import (
+    EPOCHS_RUN_ATTR,
+    FAIL_REASON_ATTR,
+    INTERVAL_ATTR,
+    STOPPED_BY_ATTR,
+    WALL_SECONDS_ATTR,
+)
 from hpo.spec import CategoricalParam, StudySpec
+from hpo.study.records import is_surplus
 
 # What most moves a fine-tuning result comes first (the model, how fast it learns, how much it
 # reads); the rest follow in the spec's order. A study searching 27 parameters would otherwise
@@ -130,3 +140,45 @@ def _short(value: object) -> str:
     if isinstance(value, str) and "/" in value:  # a hub id or a path: its last part names it
         return value.rstrip("/").rsplit("/", 1)[-1]
     return str(value)
+
+
+class TrialLog:
+    """A worker's line for each trial it ran (its name is the line's prefix, not in it), and what
+    the worker needs to know about its last one."""
+
+    def __init__(
+        self,
+        metric: str,
+        names: Sequence[str],
+        prune_on: str | None = None,
+        units_per_epoch: int = 1,
+    ):
+        # the study's metric, and the searched parameters the line shows (``searched_names``);
+        # a pruned trial's value is what the pruner judged: ``prune_on`` where the spec sets it
+        self.metric, self.names = metric, names
+        self.judged_by, self.units = prune_on or metric, units_per_epoch
+        self.last_failed, self.last_reason = False, None
+
+    def __call__(self, trial: FrozenTrial) -> str | None:
+        """The trial's line; None for a surplus trial, which the user never sees."""
+        attrs = trial.user_attrs
+        surplus = is_surplus(trial)
+        self.last_failed = trial.state == TrialState.FAIL and not surplus
+        self.last_reason = attrs.get(FAIL_REASON_ATTR)
+        if surplus:
+            return None
+        # Optuna keeps a pruned trial's last report as its value
+        pruned_at = trial.last_step if trial.state == TrialState.PRUNED else None
+        return trial_line(
+            trial.number,
+            trial.state.name,
+            metric=self.metric if pruned_at is None else self.judged_by,
+            value=trial.value,
+            epochs=attrs.get(EPOCHS_RUN_ATTR),
+            seconds=attrs.get(WALL_SECONDS_ATTR),
+            params=compact_params(trial.params, self.names),
+            reason=self.last_reason,
+            interval=attrs.get(INTERVAL_ATTR),
+            budget_ended=STOPPED_BY_ATTR in attrs,
+            judged_at=None if pruned_at is None else progress_words(pruned_at, self.units),
+        )

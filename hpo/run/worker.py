@@ -16,23 +16,19 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from hpo.attributes import (
-    EPOCHS_RUN_ATTR,
     FAIL_REASON_ATTR,
-    INTERVAL_ATTR,
-    STOPPED_BY_ATTR,
-    WALL_SECONDS_ATTR,
     WORKER_ATTR,
 )
 from hpo.errors import find_cause
 from hpo.process import interruptible, stop_signals_deferred
 from hpo.run.objective import Objective
-from hpo.run.trial_line import compact_params, progress_words, searched_names, trial_line
+from hpo.run.trial_line import TrialLog, searched_names
 from hpo.spec import HeartbeatSpec, StudySpec
 from hpo.study import open_study, study_exists
 from hpo.study.records import (
@@ -41,7 +37,6 @@ from hpo.study.records import (
     fail_running,
     fail_trials_of_worker,
     find_trial,
-    is_surplus,
     requeue,
     room_for_a_trial,
     study_uid,
@@ -116,7 +111,7 @@ def run_worker(
     first_look = first_look_epochs(spec)  # what a trial started late must still reach
     objective = objective or Objective(spec, uid=study_uid(study), worker=worker, deadline=deadline)
     guarded = _Guarded(objective, spec.n_trials, worker)
-    trial_log = _TrialLog(
+    trial_log = TrialLog(
         spec.metric, searched_names(spec), spec.prune_on, spec.pruner.units_per_epoch
     )
     look_for_stale = _StaleLook(spec.heartbeat.interval)
@@ -198,7 +193,7 @@ def gave_up(worker: str, problem: DatabaseProblem, seconds: float) -> str:
     )
 
 
-def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> bool:
+def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: TrialLog) -> bool:
     """One trial's whole life, as Optuna's ``study.optimize`` runs it (ask, heartbeat,
     objective, tell) but without its stale-trial query before every trial: ``run_worker``
     looks once per heartbeat interval. Each trial gets one log line; an interrupted one gets
@@ -222,9 +217,19 @@ def _run_trial(study: optuna.Study, guarded: _Guarded, trial_log: _TrialLog) -> 
         with contextlib.suppress(Exception):
             study.tell(trial, value, state=state)
         raise error
-    finished = study.tell(trial, value, state=state)
+    # skip_if_finished: while the database was away the trial's heartbeat went unwritten, and
+    # a worker that got through first may have failed it as stale and queued it again
+    finished = study.tell(trial, value, state=state, skip_if_finished=True)
     guarded.current_trial = None  # told: an interrupt now has nothing to re-queue
-    trial_log(finished)
+    if finished.state != (state or TrialState.COMPLETE):
+        log.warning(
+            "trial %d was failed as stale while this worker could not reach the database, and "
+            "queued again; this run of it is dropped",
+            finished.number,
+        )
+        return True
+    if line := trial_log(finished):
+        log.info("%s", line)
     return True
 
 
@@ -377,45 +382,3 @@ def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int
         requeue(study, trial, max_retry)
         return True
     return False
-
-
-class _TrialLog:
-    """One log line per trial (the worker's name is the line's prefix, not in it), and what the
-    worker needs to know about its last one."""
-
-    def __init__(
-        self,
-        metric: str,
-        names: Sequence[str],
-        prune_on: str | None = None,
-        units_per_epoch: int = 1,
-    ):
-        # the study's metric, and the searched parameters the line shows (``searched_names``);
-        # a pruned trial's value is what the pruner judged: ``prune_on`` where the spec sets it
-        self.metric, self.names = metric, names
-        self.judged_by, self.units = prune_on or metric, units_per_epoch
-        self.last_failed, self.last_reason = False, None
-
-    def __call__(self, trial: FrozenTrial) -> None:
-        attrs = trial.user_attrs
-        surplus = is_surplus(trial)
-        self.last_failed = trial.state == TrialState.FAIL and not surplus
-        self.last_reason = attrs.get(FAIL_REASON_ATTR)
-        if surplus:
-            return
-        # Optuna keeps a pruned trial's last report as its value
-        pruned_at = trial.last_step if trial.state == TrialState.PRUNED else None
-        line = trial_line(
-            trial.number,
-            trial.state.name,
-            metric=self.metric if pruned_at is None else self.judged_by,
-            value=trial.value,
-            epochs=attrs.get(EPOCHS_RUN_ATTR),
-            seconds=attrs.get(WALL_SECONDS_ATTR),
-            params=compact_params(trial.params, self.names),
-            reason=self.last_reason,
-            interval=attrs.get(INTERVAL_ATTR),
-            budget_ended=STOPPED_BY_ATTR in attrs,
-            judged_at=None if pruned_at is None else progress_words(pruned_at, self.units),
-        )
-        log.info("%s", line)
