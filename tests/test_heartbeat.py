@@ -9,6 +9,7 @@ still there is tests/test_optuna_private.py's.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import optuna
@@ -27,6 +28,17 @@ def heartbeat_storage(url: str, max_retry: int = 0):
     return get_storage(
         url, HeartbeatSpec(interval=INTERVAL, grace_period=GRACE, max_retry=max_retry)
     )
+
+
+def a_stale_trial(url: str, study_name: str):
+    """A study whose one trial (x sampled) beat once and then went silent past the grace."""
+    storage = heartbeat_storage(url, max_retry=1)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    dead = study.ask()
+    dead.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(dead._trial_id)
+    time.sleep(PAST_GRACE)
+    return storage, study, dead
 
 
 @pytest.mark.slow
@@ -125,12 +137,7 @@ def test_a_trial_that_never_beat_is_failed_a_grace_period_after_hpo_first_sees_i
 @pytest.mark.slow
 def test_hpo_fail_stale_records_why_and_requeues(storage_url, study_name):
     """A trial failed as stale says why (fail_reason), and its retry starts without it."""
-    storage = heartbeat_storage(storage_url, max_retry=1)
-    study = optuna.create_study(study_name=study_name, storage=storage)
-    dead = study.ask()
-    dead.suggest_float("x", 0.0, 1.0)
-    storage.record_heartbeat(dead._trial_id)
-    time.sleep(PAST_GRACE)
+    storage, study, dead = a_stale_trial(storage_url, study_name)
     failed = fail_stale(study)
     assert [t.number for t in failed] == [dead.number]
     trials = study.trials
@@ -144,16 +151,56 @@ def test_hpo_fail_stale_records_why_and_requeues(storage_url, study_name):
 @pytest.mark.slow
 def test_stale_trials_names_the_silent_running_trials_and_changes_nothing(storage_url, study_name):
     """What `hpo status` calls stale (issue #48 item 11): a RUNNING trial whose beat is older
-    than the grace period, with the seconds since; a fresh one and one that never beat are not,
-    and reading them fails or re-queues nothing (the sweep does that)."""
+    than the grace period, with the seconds since, and one that never beat, started longer ago
+    (a database failing inside `study.ask` leaves it: no worker knows it). A fresh one, beaten or
+    just started, is not; reading them fails or re-queues nothing (the sweep does that)."""
     from hpo.study.storage._heartbeat import stale_trials
 
     storage = get_storage(storage_url)  # as `hpo status` opens a study: no heartbeat settings
     study = optuna.create_study(study_name=study_name, storage=storage)
-    silent, fresh, _unbeaten = study.ask(), study.ask(), study.ask()
+    silent, fresh, orphan = study.ask(), study.ask(), study.ask()
     heartbeat_storage(storage_url).record_heartbeat(silent._trial_id)
     time.sleep(PAST_GRACE)
     heartbeat_storage(storage_url).record_heartbeat(fresh._trial_id)
+    just_started = study.ask()
     stale = stale_trials(study, GRACE)
-    assert list(stale) == [silent.number] and stale[silent.number] > GRACE
-    assert [t.state for t in study.trials] == [TrialState.RUNNING] * 3, "only read"
+    assert list(stale) == [silent.number, orphan.number], (stale, just_started.number)
+    assert stale[silent.number] > GRACE and stale[orphan.number] > GRACE
+    assert [t.state for t in study.trials] == [TrialState.RUNNING] * 4, "only read"
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_no_trial_starts_between_a_stale_trials_failure_and_its_retry(
+    postgres_url, study_name, monkeypatch
+):
+    """The sweep fails a stale trial and queues its retry under the trial-start lock. A worker
+    counting between the two saw room for a fresh trial; with the study one trial short of
+    n_trials, that fresh trial took the retry's place and the retry stepped aside as surplus,
+    its configuration dropped (CI, `hpo tune` resumed after a revoked privilege)."""
+    from hpo.study.records import trial_start
+
+    storage, study, dead = a_stale_trial(postgres_url, study_name)
+    censuses = []
+
+    def another_worker_counts() -> None:  # its own connections, as another process has
+        other = optuna.load_study(study_name=study_name, storage=get_storage(postgres_url))
+        with trial_start(other) as census:
+            censuses.append(census)
+
+    queue_retry = storage.heartbeat_stale_trial_callback
+    counter = threading.Thread(target=another_worker_counts)
+
+    def slow_retry(study, trial) -> None:
+        counter.start()
+        counter.join(timeout=1.5)  # it counts now, unless the lock holds it back
+        queue_retry(study, trial)
+
+    monkeypatch.setattr(storage, "heartbeat_stale_trial_callback", slow_retry)
+    assert [t.number for t in fail_stale(study)] == [dead.number]
+    counter.join(timeout=30)
+    [census] = censuses
+    assert census["fail"] == 1 and census["waiting"] == 1 and census["running"] == 0, (
+        "the other worker counted between the failure and its retry: it saw room for a "
+        f"fresh trial ({census})"
+    )

@@ -36,7 +36,8 @@ def heartbeat_storage(url: str):
 
 def test_the_tables_hpo_writes_have_the_columns_and_unique_keys_it_uses():
     """_heartbeat.py upserts ON CONFLICT (trial_id) and (trial_id, key); _census.py groups by
-    state and number; _heartbeat.py fails a trial by state and datetime_complete."""
+    state and number; _heartbeat.py fails a trial by state and datetime_complete, and reads
+    datetime_start."""
 
     def columns(model) -> set[str]:
         return set(model.__table__.columns.keys())
@@ -48,9 +49,14 @@ def test_the_tables_hpo_writes_have_the_columns_and_unique_keys_it_uses():
             if isinstance(constraint, sa.UniqueConstraint)
         }
 
-    assert {"trial_id", "study_id", "number", "state", "datetime_complete"} <= columns(
-        private.TrialModel
-    )
+    assert {
+        "trial_id",
+        "study_id",
+        "number",
+        "state",
+        "datetime_start",
+        "datetime_complete",
+    } <= columns(private.TrialModel)
     assert {"trial_id", "heartbeat"} <= columns(private.TrialHeartbeatModel)
     assert ("trial_id",) in unique_keys(private.TrialHeartbeatModel)
     assert {"trial_id", "key", "value_json"} <= columns(private.TrialUserAttributeModel)
@@ -207,3 +213,36 @@ def test_nothing_else_in_hpo_touches_optunas_private_surface():
     assert offenders == [], (
         "use hpo.study.storage._optuna_private (and say why there):\n" + "\n".join(offenders)
     )
+
+
+def test_trial_start_and_end_are_stored_in_naive_utc(sqlite_url, study_name, monkeypatch):
+    """_heartbeat.py reads datetime_start and writes datetime_complete in the trials table as
+    Optuna 5 keeps them: naive UTC (Optuna 4 wrote local time). On a host ahead of UTC, so
+    that local time would show."""
+    from datetime import datetime, timezone
+
+    from hpo.study.storage import get_storage
+    from hpo.study.storage._heartbeat import _fail_with_reason
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+5:30
+    time.tzset()
+    try:
+        storage = get_storage(sqlite_url)
+        study = optuna.create_study(study_name=study_name, storage=storage)
+        trial = study.ask()
+        backend = private.uncached(storage)
+        assert _fail_with_reason(backend, trial._trial_id, "a test")
+        table = private.TrialModel.__table__
+        with backend.engine.connect() as connection:
+            start, end = connection.execute(
+                sa.select(table.c.datetime_start, table.c.datetime_complete).where(
+                    table.c.trial_id == trial._trial_id
+                )
+            ).one()
+        utc_now = datetime.now(timezone.utc).replace(tzinfo=None)
+        for stored in (start, end):
+            assert stored.tzinfo is None and abs((utc_now - stored).total_seconds()) < 60
+        assert abs((study.trials[0].datetime_complete - datetime.now()).total_seconds()) < 60
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

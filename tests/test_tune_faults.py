@@ -129,7 +129,12 @@ def _assert_requeued(name: str, storage: str, interrupted: list) -> None:
         assert len(copies) == 1 and trial.params.items() <= copies[0].params.items(), (
             "re-queued, same parameters"
         )
-        assert copies[0].state.name in ("WAITING", *FINISHED)
+        assert copies[0].state.name in ("WAITING", *FINISHED), (
+            copies[0].number,
+            copies[0].state.name,
+            copies[0].user_attrs,
+            [(t.number, t.state.name, t.user_attrs.get("fail_reason")) for t in trials],
+        )
 
 
 def _pg_ctl(action: str) -> None:
@@ -552,8 +557,9 @@ def test_ctrl_c_while_the_database_refuses_queries_says_one_line_a_process_and_l
     """Issue #48 item 11: REVOKE the role's privileges mid-run, then Ctrl-C `hpo tune`. Each
     worker's re-queue and the launcher's summary failed on the database: 17 tracebacks, exit 1,
     two trials left RUNNING that `hpo status` showed as running. Now each process says one
-    line, the trials left RUNNING are the ones the workers named, `hpo status` calls them
-    stale, and the next `hpo tune` fails them as stale and runs their retries."""
+    line, the trials left RUNNING are the ones the workers named (and any the revoke cut off
+    inside `study.ask`), `hpo status` calls them stale, and the next `hpo tune` fails them as
+    stale and runs their retries, none of them displaced by a fresh trial."""
     storage, as_superuser = own_role_database
     sets = ("train.epochs=3", "heartbeat.interval=1", "heartbeat.grace_period=3")
     proc = _start_tune(study_name, storage, assets, "n_trials=30", *sets)
@@ -589,7 +595,13 @@ def test_ctrl_c_while_the_database_refuses_queries_says_one_line_a_process_and_l
     assert f"`hpo status {study_name} --storage " in summary[1], summary[1]
 
     trials = read_trials(study_name, storage)
-    assert sorted(t.number for t in trials if t.state.name == "RUNNING") == lost
+    left = sorted(t.number for t in trials if t.state.name == "RUNNING")
+    # The revoke can also land inside a worker's `study.ask`, after the trial was created and
+    # before the worker learned its number: that worker names no trial, and the trial, never
+    # beaten, is left RUNNING for the next sweep (`fail_stale` adopts it).
+    unnamed = sorted(set(left) - set(lost))
+    assert set(lost) <= set(left), (left, output[-3000:])
+    assert len(unnamed) <= sum(line == "" for _, line in said), (left, output[-3000:])
     status = subprocess.run(
         [sys.executable, "-m", "hpo", "status", study_name, "--storage", storage],
         capture_output=True,
@@ -597,21 +609,21 @@ def test_ctrl_c_while_the_database_refuses_queries_says_one_line_a_process_and_l
         timeout=120,
     )
     assert status.returncode == 0, status.stderr
-    assert f"running=0  stale={len(lost)}" in status.stdout, status.stdout
-    for number in lost:
+    assert f"running=0  stale={len(left)}" in status.stdout, status.stdout
+    for number in left:
         assert re.search(rf"trial {number} stale: no heartbeat from \S+ for ", status.stdout)
     assert "running on" not in status.stdout and "ETA" not in status.stdout, status.stdout
 
     finished = len([t for t in trials if t.state.name in FINISHED])
-    again = _start_tune(study_name, storage, assets, f"n_trials={finished + len(lost)}", *sets)
+    again = _start_tune(study_name, storage, assets, f"n_trials={finished + len(left)}", *sets)
     rerun, _ = again.communicate(timeout=300)
     assert again.returncode == 0, rerun[-5000:]
     trials = read_trials(study_name, storage)
-    for number in lost:
+    for number in left:
         assert trials[number].state.name == "FAIL"
         assert trials[number].user_attrs["fail_reason"].startswith("no heartbeat for over 3s")
-    _assert_requeued(study_name, storage, [trials[number] for number in lost])
-    assert len([t for t in trials if t.state.name in FINISHED]) == finished + len(lost)
+    _assert_requeued(study_name, storage, [trials[number] for number in left])
+    assert len([t for t in trials if t.state.name in FINISHED]) == finished + len(left)
     assert not [t.number for t in trials if t.state.name == "WAITING"]
 
 

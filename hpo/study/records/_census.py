@@ -4,20 +4,17 @@ and claiming a trial."""
 from __future__ import annotations
 
 import json
-import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 
 import optuna
 import sqlalchemy as sa
-from filelock import FileLock
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from hpo.attributes import FAIL_REASON_ATTR, RETRY_HISTORY_ATTR
-from hpo.study.records._trials import set_user_attrs, user_attrs_transaction
+from hpo.study.records._trials import best_full_trial, set_user_attrs, user_attrs_transaction
 from hpo.study.storage._connect import rdb_backend
 from hpo.study.storage._db_errors import as_storage_error
 from hpo.study.storage._optuna_private import (
@@ -27,12 +24,11 @@ from hpo.study.storage._optuna_private import (
     study_id,
     study_storage,
 )
+from hpo.study.storage._start_lock import trial_start_lock
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
 SURPLUS = "surplus:"
-# the PostgreSQL advisory lock workers start trials under: this first key, the study id second
-START_LOCK_CLASS = zlib.crc32(b"hpo trial start") & 0x7FFFFFFF
 REASON_CHARS = 120  # a failure's reason in the summary: its first line, cut to this
 
 
@@ -58,29 +54,17 @@ def trial_census(study: optuna.Study, before: int | None = None) -> dict[str, in
 
 @contextmanager
 def trial_start(study: optuna.Study) -> Iterator[dict[str, int]]:
-    """The study's ``trial_census``, taken under a lock that workers hold from their count until
-    the trial they then ask for exists: two workers counting at once both saw room for the last
-    trial, both started one, and the later stepped aside as a FAIL trial ("surplus"), red in the
-    dashboard and ``hpo export`` though no failure. PostgreSQL: a transaction's advisory lock
-    (released at its end, or with a killed holder's connection); SQLite: a file lock beside the
-    database (released by the kernel when its holder dies). The gRPC proxy offers neither: there
-    the worker's claim still steps aside (``claim``)."""
-    backend = rdb_backend(study_storage(study))
-    if backend is None:
-        yield trial_census(study)
-    elif backend.engine.dialect.name == "postgresql":
-        with backend.engine.begin() as connection:  # its end releases the lock
-            with as_storage_error("the trial census"):
-                lock = sa.text("SELECT pg_advisory_xact_lock(:c, :s)")
-                connection.execute(lock, {"c": START_LOCK_CLASS, "s": study_id(study)})
-                census = _tally(study, None, connection)
-            yield census
-    elif backend.engine.url.database in (None, "", ":memory:"):  # one process: none to exclude
-        yield trial_census(study)
-    else:
-        database = Path(backend.engine.url.database)
-        with FileLock(database.with_name(f"{database.name}.trial-start.lock")):
+    """The study's ``trial_census``, taken under the lock that workers hold from their count
+    until the trial they then ask for exists (``trial_start_lock``): two workers counting at
+    once both saw room for the last trial, both started one, and the later stepped aside as a
+    FAIL trial ("surplus"), red in the dashboard and ``hpo export`` though no failure."""
+    with trial_start_lock(study) as connection:
+        if connection is None:
             yield trial_census(study)
+            return
+        with as_storage_error("the trial census"):
+            census = _tally(study, None, connection)
+        yield census
 
 
 def room_for_a_trial(census: Mapping[str, int], n_trials: int) -> bool:
@@ -141,10 +125,8 @@ def state_counts(study: optuna.Study) -> dict:
     counts["requeued"] = requeued
     counts["failed"] = counts.pop("fail") - requeued - surplus
     counts.pop("running_before")
-    try:
-        counts["best"] = study.best_value
-    except ValueError:  # no completed trial yet
-        counts["best"] = None
+    best = best_full_trial(study)  # None: no completed full run yet
+    counts["best"] = None if best is None else best.value
     return counts
 
 

@@ -16,6 +16,7 @@ from hpo.study.storage._connect import (
 from hpo.study.storage._db_problem import DatabaseProblem, database_problem
 from hpo.study.storage._heartbeat import beating, fail_stale, first_heartbeat, heartbeat_interval
 from hpo.study.storage._lock import StudyLock, study_lock
+from hpo.study.storage._start_lock import trial_start_lock
 
 __all__ = [
     "DatabaseProblem",
@@ -32,4 +33,5 @@ __all__ = [
     "rdb_backend",
     "require_grpc",
     "study_lock",
+    "trial_start_lock",
 ]

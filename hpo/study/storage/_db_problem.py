@@ -46,8 +46,9 @@ class DatabaseProblem:
         return f"{what} ({self.said})" + (f": {self.fix}" if self.fix else "")
 
 
-def database_problem(study: optuna.Study, exc: BaseException) -> DatabaseProblem:
-    """What ``exc`` (a database error somewhere in its chain) means for ``study``."""
+def database_problem(study: optuna.Study | None, exc: BaseException) -> DatabaseProblem:
+    """What ``exc`` (a database error somewhere in its chain) means for ``study`` (None: one
+    not opened yet)."""
     said = database_error_text(exc)
     code = _pgcode(exc)
     if code == _NO_PRIVILEGE or "permission denied" in said:
@@ -77,8 +78,9 @@ def _pgcode(exc: BaseException) -> str | None:
     return None
 
 
-def _role(study: optuna.Study) -> str:
-    """The storage URL's user (never its password), or a description behind the storage proxy."""
-    backend = rdb_backend(study_storage(study))
+def _role(study: optuna.Study | None) -> str:
+    """The storage URL's user (never its password), or a description where it is not known
+    (behind the storage proxy, or before the study is open)."""
+    backend = rdb_backend(study_storage(study)) if study is not None else None
     username = backend.engine.url.username if backend is not None else None
     return username or "the storage URL's user"

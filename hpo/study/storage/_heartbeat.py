@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import optuna
 import sqlalchemy as sa
@@ -40,6 +40,7 @@ from hpo.study.storage._optuna_private import (
     trial_id,
     uncached,
 )
+from hpo.study.storage._start_lock import trial_start_lock
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
         a stale query joined on the beats never names it, and the study could never end. A
         write only when there is such a trial; a worker about to beat it overwrites this one."""
         rows = _running_beats(self.engine, study_id)
-        unbeaten = [trial_id for trial_id, _, silent in rows if silent is None]
+        unbeaten = [trial_id for trial_id, _, silent, _ in rows if silent is None]
         if adopt_unbeaten and unbeaten:
             adopt = _INSERTS[self.engine.dialect.name](TrialHeartbeatModel).values(
                 [{"trial_id": trial_id, "heartbeat": sa.func.now()} for trial_id in unbeaten]
@@ -101,42 +102,66 @@ class OneStatementHeartbeat(AnswersStaleTrialQuestion):
             with self.engine.begin() as connection:
                 connection.execute(adopt.on_conflict_do_nothing(index_elements=["trial_id"]))
         grace = timedelta(seconds=_grace_seconds(self))
-        return [trial_id for trial_id, _, silent in rows if silent is not None and silent > grace]
+        return [
+            trial_id for trial_id, _, silent, _ in rows if silent is not None and silent > grace
+        ]
 
 
-def _running_beats(engine: sa.Engine, study_id: int) -> list[tuple[int, int, timedelta | None]]:
-    """(trial id, number, time since its last beat) of each RUNNING trial of the study, in one
-    read; None for a trial that never beat. The database's clock on both sides, naive as
-    Optuna compares them (PostgreSQL's now() has a zone)."""
+def _running_beats(
+    engine: sa.Engine, study_id: int
+) -> list[tuple[int, int, timedelta | None, timedelta | None]]:
+    """(trial id, number, time since its last beat, time since it started) of each RUNNING
+    trial of the study, in one read; None for a trial that never beat. The database's clock
+    against the beats, naive as Optuna compares them (PostgreSQL's now() has a zone); this
+    host's against the start, which Optuna writes from the worker's clock."""
     trials, beats = TrialModel, TrialHeartbeatModel
     query = (
-        sa.select(trials.trial_id, trials.number, beats.heartbeat, sa.func.now())
+        sa.select(
+            trials.trial_id,
+            trials.number,
+            beats.heartbeat,
+            trials.__table__.c.datetime_start,
+            sa.func.now(),
+        )
         .outerjoin(beats, beats.trial_id == trials.trial_id)
         .where(trials.study_id == study_id, trials.state == TrialState.RUNNING)
     )
     with engine.connect() as connection:
         rows = connection.execute(query).all()
     return [
-        (trial_id, number, None if beat is None else now.replace(tzinfo=None) - beat)
-        for trial_id, number, beat, now in rows
+        (
+            trial_id,
+            number,
+            None if beat is None else now.replace(tzinfo=None) - beat,
+            None if start is None else _utc_now() - start,
+        )
+        for trial_id, number, beat, start, now in rows
     ]
 
 
 def stale_trials(study: optuna.Study, grace_seconds: float) -> dict[int, float]:
     """The study's RUNNING trials whose last heartbeat is over ``grace_seconds`` old, as {number:
     seconds since it}: their worker died, hung or lost the database, and the next stale-trial
-    sweep (``fail_stale``) fails and re-queues them. Read only; none behind the gRPC proxy,
-    whose host judges beats on its own clock."""
+    sweep (``fail_stale``) fails and re-queues them. A trial that never beat counts from its
+    start: a database failing inside ``study.ask`` leaves one that no worker knows (the sweep
+    adopts it). Read only; none behind the gRPC proxy, whose host judges beats on its own
+    clock."""
     backend = uncached(study_storage(study))
     if not isinstance(backend, RDBStorage):
         return {}
     with as_storage_error("the heartbeat read"):
         rows = _running_beats(backend.engine, study_id(study))
+    silences = {number: beat if beat is not None else start for _, number, beat, start in rows}
     return {
         number: silence.total_seconds()
-        for _, number, silence in rows
+        for number, silence in silences.items()
         if silence is not None and silence.total_seconds() > grace_seconds
     }
+
+
+def _utc_now() -> datetime:
+    """Now as Optuna 5 writes a trial's start and end in its tables: naive UTC."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _grace_seconds(storage: OneStatementHeartbeat) -> float:
@@ -198,15 +223,21 @@ def fail_stale(study: optuna.Study) -> list[FrozenTrial]:
         return []
     grace = _grace_seconds(backend)
     with as_storage_error("the stale-trial sweep"):  # waited out like Optuna's own errors
+        stale_ids = backend.stale_trial_ids(study_id(study), adopt_unbeaten=True)
+    if not stale_ids:
+        return []
+    retry = backend.get_heartbeat_stale_trial_callback()
+    # failed and queued again with no trial started in between (``trial_start_lock``)
+    with trial_start_lock(study), as_storage_error("the stale-trial sweep"):
         failed = [
             storage.get_trial(stale)
-            for stale in backend.stale_trial_ids(study_id(study), adopt_unbeaten=True)
+            for stale in stale_ids
             if _fail_with_reason(backend, stale, stale_reason(grace))
         ]
-    retry = backend.get_heartbeat_stale_trial_callback()
+        for trial in failed:
+            if retry is not None:
+                retry(study, without_fail_reason(trial))
     for trial in failed:
-        if retry is not None:
-            retry(study, without_fail_reason(trial))
         log.warning(
             "trial %d FAIL: %s; queued again with the same parameters unless it ran out of retries",
             trial.number,
@@ -223,8 +254,8 @@ def _fail_with_reason(backend: RDBStorage, trial_id: int, reason: str) -> bool:
         failed = connection.execute(
             sa.update(trials)
             .where(trials.trial_id == trial_id, trials.state == TrialState.RUNNING)
-            .values(state=TrialState.FAIL, datetime_complete=datetime.now())
-        ).rowcount  # local time, as Optuna's
+            .values(state=TrialState.FAIL, datetime_complete=_utc_now())
+        ).rowcount
         if failed:
             insert = _INSERTS[backend.engine.dialect.name](attrs).values(
                 trial_id=trial_id, key=FAIL_REASON_ATTR, value_json=json.dumps(reason)
