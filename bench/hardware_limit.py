@@ -72,12 +72,11 @@ def example_flops(t: int, n: int, layers: int, hidden: int) -> float:
     return 6 * n * t + 12 * layers * t * t * hidden
 
 
-def step_windows(encoder: str, data_dir: str, precision: str, windows: int):
-    """Model FLOP/s of ``windows`` successive windows of TIMED_STEPS optimizer steps of the
-    standard recipe, one set-up for all (set-up is not the step); yields one dict a window."""
+def recipe_setup(encoder: str, data_dir: str, precision: str):
+    """The standard recipe (multilabel, head_tail, max_length 256) set up to step, in train
+    mode; ``precision``: its mixed_precision ("no": float32, "bf16")."""
     from hpo.train.config import TrainConfig
     from hpo.train.setup import set_up
-    from hpo.train.step import plan_units
 
     config = TrainConfig(
         task="criteria",
@@ -94,6 +93,15 @@ def step_windows(encoder: str, data_dir: str, precision: str, windows: int):
     )
     setup = set_up(config)
     setup.model.train()
+    return setup
+
+
+def step_windows(encoder: str, data_dir: str, precision: str, windows: int):
+    """Model FLOP/s of ``windows`` successive windows of TIMED_STEPS optimizer steps of the
+    standard recipe, one set-up for all (set-up is not the step); yields one dict a window."""
+    from hpo.train.step import plan_units
+
+    setup = recipe_setup(encoder, data_dir, precision)
     n, layers, hidden = model_shape(setup.model)
     tokens = setup.data.train.tokens
     batches = setup.batches(1)  # one epoch holds ~75 steps: enough for every window

@@ -80,7 +80,11 @@ def param_groups(model: nn.Module, config: TrainConfig) -> list[dict]:
 def build_optimizer(
     model: nn.Module, config: TrainConfig, device: torch.device
 ) -> torch.optim.AdamW:
-    """After the transfer to the device: restored tensors are new Parameter objects."""
+    """After the transfer to the device: restored tensors are new Parameter objects. Fused on
+    CPU too: torch's CPU default is a per-tensor loop, 5.9x slower on MiniLM's 22.7M parameters
+    (146 ms against 25 ms a step on 2 cores), the same update up to float rounding."""
     return torch.optim.AdamW(
-        param_groups(model, config), lr=config.learning_rate, fused=device.type == "cuda"
+        param_groups(model, config),
+        lr=config.learning_rate,
+        fused=device.type in ("cuda", "cpu"),
     )
