@@ -57,6 +57,7 @@ MEASURES = {
     "budget_tail": "A time budget's tail: the start rule before and after b086acf",
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
     "whole_post": "Whole post vs head_tail (issue #49, real size)",
+    "fidelity_rank": "Low fidelities vs full training (issue #50, real size, H200)",
 }
 # For results files written before their measure recorded its definition (memory.json).
 DEFINITIONS = {

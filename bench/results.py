@@ -70,15 +70,20 @@ def versions() -> dict:
 def commit(checkout: Path | None = None) -> str:
     """The commit of this checkout (or ``checkout``), "+uncommitted" where it has changes."""
     where = checkout or Path(__file__).resolve().parent
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=where
-    )
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        cwd=where,
-    ).stdout.strip()
+    try:  # a lent machine's copy of the tree may have no git, or no repository
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=where
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=where,
+        ).stdout.strip()
+    except OSError:
+        return os.environ.get("HPO_COMMIT", "unknown")
+    if done.returncode != 0:
+        return os.environ.get("HPO_COMMIT", "unknown")
     return done.stdout.strip() + ("+uncommitted" if dirty else "")
 
 

@@ -43,6 +43,7 @@ MEASURES = {
     "formulations": ("formulations",),
     "determinism": ("determinism",),
     "hardware_limit": ("hardware_limit",),
+    "bf16_step": ("bf16_step",),
     "explain": ("explain",),
     "sizing": ("sizing",),
     "calibration": ("calibration", "calibration_c075", "calibration_mid", "calibration_probe"),
@@ -51,6 +52,7 @@ MEASURES = {
     "seed_ensemble": ("seed_ensemble",),
     "portfolio_moves": ("portfolio_moves",),
     "whole_post": ("whole_post",),
+    "fidelity_rank": ("fidelity_rank",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
 # The options whose default depends on the measure: these, unless its module's DEFAULTS says
@@ -177,6 +179,12 @@ def parser() -> argparse.ArgumentParser:
         "--parallel", type=int, default=2, help="whole_post: runs at a time, each a process"
     )
     own.add_argument("--threads", type=int, default=1, help="whole_post: torch threads a run")
+    own.add_argument(
+        "--configs", type=int, help="fidelity_rank: configurations drawn besides the recipe (30)"
+    )
+    own.add_argument(
+        "--jobs", type=int, help="fidelity_rank: runs at a time (default 8 on CUDA, else 1)"
+    )
     own.add_argument(
         "--arms",
         nargs="+",

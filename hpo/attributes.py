@@ -22,6 +22,7 @@ UID_ATTR = "uid"  # a random id per study: two studies that share a name never s
 DEADLINE_ATTR = "deadline"  # epoch seconds when the study's time budget ends
 PLAN_ATTR = "search_strategy"  # the auto sampler's plan: portfolio, then GP, then TPE
 FINAL_ATTR = "final"  # finalize's summary
+FIDELITY_CHECK_ATTR = "fidelity_check"  # the low fidelity's rank check and what it decided
 FINAL_SEED_SPREAD_ATTR = "final_seed_spread"  # its one-line companions, shown in the study note
 FINAL_TEST_ATTR = "final_test"
 
@@ -34,6 +35,11 @@ SEED_ATTR = "seed"
 TRAINING_DIGEST_ATTR = "training_digest"  # finalize reuses a checkpoint only for the same digest
 WORKER_ATTR = "worker"
 PORTFOLIO_ATTR = "portfolio"  # which portfolio move the trial is
+# a low-fidelity run: the share of the training posts it trained on (absent: a full run)
+TRAIN_SHARE_ATTR = "train_share"
+CHECKED_ATTR = "fidelity_checked"  # a full run whose configuration also runs at low fidelity
+TWIN_OF_ATTR = "fidelity_twin_of"  # that low run: the full trial it checks
+PROMOTED_FROM_ATTR = "promoted_from"  # a full run of a screened configuration: its low run
 RUN_ID_ATTR = "mlflow_run_id"  # its MLflow run, when tracking is on
 PROGRESS_ATTR = "progress"  # where a running trial is, for hpo status
 # how it ended

@@ -8,7 +8,7 @@ from hpo.attributes import EPOCHS_RUN_ATTR, METRIC_ATTR, TASK_ATTR, WALL_SECONDS
 from hpo.errors import UsageError
 from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.study import draw_plots, param_importances
-from hpo.study.records import completed_trials, load_study_ref, state_counts
+from hpo.study.records import best_full_trial, completed_trials, load_study_ref, state_counts
 
 TOP = 5
 MAX_PARAM_COLUMNS = 6
@@ -73,7 +73,7 @@ def _summary(
 ) -> str:
     counts = state_counts(study)
     direction = study.direction.name.lower()
-    best = study.best_trial
+    best = best_full_trial(study)
     top = sorted(complete, key=lambda t: t.value, reverse=direction == "maximize")[:TOP]
     names = list(importances) or sorted({name for t in top for name in t.params})
     names = names[:MAX_PARAM_COLUMNS]

@@ -21,7 +21,10 @@ from bench.results import load_all
 BENCH = Path(run.__file__).resolve().parent
 REPO = BENCH.parent
 # bench/'s modules that are no measure: the command lines, the shared pieces, the Trainer side
-NOT_MEASURES = {"__init__", "run", "report", "results", "common", "workload", "trainer_baseline"}
+NOT_MEASURES = {
+    *("__init__", "run", "report", "results", "common", "workload", "trainer_baseline"),
+    "fidelity_replay",  # fidelity_rank's pure replay
+}
 # measures retired once their question was answered: the commit that last had each
 RETIRED = {"budget_tail": "c34f836", "malloc_thresholds": "c34f836", "threshold_rules": "41927d2"}
 # --only's names before the measures got modules of their own: results files and docs name them

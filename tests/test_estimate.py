@@ -181,3 +181,36 @@ def test_a_step_timing_counts_the_tokens_an_epoch_reads(tiny_roberta, tmp_path):
     assert timing.steps_per_epoch == -(-len(train) // 4)
     assert timing.train_tokens_per_epoch == int(train.tokens.lengths.sum())
     assert timing.validation_tokens == int(prepare_data(config).validation.tokens.lengths.sum())
+
+
+def test_validate_estimate_prices_the_fidelity_check_against_the_timeout(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
+    """Screening starts only once the check's full runs and their twins have finished: a time
+    budget too short for them buys full trials only, and the estimate says so before the hour."""
+    said = {}
+    for timeout in (1, 365 * 24 * 3600):
+        path = _estimate_spec(
+            tmp_path / str(timeout),
+            study_name,
+            f"""timeout: {timeout}
+model_paths: {{tiny: {tiny_roberta}}}
+train: {{encoder: tiny, batch_size: 4, max_length: 64, epochs: 2}}
+search_space:
+  learning_rate: {{type: float, low: 1.0e-4, high: 1.0e-3}}
+fidelity: {{train_share: 0.25, check: 4}}
+""",
+        )
+        code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url, "--estimate")
+        assert code == 0, err
+        line = re.search(
+            r"fidelity check: 4 full runs and their twins on 25% of the training posts ≈ \S+ "
+            r"with 1 at a time \(a screened run ≈ (\S+) of a full one\); (.*)$",
+            out,
+            re.M,
+        )
+        assert line, out
+        assert 0.25 < float(line[1]) < 1, "set-up and validation stay whole"
+        said[timeout] = line[2]
+    assert said[1].startswith("longer than the timeout") and "lower fidelity.check" in said[1]
+    assert said[365 * 24 * 3600] == "screening starts after it"

@@ -103,6 +103,41 @@ def test_a_long_outage_stops_the_worker_with_one_line_naming_the_database(
     assert calls[-1] - calls[2] >= 2, "it kept retrying for the whole outage budget"
 
 
+@pytest.mark.slow
+def test_a_worker_meeting_an_outage_as_it_starts_waits_for_the_database_then_runs(
+    sqlite_url, study_name, assets, monkeypatch, caplog
+):
+    """The database failing after the study is found, as the worker reads its deadline: it
+    waited mid-run but not here, so a worker starting during a restart (or a revoked privilege)
+    died with a traceback. Now it backs off as it does mid-run, then runs its trials."""
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=3"), storage=sqlite_url)
+    calls = []
+    real_deadline = worker_module.study_deadline
+
+    def outage_then_deadline(study):
+        calls.append(time.monotonic())
+        if len(calls) <= 2:
+            raise optuna.exceptions.StorageInternalError("in the commit") from outage()
+        return real_deadline(study)
+
+    monkeypatch.setattr(worker_module, "study_deadline", outage_then_deadline)
+    monkeypatch.setattr(worker_module, "DATABASE_RETRY_SECONDS", (0.2, 0.5))
+    with caplog.at_level(logging.WARNING, logger=worker_module.__name__):
+        ran = worker_module.run_worker(
+            spec,
+            worker="w",
+            objective=lambda t: suggest(t, spec)["learning_rate"],
+            poll_seconds=0.1,
+        )
+    assert ran == 3 and len(calls) == 3
+    waits = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert waits == [
+        "worker w: database unreachable (server closed the connection unexpectedly); "
+        f"retrying in {delay}s"
+        for delay in (0.2, 0.5)
+    ]
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_a_database_dropped_for_good_is_called_gone_never_safe(
@@ -454,6 +489,30 @@ def test_with_a_rung_pruner_a_trial_starts_that_can_reach_its_first_judgement(
     assert said is not None and "first judgement (880s: 2 epochs at the median 440s each)" in said
 
 
+def test_the_time_budget_prices_a_trial_by_the_full_runs_not_the_screened_ones(
+    sqlite_url, study_name
+):
+    """A run screened on a share of the training posts is quicker; the next trial may be a full
+    run, so only full runs set the price (the safe side: a cheap screened run may go unstarted)."""
+    import optuna
+
+    from hpo.study.search import start_time_budget, time_budget_spent
+    from hpo.study.storage import get_storage
+
+    study = optuna.create_study(study_name=study_name, storage=get_storage(sqlite_url))
+    for seconds, share in ((1000, None), (300, 0.25), (320, 0.25)):
+        trial = study.ask()
+        trial.set_user_attr("wall_seconds", seconds)
+        trial.set_user_attr("epochs_run", 4)
+        if share is not None:
+            trial.set_user_attr("train_share", share)
+        study.tell(trial, 0.5)
+    said = time_budget_spent(study, start_time_budget(study, 600))
+    assert said is not None and "(1000s, the median)" in said
+    said = time_budget_spent(study, start_time_budget(study, 400), first_look=2)
+    assert said is not None and "(500s: 2 epochs at the median 250s each)" in said
+
+
 @pytest.mark.parametrize(
     ("pruner", "first_look"),
     [
@@ -515,4 +574,24 @@ def test_a_trial_failed_as_stale_while_its_worker_was_cut_off_is_dropped_not_a_c
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         "trial 0 was failed as stale while this worker could not reach the database, and "
         "queued again; this run of it is dropped"
+    ]
+
+
+def test_a_worker_stopped_while_its_study_is_deleted_says_so_in_one_line(
+    sqlite_url, study_name, assets, caplog
+):
+    """The launcher stops its workers once the study is deleted under them: a worker interrupted
+    then cannot re-queue its trial, and says why in one line (a CI run once printed Optuna's
+    "Record does not exist" traceback here)."""
+    spec = load_spec(SMOKE, overrides(study_name, assets, "n_trials=2"), storage=sqlite_url)
+
+    def objective(trial):
+        suggest(trial, spec)
+        delete_until_gone(study_name, sqlite_url)
+        raise KeyboardInterrupt  # the launcher's stop, landing as the study goes
+
+    with caplog.at_level("INFO"), pytest.raises(KeyboardInterrupt):
+        worker_module.run_worker(spec, worker="w", objective=objective, poll_seconds=0.1)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "worker w interrupted; its study was deleted from its storage"
     ]

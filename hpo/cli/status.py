@@ -32,6 +32,8 @@ def run(args) -> int:
         pace.append(f"ETA {_duration(s['eta_hours'])}")
     if pace:
         print("  " + "   ".join(pace))
+    if s["fidelity"]:
+        print(f"  fidelity: {s['fidelity']}")
     if (left := s["budget_seconds_left"]) is not None:
         print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
     for trial in s["running"]:

@@ -81,6 +81,13 @@ def _search_notes(spec) -> list[str]:
             f"warm start: {len(spec.warm_start)} parameter sets, queued once when the study is "
             "created"
         )
+    if fidelity := spec.fidelity:
+        notes.append(
+            f"fidelity: the first {fidelity.check} full trials also run on "
+            f"{fidelity.train_share:.0%} of the training posts; at a rank correlation of "
+            f"{fidelity.min_rank_correlation:g} or more, later configurations are screened there "
+            f"and the top {fidelity.promote:.0%} re-run in full, else every trial stays full"
+        )
     if _ranks_differently(spec):
         notes.append(
             f"warning: prune_on: {spec.prune_on} ranks how well scores separate, but {spec.metric} "

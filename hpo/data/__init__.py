@@ -12,7 +12,15 @@ from hpo.data.redsm5 import (
     load_redsm5,
     normalise_symptom,
 )
-from hpo.data.split import PostSplit, Splits, kfold_posts, partition, split_posts, symptom_profiles
+from hpo.data.split import (
+    PostSplit,
+    Splits,
+    kfold_posts,
+    partition,
+    share_of_train,
+    split_posts,
+    symptom_profiles,
+)
 from hpo.data.tasks import (
     MULTILABEL,
     Alignment,
@@ -43,6 +51,7 @@ __all__ = [
     "kfold_posts",
     "normalise_symptom",
     "partition",
+    "share_of_train",
     "split_posts",
     "symptom_profiles",
 ]

@@ -101,6 +101,20 @@ def kfold_posts(
     ]
 
 
+def share_of_train(
+    split: PostSplit, profiles: Mapping[str, frozenset[str]], share: float, seed: int = 0
+) -> PostSplit:
+    """The split with only ``share`` of its training posts (at least one), drawn stratified on
+    the symptom profile and fixed by ``seed``: every configuration of a low-fidelity search
+    trains on the same posts, and validation and test stay whole, so scores stay comparable."""
+    if share >= 1:
+        return split
+    train = np.array(split.train)
+    labels = _label_matrix({post: profiles[post] for post in split.train})
+    _, kept = _take(np.arange(len(train)), labels, max(round(share * len(train)), 1), seed)
+    return PostSplit(tuple(train[np.sort(kept)]), split.validation, split.test)
+
+
 def partition(examples: Sequence[Example], split: PostSplit) -> Splits:
     """The examples of each split, in their input order; an example of an unknown post is a bug."""
     of = split.of()

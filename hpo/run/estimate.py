@@ -233,7 +233,42 @@ def _study_notes(spec: StudySpec, estimates: list[dict], workers: int) -> list[s
             f"  timeout {clock(spec.timeout)}: about {fits} trials of {high} epochs fit "
             f"({fits / spec.n_trials:.0%} of n_trials{ends})"
         )
+    if spec.fidelity:
+        notes.append(_fidelity_check_note(spec, estimates, workers))
     return notes
+
+
+def _fidelity_check_note(spec: StudySpec, estimates: list[dict], workers: int) -> str:
+    """What the low fidelity's check costs before screening can start: ``check`` full runs
+    and their twins on ``train_share`` of the posts (validation and set-up stay whole), at the
+    middle of the searched epochs; and whether the time budget leaves room for it."""
+    from hpo.train.loop import clock
+
+    fidelity, n = spec.fidelity, len(estimates)
+    epochs = sum(estimates[0]["epochs"]) / 2
+
+    def run_s(share: float) -> float:
+        return (
+            sum(
+                e["setup_s"] + epochs * (share * e["epoch_train_s"] + e["epoch_validation_s"])
+                for e in estimates
+            )
+            / n
+        )
+
+    full, low = run_s(1.0), run_s(fidelity.train_share)
+    check_s = fidelity.check * (full + low) / workers
+    said = (
+        f"  fidelity check: {fidelity.check} full runs and their twins on "
+        f"{fidelity.train_share:.0%} of the training posts ≈ {clock(check_s)} with {workers} at "
+        f"a time (a screened run ≈ {low / full:.2f} of a full one)"
+    )
+    if spec.timeout and check_s >= spec.timeout:
+        return (
+            f"{said}; longer than the timeout {clock(spec.timeout)}: screening would never "
+            "start and every trial stays a full run (lower fidelity.check or raise the timeout)"
+        )
+    return f"{said}; screening starts after it"
 
 
 def plan_search_notes(spec: StudySpec, trial_s: float, workers: int) -> list[str]:

@@ -8,6 +8,7 @@ keeps the worker alive.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -48,7 +49,7 @@ from hpo.study.records import (
     upload,
     write_trial_note,
 )
-from hpo.study.search import rung_schedule, suggest
+from hpo.study.search import is_unprunable, promote, rung_schedule, start_fidelity, suggest
 from hpo.tracking import Tracker, TrialRun
 from hpo.train.loop import Looks, TrainResult, train
 
@@ -99,12 +100,19 @@ class Objective:
 
     def _run(self, trial: optuna.Trial, params: dict[str, object], run: TrialRun) -> float:
         started = time.perf_counter()
+        share = start_fidelity(trial, self.spec)  # 1.0: a full run
         config = self.spec.train_config(
             params,
+            # a low-fidelity run's model is no candidate for finalize: none is kept
             checkpoint_dir=str(self.outputs.checkpoint_dir(trial.number))
-            if self.spec.keep_top_k
+            if self.spec.keep_top_k and share == 1
             else None,
         )
+        if share < 1:
+            config = dataclasses.replace(config, train_share=share)
+        # A low-fidelity run's intermediate values would be set beside full runs' at the same
+        # step: not reported. It, a check's full run and a promoted one are never pruned.
+        low, unprunable = share < 1, is_unprunable(trial)
         # at the start: a pruned or failed trial reruns from it too; and what it trains, so
         # that finalize can tell whether its kept checkpoint is the retraining it would run
         trial.set_user_attr(SEED_ATTR, config.seed)
@@ -124,10 +132,11 @@ class Objective:
             run.log_epoch(f"val_{self.spec.metric}", value, step)
             # the intermediate values pruning reads
             signal = metrics[judged_by] if self.spec.prune_on else value
-            trial.report(signal, step=step)
+            if not low:
+                trial.report(signal, step=step)
             # Asked at the last report too, so a rung pruner records the value among the rung's
             # rivals, but never obeyed there: the trial has already paid for all its epochs.
-            if trial.should_prune() and step < last_step:
+            if not unprunable and trial.should_prune() and step < last_step:
                 raise optuna.TrialPruned(
                     f"pruned after {progress_words(step, units)} at {judged_by}={signal:.4f}"
                 )
@@ -175,6 +184,8 @@ class Objective:
             self._keep_outputs(trial, value, result)
             self._attach_log(trial, logs)
             write_trial_note(trial, self.spec.metric, value)
+            for number in promote(trial, self.spec, value):
+                log.info("trial %d: screened among the best; queued as a full run", number)
         except optuna.TrialPruned as pruned:
             run.end("PRUNED")
             set_user_attrs(

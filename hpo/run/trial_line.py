@@ -9,10 +9,14 @@ from collections.abc import Mapping, Sequence
 from optuna.trial import FrozenTrial, TrialState
 
 from hpo.attributes import (
+    CHECKED_ATTR,
     EPOCHS_RUN_ATTR,
     FAIL_REASON_ATTR,
     INTERVAL_ATTR,
+    PROMOTED_FROM_ATTR,
     STOPPED_BY_ATTR,
+    TRAIN_SHARE_ATTR,
+    TWIN_OF_ATTR,
     WALL_SECONDS_ATTR,
 )
 from hpo.spec import CategoricalParam, StudySpec
@@ -87,6 +91,7 @@ def trial_line(
     interval: Mapping[str, float] | None = None,
     budget_ended: bool = False,
     judged_at: str | None = None,
+    fidelity: str = "",
 ) -> str:
     """``trial 12 COMPLETE macro_f1=0.5512, 3 epochs, 35m12s: lr=3.2e-05 bs=16`` (a failure's
     reason after the parameters); with the value's ``interval`` over the validation posts,
@@ -96,7 +101,8 @@ def trial_line(
     value is from a shorter schedule than its parameters ask (``… 2 epochs, ended by the time
     budget, 5m10s``). ``judged_at``: where the pruner judged a pruned trial (``progress_words``),
     whose value, then, is the one it judged (``trial 5 PRUNED ap=0.4100 at 1/3 of an epoch``),
-    in place of its whole epochs."""
+    in place of its whole epochs. ``fidelity``: what kind of run a screening study's trial is
+    (``screened on 25% of the training posts``, ``full run of screened trial 7``)."""
     head = f"trial {number} {state}"
     if value is not None:
         head += f" {metric}={value:.4f}"
@@ -109,6 +115,8 @@ def trial_line(
         facts.append(f"{epochs} epoch" + ("" if epochs == 1 else "s"))
     if budget_ended:
         facts.append("ended by the time budget")
+    if fidelity:
+        facts.append(fidelity)
     if seconds is not None:
         facts.append(duration(seconds))
     line = ", ".join(facts) + (f": {params}" if params else "")
@@ -116,6 +124,17 @@ def trial_line(
         first = str(reason).splitlines()[0] if str(reason).strip() else str(reason)
         line += f"; reason: {first[:REASON_CHARS]}" + ("…" if len(first) > REASON_CHARS else "")
     return line
+
+
+def run_kind(attrs: Mapping[str, object]) -> str:
+    """A screening study's trial in words: a low-fidelity run, a check's full run, or the full
+    run of a screened configuration; "" for any other trial."""
+    if (share := attrs.get(TRAIN_SHARE_ATTR)) is not None:
+        checked = f", checking trial {attrs[TWIN_OF_ATTR]}" if TWIN_OF_ATTR in attrs else ""
+        return f"screened on {share:.0%} of the training posts{checked}"
+    if (screened := attrs.get(PROMOTED_FROM_ATTR)) is not None:
+        return f"full run of screened trial {screened}"
+    return "full run, checking the low fidelity" if attrs.get(CHECKED_ATTR) else ""
 
 
 def progress_words(step: int, units: int) -> str:
@@ -181,4 +200,5 @@ class TrialLog:
             interval=attrs.get(INTERVAL_ATTR),
             budget_ended=STOPPED_BY_ATTR in attrs,
             judged_at=None if pruned_at is None else progress_words(pruned_at, self.units),
+            fidelity=run_kind(attrs),
         )

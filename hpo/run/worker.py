@@ -52,6 +52,7 @@ from hpo.study.storage import (
     database_problem,
     fail_stale,
     first_heartbeat,
+    trial_start_lock,
 )
 
 log = logging.getLogger(__name__)
@@ -106,23 +107,33 @@ def run_worker(
 
     ``objective`` defaults to fine-tuning per the spec; tests pass a fast one.
     """
-    study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
-    deadline = study_deadline(study)  # set by `hpo tune --timeout` before its workers start
     first_look = first_look_epochs(spec)  # what a trial started late must still reach
-    objective = objective or Objective(spec, uid=study_uid(study), worker=worker, deadline=deadline)
-    guarded = _Guarded(objective, spec.n_trials, worker)
     trial_log = TrialLog(
         spec.metric, searched_names(spec), spec.prune_on, spec.pruner.units_per_epoch
     )
     look_for_stale = _StaleLook(spec.heartbeat.interval)
     ran, failures = 0, 0
-    outage, retries = 0.0, 0  # seconds waited for the database, and tries, in the current outage
+    outage = _Outage(worker)
     # why the database dropped this worker's trial, until the trial is failed for it
     lost: str | None = None
+    study: optuna.Study | None = None
+    deadline: float | None = None
+    guarded: _Guarded | None = None
     with interruptible():
         try:
             while True:
                 try:
+                    if guarded is None:  # here, so an outage as the worker starts is waited out
+                        study = open_study(spec, worker=worker, allow_spec_change=allow_spec_change)
+                        deadline = study_deadline(study)  # `hpo tune --timeout` set it
+                        guarded = _Guarded(
+                            objective
+                            or Objective(
+                                spec, uid=study_uid(study), worker=worker, deadline=deadline
+                            ),
+                            spec.n_trials,
+                            worker,
+                        )
                     if lost:
                         _fail_lost_trial(study, worker, lost, spec.heartbeat.max_retry)
                         lost = None
@@ -133,7 +144,7 @@ def run_worker(
                         return ran
                     look_for_stale(study)
                     started = _run_trial(study, guarded, trial_log)
-                    outage, retries = 0.0, 0
+                    outage = _Outage(worker)
                     if not started:  # another worker took the last place meanwhile
                         continue
                 except optuna.exceptions.UpdateFinishedTrialError as exc:
@@ -143,9 +154,11 @@ def run_worker(
                     continue
                 except Exception as exc:
                     # Optuna 5.0 can raise UnboundLocalError over the storage's KeyError.
-                    if find_cause(
-                        exc, lambda seen: isinstance(seen, KeyError)
-                    ) and not study_exists(study):
+                    if (
+                        study is not None
+                        and find_cause(exc, lambda seen: isinstance(seen, KeyError))
+                        and not study_exists(study)
+                    ):
                         raise StudyGone(
                             f"worker {worker}: study {spec.name!r} was deleted from its storage "
                             "while this worker ran; stopping"
@@ -156,17 +169,11 @@ def run_worker(
                     # comes first).
                     if not caused_by_database(exc):
                         raise
-                    lost = (
-                        lost
-                        or f"database unreachable during the trial ({database_error_text(exc)})"
-                    )
-                    problem = database_problem(study, exc)
-                    if outage >= DATABASE_OUTAGE_SECONDS:
-                        raise DatabaseUnreachable(gave_up(worker, problem, outage)) from None
-                    delay = DATABASE_RETRY_SECONDS[min(retries, len(DATABASE_RETRY_SECONDS) - 1)]
-                    log.warning("worker %s: %s; retrying in %ss", worker, problem, delay)
-                    time.sleep(delay)
-                    outage, retries = outage + delay, retries + 1
+                    if guarded is not None:  # started: it may have been running a trial
+                        lost = lost or (
+                            f"database unreachable during the trial ({database_error_text(exc)})"
+                        )
+                    outage.wait(database_problem(study, exc))
                     continue
                 ran += 1
                 failures = failures + 1 if trial_log.last_failed else 0
@@ -176,8 +183,25 @@ def run_worker(
                         f"{trial_log.last_reason}"
                     )
         except KeyboardInterrupt:
-            log.warning("%s", _interrupted(study, worker, guarded.current_trial, spec.heartbeat))
+            number = guarded.current_trial if guarded is not None else None
+            log.warning("%s", _interrupted(study, worker, number, spec.heartbeat))
             raise
+
+
+class _Outage:
+    """Waiting for the database: backing off while it is unreachable, refusing or restarting
+    (a maintenance window is ridden out), then stopping in one line. A new one per outage."""
+
+    def __init__(self, worker: str):
+        self.worker, self.seconds, self.tries = worker, 0.0, 0
+
+    def wait(self, problem: DatabaseProblem) -> None:
+        if self.seconds >= DATABASE_OUTAGE_SECONDS:
+            raise DatabaseUnreachable(gave_up(self.worker, problem, self.seconds)) from None
+        delay = DATABASE_RETRY_SECONDS[min(self.tries, len(DATABASE_RETRY_SECONDS) - 1)]
+        log.warning("worker %s: %s; retrying in %ss", self.worker, problem, delay)
+        time.sleep(delay)
+        self.seconds, self.tries = self.seconds + delay, self.tries + 1
 
 
 def gave_up(worker: str, problem: DatabaseProblem, seconds: float) -> str:
@@ -341,7 +365,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def _interrupted(
-    study: optuna.Study, worker: str, number: int | None, heartbeat: HeartbeatSpec
+    study: optuna.Study | None, worker: str, number: int | None, heartbeat: HeartbeatSpec
 ) -> str:
     """Re-queue the trial a stop signal interrupted and say so, in one line. A database that
     refuses or lost the study meanwhile leaves the trial RUNNING: its beat has stopped, so the
@@ -349,6 +373,9 @@ def _interrupted(
     try:
         requeued = _requeue_interrupted(study, number, heartbeat.max_retry)
     except Exception as exc:
+        # the study deleted while the stop came (its launcher stops the workers for it)
+        if find_cause(exc, lambda seen: isinstance(seen, KeyError)) and not study_exists(study):
+            return f"worker {worker} interrupted; its study was deleted from its storage"
         if not caused_by_database(exc):
             raise
         problem = database_problem(study, exc)
@@ -364,21 +391,22 @@ def _interrupted(
     return f"worker {worker} interrupted"
 
 
-def _requeue_interrupted(study: optuna.Study, number: int | None, max_retry: int) -> bool:
+def _requeue_interrupted(study: optuna.Study | None, number: int | None, max_retry: int) -> bool:
     """The trial that Ctrl-C / SIGTERM interrupted is FAIL now (or still RUNNING, when the
     signal came between its creation and its objective: failed here); queue it again with
     the same parameters, so resuming the study loses nothing. A trial that had already
     failed for its own reason (or was surplus) when the signal came is not retried."""
-    trial = find_trial(study, number) if number is not None else None
-    if trial is not None and trial.state == TrialState.RUNNING:
-        fail_running(study, trial, INTERRUPTED)
+    if number is None:
+        return False
+    with trial_start_lock(study):  # no trial starts between the failure and its retry
         trial = find_trial(study, number)
-    interrupted = (
-        trial is not None and trial.user_attrs.get(FAIL_REASON_ATTR, INTERRUPTED) == INTERRUPTED
-    )
-    if (
-        interrupted and trial.state == TrialState.FAIL
-    ):  # not one that failed for its own reason first
-        requeue(study, trial, max_retry)
-        return True
+        if trial is not None and trial.state == TrialState.RUNNING:
+            fail_running(study, trial, INTERRUPTED)
+            trial = find_trial(study, number)
+        interrupted = (
+            trial is not None and trial.user_attrs.get(FAIL_REASON_ATTR, INTERRUPTED) == INTERRUPTED
+        )
+        if interrupted and trial.state == TrialState.FAIL:  # not failed for its own reason first
+            requeue(study, trial, max_retry)
+            return True
     return False

@@ -20,6 +20,7 @@ from hpo.spec._load import (
 )
 from hpo.spec._params import CategoricalParam, FloatParam, IntParam, Param
 from hpo.spec._sections import (
+    FidelitySpec,
     HeartbeatSpec,
     Metric,
     PatientOptions,
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "SETTABLE_FIELDS",
     "CategoricalParam",
+    "FidelitySpec",
     "FloatParam",
     "HeartbeatSpec",
     "IntParam",

@@ -37,6 +37,7 @@ from hpo.spec._params import (
     _value_problem,
 )
 from hpo.spec._sections import (
+    FidelitySpec,
     HeartbeatSpec,
     PrunerSpec,
     SamplerSpec,
@@ -70,7 +71,12 @@ _FROM_TOP_LEVEL = {
 }
 # a refit's and --cv's settings: a search that trained on validation would judge itself on it
 _FINALIZE_ONLY = {"train_on", "cv_fold"}
-SETTABLE_FIELDS = TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY
+# the search's low-fidelity runs set it; a search that trained every trial on a share would
+# hand finalize a configuration judged on less data than it retrains on
+_FIDELITY_ONLY = {"train_share"}
+SETTABLE_FIELDS = (
+    TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY - _FIDELITY_ONLY
+)
 _INTEGER_FIELDS = frozenset(
     name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
 )
@@ -106,6 +112,7 @@ class StudySpec(_Strict):
     timeout: float | None = Field(default=None, gt=0, le=365 * 24 * 3600, allow_inf_nan=False)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     pruner: PrunerSpec = Field(default_factory=PrunerSpec)
+    fidelity: FidelitySpec | None = None  # None: every trial a full run
     heartbeat: HeartbeatSpec = Field(default_factory=HeartbeatSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     model_paths: dict[str, str] = Field(default_factory=dict)  # encoder name -> local path
@@ -227,6 +234,13 @@ class StudySpec(_Strict):
             raise _problem(
                 "every metric is higher-is-better: prune_on needs direction: maximize",
                 at="prune_on",
+            )
+        if self.fidelity and self.n_trials <= 2 * self.fidelity.check:
+            raise _problem(
+                f"{self.fidelity.check} configurations run at both fidelities take "
+                f"{2 * self.fidelity.check} of n_trials {self.n_trials}, leaving none to screen; "
+                "lower fidelity.check or raise n_trials",
+                at="fidelity.check",
             )
         self._probe_train_configs()
         return self
@@ -396,6 +410,12 @@ def _check_settable(name: str, at: str) -> None:
         raise _problem(
             "is set by hpo finalize --refit train+val, never in a search (it would judge itself on "
             "data it trained on)",
+            at=at,
+        )
+    if name in _FIDELITY_ONLY:
+        raise _problem(
+            "is set by the fidelity section for the search's low-fidelity runs; set "
+            "fidelity.train_share instead",
             at=at,
         )
     if name not in SETTABLE_FIELDS:

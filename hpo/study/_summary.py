@@ -27,8 +27,9 @@ from hpo.study._timing import estimate_check, study_eta_seconds
 from hpo.study.records._census import state_counts, trial_census, trials_per_hour
 from hpo.study.records._find import recorded_spec, sqlite_file_exists, study_uid
 from hpo.study.records._metric_attrs import trial_metrics
-from hpo.study.records._trials import completed_trials, running_trials
+from hpo.study.records._trials import best_full_trial, completed_trials, running_trials
 from hpo.study.search._budget import study_deadline
+from hpo.study.search._fidelity import fidelity_words, study_fidelity
 from hpo.study.storage._connect import get_storage
 from hpo.study.storage._heartbeat import stale_trials
 
@@ -36,9 +37,8 @@ from hpo.study.storage._heartbeat import stale_trials
 def best_trial(study) -> dict | None:
     """The best trial's number, value, parameters, metrics and checkpoint (if it still exists
     and is this trial's); ``checkpoint_refused`` says why an existing one is not shown."""
-    try:
-        trial = study.best_trial
-    except ValueError:
+    trial = best_full_trial(study)
+    if trial is None:
         return None
     checkpoint = trial.user_attrs.get(CHECKPOINT_ATTR)
     if not checkpoint or not Path(checkpoint).exists():
@@ -161,9 +161,12 @@ def study_status(study) -> dict:
         }
         for t in running_trials(study)
     ]
+    check = study_fidelity(study, spec) if spec else None
     return {
         "study": study.study_name,
         "task": study.user_attrs.get(TASK_ATTR, "?"),
+        # where a low fidelity stands: checking it, screening with it, or full trials only
+        "fidelity": fidelity_words(check, spec.fidelity) if check else None,
         "direction": study.direction.name.lower(),
         "metric": study.user_attrs.get(METRIC_ATTR, "value"),
         "n_trials": n_trials,

@@ -123,6 +123,9 @@ class TrainConfig:
     eval_batch_size: PositiveInt = 64
     split_seed: int = 0
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    # < 1: train on this share of the training posts (stratified, fixed by split_seed) with the
+    # whole schedule: a search's low-fidelity run; validation and test stay whole
+    train_share: Annotated[float, Field(gt=0, le=1)] = 1.0
     descriptions_path: str | None = None
     cache_dir: str | None = None  # on-disk tokenization cache shared by workers
     # hpo finalize --refit train+val only: train on both splits and keep the last epoch (validation

@@ -22,6 +22,7 @@ from hpo.data import (
     load_descriptions,
     load_redsm5,
     partition,
+    share_of_train,
     split_posts,
     symptom_profiles,
 )
@@ -87,6 +88,7 @@ def prepare_data(config: TrainConfig) -> PreparedData:
         config.split_seed,
         tuple(config.split_fractions),
         config.cv_fold and tuple(config.cv_fold),
+        config.train_share,
     )
     prepared = {}
     for name in SPLITS:
@@ -95,6 +97,8 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             f"{config.task}|{variant}|{fingerprint}|{name}|"
             f"seed={config.split_seed}|{config.split_fractions}"
         )
+        if name == "train" and config.train_share < 1:
+            key += f"|share={config.train_share}"
         if config.cv_fold and name != "test":
             key += f"|fold={config.cv_fold[1]}of{config.cv_fold[0]}"
         if name == "train" and config.train_on == "train+validation":
@@ -168,6 +172,7 @@ def _split_examples(
     split_seed: int,
     fractions: tuple[float, ...],
     cv_fold: tuple[int, int] | None = None,
+    train_share: float = 1.0,
 ):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
@@ -183,4 +188,8 @@ def _split_examples(
         pool = {post: profiles[post] for post in (*posts.train, *posts.validation)}
         kept, held = kfold_posts(pool, cv_fold[0], seed=split_seed)[cv_fold[1]]
         posts = PostSplit(kept, held, posts.test)
+    if train_share < 1:  # the training posts left out are in no split
+        posts = share_of_train(posts, profiles, train_share, seed=split_seed)
+        kept = set(posts.of())
+        examples = [e for e in examples if e.post_id in kept]
     return f"{corpus.fingerprint[:16]}-{described}", partition(examples, posts)

@@ -29,6 +29,7 @@ from hpo.study.records._notes import trial_note, write_study_note, write_trial_n
 from hpo.study.records._trials import (
     ARTIFACT_DIR,
     artifact_store,
+    best_full_trial,
     completed_trials,
     enqueue,
     fail_running,
@@ -36,6 +37,7 @@ from hpo.study.records._trials import (
     find_trial,
     requeue,
     running_trials,
+    screened_trials,
     set_user_attrs,
     upload,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "ARTIFACT_DIR",
     "SURPLUS",
     "artifact_store",
+    "best_full_trial",
     "claim",
     "completed_trials",
     "enqueue",
@@ -62,6 +65,7 @@ __all__ = [
     "requeue",
     "room_for_a_trial",
     "running_trials",
+    "screened_trials",
     "set_user_attrs",
     "spec_document",
     "state_counts",

@@ -20,6 +20,7 @@ import optuna
 from hpo.attributes import (
     BEST_EPOCH_ATTR,
     EPOCHS_RUN_ATTR,
+    FIDELITY_CHECK_ATTR,
     FINAL_ATTR,
     FINAL_SEED_SPREAD_ATTR,
     FINAL_TEST_ATTR,
@@ -104,9 +105,35 @@ def study_note(spec: StudySpec, attrs: dict) -> str:
         "epoch (4 decimals); `wall_seconds`, `peak_memory_mb` and `worker` say what it cost "
         "and where it ran. Each trial's note sums these up; its artifacts hold its `train.log`.",
     ]
+    if spec.fidelity is not None:
+        lines.append(f"- **Low fidelity**: {_fidelity(spec, attrs.get(FIDELITY_CHECK_ATTR))}")
     if final := attrs.get(FINAL_ATTR):
         lines += ["", *_final(final, attrs)]
     return "\n".join(lines)
+
+
+def _fidelity(spec: StudySpec, check: dict | None) -> str:
+    """The screening setup and, once decided, what the check found."""
+    fidelity = spec.fidelity
+    setup = (
+        f"configurations screened on {fidelity.train_share:.0%} of the training posts (a "
+        f"complete run), the top {fidelity.promote:.0%} re-run in full; trials with "
+        "`train_share` are those screening runs, `promoted_from` names a full run's screening"
+    )
+    if check is None:
+        return f"{setup}. Checking first: {fidelity.check} configurations run at both fidelities"
+    rho = check["rank_correlation"]
+    found = (
+        f"rank correlation {rho:.2f} over {check['pairs']} configurations"
+        if rho is not None
+        else f"no rank correlation over {check['pairs']} configurations"
+    )
+    if check["phase"] == "screening":
+        return f"{setup}. The check found {found} (at least {fidelity.min_rank_correlation:g})"
+    return (
+        f"{setup}. The check found {found}, below {fidelity.min_rank_correlation:g}: every "
+        "trial since is a full run"
+    )
 
 
 def trial_note(metric: str, value: float | None, attrs: dict, outcome: str = "") -> str:

@@ -16,7 +16,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
-from hpo.attributes import FAIL_REASON_ATTR, WORKER_ATTR
+from hpo.attributes import FAIL_REASON_ATTR, TRAIN_SHARE_ATTR, WORKER_ATTR
 from hpo.spec import SpecError, StudySpec
 from hpo.study.storage._connect import rdb_backend
 from hpo.study.storage._heartbeat import without_fail_reason
@@ -26,6 +26,7 @@ from hpo.study.storage._optuna_private import (
     study_storage,
     trial_id,
 )
+from hpo.study.storage._start_lock import trial_start_lock
 
 ARTIFACT_DIR = "artifacts"  # under output_dir: one store, so one dashboard serves every study
 
@@ -75,6 +76,28 @@ def upload(
 
 
 def completed_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The completed full runs: what a study is judged by (its best, finalize's choice, the
+    kept checkpoints). A low-fidelity run scores a configuration on less training data, so it
+    only ranks configurations for promotion (``screened_trials``)."""
+    return [t for t in _complete(study) if TRAIN_SHARE_ATTR not in t.user_attrs]
+
+
+def screened_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The completed low-fidelity runs (spec ``fidelity``)."""
+    return [t for t in _complete(study) if TRAIN_SHARE_ATTR in t.user_attrs]
+
+
+def best_full_trial(study: optuna.Study) -> FrozenTrial | None:
+    """``study.best_trial`` among the full runs: Optuna's own would also weigh low-fidelity
+    runs, whose values are on another footing."""
+    trials = completed_trials(study)
+    if not trials:
+        return None
+    pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
+    return pick(trials, key=lambda t: t.value)
+
+
+def _complete(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
 
@@ -135,10 +158,11 @@ def fail_trials_of_worker(
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if trial.user_attrs.get(WORKER_ATTR) != worker:
             continue
-        try:
-            fail_running(study, trial, reason)
-        except (optuna.exceptions.UpdateFinishedTrialError, ValueError, RuntimeError):
-            continue  # finished meanwhile
-        requeue(study, find_trial(study, trial.number), max_retry)
+        with trial_start_lock(study):  # no trial starts between the failure and its retry
+            try:
+                fail_running(study, trial, reason)
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError, RuntimeError):
+                continue  # finished meanwhile
+            requeue(study, find_trial(study, trial.number), max_retry)
         failed.append(trial.number)
     return failed

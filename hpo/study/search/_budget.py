@@ -7,9 +7,9 @@ import statistics
 import time
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from hpo.attributes import DEADLINE_ATTR, EPOCHS_RUN_ATTR, WALL_SECONDS_ATTR
+from hpo.attributes import DEADLINE_ATTR, EPOCHS_RUN_ATTR, TRAIN_SHARE_ATTR, WALL_SECONDS_ATTR
 
 
 def start_time_budget(study: optuna.Study, seconds: float | None) -> float | None:
@@ -23,23 +23,29 @@ def study_deadline(study: optuna.Study) -> float | None:
     return study.user_attrs.get(DEADLINE_ATTR)
 
 
-def median_trial_seconds(study: optuna.Study) -> float | None:
-    """The median wall time of the study's completed trials; None before the first."""
-    seconds = [
-        t.user_attrs[WALL_SECONDS_ATTR]
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if WALL_SECONDS_ATTR in t.user_attrs
+def _full_runs(study: optuna.Study, states: tuple[TrialState, ...]) -> list[FrozenTrial]:
+    """The study's timed full runs in ``states``: a run screened on a share of the training
+    posts is faster, and would price the next trial, which may be a full run, too low."""
+    return [
+        t
+        for t in study.get_trials(deepcopy=False, states=states)
+        if WALL_SECONDS_ATTR in t.user_attrs and TRAIN_SHARE_ATTR not in t.user_attrs
     ]
+
+
+def median_trial_seconds(study: optuna.Study) -> float | None:
+    """The median wall time of the study's completed full runs; None before the first."""
+    seconds = [t.user_attrs[WALL_SECONDS_ATTR] for t in _full_runs(study, (TrialState.COMPLETE,))]
     return statistics.median(seconds) if seconds else None
 
 
 def median_epoch_seconds(study: optuna.Study) -> float | None:
-    """The median pace of the study's finished trials, pruned ones too: wall seconds per epoch
-    run (start-up included, so a little slow); None before a trial has run a whole epoch."""
+    """The median pace of the study's finished full runs, pruned ones too: wall seconds per
+    epoch run (start-up included, so a little slow); None before one has run a whole epoch."""
     paces = [
         t.user_attrs[WALL_SECONDS_ATTR] / t.user_attrs[EPOCHS_RUN_ATTR]
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-        if WALL_SECONDS_ATTR in t.user_attrs and t.user_attrs.get(EPOCHS_RUN_ATTR, 0) >= 1
+        for t in _full_runs(study, (TrialState.COMPLETE, TrialState.PRUNED))
+        if t.user_attrs.get(EPOCHS_RUN_ATTR, 0) >= 1
     ]
     return statistics.median(paces) if paces else None
 
