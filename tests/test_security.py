@@ -131,6 +131,9 @@ def secret_study(tmp_path_factory, postgres_url, tiny_roberta, tiny_deberta) -> 
         f"model_paths.tiny-deberta={tiny_deberta}",
         "n_trials=2",
         "train.epochs=1",
+        # both trials complete: the smoke spec's first look (1/3 epoch) could prune the later one
+        "pruner.name=none",
+        "pruner.options={}",
     ]
     sets = [arg for item in sets for arg in ("--set", item)]
     tune = _watched(hpo_argv("tune", spec, "--workers", "2", "--no-progress", *sets), root, "tune")
