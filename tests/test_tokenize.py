@@ -1,4 +1,6 @@
+import dataclasses
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from hpo.data.tokenize import (
     tokenize_pairs,
     tokenizer_fingerprint,
 )
+from hpo.data.tokenized import save_tokenized
 from hpo.errors import DataError, UsageError
 
 WORDS = (
@@ -209,6 +212,35 @@ def test_a_damaged_disk_cache_is_rebuilt_once_with_a_warning(
     clear_memory_cache()
     tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "damaged", cache_dir=tmp_path)
     assert cache_info().tokenizations == before + 1, "the rebuilt cache serves the next process"
+
+
+@pytest.mark.parametrize("plant", ["flipped-labels-resealed", "edited-ids-unsealed"])
+def test_a_planted_or_edited_disk_cache_is_never_trained_on(
+    tokenizers, data, tmp_path, caplog, plant
+):
+    """Issue #55 item 3: a cache folder at the data's own key whose labels were flipped (and
+    its digest written again, as a planter can) or whose ids were edited is rebuilt, with a
+    warning, from the data; what comes back holds the data's labels and ids."""
+    pairs, labels = data
+    first = tokenize_pairs(tokenizers["roberta"], pairs, labels, 32, "planted", cache_dir=tmp_path)
+    folder = next(p for p in tmp_path.iterdir() if p.is_dir())
+    if plant == "flipped-labels-resealed":
+        shutil.rmtree(folder)
+        save_tokenized(folder, dataclasses.replace(first, labels=1 - first.labels))
+    else:
+        ids = np.load(folder / "input_ids.npy")
+        np.save(folder / "input_ids.npy", ids[::-1].copy(), allow_pickle=False)
+    clear_memory_cache()
+    before = cache_info().tokenizations
+    with caplog.at_level("WARNING", logger="hpo.data.tokenize"):
+        again = tokenize_pairs(
+            tokenizers["roberta"], pairs, labels, 32, "planted", cache_dir=tmp_path
+        )
+    assert cache_info().tokenizations == before + 1, "tokenized again, not read"
+    assert [r.message for r in caplog.records if "rebuilding" in r.message]
+    np.testing.assert_array_equal(again.labels, labels)
+    assert all(np.array_equal(a, b) for a, b in zip(first.input_ids, again.input_ids, strict=True))
+    np.testing.assert_array_equal(np.load(folder / "labels.npy"), labels)
 
 
 def test_disk_cache_is_keyed_on_content(tokenizers, data, tmp_path):

@@ -170,13 +170,13 @@ def _disk_cached(
     folder = Path(cache_dir) / joblib.hash((settings, texts, labels.tolist()))
     if (folder / "labels.npy").exists():
         try:
-            return load_tokenized(folder, len(texts))
+            return load_tokenized(folder, labels)
         except (
             OSError,
             ValueError,
             EOFError,
             KeyError,
-        ) as exc:  # truncated, emptied or partly deleted
+        ) as exc:  # truncated, emptied, partly deleted, edited or planted: never trained on
             log.warning("tokenization cache %s is damaged (%s); rebuilding it", folder, exc)
             discard_tokenized(folder)
     split = tokenize(texts, labels)

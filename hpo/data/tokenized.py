@@ -2,12 +2,15 @@
 
 On disk it is plain ``.npy`` arrays in one folder, written aside and renamed into place (workers
 race for it) and loaded with ``allow_pickle=False``: a shared cache directory must never be a
-way to run code in a worker.
+way to run code in a worker. Nor a way to train on other data: a digest of the arrays is written
+beside them and checked on every load, and the labels read back must be the very labels of the
+examples asked for (the caller holds them), so an edited or planted folder is never trained on.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 from collections.abc import Sequence
@@ -15,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+# beside the arrays, an array itself (the folder stays plain .npy): a digest of the others
+DIGEST = "sha256"
 
 
 @dataclass(frozen=True)
@@ -134,16 +140,37 @@ def save_tokenized(folder: Path, split: TokenizedSplit) -> None:
     staging.mkdir(parents=True, exist_ok=True)
     for name, array in arrays.items():
         np.save(staging / f"{name}.npy", array, allow_pickle=False)
+    digest = np.frombuffer(bytes.fromhex(arrays_digest(arrays)), np.uint8)
+    np.save(staging / f"{DIGEST}.npy", digest, allow_pickle=False)
     try:
         staging.rename(folder)
     except OSError:  # another worker got there first with the same content
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def load_tokenized(folder: Path, n_examples: int) -> TokenizedSplit:
-    """The cached split, checked for consistency: a damaged file raises instead of training on
-    garbage."""
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every array's name, dtype, shape and bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def load_tokenized(folder: Path, labels: np.ndarray) -> TokenizedSplit:
+    """The cached split of the examples whose ``labels`` these are, checked: against the digest
+    written with it, the labels against ``labels``, the arrays against each other. A damaged,
+    edited or planted folder raises ValueError instead of being trained on."""
     arrays = {f.stem: np.load(f, allow_pickle=False) for f in folder.glob("*.npy")}
+    recorded = arrays.pop(DIGEST, None)
+    if recorded is None:
+        raise ValueError(f"no {DIGEST}.npy (written by an earlier hpo, or not by hpo)")
+    if recorded.tobytes().hex() != arrays_digest(arrays):
+        raise ValueError(f"its arrays do not match their {DIGEST}.npy: changed since written")
+    if not np.array_equal(arrays["labels"], labels):
+        raise ValueError("its labels are not the labels of the examples it is cached for")
+    n_examples = len(labels)
     ids, bounds, offsets = arrays["input_ids"], arrays["sequence_offsets"], arrays["offsets"]
     types, segments = arrays.get("token_type_ids"), arrays.get("segments")
     n_sequences = len(bounds) - 1
