@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from cli_studies import CONDITIONAL, SMOKE
 from helpers import hpo
 
@@ -102,3 +103,30 @@ search_space:
     assert re.search(
         r"a training step holds at most 8 sequences of 128 tokens .* about [\d,]+ MiB", out
     ), out
+
+
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("train.evidence_loss_weight=inf", "train.evidence_loss_weight"),
+        ("train.evidence_loss_weight=1e308", "train.evidence_loss_weight"),
+        ("train.weight_decay=inf", "train.weight_decay"),
+        ("search_space.learning_rate.high=1e308", "search_space.learning_rate"),
+    ],
+)
+def test_validate_refuses_a_training_number_that_trains_a_nan_model(
+    capsys, tmp_path, sqlite_url, setting, key
+):
+    """#55: learning_rate 1e30 or evidence_loss_weight inf trained a model of NaN weights that
+    became the study's best; such a value is refused before anything runs."""
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    code, out, err = hpo(
+        capsys,
+        "validate",
+        str(SMOKE),
+        *("--set", f"data_dir={tmp_path / 'data'}", "--set", setting),
+        *("--storage", sqlite_url),
+    )
+    assert code == 2, out
+    assert err.count("\n") == 1 and f" {key}: " in err, err
+    assert "finite number" in err or "less than or equal to" in err, err

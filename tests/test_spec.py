@@ -258,6 +258,57 @@ BROKEN = {
         "search_space.epochs",
         "epochs=1000000000 is invalid: must be at most 1000 (got 1000000000)",
     ),
+    # issue #55: inf or 1e308 trains a NaN model that used to become the study's best
+    "infinite learning_rate": (
+        changed(("search_space.learning_rate", DELETE), ("train.learning_rate", float("inf"))),
+        "train.learning_rate",
+        "finite number",
+    ),
+    "learning_rate of 1e308": (
+        changed(("search_space.learning_rate", DELETE), ("train.learning_rate", 1e308)),
+        "train.learning_rate",
+        "less than or equal to 1 (got 1e+308)",
+    ),
+    "searched learning_rate up to 1e308": (
+        changed(("search_space.learning_rate.high", 1e308)),
+        "search_space.learning_rate",
+        "learning_rate=1e+308 is invalid: Input should be less than or equal to 1",
+    ),
+    "infinite evidence_loss_weight": (
+        changed(("train.evidence_loss_weight", float("inf"))),
+        "train.evidence_loss_weight",
+        "finite number",
+    ),
+    "evidence_loss_weight of 1e308": (
+        changed(("train.evidence_loss_weight", 1e308)),
+        "train.evidence_loss_weight",
+        "less than or equal to 10 (got 1e+308)",
+    ),
+    "infinite head_learning_rate": (
+        changed(("train.head_learning_rate", float("inf"))),
+        "train.head_learning_rate",
+        "finite number",
+    ),
+    "infinite weight_decay": (
+        changed(("train.weight_decay", float("inf"))),
+        "train.weight_decay",
+        "finite number",
+    ),
+    "negative weight_decay": (
+        changed(("train.weight_decay", -0.1)),
+        "train.weight_decay",
+        "greater than or equal to 0",
+    ),
+    "infinite max_grad_norm": (
+        changed(("train.max_grad_norm", float("inf"))),
+        "train.max_grad_norm",
+        "finite number",
+    ),
+    "infinite focal_gamma": (
+        changed(("train.focal_gamma", float("inf"))),
+        "train.focal_gamma",
+        "finite number",
+    ),
     "negative keep_top_k": (
         changed(("keep_top_k", -1)),
         "keep_top_k",

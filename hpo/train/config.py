@@ -14,7 +14,7 @@ import json
 from dataclasses import fields
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 from pydantic.dataclasses import dataclass
 
 from hpo.models.settings import Activation, Dropout, HeadConfig, HiddenLayers, LoraSettings, Pooling
@@ -36,6 +36,12 @@ CPU_MICRO_BATCH_TOKENS = 1024
 INFERENCE_TOKENS_PER_TRAINING_TOKEN = 4  # no graph kept: a pass without one may hold 4x the tokens
 CPU_INFERENCE_TOKENS = CPU_MICRO_BATCH_TOKENS * INFERENCE_TOKENS_PER_TRAINING_TOKEN
 Share = Annotated[float, Field(ge=0, lt=1)]  # a fraction of something, never all of it
+# Training's other numbers are finite (inf or 1e308 is a typo that trains a NaN model) and within
+# what any run uses: AdamW moves a weight by about the learning rate per step, so 1 already moves
+# it by its own size; weight decay shrinks weights by lr * decay per step (0.01-0.1 is usual);
+# the sentence loss is weighed against the post loss's 1 and focal loss's gamma is 0-5 in use.
+LearningRate = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Weight = Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)]
 # where a run's outputs go, not what it trains: two configs that differ only here train one model
 WHERE_ONLY = frozenset({"checkpoint_dir", "cache_dir"})
 
@@ -65,14 +71,14 @@ class TrainConfig:
     lora_target_modules: str | None = LoraSettings.target_modules
 
     # optimisation
-    learning_rate: Annotated[float, Field(gt=0)] = 3e-5
-    head_learning_rate: float | None = None  # None: same as learning_rate
+    learning_rate: LearningRate = 3e-5
+    head_learning_rate: LearningRate | None = None  # None: same as learning_rate
     # encoder layer i of L trains at learning_rate * decay^(L - i); 1: off
     layerwise_lr_decay: Annotated[float, Field(gt=0, le=1)] = 1.0
     freeze_layers: NonNegativeInt = (
         0  # > 0: embeddings and the bottom n encoder layers are not trained
     )
-    weight_decay: float = 0.01
+    weight_decay: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.01
     batch_size: PositiveInt = 16  # effective batch per optimizer step
     # sequences per forward pass (a post's chunks count); None: batch_size;
     # halves on out-of-memory. Gradient accumulation: same gradient as one full batch
@@ -84,13 +90,14 @@ class TrainConfig:
     epochs: PositiveInt = 3
     warmup_ratio: Share = 0.06
     scheduler: Literal["linear", "cosine", "constant"] = "linear"
-    max_grad_norm: float | None = 1.0
+    # 0 or None: no clipping
+    max_grad_norm: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = 1.0
     class_weighting: Literal["none", "balanced", "sqrt"] = "none"
     label_smoothing: Annotated[float, Field(ge=0, lt=0.5)] = (
         0.0  # targets pulled to eps/2 and 1 - eps/2
     )
     # > 0: focal loss, down-weighting examples the model already gets right
-    focal_gamma: NonNegativeFloat = 0.0
+    focal_gamma: Weight = 0.0
     early_stopping_patience: int | None = None  # epochs without improvement
     max_length: PositiveInt = 256
     # auto: bf16 where the hardware has it
@@ -106,11 +113,11 @@ class TrainConfig:
     post_pooling: PostPooling = "max"
     # whole_post: weight of the loss that teaches which sentences state a symptom, from the
     # training posts' evidence sentences (0: off)
-    evidence_loss_weight: NonNegativeFloat = 0.0
+    evidence_loss_weight: Weight = 0.0
     # criteria each post is paired with
     evidence_scope: EvidenceScope = "positive_criteria"
     # training: unannotated sentences per annotated one; None: all
-    evidence_negative_ratio: NonNegativeFloat | None = None
+    evidence_negative_ratio: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     # training texts only, fixed per seed
     augmentation: Literal["none", "word_dropout", "word_swap"] = "none"
     # word_dropout: share of words left out; word_swap: swaps per word
