@@ -28,6 +28,8 @@ FINAL_TEST_ATTR = "final_test"
 
 # --- study system attributes -------------------------------------------------------------
 SPEC_ATTR = "hpo:spec"  # the spec as a JSON document, less its storage
+# per worker name, how many times one opened the study: a restarted worker's sampler seed moves on
+WORKER_STARTS_ATTR = "hpo:worker_starts"
 
 # --- trial user attributes ---------------------------------------------------------------
 # what the trial trained and who ran it
@@ -35,6 +37,8 @@ SEED_ATTR = "seed"
 TRAINING_DIGEST_ATTR = "training_digest"  # finalize reuses a checkpoint only for the same digest
 WORKER_ATTR = "worker"
 PORTFOLIO_ATTR = "portfolio"  # which portfolio move the trial is
+# a trial no rung judges, and why: a portfolio move to another kind of model (its curve rises later)
+RUNS_TO_END_ATTR = "runs_to_end"
 # a low-fidelity run: the share of the training posts it trained on (absent: a full run)
 TRAIN_SHARE_ATTR = "train_share"
 CHECKED_ATTR = "fidelity_checked"  # a full run whose configuration also runs at low fidelity
@@ -63,6 +67,8 @@ THRESHOLDS_ATTR = "validation_thresholds"
 OLD_METRICS_ATTR = "metrics"  # earlier versions' one dict of every metric: left out of exports
 # what it kept
 CHECKPOINT_ATTR = "checkpoint"  # the kept checkpoint's folder
+# its seal's digest as saved: finalize reuses the folder only while it still holds that model
+CHECKPOINT_SEAL_ATTR = "checkpoint_seal"
 CHECKPOINT_ARTIFACT_ATTR = "checkpoint_artifact"  # the artifact naming that folder
 METRICS_ARTIFACT_ATTR = "metrics_artifact"  # metrics.json as an artifact
 

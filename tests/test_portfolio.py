@@ -16,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 from shared_storage import read_study
 
-from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR, SAMPLED_BY_ATTR
+from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR, RUNS_TO_END_ATTR, SAMPLED_BY_ATTR
 from hpo.cli import main
 from hpo.fixtures import write_sample
 from hpo.spec import SpecError, StudySpec, load_spec
@@ -24,6 +24,7 @@ from hpo.study import open_study
 from hpo.study.search import (
     StagedSampler,
     handover,
+    is_unprunable,
     make_sampler,
     plan_search,
     portfolio_points,
@@ -357,10 +358,8 @@ def test_the_portfolio_is_queued_once_however_many_processes_open_the_study(
     assert len(first.get_trials(states=(TrialState.WAITING,))) == queued
 
 
-def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_loss():
-    """Issue #49: reading the whole post is the first move where the space offers it; the
-    recipe's settings whole_post does not take are dropped, its own are set."""
-    space = {
+def whole_post_space() -> dict:
+    return {
         "criteria_formulation": {"type": "categorical", "choices": ["multilabel", "whole_post"]},
         "long_text": {
             "type": "categorical",
@@ -380,8 +379,15 @@ def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_
         },
         **SPACE,
     }
-    recipe = {**RECIPE, "criteria_formulation": "multilabel", "long_text": "head_tail"}
-    spec = auto_spec(search_space=space, warm_start=[recipe])
+
+
+WHOLE_POST_RECIPE = {**RECIPE, "criteria_formulation": "multilabel", "long_text": "head_tail"}
+
+
+def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_loss():
+    """Issue #49: reading the whole post is the first move where the space offers it; the
+    recipe's settings whole_post does not take are dropped, its own are set."""
+    spec = auto_spec(search_space=whole_post_space(), warm_start=[WHOLE_POST_RECIPE])
     (label, point), *rest = portfolio_points(spec)
     assert label == "criteria_formulation multilabel -> whole_post"
     assert point == {
@@ -393,3 +399,25 @@ def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_
     assert spec.point_problem(point) is None
     assert rest[0][0] == "class_weighting balanced -> sqrt"  # then the moves as before
     assert not any("whole_post -> " in label for label, _ in rest)  # never back, nor to pairs
+
+
+def test_a_portfolio_move_to_another_formulation_runs_to_its_end_and_no_other_does(
+    storage_url, study_name
+):
+    """Issue #56: on the real ReDSM5 the pruner stopped the whole_post move at epoch 2, where
+    its curve had not yet had the time to rise as the recipe's had. That move is queued to run
+    to its end; the recipe and the moves of one setting stay judged at the rungs."""
+    spec = auto_spec(
+        name=study_name,
+        storage=storage_url,
+        search_space=whole_post_space(),
+        warm_start=[WHOLE_POST_RECIPE],
+        pruner={"name": "hyperband", "options": {"min_resource": 2, "max_resource": 5}},
+    )
+    study = open_study(spec, worker="node/0")
+    queued = [study.ask() for _ in range(1 + len(plan_search(spec).portfolio))]
+    params = [suggest(trial, spec) for trial in queued]
+    unpruned = [p["criteria_formulation"] for t, p in zip(queued, params) if is_unprunable(t)]
+    assert unpruned == ["whole_post"]
+    assert not is_unprunable(queued[0]) and params[0].items() >= WHOLE_POST_RECIPE.items()
+    assert RUNS_TO_END_ATTR in queued[1].user_attrs  # the first move, said why in the trial

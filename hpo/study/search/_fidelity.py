@@ -31,6 +31,7 @@ from hpo.attributes import (
     CHECKED_ATTR,
     FIDELITY_CHECK_ATTR,
     PROMOTED_FROM_ATTR,
+    RUNS_TO_END_ATTR,
     STOPPED_BY_ATTR,
     TRAIN_SHARE_ATTR,
     TWIN_OF_ATTR,
@@ -167,11 +168,15 @@ def promote(trial: optuna.Trial, spec: StudySpec, value: float) -> list[int]:
 
 
 def is_unprunable(trial: optuna.Trial) -> bool:
-    """A check's full run or any low-fidelity run, which must reach its end to be compared, or
-    a promoted full run: its configuration earned it by a complete run, and a look inside its
-    long schedule would judge it worse than that did (bench pruning_regret)."""
+    """A check's full run or any low-fidelity run, which must reach its end to be compared, a
+    promoted full run: its configuration earned it by a complete run, and a look inside its
+    long schedule would judge it worse than that did (bench pruning_regret), or a portfolio move
+    to another kind of model (``runs_to_end``: its curve rises later than the recipe's)."""
     attrs = trial.user_attrs
-    return CHECKED_ATTR in attrs or TRAIN_SHARE_ATTR in attrs or PROMOTED_FROM_ATTR in attrs
+    return any(
+        key in attrs
+        for key in (CHECKED_ATTR, TRAIN_SHARE_ATTR, PROMOTED_FROM_ATTR, RUNS_TO_END_ATTR)
+    )
 
 
 def study_fidelity(study: optuna.Study, spec: StudySpec) -> FidelityCheck | None:

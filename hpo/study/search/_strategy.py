@@ -25,12 +25,12 @@ from pathlib import Path
 
 import optuna
 
-from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR
+from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR, RUNS_TO_END_ATTR
 from hpo.outputs import atomic_text
 from hpo.spec import StudySpec
 from hpo.study.records._notes import spelled_duration
 from hpo.study.records._trials import enqueue
-from hpo.study.search._portfolio import portfolio_points
+from hpo.study.search._portfolio import portfolio_points, runs_to_end
 from hpo.study.search._sampler import StagedSampler
 
 # Optuna's sampler table recommends GPSampler for 10-100 trials and TPE for 100-1000; a GP
@@ -149,10 +149,14 @@ def plan_search(
 
 def start_plan(study: optuna.Study, spec: StudySpec) -> SearchPlan:
     """At creation, after the warm start: queue the portfolio (each trial names its move in
-    the ``portfolio`` user attribute) and record the plan, which every worker's sampler reads."""
+    the ``portfolio`` user attribute; a move to another kind of model runs to its end) and
+    record the plan, which every worker's sampler reads."""
     plan = recorded_plan(spec)
     for label, point in plan.portfolio:
-        enqueue(study, spec, point, user_attrs={PORTFOLIO_ATTR: label})
+        attrs: dict[str, object] = {PORTFOLIO_ATTR: label}
+        if runs_to_end(spec, point):
+            attrs[RUNS_TO_END_ATTR] = "another kind of model than the warm start: no look part-way"
+        enqueue(study, spec, point, user_attrs=attrs)
     study.set_user_attr(PLAN_ATTR, plan.to_attr())
     return plan
 
