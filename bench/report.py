@@ -125,6 +125,8 @@ def table(results: dict[str, dict]) -> list[str]:
         if result is None:
             lines.append(f"| {label} | — | — | not measured | 0 | — | not measured |")
             continue
+        if result["workload"].get("data_kind") == "real ReDSM5":  # else generated data
+            label += " — **real ReDSM5**"
         figure, target = result["value"], result.get("target")
         key = target["key"] if target else next(iter(result["summary"]))
         stats = result["summary"][key]

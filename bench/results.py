@@ -140,6 +140,7 @@ def write_results(
     details: dict | None = None,
     command: str | None = None,
     fewer_runs: dict | None = None,
+    data_dir: str | Path | None = None,
 ) -> Path:
     """``runs``: per case, every run's raw values; ``value`` names the figure whose median and
     spread are summarised per case (``also``: more figures summarised the same way, under
@@ -147,7 +148,9 @@ def write_results(
     ``at_least`` or ``within`` [low, high]), judged met or missed on the median.
     ``definition``: the measure's one definition, in words; ``details``: figures measured once
     (a profile), not per run.
-    ``fewer_runs``: ``{at_least, why}`` for a measure whose issue asked fewer than five runs."""
+    ``fewer_runs``: ``{at_least, why}`` for a measure whose issue asked fewer than five runs.
+    ``data_dir``: the ReDSM5-format files it read; their digest goes in the workload, so a reader
+    tells figures on the real ReDSM5 from figures on generated data."""
     summary = {
         case: stats([run.get(value) for run in case_runs if value in run])
         for case, case_runs in runs.items()
@@ -170,6 +173,7 @@ def write_results(
         "versions": versions(),
         "workload": {
             **workload,
+            **(data_identity(data_dir) if data_dir else {}),
             "machine_use": MACHINE_USE["text"],
             "load_average_1_5_15_min_when_written": [round(x, 2) for x in os.getloadavg()],
         },
@@ -192,6 +196,20 @@ def write_results(
     path = RESULTS / f"{measure}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path
+
+
+# The real ReDSM5's digest (hpo.data.redsm5.files_fingerprint of the two files in
+# ../shared/redsm5, whose sha256 its README lists): the one data a figure can be "real" on.
+REAL_REDSM5 = "3b8cd51ef02a5704f576a9c632fdfa1105afdd050a8d28532bd7107cdfcf1af9"
+
+
+def data_identity(data_dir: str | Path) -> dict:
+    """The data's digest and what it is: the real ReDSM5, or other files (generated ones)."""
+    from hpo.data.redsm5 import files_fingerprint
+
+    fingerprint = files_fingerprint(data_dir)
+    kind = "real ReDSM5" if fingerprint == REAL_REDSM5 else "generated or other data"
+    return {"data_fingerprint": fingerprint, "data_kind": kind}
 
 
 def verdict(median: float | None, target: dict, runs: int = 1) -> str:

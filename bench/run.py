@@ -51,7 +51,7 @@ MEASURES = {
     "pruning_regret": ("pruning_regret", "pruning_regret_full", "pruning_regret_mid"),
     "seed_ensemble": ("seed_ensemble",),
     "portfolio_moves": ("portfolio_moves",),
-    "whole_post": ("whole_post",),
+    "whole_post": ("whole_post", "whole_post_real"),
     "fidelity_rank": ("fidelity_rank",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
@@ -188,7 +188,12 @@ def parser() -> argparse.ArgumentParser:
     own.add_argument(
         "--arms",
         nargs="+",
-        choices=("head_tail", "whole_post", "whole_post + sentence loss"),
+        choices=(
+            "head_tail",
+            "whole_post",
+            "whole_post + sentence loss",
+            "whole_post + sentence loss, sqrt",
+        ),
         help="whole_post: the arms to run (default all; head_tail is always run, the baseline)",
     )
     return parser
