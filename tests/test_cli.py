@@ -65,6 +65,14 @@ def test_fixture_builders_to_an_unwritable_path(command):
     assert_one_line_exit_2(run_hpo(*command, UNWRITABLE), UNWRITABLE, "permissions")
 
 
+def test_a_sample_too_large_to_build_is_refused_before_it_grows():
+    """Issue #55: --posts 1000000000000 grew ~40 MB/s until killed; now one line, exit 2."""
+    assert_one_line_exit_2(
+        run_hpo("data", "sample", "unused-out", "--posts", "1000000000000"),
+        "at most 150000 (the real ReDSM5 has 1484), got 1000000000000",
+    )
+
+
 @pytest.mark.parametrize("command", ["dashboard", "storage-proxy"])
 def test_a_port_out_of_range(command):
     assert_one_line_exit_2(

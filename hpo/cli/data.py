@@ -3,7 +3,22 @@ the demo."""
 
 from __future__ import annotations
 
+import argparse
+
 from hpo.cli._common import OneLineErrors, _positive_int
+
+# The sample is built in memory before it is written: a bound, or a typo of a few zeros grows
+# until the machine kills it. 100 times the real ReDSM5's 1,484 posts is room for any benchmark.
+MAX_SAMPLE_POSTS = 150_000
+
+
+def _sample_posts(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_SAMPLE_POSTS:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_SAMPLE_POSTS} (the real ReDSM5 has 1484), got {value}"
+        )
+    return value
 
 
 def add_parser(subparsers) -> None:
@@ -12,7 +27,7 @@ def add_parser(subparsers) -> None:
     )
     sample = data.add_parser("sample", help="write synthetic data in the ReDSM5 layout")
     sample.add_argument("out_dir")
-    sample.add_argument("--posts", type=_positive_int, default=200)
+    sample.add_argument("--posts", type=_sample_posts, default=200)
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument(
         "--profile",
