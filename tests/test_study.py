@@ -522,6 +522,48 @@ def test_each_worker_gets_its_own_seed_and_keeps_it():
     assert first_x(make_sampler(smoke_spec("sampler.seed=7"), "host/a")) == a
 
 
+def seeded_spec(storage_url: str, name: str) -> StudySpec:
+    """The smoke study with a seed, every trial random-sampled: the draws a seed decides."""
+    return smoke_spec(
+        "sampler.seed=7", "sampler.options={n_startup_trials: 10}", storage=storage_url, name=name
+    )
+
+
+def sampled(study: optuna.Study, spec: StudySpec, n: int) -> list[tuple]:
+    """Ask and tell ``n`` trials (each told a made-up value): their parameter sets."""
+    points = []
+    for _ in range(n):
+        trial = study.ask()
+        params = suggest(trial, spec)
+        study.tell(trial, params["learning_rate"])
+        points.append(tuple(sorted(params.items())))
+    return points
+
+
+def test_a_resumed_study_samples_new_points(storage_url, study_name):
+    """Tuned to 4 trials, then resumed to 8 with the same spec and worker name: the resumed
+    worker's seed moved on, where it replayed trials 0-3's parameters exactly."""
+    spec = seeded_spec(storage_url, study_name)
+    first = sampled(open_study(spec, worker="vm/0"), spec, 4)
+    resumed = sampled(open_study(spec, worker="vm/0"), spec, 4)
+    assert len(set(first + resumed)) == 8, (first, resumed)
+
+
+def test_two_workers_started_alike_sample_different_points(storage_url, study_name):
+    """`hpo tune --workers 1` from two shells: two workers of one name on one study."""
+    spec = seeded_spec(storage_url, study_name)
+    one, two = open_study(spec, worker="vm/0"), open_study(spec, worker="vm/0")
+    assert not set(sampled(one, spec, 3)) & set(sampled(two, spec, 3))
+
+
+def test_a_fresh_studys_first_run_is_decided_by_the_specs_seed(storage_url, study_name):
+    runs = []
+    for name in (f"{study_name}-a", f"{study_name}-b"):
+        spec = seeded_spec(storage_url, name)
+        runs.append(sampled(open_study(spec, worker="vm/0"), spec, 3))
+    assert runs[0] == runs[1]
+
+
 def test_median_pruner_prunes_a_far_worse_trial_and_keeps_its_reports(storage_url, study_name):
     spec = smoke_spec(
         "pruner.name=median",

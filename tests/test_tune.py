@@ -130,6 +130,23 @@ def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, a
     assert took < first_took / 2, (took, first_took)
 
 
+def test_a_resumed_study_samples_new_configurations(postgres_url, study_name, assets):
+    """Tuned to 4 trials, then resumed to 8 with the same spec: its one worker (of the same
+    name) replayed trials 0-3's parameters exactly, as its sampler's seed did not move."""
+    args = ["--set", "train.epochs=1", "--set", "keep_top_k=0"]
+    args += ["--set", "sampler.options={n_startup_trials: 10}"]  # every draw the seed's
+    for n_trials in (4, 8):
+        run = run_tune(
+            "criteria-smoke.yaml", study_name, postgres_url, assets, 1,
+            "--set", f"n_trials={n_trials}", *args,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    finished = _finished(read_study(study_name, postgres_url))
+    assert len(finished) == 8
+    points = {tuple(sorted(t.params.items())) for t in finished}
+    assert len(points) == 8, sorted(points)
+
+
 def test_ctrl_c_stops_workers_and_requeues_their_trials(postgres_url, study_name, assets):
     out = assets["root"] / study_name
     cmd = [

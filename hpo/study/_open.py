@@ -17,6 +17,7 @@ from hpo.attributes import (
     SPEC_FILE_ATTR,
     TASK_ATTR,
     UID_ATTR,
+    WORKER_STARTS_ATTR,
 )
 from hpo.errors import DataError, UsageError
 from hpo.spec import StudySpec
@@ -27,7 +28,8 @@ from hpo.study.records._trials import enqueue
 from hpo.study.search._factory import make_pruner, make_sampler
 from hpo.study.search._strategy import start_plan
 from hpo.study.storage._connect import database_problem, get_storage
-from hpo.study.storage._optuna_private import study_storage
+from hpo.study.storage._optuna_private import study_id, study_storage
+from hpo.study.storage._start_lock import trial_start_lock
 
 # in the fingerprint: the unit of every intermediate value's step (pruner.units_per_epoch);
 # trials reported in other units would be compared at the wrong rungs
@@ -75,6 +77,9 @@ def open_study(
             fingerprint,
             "use another study name, or pass --allow-spec-change to change it on purpose",
         )
+    if worker and spec.sampler.seed is not None:
+        # a resumed study, or a second `hpo tune` on it, must not replay this worker's samples
+        study.sampler = make_sampler(spec, worker, start=_count_start(study, worker))
     if created or adopt_spec:
         recorded = study.user_attrs.get(FINGERPRINT_ATTR)
         if not recorded or _differences(recorded, fingerprint):
@@ -228,6 +233,20 @@ def _create_or_load(
     # the dashboard's charts name the objective, not "Objective 0"
     study.set_metric_names([spec.metric])
     return study, True
+
+
+def _count_start(study: optuna.Study, worker: str) -> int:
+    """How many times a worker named ``worker`` opened ``study`` before this one, counted and
+    recorded under the trial-start lock, so that two started at once count differently (the
+    gRPC proxy has no lock: two there may still count alike)."""
+    storage = study_storage(study)
+    with trial_start_lock(study):
+        starts = storage.get_study_system_attrs(study_id(study)).get(WORKER_STARTS_ATTR, {})
+        start = int(starts.get(worker, 0))
+        storage.set_study_system_attr(
+            study_id(study), WORKER_STARTS_ATTR, {**starts, worker: start + 1}
+        )
+    return start
 
 
 def _await_uid(study: optuna.Study) -> None:

@@ -26,9 +26,10 @@ _PRUNERS = {
 }
 
 
-def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampler:
+def make_sampler(spec: StudySpec, worker: str = "", start: int = 0) -> optuna.samplers.BaseSampler:
     """Each worker seeds its sampler differently: N workers with one seed would propose
-    the same parameters N times."""
+    the same parameters N times. ``start``: how many times a worker of this name opened the
+    study before (``open_study`` counts them); see ``worker_seed``."""
     if spec.sampler.name == "cmaes" and spec.storage.is_grpc:
         raise SpecError(
             f"{spec.source}: sampler.name: cmaes unpickles its state from the storage, "
@@ -37,15 +38,27 @@ def make_sampler(spec: StudySpec, worker: str = "") -> optuna.samplers.BaseSampl
         )
     # auto's options are its TPE's, the sampler a study ends with
     sampler_class = _SAMPLERS.get(spec.sampler.name, optuna.samplers.TPESampler)
-    seed = spec.sampler.seed
-    if seed is not None and worker:
-        seed += zlib.crc32(worker.encode()) % 100_000
+    seed = worker_seed(spec.sampler.seed, worker, start)
     _check_option_types(sampler_class, spec.sampler.options, f"{spec.source}: sampler.options")
     try:
         sampler = sampler_class(seed=seed, **spec.sampler.options)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{spec.source}: sampler.options: {exc}") from None
     return staged_sampler(spec, sampler, seed) if spec.sampler.name == "auto" else sampler
+
+
+def worker_seed(seed: int | None, worker: str, start: int = 0) -> int | None:
+    """The seed of ``worker``'s sampler: the spec's, offset by the worker's name, and from its
+    second start on the study (a resumed study, a second `hpo tune` beside the first) by that
+    start's number too. Without the start a resumed worker replayed its first run's samples
+    (Optuna's random startup draws the same sequence for the same seed, whatever the history);
+    a fresh study's first run still takes its seeds from the spec's alone."""
+    if seed is None or not worker:
+        return seed
+    seed += zlib.crc32(worker.encode()) % 100_000
+    if start:
+        seed += zlib.crc32(f"{worker}#{start}".encode())
+    return seed % 2**32  # numpy's generators take seeds below 2**32
 
 
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
