@@ -170,6 +170,39 @@ class OutsideOutputDir(UsageError):
     symlink)."""
 
 
+LEADS_OUT = "give the study a plain name and remove any symlink that leads out"
+
+
+def lies_inside(path: str | Path, root: str | Path) -> bool:
+    """``path`` resolves (symlinks followed) strictly inside ``root``."""
+    return Path(root).resolve() in Path(path).resolve().parents
+
+
+def confined(path: str | Path, output_dir: str | Path, fix: str = LEADS_OUT) -> Path:
+    """``path``, once it is known to resolve strictly inside ``output_dir``; else
+    ``OutsideOutputDir`` naming where it leads and ``fix``.
+
+    Defence in depth behind the spec's name check: folders there get written to and deleted,
+    so one that leads out (``..``, a symlink) must never be used.
+    """
+    path = Path(path)
+    if not lies_inside(path, output_dir):
+        raise OutsideOutputDir(
+            f"{path} resolves to {path.resolve()}, outside output_dir {output_dir}; {fix}"
+        )
+    return path
+
+
+def confined_tree(folder: str | Path, output_dir: str | Path, fix: str = LEADS_OUT) -> None:
+    """``folder`` and everything under it (links not followed, each link checked where it
+    leads) resolve inside ``output_dir``: a command that writes and deletes there reaches
+    nothing else. A folder that does not exist yet passes where its own path does."""
+    confined(folder, output_dir, fix)
+    for parent, folders, files in os.walk(folder):
+        for name in (*folders, *files):
+            confined(Path(parent) / name, output_dir, fix)
+
+
 def study_dir(output_dir: str | Path, name: str, uid: str) -> Path:
     """``<output_dir>/<name>-<uid8>``: keyed by the study's uid as well as its name, so two
     studies of one name (on two storages, or deleted and re-created) never share trial folders."""
@@ -197,17 +230,7 @@ class TrialOutputs:
         self.keep_top_k, self.direction = keep_top_k, direction
 
     def _confined(self, path: Path) -> Path:
-        """``path``, once it is known to resolve strictly inside output_dir.
-
-        Defence in depth behind the spec's name check: folders here get written to and
-        deleted, so one that leads out (``..``, a symlink) must never be used.
-        """
-        if self.output_dir.resolve() not in path.resolve().parents:
-            raise OutsideOutputDir(
-                f"{path} resolves to {path.resolve()}, outside output_dir {self.output_dir}; "
-                "give the study a plain name and remove any symlink that leads out"
-            )
-        return path
+        return confined(path, self.output_dir)
 
     def trial_dir(self, number: int) -> Path:
         return self._confined(self.study_dir / f"trial_{number}")

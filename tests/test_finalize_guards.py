@@ -7,6 +7,7 @@ and told made-up values: finalize's own retrainings are real (tiny encoders, sam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -402,7 +403,9 @@ def test_other_data_by_the_studys_name_does_not_say_to_run_the_command_that_was_
     """Issue #48 item 16: the recorded data_dir edited to other data, `hpo finalize NAME` said
     to "finalize by the study's name (hpo finalize NAME)": the command that was just run."""
     storage = f"sqlite:///{tmp_path / 'hpo.db'}"
-    args = searched(tmp_path, assets, storage, "moved")
+    # its cache under output_dir: one recorded elsewhere is refused first (issue #55 item 3)
+    inside = f"train.cache_dir={tmp_path / 'out' / 'cache'}"
+    args = searched(tmp_path, assets, storage, "moved", settings=(inside,))
     final_dir(tmp_path, storage, args).parent.mkdir(parents=True)  # as tuning leaves it
     edited = tmp_path / "edited"
     shutil.copytree(assets["data"], edited)
@@ -597,3 +600,111 @@ def test_a_finalize_with_another_cv_removes_the_folds_an_interrupted_one_left(tm
         "trial_3-seed_0-fold_1of2",
         "trial_3-seed_0-fold_2of2",
     ]
+
+
+@pytest.mark.slow
+def test_a_final_or_study_folder_that_leads_out_of_output_dir_is_refused_untouched(
+    tmp_path, assets
+):
+    """Issue #55 item 2: ``final/`` (or the study folder) a symlink to a folder outside
+    output_dir: finalize overwrote the model_card.md there and deleted model/notes.txt, exit 0.
+    Now: exit 2, one line naming the path, before anything is written or deleted."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "leads-out")
+    final = final_dir(tmp_path, storage, args)
+    study_folder = final.parent
+    study_folder.mkdir(parents=True)  # as tuning leaves it
+
+    def outside_final(where: Path) -> dict[Path, str]:
+        (where / "model").mkdir(parents=True)
+        files = {where / "model_card.md": "my own card\n", where / "model" / "notes.txt": "x\n"}
+        for path, text in files.items():
+            path.write_text(text)
+        return files
+
+    outside = tmp_path / "elsewhere"
+    files = outside_final(outside)
+    final.symlink_to(outside, target_is_directory=True)
+    line = one_line_error(
+        run(finalize_argv(storage, args, "--top-k", "1", "--seeds", "1"), tmp_path),
+        2,
+        f"{final} resolves to {outside.resolve()}, outside output_dir {tmp_path / 'out'}",
+        "remove the symlink that leads out",
+    )
+    assert "Traceback" not in line
+    assert {path: path.read_text() for path in files} == files, "nothing there touched"
+    assert sorted(p.name for p in outside.iterdir()) == ["model", "model_card.md"]
+
+    final.unlink()  # now the study folder itself leads out
+    study_folder.rmdir()
+    away = tmp_path / "away"
+    files = outside_final(away / "final")
+    study_folder.symlink_to(away, target_is_directory=True)
+    one_line_error(
+        run(finalize_argv(storage, args, "--top-k", "1", "--seeds", "1"), tmp_path),
+        2,
+        f"{study_folder} resolves to {away.resolve()}, outside output_dir",
+    )
+    assert {path: path.read_text() for path in files} == files, "nothing there touched"
+    assert sorted(p.name for p in away.iterdir()) == ["final"], "no lock, no runs"
+
+
+@pytest.mark.slow
+def test_a_recorded_cache_dir_edited_to_lead_out_is_refused(tmp_path, assets):
+    """Issue #55 item 3: the study's recorded train.cache_dir edited in its database to a
+    folder outside output_dir (and outside where hpo runs): `hpo finalize NAME` made folders and
+    .npy files there and trained on what it found. Now refused in one line naming the --set
+    that makes it the user's own choice, before anything is written there."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "recached")
+    final_dir(tmp_path, storage, args).parent.mkdir(parents=True)  # as tuning leaves it
+    planted = tmp_path / "planted"
+    document = edit_recorded_spec("recached", storage)  # as it was
+    edit_recorded_spec("recached", storage, train={**document["train"], "cache_dir": str(planted)})
+    work = tmp_path / "work"  # where hpo runs: planted/ is not under it
+    work.mkdir()
+    one_line_error(
+        run(by_name("recached", storage, "--top-k", "1", "--seeds", "1"), work),
+        2,
+        f"study 'recached': its recorded train.cache_dir {planted} resolves to ",
+        f"outside its output_dir {tmp_path / 'out'}",
+        f"pass --set train.cache_dir={planted} if it is yours",
+    )
+    assert not planted.exists(), "nothing created there"
+    assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
+
+
+@pytest.mark.slow
+def test_a_planted_cache_with_flipped_labels_is_rebuilt_not_trained_on(tmp_path, assets):
+    """Issue #55 item 3: a tokenization cache at the data's own keys, its labels flipped and
+    its digest written again (what a planter can do): finalize's retraining trained on it
+    (test 0.309 against 0.401). Now each such folder is rebuilt from the data, with a warning
+    in the run's log, before training."""
+    import numpy as np
+
+    from hpo.data.tokenized import load_tokenized, save_tokenized
+    from hpo.final.plan import plan
+    from hpo.final.retrain import train_config
+    from hpo.train.prepare import prepare_data
+
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    cache = tmp_path / "cache"
+    args = searched(tmp_path, assets, storage, "planted", settings=(f"train.cache_dir={cache}",))
+    spec = load_spec(SPEC, args[1::2], storage)
+    best = plan(spec, open_study(spec), 1, 1)[0]
+    prepare_data(train_config(spec, best.params, best.seed, None))  # the cache, as tuning left it
+    truth = {}
+    for folder in sorted(p for p in cache.iterdir() if p.is_dir()):
+        labels = np.load(folder / "labels.npy")
+        split = load_tokenized(folder, labels)
+        truth[folder] = labels
+        shutil.rmtree(folder)
+        save_tokenized(folder, dataclasses.replace(split, labels=1 - labels))
+    assert len(truth) == 3, truth  # train, validation, test
+
+    done = run(finalize_argv(storage, args, "--top-k", "1", "--seeds", "1"), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = next(final_dir(tmp_path, storage, args).glob("runs/*/train.log")).read_text()
+    assert log.count("rebuilding it") >= 2, log  # train and validation, before training
+    for folder, labels in truth.items():
+        np.testing.assert_array_equal(np.load(folder / "labels.npy"), labels)

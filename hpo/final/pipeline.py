@@ -40,7 +40,7 @@ from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
 from hpo.final.record import record, test_figure
 from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.final.summary import FinalSummary, RefitRecord, SearchState, TestScores
-from hpo.outputs import atomic_text
+from hpo.outputs import atomic_text, confined, confined_tree
 from hpo.spec import StudySpec
 from hpo.study import check_spec
 from hpo.study.records import (
@@ -57,6 +57,7 @@ from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
 
 SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
+LEADS_OUT = "finalize writes and deletes only inside it: remove the symlink that leads out"
 
 __all__ = ["FINAL_ATTR", "Run", "finalize", "plan"]
 
@@ -87,6 +88,9 @@ def finalize(
     study_folder = spec.study_dir(study_uid(study) or "")
     final_dir = study_folder / "final"
     runs_dir = final_dir / "runs"
+    # everything finalize writes or deletes (its lock, final/, the runs, the model) lies there
+    confined(study_folder, spec.output_dir, LEADS_OUT)
+    confined_tree(final_dir, spec.output_dir, LEADS_OUT)
     with study_lock(
         study, "finalize", study_folder
     ) as lock:  # a second finalize of the study exits at once

@@ -12,7 +12,8 @@ relative to where hpo runs, as they are when the file is read again.
 Anyone who can write to the study's database can edit that record. What it decides about
 places is therefore confirmed on this machine before ``hpo finalize NAME`` uses it
 (``_confirm_places``): finalize writes only into the study's own folder that tuning left under
-output_dir, and contacts an MLflow server only when the user names it.
+output_dir, reads and writes a tokenization cache only inside output_dir or the folder it runs
+in, and contacts an MLflow server only when the user names it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sqlalchemy as sa
 
 from hpo.attributes import SPEC_ATTR, UID_ATTR
 from hpo.errors import UsageError
+from hpo.outputs import lies_inside
 from hpo.spec import SpecError, StudySpec, load_spec, parse_override, spec_from_document
 from hpo.storage_url import StorageUrl, redact
 from hpo.study.storage._connect import get_storage
@@ -108,6 +110,14 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
             f"it ({folder}), and finalize writes only beside the study's trials ({trusted}); "
             "run it where the study was tuned, or pass --set output_dir=DIR"
         )
+    cache = spec.train.get("cache_dir")
+    if cache and not given & {"train", "train.cache_dir"} and not _ours(cache, spec.output_dir):
+        raise UsageError(
+            f"study {spec.name!r}: its recorded train.cache_dir {cache} resolves to "
+            f"{Path(cache).resolve()}, outside its output_dir {spec.output_dir} and the folder "
+            f"hpo runs in, and finalize trains on what it finds there ({trusted}); pass --set "
+            f"train.cache_dir={cache} if it is yours, or --set train.cache_dir=null"
+        )
     if spec.tracking.mlflow and not given & {"tracking", "tracking.mlflow"}:
         uri = redact(spec.tracking.mlflow)
         raise UsageError(
@@ -115,6 +125,13 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
             f"finalize contacts a server only when you name it ({trusted}): pass --set "
             f"tracking.mlflow={uri}, or --set tracking.mlflow=null to finalize without MLflow"
         )
+
+
+def _ours(cache_dir: str, output_dir: str) -> bool:
+    """A recorded tokenization cache finalize may read and write without being told: inside
+    output_dir (confirmed above), or under the folder hpo runs in, where the spec's relative
+    paths resolve (the shipped specs keep it beside output_dir)."""
+    return lies_inside(cache_dir, output_dir) or lies_inside(cache_dir, Path.cwd())
 
 
 def spec_document(spec: StudySpec) -> dict:
@@ -127,7 +144,11 @@ def record_spec(study: optuna.Study, spec: StudySpec) -> None:
     only when it changed)."""
     storage, sid = study_storage(study), study_id(study)
     document = spec_document(spec)
-    if storage.get_study_system_attrs(sid).get(SPEC_ATTR) != document:
+    try:
+        recorded = storage.get_study_system_attrs(sid).get(SPEC_ATTR)
+    except json.JSONDecodeError:  # edited in the database: not replaced without a word
+        raise _unreadable(study, "not valid JSON") from None
+    if recorded != document:
         storage.set_study_system_attr(sid, SPEC_ATTR, document)
 
 
