@@ -11,7 +11,7 @@ import optuna
 import pytest
 from shared_storage import read_study
 
-from hpo.attributes import TRAINING_DIGEST_ATTR
+from hpo.attributes import CHECKPOINT_SEAL_ATTR, TRAINING_DIGEST_ATTR
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
 from hpo.run.objective import Objective
@@ -58,6 +58,11 @@ def test_an_objective_built_without_a_uid_writes_into_its_studys_folder(spec):
     assert other.training_digest() != config.training_digest(), "the seed is part of it"
     moved = dataclasses.replace(config, checkpoint_dir="elsewhere", cache_dir="other-cache")
     assert moved.training_digest() == config.training_digest(), "where outputs go is not"
+    # and the seal of the checkpoint it kept: finalize reuses the folder only while it holds it
+    from hpo.models.classifier_file import read_checked
+
+    kept = study.trials[0].user_attrs
+    assert kept[CHECKPOINT_SEAL_ATTR] == read_checked(kept["checkpoint"]).integrity.digest
 
 
 @pytest.mark.slow

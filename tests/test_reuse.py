@@ -16,7 +16,7 @@ import pytest
 from helpers import run_hpo
 from optuna.trial import TrialState
 
-from hpo.attributes import TRAINING_DIGEST_ATTR
+from hpo.attributes import CHECKPOINT_SEAL_ATTR, TRAINING_DIGEST_ATTR
 from hpo.data import SYMPTOMS
 from hpo.final.options import FinalizeOptions
 from hpo.final.plan import plan, plan_lines
@@ -81,12 +81,17 @@ def searched(tmp_path: Path, sealed: Path, *settings: str, **attrs):
         "epochs_run": 2,
         "wall_seconds": 12.5,
         "checkpoint": str(outputs.checkpoint_dir(trial.number)),
+        CHECKPOINT_SEAL_ATTR: seal_of(sealed),
     }
     for key, value in (recorded | attrs).items():
         if value is not None:
             trial.set_user_attr(key, value)
     study.tell(trial, 0.61)
     return spec, study, study.trials[0]
+
+
+def seal_of(folder: Path) -> str:
+    return json.loads((folder / "classifier.json").read_text())["integrity"]["digest"]
 
 
 def verdict(spec, study, trial, **changes):
@@ -126,12 +131,13 @@ def test_a_kept_checkpoint_is_its_configurations_first_seed_and_the_plan_says_so
         ((), {"seed": 3}, {}, "it ran seed 3, not 0"),
         ((), {"checkpoint": None}, {}, NOT_KEPT),
         ((), {TRAINING_DIGEST_ATTR: None}, {}, "it recorded no training settings"),
+        ((), {CHECKPOINT_SEAL_ATTR: None}, {}, "it recorded no checkpoint seal"),
         (("train.warmup_ratio=0.2",), {}, {}, "it trained with other settings than this"),
         ((), {}, {"train_on": "train+validation"}, "a fold or refit trains on other posts"),
         ((), {}, {"cv_fold": (3, 0)}, "a fold or refit trains on other posts"),
     ],
-    ids=["time budget", "cut short", "other seed", "not kept", "older hpo", "--set", "refit",
-         "cv fold"],
+    ids=["time budget", "cut short", "other seed", "not kept", "older hpo", "no seal", "--set",
+         "refit", "cv fold"],
 )  # fmt: skip
 def test_a_trial_that_is_not_the_run_is_retrained_and_says_why(
     tmp_path, sealed, at_finalize, attrs, changes, why
@@ -172,6 +178,24 @@ def test_a_checkpoint_edited_or_another_trials_is_retrained(tmp_path, sealed):
     (checkpoint / "classifier.json").write_text(json.dumps(meta))
     reuse = verdict(spec, study, trial)
     assert reuse.checkpoint is None and "fails its seal check" in reuse.why, reuse.why
+
+
+def test_another_trials_checkpoint_copied_in_is_retrained_saying_so(tmp_path, sealed):
+    """Sealed, and beside this trial's metrics.json: only the digest the trial recorded when it
+    saved tells the folder holds another model."""
+    spec, study, trial = searched(tmp_path, sealed)
+    other = tmp_path / "other-trial"
+    shutil.copytree(sealed, other)
+    from hpo.models.classifier_file import read_inference, rewrite_inference
+
+    rewrite_inference(other, dataclasses.replace(read_inference(other), max_length=64))
+    checkpoint = Path(trial.user_attrs["checkpoint"])
+    shutil.rmtree(checkpoint)
+    shutil.copytree(other, checkpoint)
+    reuse = verdict(spec, study, trial)
+    assert reuse.checkpoint is None, "another trial's model passed as this trial's"
+    assert f"{checkpoint} holds another model than the trial saved there" in reuse.why, reuse.why
+    assert "\n" not in reuse.why
 
 
 def test_the_run_holds_the_checkpoints_files_even_once_the_search_deletes_it(tmp_path, sealed):
@@ -270,3 +294,46 @@ def test_finalize_retrains_one_of_two_seeds_and_the_reused_one_is_the_retrained_
     seed_0 = other_final / "runs" / "trial_0-seed_0"
     assert "reused_from_trial" not in json.loads((seed_0 / "result.json").read_text())
     assert (seed_0 / "train.log").exists()
+
+
+@pytest.mark.slow
+def test_finalize_retrains_a_trial_whose_folder_holds_another_trials_checkpoint(
+    tmp_path, tiny_roberta, tiny_deberta
+):
+    """Two real trials kept their checkpoints; trial 1's copied over trial 0's (sealed, beside
+    trial 0's metrics.json) is not trial 0's run: finalize retrains trial 0's seed 0, saying
+    why in its plan, and still reuses trial 1's."""
+    settings = [
+        "name=moved-checkpoint",
+        f"data_dir={write_sample(tmp_path / 'data', posts=60, seed=3)}",
+        f"output_dir={tmp_path / 'out'}",
+        f"train.cache_dir={tmp_path / 'cache'}",
+        "n_trials=2",
+        "train.epochs=1",
+        "pruner.name=none",
+        "pruner.options={}",
+        f"model_paths.tiny-roberta={tiny_roberta}",
+        f"model_paths.tiny-deberta={tiny_deberta}",
+    ]
+    args = [arg for setting in settings for arg in ("--set", setting)]
+    storage = ["--storage", f"sqlite:///{tmp_path / 'hpo.db'}"]
+    tuned = run_hpo("tune", SPEC, *storage, "--workers", "1", "--no-progress", *args, cwd=tmp_path)
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    spec = load_spec(SPEC, settings, storage[1])
+    study = load_existing_study(spec.name, spec.storage)
+    folders = [Path(t.user_attrs["checkpoint"]) for t in study.trials]
+    shutil.rmtree(folders[0])
+    shutil.copytree(folders[1], folders[0])
+
+    flags = ("--top-k", "2", "--seeds", "1", "--no-progress")
+    done = run_hpo("finalize", SPEC, *storage, *flags, *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stdout.splitlines() if "trial_0-seed_0: retrained, as " in line]
+    assert len(said) == 1, done.stdout
+    assert f"{folders[0]} holds another model than the trial saved there" in said[0]
+    assert "trial_1-seed_0: trial 1's kept checkpoint, not retrained" in done.stdout
+    runs = spec.study_dir(study_uid(study)) / "final" / "runs"
+    retrained = json.loads((runs / "trial_0-seed_0" / "result.json").read_text())
+    assert "reused_from_trial" not in retrained and (runs / "trial_0-seed_0" / "train.log").exists()
+    reused = json.loads((runs / "trial_1-seed_0" / "result.json").read_text())
+    assert reused["reused_from_trial"] == 1

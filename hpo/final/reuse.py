@@ -6,8 +6,10 @@ budget is not). Training is deterministic for a seed on one machine: on CPU such
 reproduced its trial's validation value to the fourth decimal after 24 minutes. So that run
 is the trial's checkpoint, hard-linked into the run's folder (a copy across file systems):
 the search may delete a checkpoint that drops out of its top-k meanwhile, and a link keeps
-the files. Its seal is checked there, as a loaded model's is; a checkpoint that fails it
-is retrained.
+the files. Its seal is checked there, as a loaded model's is, and its digest against the one
+the trial recorded when it saved the folder (``CHECKPOINT_SEAL_ATTR``): a sound seal says the
+folder is a model hpo saved, not that it is this trial's (another trial's folder copied over
+it is sealed too). A checkpoint that fails either is retrained.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from hpo.attributes import (
     BEST_EPOCH_ATTR,
     CHECKPOINT_ATTR,
+    CHECKPOINT_SEAL_ATTR,
     EPOCHS_RUN_ATTR,
     SEED_ATTR,
     STOPPED_BY_ATTR,
@@ -50,6 +53,7 @@ class Reuse:
     trial: int
     why: str
     checkpoint: str | None = None  # None: the run is retrained
+    seal: str | None = None  # the checkpoint's seal digest, as the trial recorded it
     # the trial's validation figures, as a retraining's result.json holds them
     record: dict | None = None
 
@@ -76,15 +80,19 @@ def judge(trial, config: TrainConfig, uid: str | None) -> Reuse:
             "it trained with other settings than this finalize's "
             "(a --set here, or the spec changed since)",
         )
+    if CHECKPOINT_SEAL_ATTR not in attrs:
+        return Reuse(trial.number, "it recorded no checkpoint seal (an earlier hpo)")
     epochs = attrs.get(EPOCHS_RUN_ATTR)
     if epochs != config.epochs and config.early_stopping_patience is None:
         return Reuse(trial.number, f"it ran {epochs} of {config.epochs} epochs")
-    if problem := checkpoint_problem(attrs.get(CHECKPOINT_ATTR), uid, trial.number):
+    seal = attrs[CHECKPOINT_SEAL_ATTR]
+    if problem := checkpoint_problem(attrs.get(CHECKPOINT_ATTR), uid, trial.number, seal):
         return Reuse(trial.number, problem)
     return Reuse(
         trial.number,
         "its kept checkpoint is this run",
         checkpoint=str(Path(attrs[CHECKPOINT_ATTR]).resolve()),
+        seal=seal,
         record={
             "value": trial.value,
             "best_epoch": attrs[BEST_EPOCH_ATTR],
@@ -95,24 +103,33 @@ def judge(trial, config: TrainConfig, uid: str | None) -> Reuse:
     )
 
 
-def checkpoint_problem(checkpoint: str | None, uid: str | None, number: int) -> str | None:
-    """Why ``checkpoint`` cannot stand for trial ``number`` of the study of uid ``uid``
-    (missing, another's, unsealed or changed since it was saved), or None."""
+def checkpoint_problem(
+    checkpoint: str | None, uid: str | None, number: int, seal: str | None
+) -> str | None:
+    """Why ``checkpoint`` cannot stand for trial ``number`` of the study of uid ``uid``, whose
+    seal digest the trial recorded as ``seal`` (missing, another's, unsealed or changed since
+    it was saved), or None."""
     if not checkpoint or not (Path(checkpoint) / FILE_NAME).is_file():
         return NOT_KEPT
     if uid is None or recorded_owner(checkpoint) != (uid, number):
         return f"{checkpoint} is not recorded as this trial's"
-    return seal_problem(Path(checkpoint))
+    return seal_problem(Path(checkpoint), seal)
 
 
-def seal_problem(folder: Path) -> str | None:
-    """Why the classifier in ``folder`` fails its seal (or has none), or None."""
+def seal_problem(folder: Path, expected: str | None) -> str | None:
+    """Why the classifier in ``folder`` fails its seal (or has none), or is sealed with another
+    digest than ``expected`` (the trial's, as it saved it): another model moved in; or None."""
     try:
         meta = json.loads((folder / FILE_NAME).read_text(encoding="utf-8"))
-        read_classifier_file(meta)
+        found = read_classifier_file(meta).integrity.digest
         check_integrity(folder, meta, weights=True)
     except (OSError, ValueError, UsageError, InvalidClassifierFile) as exc:
         return f"{folder} fails its seal check: {exc}"
+    if found != expected:
+        return (
+            f"{folder} holds another model than the trial saved there (seal {found[:12]}, "
+            f"recorded {str(expected)[:12]}): copied or moved in from elsewhere"
+        )
     return None
 
 
@@ -127,7 +144,7 @@ def link_checkpoint(reuse: Reuse, model: Path) -> str | None:
     except OSError as exc:  # deleted meanwhile (dropped out of the top-k), or unreadable
         shutil.rmtree(staged, ignore_errors=True)
         return f"trial {reuse.trial}'s checkpoint could not be linked: {exc}"
-    if problem := seal_problem(staged):
+    if problem := seal_problem(staged, reuse.seal):
         shutil.rmtree(staged)
         return problem
     if model.is_symlink():

@@ -19,6 +19,7 @@ from hpo.attributes import (
     BEST_EPOCH_ATTR,
     CHECKPOINT_ARTIFACT_ATTR,
     CHECKPOINT_ATTR,
+    CHECKPOINT_SEAL_ATTR,
     EPOCHS_RUN_ATTR,
     INTERVAL_ATTR,
     METRICS_ARTIFACT_ATTR,
@@ -37,6 +38,7 @@ from hpo.attributes import (
     WALL_SECONDS_ATTR,
 )
 from hpo.errors import UsageError
+from hpo.models.classifier_file import read_checked
 from hpo.outputs import TrialOutputs
 from hpo.run.trial_line import progress_words
 from hpo.spec import StudySpec
@@ -253,7 +255,9 @@ class Objective:
         if trial.number not in keep:
             outputs.remove_checkpoint(trial.number)
             return
-        trial.set_user_attr(CHECKPOINT_ATTR, result.checkpoint)
+        # its seal's digest too: finalize reuses the folder only while it holds this model
+        seal = read_checked(result.checkpoint).integrity.digest
+        set_user_attrs(trial, {CHECKPOINT_ATTR: result.checkpoint, CHECKPOINT_SEAL_ATTR: seal})
         self._upload(trial, outputs.describe_checkpoint(trial.number), CHECKPOINT_ARTIFACT_ATTR)
 
     def _upload(self, trial: optuna.Trial, path: Path, attr: str) -> None:
