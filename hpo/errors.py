@@ -59,3 +59,13 @@ class MetaTensorError(RuntimeError):
 
 class OutOfMemoryError(RuntimeError):
     """A training step ran out of memory even at micro-batch 1."""
+
+
+class TrainingDiverged(RuntimeError):
+    """A run's training loss or validation scores stopped being finite numbers (NaN or inf):
+    every later step and score would be garbage, so the run fails at once, naming where."""
+
+
+class NonFiniteWeights(UsageError):
+    """A classifier whose weights hold NaN or inf: it would predict ``nan`` for every text, so
+    it is neither saved nor loaded."""

@@ -31,6 +31,7 @@ from hpo.train.evaluate import (
     objective_value,
     post_intervals,
 )
+from hpo.train.finite import LossWatch, check_scores, what_to_change
 from hpo.train.prepare import PreparedData
 from hpo.train.setup import set_up
 
@@ -101,6 +102,8 @@ def train(
     best, best_value, best_epoch, best_state, history = None, None, 0, None, []
     samples, tokens, train_seconds, stale_epochs = 0, 0, 0.0, 0
     pace = _Pace(config.epochs, run.steps_per_epoch, progress, config.objective_metric)
+    fix = what_to_change(config)
+    watch = LossWatch(device, fix)  # a diverged run fails at once, never a trial's best
     model.train()
     units = looks.units_per_epoch
     for epoch in range(1, config.epochs + 1):
@@ -113,14 +116,17 @@ def train(
             samples += len(batch)
             tokens += read
             seen += len(batch)
+            watch.step(epoch, step, loss)
             pace.step(epoch, step, len(batch), loss)
             # a look at the first batch end at or past its point: under one batch late
             while due and seen * units >= (due[0] - (epoch - 1) * units) * total:
                 unit, look_started = due.pop(0), time.perf_counter()
                 train_seconds += look_started - epoch_started
+                watch.check()
                 evaluation = evaluate(
                     model, data.validation, run.collate, config, device, run.autocast
                 )
+                check_scores(evaluation.probs, f"at the look after {unit / units:.3g} epochs", fix)
                 value = objective_value(
                     evaluation.metrics, config.objective_metric, config.threshold
                 )
@@ -130,7 +136,9 @@ def train(
                 epoch_started = time.perf_counter()
         train_seconds += time.perf_counter() - epoch_started
         evaluation_started = time.perf_counter()
+        watch.check()
         evaluation = evaluate(model, data.validation, run.collate, config, device, run.autocast)
+        check_scores(evaluation.probs, f"after epoch {epoch}", fix)
         eval_seconds = time.perf_counter() - evaluation_started
         value = objective_value(evaluation.metrics, config.objective_metric, config.threshold)
         history.append(evaluation.metrics)
