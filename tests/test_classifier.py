@@ -10,8 +10,11 @@ import shutil
 
 import pytest
 import torch
+from safetensors.torch import save_file
 from torch import nn
 
+from hpo.cli import main
+from hpo.errors import NonFiniteWeights
 from hpo.models.classifier import (
     CriteriaClassifier,
     EvidenceClassifier,
@@ -23,6 +26,7 @@ from hpo.models.classifier import (
 from hpo.models.classifier_file import (
     FILE_NAME,
     FULL_HASH_BYTES,
+    HEAD,
     SAMPLE_BYTES,
     SAMPLES,
     InvalidClassifierFile,
@@ -32,6 +36,7 @@ from hpo.models.classifier_file import (
     read_classifier_file,
     read_inference,
     rewrite_inference,
+    write_classifier_file,
 )
 from hpo.models.device import safe_to_device
 from hpo.models.inference import InferenceSettings
@@ -277,3 +282,41 @@ def test_a_large_weight_file_is_sampled_header_and_body_alike(tmp_path):
         changed[offset] ^= 1
         path.write_bytes(changed)
         assert file_digest(path) != first, offset
+
+
+def _poisoned(model: nn.Module) -> nn.Module:
+    """``model`` with one weight NaN and one inf: what a learning rate of 1e30 leaves."""
+    with torch.no_grad():
+        model.head[-1].weight[0, 0] = float("nan")
+        model.encoder.embeddings.word_embeddings.weight[3, 1] = float("inf")
+    return model
+
+
+def test_a_classifier_of_non_finite_weights_is_not_saved(saved, tiny_roberta, tmp_path):
+    """#55: a diverged training saved NaN weights, sealed, that predicted nan with exit 0."""
+    model = _poisoned(build_classifier("criteria", tiny_roberta, HeadConfig(num_labels=3)))
+    settings = read_inference(saved)
+    with pytest.raises(NonFiniteWeights, match=r"refusing to save .*NaN or inf in 2 tensor") as e:
+        save_classifier(model, tmp_path / "nan", load_tokenizer(tiny_roberta), settings)
+    assert "\n" not in str(e.value) and "lower learning_rate" in str(e.value)
+    assert not (tmp_path / "nan").exists(), "nothing half-saved is left"
+
+
+def test_a_sealed_classifier_of_non_finite_weights_is_refused_on_load(saved, tmp_path, capsys):
+    """One saved before saving refused them (sealed as hpo seals): loading says so on one line,
+    and ``hpo predict`` exits 2 without writing a nan."""
+    model, _ = load_classifier(saved)
+    _poisoned(model)
+    model.encoder.save_pretrained(saved / "encoder")
+    save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, saved / HEAD)
+    write_classifier_file(saved, json.loads((saved / FILE_NAME).read_text()))
+    with pytest.raises(NonFiniteWeights, match="weights are not finite") as caught:
+        load_classifier(saved)
+    assert "\n" not in str(caught.value) and "lower learning_rate" in str(caught.value)
+    posts, out = tmp_path / "posts.csv", tmp_path / "predictions.csv"
+    posts.write_text("post_id,text\n1,I feel hopeless.\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["predict", str(saved), "--input", str(posts), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "weights are not finite" in err, err
+    assert not out.exists()

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from hpo.errors import NonFiniteWeights
 from hpo.models.adapters import add_lora, is_lora, load_lora
 from hpo.models.classifier_file import FILE_NAME, HEAD, check_integrity, write_classifier_file
 from hpo.models.device import safe_to_device, unwrap_model
@@ -146,6 +147,11 @@ def save_classifier(
     training read text, and its decision thresholds; a model saved without them cannot
     predict); works on a wrapped model without touching the wrapper."""
     real = unwrap_model(model)
+    if bad := non_finite_tensors(real):  # before a file is written: nothing half-saved is left
+        raise NonFiniteWeights(
+            f"refusing to save a classifier whose weights are not finite ({_listed(bad)}): its "
+            "training diverged; lower learning_rate and train it again"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -193,8 +199,31 @@ def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
         raise ValueError(
             f"head.safetensors does not fit the head classifier.json describes: {detail}"
         ) from None
+    if bad := non_finite_tensors(model):  # it would predict nan for every text
+        raise NonFiniteWeights(
+            f"{path}: the saved classifier's weights are not finite ({_listed(bad)}), so it "
+            "would predict nan; train it again with a lower learning_rate"
+        )
     tokenizer = load_tokenizer(path / "tokenizer") if (path / "tokenizer").is_dir() else None
     return model, tokenizer
+
+
+def non_finite_tensors(model: nn.Module) -> list[str]:
+    """The floating-point parameters and buffers of ``model`` holding NaN or inf, by name;
+    one read of the device for all of them. Meta tensors hold no values and are skipped."""
+    named = [
+        (name, tensor)
+        for name, tensor in (*model.named_parameters(), *model.named_buffers())
+        if tensor.is_floating_point() and not tensor.is_meta
+    ]
+    if not named:
+        return []
+    finite = torch.stack([torch.isfinite(tensor).all() for _, tensor in named]).cpu()
+    return [name for (name, _), ok in zip(named, finite.tolist(), strict=True) if not ok]
+
+
+def _listed(names: list[str]) -> str:
+    return f"NaN or inf in {len(names)} tensor(s), first {names[0]}"
 
 
 def load_classifier_on(path: str | Path, device) -> tuple[EncoderClassifier, object]:
