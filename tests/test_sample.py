@@ -287,8 +287,9 @@ def test_realistic_sample_loads_and_builds_both_tasks(realistic_dir):
         assert {e.label for e in build_examples(corpus, task, load_descriptions())} == {0, 1}
 
 
-def bag_of_words_macro_f1(directory) -> float:
-    """Post macro-F1 of TF-IDF + one logistic regression per symptom, trained on 80% of posts."""
+def bag_of_words_macro_f1(directory) -> tuple[float, float]:
+    """Post macro-F1 of TF-IDF + one logistic regression per symptom, trained on 80% of posts,
+    and of calling every symptom present (the guess a model must beat)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
@@ -302,21 +303,29 @@ def bag_of_words_macro_f1(directory) -> float:
     model = OneVsRestClassifier(LogisticRegression(max_iter=1000, class_weight="balanced"))
     cut = len(texts) * 4 // 5
     model.fit(features[:cut], labels[:cut])
-    return f1_score(labels[cut:], model.predict(features[cut:]), average="macro")
+    everything = [[1] * len(SYMPTOMS)] * (len(texts) - cut)
+    return (
+        f1_score(labels[cut:], model.predict(features[cut:]), average="macro"),
+        f1_score(labels[cut:], everything, average="macro"),
+    )
 
 
 @pytest.mark.slow
 def test_realistic_sample_is_learnable_and_clarity_sets_how_well(tmp_path):
-    """A bag of words finds the symptoms, and finds them better the more of the evidence is
-    phrased in the symptom's own words: the clarity knob moves the difficulty, both ways."""
-    scores = [
-        bag_of_words_macro_f1(
-            write_sample(tmp_path / str(c), posts=1000, seed=0, profile="realistic", clarity=c)
-        )
-        for c in (0.0, 0.5, 1.0)
-    ]
-    assert scores[0] < 0.2 < scores[1] < scores[2] - 0.15, scores
-    assert scores[2] > 0.6, scores
+    """A bag of words finds the symptoms better than a guess, and better the more of the
+    evidence is phrased in the symptom's own words: the clarity knob moves the difficulty.
+    (Over whole posts it stays as hard as on the real posts, 0.38: bench/lexical_baselines.py.)"""
+    scores, guess = zip(
+        *(
+            bag_of_words_macro_f1(
+                write_sample(tmp_path / str(c), posts=1000, seed=0, profile="realistic", clarity=c)
+            )
+            for c in (0.0, 0.5, 1.0)
+        ),
+        strict=True,
+    )
+    assert max(scores[:2]) < scores[2] - 0.08, scores
+    assert scores[2] > max(guess) + 0.1, (scores, guess)
 
 
 REAL_POSTS_PER_SYMPTOM = {  # posts with >= 1 status-1 row of the symptom, real ReDSM5
