@@ -364,7 +364,8 @@ def measure(args) -> None:
             *(
                 f"rule_{rule.replace(' ', '_').replace(',', '').replace('.', '')}_{figure}"
                 for rule in RULES
-                for figure in ("test_post_macro_f1", "validation_post_macro_f1", "test_called_cells")
+                for figure in ("test_post_macro_f1", "validation_post_macro_f1",
+                               "test_called_cells")  # fmt: skip
             ),
         ),
         details={

@@ -8,7 +8,13 @@ from hpo.attributes import EPOCHS_RUN_ATTR, METRIC_ATTR, TASK_ATTR, WALL_SECONDS
 from hpo.errors import UsageError
 from hpo.outputs import atomic_text, refuse_unsafe_output
 from hpo.study import draw_plots, param_importances
-from hpo.study.records import best_full_trial, completed_trials, load_study_ref, state_counts
+from hpo.study.records import (
+    best_full_trial,
+    completed_trials,
+    load_study_ref,
+    recorded_document,
+    state_counts,
+)
 
 TOP = 5
 MAX_PARAM_COLUMNS = 6
@@ -24,6 +30,9 @@ def write_report(study_ref: str, storage: str | None, out: str | None) -> list[P
     """Write the plots and ``summary.md`` for STUDY (a name or a spec file) into ``out``;
     return the files written."""
     study = load_study_ref(study_ref, storage)
+    # the report needs no spec, but a study attribute edited into what is no JSON fails every
+    # read of them, Optuna's plots' too: said in one line here, not as their traceback
+    recorded_document(study)
     complete = completed_trials(study)
     if not complete:
         raise UsageError(

@@ -355,7 +355,8 @@ def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_stud
     """Issue #48 item 15: the study's recorded spec edited in its database into what is no spec
     (not JSON, a string, a list) made `hpo finalize NAME` and `hpo status NAME` tracebacks."""
     storage = f"sqlite:///{tmp_path / 'hpo.db'}"
-    searched(tmp_path, assets, storage, "garbled")
+    sets = searched(tmp_path, assets, storage, "garbled")  # the --set flags
+    hpo = [sys.executable, "-m", "hpo"]
     for value, why in (
         ("{not json", "not valid JSON"),
         ('"a string"', "a JSON str, not a mapping of keys"),
@@ -372,6 +373,14 @@ def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_stud
         )
         assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
         assert "complete=4" in status.stdout, status.stdout  # it needs no spec to count trials
+        # issue #55 item 8: the report, tune and a joining worker printed tracebacks
+        for command in (
+            [*hpo, "report", "garbled", "--storage", storage, "--out", str(tmp_path / "r")],
+            [*hpo, "tune", str(SPEC), "--storage", storage, "--no-progress", *sets],
+            [*hpo, "worker", str(SPEC), "--storage", storage, *sets],
+        ):
+            said = f"study 'garbled': its recorded spec is unreadable ({why})"
+            one_line_error(run(command, tmp_path), 2, said)
     assert not (tmp_path / "out").exists(), "nothing written"
 
 

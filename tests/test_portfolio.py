@@ -417,7 +417,8 @@ def test_a_portfolio_move_to_another_formulation_runs_to_its_end_and_no_other_do
     study = open_study(spec, worker="node/0")
     queued = [study.ask() for _ in range(1 + len(plan_search(spec).portfolio))]
     params = [suggest(trial, spec) for trial in queued]
-    unpruned = [p["criteria_formulation"] for t, p in zip(queued, params) if is_unprunable(t)]
+    pairs = zip(queued, params, strict=True)
+    unpruned = [p["criteria_formulation"] for t, p in pairs if is_unprunable(t)]
     assert unpruned == ["whole_post"]
     assert not is_unprunable(queued[0]) and params[0].items() >= WHOLE_POST_RECIPE.items()
     assert RUNS_TO_END_ATTR in queued[1].user_attrs  # the first move, said why in the trial

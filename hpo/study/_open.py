@@ -22,7 +22,12 @@ from hpo.attributes import (
 from hpo.errors import DataError, UsageError
 from hpo.spec import StudySpec
 from hpo.study.records._census import trial_census
-from hpo.study.records._find import record_spec, sqlite_file_exists, study_uid
+from hpo.study.records._find import (
+    record_spec,
+    recorded_document,
+    sqlite_file_exists,
+    study_uid,
+)
 from hpo.study.records._notes import write_study_note
 from hpo.study.records._trials import enqueue
 from hpo.study.search._factory import make_pruner, make_sampler
@@ -65,6 +70,7 @@ def open_study(
         study, created = _create_or_load(spec, storage, sampler, pruner, fingerprint)
     except sa.exc.SQLAlchemyError as exc:
         raise UsageError(database_problem(spec.storage, exc)) from None
+    recorded_document(study)  # an edited record: one line, before anything reads or writes
     if study.direction.name.lower() != spec.direction:
         raise UsageError(
             f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "

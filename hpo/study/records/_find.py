@@ -144,12 +144,21 @@ def record_spec(study: optuna.Study, spec: StudySpec) -> None:
     only when it changed)."""
     storage, sid = study_storage(study), study_id(study)
     document = spec_document(spec)
-    try:
-        recorded = storage.get_study_system_attrs(sid).get(SPEC_ATTR)
-    except json.JSONDecodeError:  # edited in the database: not replaced without a word
-        raise _unreadable(study, "not valid JSON") from None
-    if recorded != document:
+    if recorded_document(study) != document:
         storage.set_study_system_attr(sid, SPEC_ATTR, document)
+
+
+def recorded_document(study: optuna.Study) -> dict | None:
+    """The recorded spec as it is stored, unchecked; None where none was recorded. One edited
+    in the database into what is no JSON mapping is refused in one line: every read of the
+    study's system attributes fails on it (Optuna's own too), and it is not replaced unsaid."""
+    try:
+        document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
+    except json.JSONDecodeError:
+        raise _unreadable(study, "not valid JSON") from None
+    if document is not None and not isinstance(document, dict):
+        raise _unreadable(study, f"a JSON {type(document).__name__}, not a mapping of keys")
+    return document
 
 
 def recorded_spec(
@@ -158,14 +167,9 @@ def recorded_spec(
     """The spec ``study`` was last tuned with, on ``storage`` (the one it was found on), with
     ``overrides`` applied as to a file; None for a study that recorded none (created by
     Optuna itself)."""
-    try:
-        document = study_storage(study).get_study_system_attrs(study_id(study)).get(SPEC_ATTR)
-    except json.JSONDecodeError:  # an attribute edited in the database into something else
-        raise _unreadable(study, "not valid JSON") from None
+    document = recorded_document(study)
     if document is None:
         return None
-    if not isinstance(document, dict):
-        raise _unreadable(study, f"a JSON {type(document).__name__}, not a mapping of keys")
     return spec_from_document(document, f"study {study.study_name}", overrides, storage)
 
 
