@@ -164,9 +164,7 @@ def decision_rules(prepared, validation: np.ndarray, test: np.ndarray) -> dict:
     def one_cut() -> dict[str, float]:
         cuts = np.round(np.arange(0.05, 0.96, 0.01), 2)
         scores = [
-            metrics_at(prepared.validation, validation, dict.fromkeys(SYMPTOMS, c))[
-                "post_macro_f1"
-            ]
+            metrics_at(prepared.validation, validation, dict.fromkeys(SYMPTOMS, c))["post_macro_f1"]
             for c in cuts
         ]
         return dict.fromkeys(SYMPTOMS, float(cuts[int(np.argmax(scores))]))
@@ -364,8 +362,11 @@ def measure(args) -> None:
             *(
                 f"rule_{rule.replace(' ', '_').replace(',', '').replace('.', '')}_{figure}"
                 for rule in RULES
-                for figure in ("test_post_macro_f1", "validation_post_macro_f1",
-                               "test_called_cells")  # fmt: skip
+                for figure in (
+                    "test_post_macro_f1",
+                    "validation_post_macro_f1",
+                    "test_called_cells",
+                )  # fmt: skip
             ),
         ),
         details={
