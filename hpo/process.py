@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 STOP_SIGNALS = (
     signal.SIGINT,
@@ -171,18 +172,56 @@ def stop_children(
 
 def available_cpus() -> int:
     """The CPUs this process may run on: its affinity (a Slurm task's or a container's share),
-    not every CPU of the machine."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    capped by a cgroup CPU quota (a container's ``--cpus``), not every CPU of the machine."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, _cgroup_quota() or cpus or 1))
+
+
+def _cgroup_quota(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
+    """cgroup v2's CPU quota in whole CPUs (``"200000 100000"``: 2); None without one."""
+    try:
+        quota, period = open(path).read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else max(1, int(quota) // int(period))
+
+
+@dataclass(frozen=True)
+class FreeCpus:
+    """What the machine leaves this command: ``cpus`` of ``available`` that the last minute's
+    load (``load``, the run queue of other work: none of ours runs yet) leaves idle."""
+
+    cpus: int
+    available: int
+    load: float
+
+    def words(self, threads: int, per: str) -> str | None:
+        """The line a command says when others' work cut its threads; None when it did not."""
+        if self.cpus >= self.available:
+            return None
+        return (
+            f"{self.available - self.cpus} of {self.available} cores are busy with other work "
+            f"(load {self.load:.1f}): {threads} thread{'s' if threads > 1 else ''} {per}; "
+            "--threads N sets it"
+        )
+
+
+def free_cpus() -> FreeCpus:
+    """The available CPUs less the last minute's load, at least one. Threads beyond the idle
+    cores time-slice with the other work: beside two other trainings on 2 cores a retraining ran
+    at 1.2 examples/s on 2 threads and 7.0 on 1 (issue #55: 3.3 against 157 at load 4-8)."""
+    available, load = available_cpus(), os.getloadavg()[0]
+    return FreeCpus(max(1, min(available, round(available - load + 0.25))), available, load)
 
 
 def threads_per_process(processes: int, threads: int | None = None, cpus: int | None = None) -> int:
     """The torch CPU threads each of ``processes`` training processes gets: ``threads`` where the
-    user set them (``--threads``), else ``cpus`` (default: ``available_cpus``) split evenly,
-    never below one, so N processes never oversubscribe the cores. One rule for ``hpo tune``'s
-    workers, finalize's retrainings, ``hpo predict`` and ``hpo validate --estimate``'s timing:
-    the same configuration trained at 8 examples/s in a finalize left at torch's default beside
-    other work, and at 106 in a tune worker at 1 thread."""
-    return threads or max(1, (cpus or available_cpus()) // processes)
+    user set them (``--threads``), else ``cpus`` (default: what ``free_cpus`` leaves) split
+    evenly, never below one, so N processes never oversubscribe the cores. One rule for ``hpo
+    tune``'s workers, finalize's retrainings, ``hpo predict`` and ``hpo validate --estimate``'s
+    timing: the same configuration trained at 8 examples/s in a finalize left at torch's default
+    beside other work, and at 106 in a tune worker at 1 thread."""
+    return threads or max(1, (cpus or free_cpus().cpus) // processes)
 
 
 def shows_progress(asked: bool | None) -> bool:

@@ -160,3 +160,47 @@ def test_a_waiting_worker_goes_only_on_the_launchers_go(stdin, goes):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(goes)
+
+
+# ---- threads from what the machine leaves free (issue #55 item 11) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("load", "free", "said"),
+    [
+        (0.0, 2, None),  # a quiet machine: every core
+        (0.3, 2, None),  # a shell's flicker is not other work
+        (1.0, 1, "1 of 2 cores are busy with other work (load 1.0): 1 thread a retraining"),
+        (6.5, 1, "1 of 2 cores are busy with other work (load 6.5)"),
+    ],
+)
+def test_threads_are_the_cores_other_work_leaves_idle_and_a_cut_is_said(
+    monkeypatch, load, free, said
+):
+    """The real job's finalize beside two other trainings: 1.2 examples/s on 2 threads, 7.0 on
+    1. The last minute's load is the machine's input here (os.getloadavg), set per case."""
+    from hpo.process import available_cpus, free_cpus, threads_per_process
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    found = free_cpus()
+    assert (found.cpus, found.available) == (free, available_cpus()) == (free, 2)
+    assert threads_per_process(1) == free
+    assert threads_per_process(1, threads=2) == 2, "--threads is the user's word"
+    assert threads_per_process(2, cpus=2) == 1, "given cpus are taken as they are"
+    line = found.words(threads_per_process(1), "a retraining")
+    assert (line is None) if said is None else (said in line and line.endswith("sets it"))
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cpus"), [("200000 100000\n", 2), ("50000 100000\n", 1), ("max 100000\n", 8)]
+)
+def test_a_containers_cpu_quota_caps_the_cores(monkeypatch, tmp_path, cpu_max, cpus):
+    import hpo.process
+
+    quota = tmp_path / "cpu.max"
+    quota.write_text(cpu_max)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    real = hpo.process._cgroup_quota
+    monkeypatch.setattr(hpo.process, "_cgroup_quota", lambda: real(str(quota)))
+    assert hpo.process.available_cpus() == cpus

@@ -260,10 +260,13 @@ def pair_on_file(
 
 
 def _use_threads(threads: int | None) -> None:
-    """Torch's CPU threads for this process: ``threads``, or every core, as ``hpo tune`` gives
-    its one worker (``threads_per_process``)."""
+    """Torch's CPU threads for this process: ``threads``, or the cores other work leaves idle,
+    as ``hpo tune`` gives its one worker (``threads_per_process``), said when that is fewer."""
     import torch
 
-    from hpo.process import threads_per_process
+    from hpo.process import free_cpus, threads_per_process
 
-    torch.set_num_threads(threads_per_process(1, threads))
+    free = free_cpus()
+    torch.set_num_threads(threads_per_process(1, threads, free.cpus))
+    if threads is None and (line := free.words(torch.get_num_threads(), "for prediction")):
+        print(line, file=sys.stderr)

@@ -36,7 +36,13 @@ from tqdm import tqdm
 from hpo.errors import RunStopped
 from hpo.final.reuse import Reuse, link_checkpoint
 from hpo.outputs import atomic_text
-from hpo.process import interruptible, start_child, stop_children, threads_per_process
+from hpo.process import (
+    free_cpus,
+    interruptible,
+    start_child,
+    stop_children,
+    threads_per_process,
+)
 from hpo.spec import StudySpec, load_spec, set_flags
 from hpo.storage_url import StorageUrl
 from hpo.train.child import ChildContract
@@ -125,6 +131,10 @@ def retrain_all(
             f"training the other {len(pending)}"
         )
     children = min(workers, len(pending))
+    free = free_cpus()  # the cores other work leaves idle, split among the retrainings
+    each = threads_per_process(max(children, 1), threads, free.cpus)
+    if pending and threads is None and (line := free.words(each, "a retraining")):
+        say(line)
     with tqdm(
         total=len(runs),
         initial=len(runs) - len(pending),
@@ -134,7 +144,7 @@ def retrain_all(
     ) as bar:
         if children <= 1:
             # a worker's threads and memory ceiling, so a step past it backs off
-            ChildContract(threads=threads_per_process(1, threads)).apply()
+            ChildContract(threads=each).apply()
             retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
         else:
             # the children train every run they are given: none of these is reused
@@ -145,7 +155,7 @@ def retrain_all(
                 overrides,
                 runs_dir,
                 children,
-                threads=threads_per_process(children, threads),
+                threads=each,
                 storage=spec.storage,
                 memory_mb=memory_share_mb(children),
             )

@@ -33,7 +33,7 @@ def tune(
 ) -> tuple[int, object]:
     """Run the study of ``spec_path`` (with ``overrides`` and ``storage``) as ``options``
     say; returns the exit code and the (Optuna) study."""
-    from hpo.process import available_cpus
+    from hpo.process import available_cpus, free_cpus, threads_per_process
     from hpo.run.capacity import check_capacity
     from hpo.run.launcher import Supervisor, visible_gpus, worker_launches
     from hpo.run.progress import StudyProgress
@@ -61,13 +61,17 @@ def tune(
         machine_mb=machine_memory_mb(),
         memory_given=options.memory_per_worker_mb is not None,
     )
+    free = free_cpus()  # threads: the cores other work leaves idle, split among the workers
+    threads = threads_per_process(workers, options.threads, free.cpus)
+    if options.threads is None and not gpu_ids and (line := free.words(threads, "a worker")):
+        say(line)
     launches = worker_launches(
         spec_path,
         workers,
         storage=spec.storage,
         overrides=overrides,
         gpus_per_trial=spec.gpus_per_trial,
-        threads=options.threads,
+        threads=threads,
         cpu_count=cpus,
         gpu_ids=gpu_ids,
         memory_mb=memory_mb,
