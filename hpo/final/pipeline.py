@@ -37,7 +37,7 @@ from hpo.final.final_folder import (
 from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.options import FinalizeOptions
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
-from hpo.final.record import record, test_figure
+from hpo.final.record import headline, record, test_figure
 from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
 from hpo.final.summary import FinalSummary, RefitRecord, SearchState, TestScores
 from hpo.outputs import atomic_text, confined, confined_tree
@@ -184,7 +184,8 @@ def finalize(
     say(
         f"{spec.name}: chose trial {summary.chosen.trial} (validation {spec.metric} "
         f"{best.mean:.4f} ± {best.sd:.4f} over {seeds} seeds); test "
-        f"{test_figure(summary.test, spec.metric)}; model in {final_dir / 'model'}"
+        + ", ".join(test_figure(summary.test, name) for name in headline(spec.metric, summary.test))
+        + f"; model in {final_dir / 'model'}"
     )
     return summary
 

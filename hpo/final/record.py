@@ -69,9 +69,21 @@ def seed_spread_line(metric: str, configuration: Configuration) -> str:
     )
 
 
+# The ReDSM5 paper's measure (post-level macro-F1 over the nine symptoms): shown before a
+# study's own metric wherever a user compares, as README and the paper quote it; the demo's
+# macro_f1 counts absent cells too, and read 0.56 where this read 0.11 (issue #55 item 12).
+PAPER_METRIC = "post_macro_f1"
+
+
+def headline(metric: str, test: TestScores) -> tuple[str, ...]:
+    """The metrics a test score leads with: the paper's where it was scored, then the study's."""
+    return tuple(dict.fromkeys(m for m in (PAPER_METRIC, metric) if m in test.metrics))
+
+
 def test_line(metric: str, rule: ThresholdRule | None, test: TestScores) -> str:
-    """The test figures with their intervals, in one line: the study's metric first."""
-    shown = [test_figure(test, name) for name in dict.fromkeys((metric, *test.intervals))]
+    """The test figures with their intervals, in one line: the paper's and the study's first."""
+    names = dict.fromkeys((*headline(metric, test), metric, *test.intervals))
+    shown = [test_figure(test, name) for name in names]
     return f"test, scored once at {RULE_NAMES[rule or 'fixed']} thresholds: " + "; ".join(shown)
 
 
