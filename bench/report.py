@@ -58,6 +58,8 @@ MEASURES = {
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
     "whole_post": "Whole post vs head_tail (issue #49, real size)",
     "fidelity_rank": "Low fidelities vs full training (issue #50, real size, H200)",
+    "lexical_baselines": "Bag of words on the realistic sample (real size)",
+    "lexical_baselines_real": "Bag of words on the real ReDSM5",
 }
 # For results files written before their measure recorded its definition (memory.json).
 DEFINITIONS = {

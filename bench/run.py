@@ -53,6 +53,7 @@ MEASURES = {
     "portfolio_moves": ("portfolio_moves",),
     "whole_post": ("whole_post", "whole_post_real"),
     "fidelity_rank": ("fidelity_rank",),
+    "lexical_baselines": ("lexical_baselines", "lexical_baselines_real"),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
 # The options whose default depends on the measure: these, unless its module's DEFAULTS says
