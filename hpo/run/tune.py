@@ -63,8 +63,6 @@ def tune(
     )
     free = free_cpus()  # threads: the cores other work leaves idle, split among the workers
     threads = threads_per_process(workers, options.threads, free.cpus)
-    if options.threads is None and not gpu_ids and (line := free.words(threads, "a worker")):
-        say(line)
     launches = worker_launches(
         spec_path,
         workers,
@@ -89,6 +87,8 @@ def tune(
         f"study {spec.name!r} on {spec.storage}: {spec.n_trials} trials, {workers} workers"
         f"{started.budget_text()}"
     )
+    if options.threads is None and not gpu_ids and (line := free.words(threads, "a worker")):
+        say(line)  # once the workers go: nothing is said before a refusal
     bar = StudyProgress(
         study, spec.n_trials, enabled=options.progress, max_retry=spec.heartbeat.max_retry
     )
