@@ -793,3 +793,46 @@ def test_a_timeout_flag_reaches_the_spec_as_a_number_validated_as_the_files(tmp_
         SpecError, match=r"^\S+: timeout: Input should be greater than 0 \(got -1.0\)$"
     ):
         load_spec(study, env={}, timeout=-1.0)
+
+
+# ---- one flag to try one value of a searched setting (issue #55 item 14) ------------------------
+
+SMOKE = Path(__file__).parent.parent / "studies" / "criteria-smoke.yaml"
+SUPERMAX = Path(__file__).parent.parent / "studies" / "criteria-supermax.yaml"
+
+
+def test_a_set_on_a_searched_setting_fixes_it_and_ends_the_searches_it_conditions():
+    """`--set train.criteria_formulation=whole_post` was refused ("is also fixed in train"):
+    trying the whole post took a new file. Now it fixes the setting for the run, and a
+    setting searched only for another formulation (long_text) is no longer searched."""
+    spec = load_spec(SMOKE, ["train.criteria_formulation=whole_post"])
+    assert spec.train["criteria_formulation"] == "whole_post"
+    assert "criteria_formulation" not in spec.search_space
+    assert "long_text" not in spec.search_space
+    assert {"learning_rate", "encoder"} <= set(spec.search_space)  # the rest is searched as before
+    assert "long_text" in load_spec(SMOKE, ["train.criteria_formulation=multilabel"]).search_space
+
+
+def test_a_condition_the_fixed_value_meets_is_dropped_and_one_it_fails_drops_the_search():
+    supermax = load_spec(SUPERMAX)
+    conditioned = [
+        n for n, p in supermax.search_space.items() if p.when and "criteria_formulation" in p.when
+    ]
+    assert conditioned, "the supermax spec conditions settings on the formulation"
+    for value in ("whole_post", "multilabel"):
+        spec = load_spec(SUPERMAX, [f"train.criteria_formulation={value}"])
+        for name in conditioned:
+            meets = value in supermax.search_space[name].when["criteria_formulation"]
+            assert (name in spec.search_space) == meets, (value, name)
+            if meets:
+                assert "criteria_formulation" not in (spec.search_space[name].when or {})
+        # a warm start of another formulation is left out; the rest lose what is not searched
+        for start in spec.warm_start:
+            assert start.get("criteria_formulation", value) == value
+            assert set(start) <= set(spec.search_space) | set(spec.train), start
+
+
+def test_a_null_search_space_entry_ends_that_search_in_one_flag():
+    """`--set search_space.long_text=null` answered with pydantic's raw text."""
+    spec = load_spec(SMOKE, ["search_space.long_text=null"])
+    assert "long_text" not in spec.search_space and "encoder" in spec.search_space

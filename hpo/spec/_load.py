@@ -84,6 +84,7 @@ def spec_from_document(
         except SpecError as error:
             raise SpecError(f"{source}: {error}") from None
         _set(document, keys, value, source)
+        _narrow(document, keys, value)
     from_file = document.get("storage")
     if from_file is None or isinstance(from_file, str):  # else pydantic names the wrong type
         document["storage"] = StorageUrl.resolve(storage, from_file, env)
@@ -145,6 +146,45 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def _narrow(document: dict[str, Any], keys: list[str], value: object) -> None:
+    """One flag to try one value of a searched setting (issue #55 item 14): ``--set
+    train.NAME=V`` fixes NAME for this run, so its search ends, and so does every search
+    conditioned on another value of it (a ``when`` that V meets is dropped, as it always holds).
+    ``--set search_space.NAME=null`` ends NAME's search. A file that both fixes and searches a
+    setting is still refused: there only one of them can be what its author meant."""
+    space = document.get("search_space")
+    if not isinstance(space, dict) or len(keys) != 2:
+        return
+    section, name = keys
+    if section == "search_space" and value is None:
+        space.pop(name, None)
+        return
+    if section != "train" or not isinstance(space.get(name), dict):
+        return
+    del space[name]
+    ended = {name}
+    for child, param in list(space.items()):
+        when = param.get("when") if isinstance(param, dict) else None
+        if not isinstance(when, dict) or name not in when:
+            continue
+        allowed = when[name] if isinstance(when[name], list) else [when[name]]
+        if value not in allowed:
+            del space[child]  # never sampled for this value
+            ended.add(child)
+        elif len(when) == 1:
+            param.pop("when")
+        else:
+            param["when"] = {parent: v for parent, v in when.items() if parent != name}
+    # a warm start of another value describes another run: left out; the others lose the
+    # settings no longer searched
+    if isinstance(starts := document.get("warm_start"), list):
+        document["warm_start"] = [
+            {k: v for k, v in start.items() if k not in ended} if isinstance(start, dict) else start
+            for start in starts
+            if not isinstance(start, dict) or start.get(name, value) == value
+        ]
 
 
 def _set(document: dict[str, Any], keys: list[str], value: object, source: str) -> None:
