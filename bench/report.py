@@ -60,6 +60,7 @@ MEASURES = {
     "fidelity_rank": "Low fidelities vs full training (issue #50, real size, H200)",
     "lexical_baselines": "Bag of words on the realistic sample (real size)",
     "lexical_baselines_real": "Bag of words on the real ReDSM5",
+    "busy_threads": "Threads beside other work (issue #55)",
 }
 # For results files written before their measure recorded its definition (memory.json).
 DEFINITIONS = {

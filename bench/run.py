@@ -54,6 +54,7 @@ MEASURES = {
     "whole_post": ("whole_post", "whole_post_real"),
     "fidelity_rank": ("fidelity_rank",),
     "lexical_baselines": ("lexical_baselines", "lexical_baselines_real"),
+    "busy_threads": ("busy_threads",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
 # The options whose default depends on the measure: these, unless its module's DEFAULTS says
