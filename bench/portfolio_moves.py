@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from bench.common import RUNS
-from bench.results import write_results
+from bench.results import data_identity, write_results
 from bench.workload import RECIPE, SEARCH_SPACE, SPLIT, encoder_path, recipe_config, sample_data
 
 NAME = "portfolio_moves"
@@ -97,7 +97,9 @@ def measure(args) -> None:
 
     encoder, encoder_name = encoder_path()
     name = f"portfolio-moves/{args.posts}-c{args.clarity}"
-    data_dir = sample_data(name, args.posts, clarity=args.clarity)
+    data_dir = sample_data(name, args.posts, args.data_dir, clarity=args.clarity)
+    real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
+    tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
     chosen = points()[: args.moves + 1]
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
@@ -107,7 +109,7 @@ def measure(args) -> None:
         for label, point in chosen:
             # named by the point, not its place: a reordered portfolio reuses the right model
             moved = re.sub(r"[^\w.]+", "-", label)
-            folder = RUNS / "portfolio-moves" / f"{args.posts}-{args.max_length}-{moved}-s{seed}"
+            folder = RUNS / "portfolio-moves" / f"{tag}-{moved}-s{seed}"
             config = recipe_config(
                 encoder,
                 data_dir,
@@ -160,7 +162,7 @@ def measure(args) -> None:
     ]
     picked = [runs[label][seed]["test_post_macro_f1"] for seed, label in enumerate(picks)]
     write_results(
-        NAME,
+        f"{NAME}_real" if real else NAME,
         {
             "encoder": encoder_name,
             "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
@@ -201,4 +203,5 @@ def measure(args) -> None:
         },
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
         f"{args.max_length} --seeds {args.seeds} --moves {args.moves} --clarity {args.clarity}",
+        data_dir=data_dir,
     )

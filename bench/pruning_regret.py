@@ -120,6 +120,7 @@ def measure(args) -> None:
         command=f"python -m bench.run --only {NAME}"
         + (f" --share {args.share}" if args.share != "full" else "")
         + (" --resume" if earlier else ""),
+        data_dir=data,
     )
 
 

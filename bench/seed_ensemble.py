@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from bench.common import RUNS
-from bench.results import write_results
+from bench.results import data_identity, write_results
 from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config, sample_data
 
 NAME = "seed_ensemble"
@@ -70,10 +70,12 @@ def measure(args) -> None:
 
     encoder, encoder_name = encoder_path()
     name = f"seed-ensemble/{args.posts}-c{args.clarity}"
-    data_dir = sample_data(name, args.posts, clarity=args.clarity)
+    data_dir = sample_data(name, args.posts, args.data_dir, clarity=args.clarity)
+    real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
+    tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
     probs, configs, walls = {}, {}, {}
     for seed in range(args.seeds):
-        folder = RUNS / "seed-ensemble" / f"model-{args.posts}-{args.max_length}-s{seed}"
+        folder = RUNS / "seed-ensemble" / f"model-{tag}-s{seed}"
         config = _config(encoder, data_dir, args.max_length, seed, folder)
         started = time.perf_counter()
         if not (folder / "classifier.json").exists():
@@ -106,7 +108,7 @@ def measure(args) -> None:
         pairs.append(run)
         print(f"[seed_ensemble] seeds {a}+{b}: {run}", flush=True)
     write_results(
-        NAME,
+        f"{NAME}_real" if real else NAME,
         {
             "encoder": encoder_name,
             "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
@@ -127,4 +129,5 @@ def measure(args) -> None:
         ),
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
         f"{args.max_length} --seeds {args.seeds} --clarity {args.clarity}",
+        data_dir=data_dir,
     )
