@@ -29,10 +29,18 @@ STUDY_FLAGS = $(if $(N_TRIALS),--set n_trials=$(N_TRIALS)) $(if $(DATA_DIR),--se
 
 install: $(VENV)/.installed
 
+# One stamp per torch choice: `make install TORCH_SPEC=torch TORCH_INDEX=…cu128` after a first
+# CPU install installs the GPU torch, where one stamp for both said "Nothing to be done".
+TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s %s' '$(TORCH_SPEC)' '$(TORCH_INDEX)' | cksum | cut -d' ' -f1)
+
 # torch goes first and alone: a bare `torch` requirement resolved later would pull CUDA wheels.
-$(VENV)/.installed: pyproject.toml
+$(TORCH_STAMP):
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--force-reinstall) "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	rm -f $(VENV)/.torch-*
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(TORCH_STAMP)
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 	@echo "Installed in $(VENV). Put hpo on your PATH (once per shell): source $(VENV)/bin/activate"

@@ -252,3 +252,23 @@ def test_check_gpus_passes_when_enough_are_visible(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     check_gpus(1)
     check_gpus(2)
+
+
+def test_a_gpu_this_torch_cannot_use_is_said_with_the_install_that_fixes_it(tmp_path):
+    """Issue #55 item 13: a CUDA machine with a CPU torch trained on the CPU without a word.
+    The driver's GPU list is the input; this CPU torch cannot use a GPU it names."""
+    import torch
+
+    from hpo.models.hardware import unused_gpu_warning
+
+    gpus = tmp_path / "gpus"
+    assert unused_gpu_warning(gpus) is None, "no NVIDIA driver: nothing to say"
+    gpus.mkdir()
+    assert unused_gpu_warning(gpus) is None, "a driver that lists no GPU: nothing to say"
+    (gpus / "0000:00:1e.0").mkdir()
+    said = unused_gpu_warning(gpus)
+    if torch.cuda.is_available():
+        assert said is None
+    else:
+        assert said.startswith("warning: this machine has an NVIDIA GPU, but torch ")
+        assert "trials train on the CPU" in said and "TORCH_INDEX=" in said

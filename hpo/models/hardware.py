@@ -6,6 +6,8 @@ training stack — that costs seconds, and the launcher does it while workers st
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from hpo.errors import UsageError
@@ -15,6 +17,27 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+# Where an NVIDIA driver shows its GPUs, whatever torch was built for
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+GPU_INSTALL = "make install TORCH_SPEC=torch TORCH_INDEX=https://download.pytorch.org/whl/cu128"
+
+
+def unused_gpu_warning(gpus: Path = NVIDIA_GPUS) -> str | None:
+    """A line when the machine has an NVIDIA GPU that this torch cannot use (a CPU wheel, or a
+    CUDA build the driver is too old for): trials would train on the CPU without a word."""
+    try:
+        present = any(gpus.iterdir())
+    except OSError:
+        return None
+    if not present or torch.cuda.is_available():
+        return None
+    return (
+        f"warning: this machine has an NVIDIA GPU, but torch {torch.__version__} cannot use it "
+        f"(built for CUDA: {torch.version.cuda or 'no'}): trials train on the CPU; "
+        f"for the GPU: {GPU_INSTALL}"
+    )
 
 
 def check_gpus(wanted: int) -> None:

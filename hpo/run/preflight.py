@@ -52,9 +52,10 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
     # they fit.
     examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
     # torch from here on: slow to import, so checked last
-    from hpo.models.hardware import check_gpus
+    from hpo.models.hardware import check_gpus, unused_gpu_warning
 
     check_gpus(spec.gpus_per_trial)
+    unused_gpu = unused_gpu_warning()
     devices = {config.device for config in configs} | set(map(str, _every_value(spec, "device")))
     for device in sorted(devices):
         _check_device(device, spec.gpus_per_trial)
@@ -62,6 +63,8 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
         f"{len(corpus.posts)} posts in {spec.data_dir}, shared by both tasks: "
         f"{len(posts.train)} train, {len(posts.validation)} validation, {len(posts.test)} test",
     ]
+    if unused_gpu:
+        found.append(unused_gpu)
     if not posts.test:  # a search needs none; hpo finalize refuses the study before retraining
         found.append(
             f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): "
