@@ -3,7 +3,7 @@ finalize and predict took before) against the threads ``hpo.process.free_cpus`` 
 beside a competing load of two single-thread trainings' worth of matmuls, as the real job's
 finalize met them.
 
-    python -m bench.run --only busy_threads          # 3 rounds; both cases once a round
+    python -m bench.run --only busy_threads          # 5 rounds; both cases once a round
 
 One set-up (hardware_limit's recipe, float32, on the realistic sample at the real size); the
 competitors start first and run for the whole measure, so the last minute's load the rule
@@ -31,7 +31,7 @@ DEFINITION = (
     "training examples/s of the recipe's step at every core against at the threads free_cpus "
     "chooses, beside two competing single-thread processes"
 )
-DEFAULTS = {"runs": 3}
+DEFAULTS = {"runs": 5}
 STEPS = 4
 COMPETITORS = 2
 SETTLE_SECONDS = 45  # the 1-minute load average has risen to most of the competitors' load
