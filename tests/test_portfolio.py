@@ -422,3 +422,14 @@ def test_a_portfolio_move_to_another_formulation_runs_to_its_end_and_no_other_do
     assert unpruned == ["whole_post"]
     assert not is_unprunable(queued[0]) and params[0].items() >= WHOLE_POST_RECIPE.items()
     assert RUNS_TO_END_ATTR in queued[1].user_attrs  # the first move, said why in the trial
+
+
+def test_a_recorded_cost_is_read_only_for_the_data_and_encoders_it_timed(tmp_path):
+    """Issue #55 item 15: `validate --estimate`'s record, keyed on the settings alone, was reused
+    ("from hpo validate --estimate") by a later study of another encoder."""
+    spec = auto_spec(tmp_path, model_paths={"x": str(tmp_path / "small")})
+    record_trial_cost(spec, 600.0, 2)
+    assert read_trial_cost(spec) == (600.0, 2)
+    other_encoder = auto_spec(tmp_path, model_paths={"x": str(tmp_path / "large")})
+    other_data = auto_spec(tmp_path, model_paths={"x": str(tmp_path / "small")}, data_dir="real")
+    assert read_trial_cost(other_encoder) is None and read_trial_cost(other_data) is None

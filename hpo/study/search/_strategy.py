@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
+import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,8 +215,13 @@ def read_estimate(spec: StudySpec) -> dict | None:
 
 
 def _settings_hash(spec: StudySpec) -> str:
-    """What a trial's cost depends on: the fixed training settings and the search space."""
+    """What a trial's cost depends on: the fixed training settings, the search space, the data
+    and encoders it read, and the machine it ran on (issue #55: a cost timed for one encoder
+    was reused for a study of another)."""
     settings = {
+        "data_dir": str(Path(spec.data_dir).resolve()),
+        "model_paths": dict(spec.model_paths),
+        "machine": [platform.node(), os.cpu_count()],
         "train": spec.train,
         "search_space": {name: p.model_dump(mode="json") for name, p in spec.search_space.items()},
         "warm_start": list(spec.warm_start),
