@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -463,3 +464,17 @@ def test_k_folds_hold_out_every_post_once(sample_corpus):
 def test_bad_fractions(sample_corpus, fractions, expected):
     with pytest.raises(UsageError, match=expected):
         split_posts(symptom_profiles(sample_corpus), fractions)
+
+
+def test_a_jsonl_string_may_hold_unicode_line_separators_raw(tmp_path):
+    """Issue #55 item 10: U+2028 or U+0085 raw inside a JSON string is valid JSON, but
+    str.splitlines cut the line there and the file read as "not valid JSON"."""
+    from hpo.data.posts import load_posts
+
+    path = tmp_path / "posts.jsonl"
+    texts = ["one\u2028two", "three\u0085four", "five\u2029six"]
+    lines = [
+        json.dumps({"post_id": str(i), "text": t}, ensure_ascii=False) for i, t in enumerate(texts)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert [post.text for post in load_posts(path)] == texts

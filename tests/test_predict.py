@@ -134,6 +134,7 @@ def run_cli(model: Path, input_path: Path, out: Path, *extra: str) -> list[dict[
         )
         == 0
     )
+    assert b"\r\n" not in out.read_bytes(), "lines end in \\n, as the inputs and exports do"
     with out.open(newline="", encoding="utf-8") as stream:
         return list(csv.DictReader(stream))
 

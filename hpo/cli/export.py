@@ -44,7 +44,7 @@ def _as_json(rows: list[dict]) -> str:
 def _as_csv(rows: list[dict]) -> str:
     text = io.StringIO(newline="")
     columns = list(dict.fromkeys(key for row in rows for key in _flat(row)))
-    writer = csv.DictWriter(text, fieldnames=columns)
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(_flat(row) for row in rows)
     return text.getvalue()

@@ -3,7 +3,19 @@ stale-trial sweep (``hpo/run/proxy.py``); workers use ``--storage grpc://HOST:PO
 
 from __future__ import annotations
 
+import argparse
+import math
+
 from hpo.cli._common import _port
+
+WEEK = 7 * 86400  # a sweep or trial limit past a week is a typo, and inf broke the sweep thread
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or not 0 <= value <= WEEK:
+        raise argparse.ArgumentTypeError(f"must be seconds from 0 to {WEEK} (a week), got {text}")
+    return value
 
 
 def add_parser(subparsers) -> None:
@@ -21,13 +33,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--port", type=_port, default=13000)
     parser.add_argument(
         "--sweep-seconds",
-        type=float,
+        type=_seconds,
         default=30,
         help="how often to fail and re-queue stale RUNNING trials (default 30; 0: never)",
     )
     parser.add_argument(
         "--max-trial-seconds",
-        type=float,
+        type=_seconds,
         default=86400,
         help="a RUNNING trial without heartbeats (a client other than hpo) is stale after this "
         "(default 86400)",

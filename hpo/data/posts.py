@@ -49,7 +49,9 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DataError(f"{path}: line {line}: not valid UTF-8; re-save the file as UTF-8") from exc
     rows = []
-    for line, raw in enumerate(text.splitlines(), start=1):
+    # JSON Lines ends a record at "\n" alone: str.splitlines also splits at U+2028, U+0085 and
+    # the like, which JSON allows raw inside a string
+    for line, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         try:

@@ -82,7 +82,7 @@ def predict_file(
         ]
     predicted = time.perf_counter()
     with atomic_text(out, **out_rules) as stream:
-        writer = csv.writer(stream)
+        writer = csv.writer(stream, lineterminator="\n")  # the csv module's default is \r\n
         writer.writerow(header)
         writer.writerows(rows)
     return FileSummary(predictor.task, len(posts), len(rows), loaded - started, predicted - loaded)
