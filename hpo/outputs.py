@@ -116,6 +116,14 @@ def atomic_text(path: str | Path, **rules) -> Iterator[TextIO]:
         yield stream
 
 
+def write_json(path: Path, data) -> None:
+    """``data`` as indented JSON at ``path``, its folder made: whole or not at all, so a kill
+    mid-write leaves no half-written file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_text(path) as stream:
+        stream.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
 @contextmanager
 def atomic_bytes(path: str | Path, **rules) -> Iterator[BinaryIO]:
     """``atomic_text`` for binary content (images)."""

@@ -18,7 +18,7 @@ import numpy as np
 from hpo.data import SYMPTOMS
 from hpo.errors import UsageError
 from hpo.final.holdout import compare_on_validation, heldout_cells
-from hpo.final.retrain import Run, rounded, run_log, train_config, write_json
+from hpo.final.retrain import Run, rounded, run_log, train_config
 from hpo.final.summary import (
     Chosen,
     Configuration,
@@ -28,6 +28,7 @@ from hpo.final.summary import (
     Seed,
     SeedEnsemble,
 )
+from hpo.outputs import write_json
 from hpo.spec import StudySpec
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value

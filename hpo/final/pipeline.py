@@ -38,9 +38,9 @@ from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.options import FinalizeOptions
 from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
 from hpo.final.record import headline, record, test_figure
-from hpo.final.retrain import Run, retrain_all, rounded, train_config, write_json
+from hpo.final.retrain import Run, retrain_all, rounded, train_config
 from hpo.final.summary import FinalSummary, RefitRecord, SearchState, TestScores
-from hpo.outputs import atomic_text, confined, confined_tree
+from hpo.outputs import atomic_text, confined, confined_tree, write_json
 from hpo.spec import StudySpec
 from hpo.study import check_spec
 from hpo.study.records import (

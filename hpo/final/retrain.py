@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from hpo.errors import RunStopped
 from hpo.final.reuse import Reuse, link_checkpoint
-from hpo.outputs import atomic_text
+from hpo.outputs import write_json
 from hpo.process import (
     free_cpus,
     interruptible,
@@ -382,9 +382,3 @@ def _relay(proc: subprocess.Popen) -> threading.Thread:
 
 def rounded(metrics: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 6) for k, v in metrics.items()}
-
-
-def write_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_text(path) as stream:  # a kill mid-write leaves no half-written file behind
-        stream.write(json.dumps(data, indent=2, default=str) + "\n")
