@@ -836,3 +836,16 @@ def test_a_null_search_space_entry_ends_that_search_in_one_flag():
     """`--set search_space.long_text=null` answered with pydantic's raw text."""
     spec = load_spec(SMOKE, ["search_space.long_text=null"])
     assert "long_text" not in spec.search_space and "encoder" in spec.search_space
+
+
+def test_fewer_choices_for_a_setting_narrow_the_conditions_on_it():
+    """`--set search_space.criteria_formulation.choices=[multilabel]` on the smoke spec, whose
+    long_text is searched when the formulation is pairs or multilabel: the condition keeps
+    what is left (here: always), and a search only a dropped choice takes ends."""
+    spec = load_spec(SMOKE, ["search_space.criteria_formulation.choices=[multilabel]"])
+    assert spec.search_space["long_text"].when is None
+    both = load_spec(SUPERMAX, ["search_space.criteria_formulation.choices=[pairs, multilabel]"])
+    assert both.search_space["long_text"].when is None  # both choices left take it
+    assert "post_pooling" not in both.search_space  # whole_post's own: no choice left takes it
+    one = load_spec(SMOKE, ["search_space.criteria_formulation.choices=[pairs]"])
+    assert one.search_space["long_text"].when is None

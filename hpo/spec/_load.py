@@ -152,31 +152,26 @@ def _narrow(document: dict[str, Any], keys: list[str], value: object) -> None:
     """One flag to try one value of a searched setting (issue #55 item 14): ``--set
     train.NAME=V`` fixes NAME for this run, so its search ends, and so does every search
     conditioned on another value of it (a ``when`` that V meets is dropped, as it always holds).
-    ``--set search_space.NAME=null`` ends NAME's search. A file that both fixes and searches a
-    setting is still refused: there only one of them can be what its author meant."""
+    ``--set search_space.NAME=null`` ends NAME's search, and fewer ``choices`` for it narrow
+    the conditions on it to those left. A file that both fixes and searches a setting is still
+    refused: there only one of them can be what its author meant."""
     space = document.get("search_space")
-    if not isinstance(space, dict) or len(keys) != 2:
+    if not isinstance(space, dict) or keys[0] not in ("train", "search_space"):
         return
-    section, name = keys
-    if section == "search_space" and value is None:
+    name = keys[1] if len(keys) > 1 else None
+    if keys[0] == "search_space" and len(keys) == 2 and value is None:
         space.pop(name, None)
         return
-    if section != "train" or not isinstance(space.get(name), dict):
+    if keys[0] == "search_space":  # fewer choices: the conditions keep only those left
+        param = space.get(name)
+        choices = param.get("choices") if isinstance(param, dict) else None
+        if keys[2:] in ([], ["choices"]) and isinstance(choices, list):
+            _conditions_on(space, name, choices, choices)
+        return
+    if len(keys) != 2 or not isinstance(space.get(name), dict):
         return
     del space[name]
-    ended = {name}
-    for child, param in list(space.items()):
-        when = param.get("when") if isinstance(param, dict) else None
-        if not isinstance(when, dict) or name not in when:
-            continue
-        allowed = when[name] if isinstance(when[name], list) else [when[name]]
-        if value not in allowed:
-            del space[child]  # never sampled for this value
-            ended.add(child)
-        elif len(when) == 1:
-            param.pop("when")
-        else:
-            param["when"] = {parent: v for parent, v in when.items() if parent != name}
+    ended = {name} | _conditions_on(space, name, [value], [])
     # a warm start of another value describes another run: left out; the others lose the
     # settings no longer searched
     if isinstance(starts := document.get("warm_start"), list):
@@ -185,6 +180,29 @@ def _narrow(document: dict[str, Any], keys: list[str], value: object) -> None:
             for start in starts
             if not isinstance(start, dict) or start.get(name, value) == value
         ]
+
+
+def _conditions_on(space: dict[str, Any], name: str, values: list, choices: list) -> set[str]:
+    """Narrow every ``when`` on ``name`` to ``values`` (what it can still take): a search that
+    no value left meets ends (its names are returned); a condition every one of ``choices``
+    meets (none, where ``name`` is no longer searched) is dropped, as it always holds."""
+    ended = set()
+    for child, param in list(space.items()):
+        when = param.get("when") if isinstance(param, dict) else None
+        if not isinstance(when, dict) or name not in when:
+            continue
+        allowed = when[name] if isinstance(when[name], list) else [when[name]]
+        kept = [v for v in allowed if v in values]
+        if not kept:
+            del space[child]  # never sampled for what is left
+            ended.add(child)
+        elif choices and set(choices) - set(kept):
+            param["when"] = {**when, name: kept}
+        elif len(when) == 1:
+            param.pop("when")
+        else:
+            param["when"] = {parent: v for parent, v in when.items() if parent != name}
+    return ended
 
 
 def _set(document: dict[str, Any], keys: list[str], value: object, source: str) -> None:
