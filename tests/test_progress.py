@@ -57,7 +57,7 @@ def test_no_bar_where_the_output_is_a_pipe_unless_progress_is_asked_for(
     assert b"\r" in forced and b"1/2 [" in forced, forced.decode()[-3000:]
 
 
-# ---- StudyProgress while the database is unreachable ----------------------------------------
+# ---- the study watcher while the database is unreachable, and the bar showing it ----------------
 
 
 def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(
@@ -65,7 +65,8 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
 ):
     import sqlalchemy as sa
 
-    from hpo.run import progress as progress_module
+    from hpo.run import watcher as watcher_module
+    from hpo.run.progress import StudyProgress
 
     def counts(finished: int) -> dict:
         return {
@@ -90,17 +91,22 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
             raise answer
         return answer
 
-    monkeypatch.setattr(progress_module, "state_counts", state_counts)
-    progress = progress_module.StudyProgress(study=None, n_trials=5, enabled=False)
-    progress.refresh()
-    assert not progress.done() and progress.bar.n == 3  # the outage began: the last counts stand
-    progress.refresh()
-    progress.refresh()
+    monkeypatch.setattr(watcher_module, "state_counts", state_counts)
+    progress = StudyProgress(n_trials=5, enabled=False)
+    watcher = watcher_module.StudyWatcher(None, 5, progress.write)
+
+    def refresh() -> None:  # as the supervisor does: the watcher reads, the bar shows
+        progress.refresh(watcher.poll())
+
+    refresh()
+    assert not watcher.done() and progress.bar.n == 3  # the outage began: the last counts stand
+    refresh()
+    refresh()
     assert progress.bar.n == 3
-    progress.refresh()  # back
+    refresh()  # back
     assert progress.bar.n == 5
-    assert progress.done()  # a second outage: the last counts say done
-    progress.refresh()
+    assert watcher.done()  # a second outage: the last counts say done
+    refresh()
     assert progress.bar.n == 5
     lines = capsys.readouterr().out.splitlines()
     assert (
@@ -113,4 +119,4 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
         * 2
     )
     with pytest.raises(ValueError, match="a bug"):  # only database errors are waited out
-        progress.refresh()
+        refresh()

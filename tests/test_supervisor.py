@@ -18,7 +18,8 @@ from hpo.train.memory import machine_memory_mb, memory_share_mb
 
 
 class FakeProgress:
-    """Our own progress interface (refresh / write / done), recording what it is told."""
+    """Our own view (refresh / write) and study watcher (poll / done / failed / …) interfaces
+    in one, recording what it is told."""
 
     def __init__(self, done=lambda: False):
         self.lines: list[str] = []
@@ -28,7 +29,10 @@ class FakeProgress:
         self.outcomes: list[tuple[str, str | None]] = []  # trials that ended, oldest first
         self.deaths: list[tuple[str, str]] = []  # (worker, how it died)
 
-    def refresh(self) -> None:
+    def poll(self) -> dict:
+        return {}
+
+    def refresh(self, counts: dict) -> None:
         self.refreshes += 1
 
     def write(self, line: str) -> None:
@@ -73,7 +77,7 @@ def test_worker_output_is_relayed_and_clean_exits_return_zero():
     workers = [script(f"w{i}", f"print('hello from {i}'); print('bye from {i}')") for i in range(2)]
     progress = FakeProgress()
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert Supervisor(workers, progress, poll_seconds=0.1).run() == 0
+    assert Supervisor(workers, progress, watcher=progress, poll_seconds=0.1).run() == 0
     assert (
         signal.getsignal(signal.SIGINT),
         signal.getsignal(signal.SIGTERM),
@@ -97,7 +101,7 @@ def test_started_workers_wait_and_run_says_go():
     time.sleep(0.5)
     assert all(proc.poll() is None for proc in supervisor.procs.values()), "they wait for go"
     progress = FakeProgress()
-    assert supervisor.run(progress) == 0
+    assert supervisor.run(progress, watcher=progress) == 0
     assert progress.lines.count("read 'go\\n'") == 2
 
 
@@ -119,7 +123,7 @@ def test_a_dead_worker_is_reported_and_run_returns_one():
         script("bad", "import sys; print('about to fail'); sys.exit(3)"),
     ]
     progress = FakeProgress()
-    assert Supervisor(workers, progress, poll_seconds=0.1).run() == 1
+    assert Supervisor(workers, progress, watcher=progress, poll_seconds=0.1).run() == 1
     assert "worker bad died (exit code 3)" in progress.lines
     assert "fine" in progress.lines
     assert not any("worker ok died" in line for line in progress.lines)
@@ -136,7 +140,7 @@ def test_a_worker_killed_by_sigkill_is_named_in_words_with_its_peak_memory():
     )
     progress = FakeProgress()
     near = dataclasses.replace(script("hog", hog), memory_mb=330)
-    assert Supervisor([near], progress, poll_seconds=0.05).run() == 1
+    assert Supervisor([near], progress, watcher=progress, poll_seconds=0.05).run() == 1
     line = next(line for line in progress.lines if line.startswith("worker hog died"))
     assert "killed by signal 9 (SIGKILL) — out of memory: " in line, line
     assert "peak RSS 0.3 GB of its 0.3 GB ceiling; lower the memory a trial needs" in line, line
@@ -152,7 +156,7 @@ def test_a_manual_kill_9_is_not_called_out_of_memory():
     code = "import os, signal, time\ntime.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)"
     killed = dataclasses.replace(script("w", code), memory_mb=8000)
     before = oom_kills()
-    assert Supervisor([killed], progress, poll_seconds=0.05).run() == 1
+    assert Supervisor([killed], progress, watcher=progress, poll_seconds=0.05).run() == 1
     line = next(line for line in progress.lines if line.startswith("worker w died"))
     assert "out of memory?" not in line and "out of memory:" not in line, line
     assert "killed by signal 9 (SIGKILL) — not by hpo, and no sign of running out of memory" in line
@@ -210,7 +214,9 @@ def test_a_dying_workers_last_lines_come_before_its_death_notice():
     lost or come after the notice, even when the relay lags behind the worker."""
     code = "import sys\nfor i in range(300): print(f'line {i}')\nsys.exit(3)"
     progress = SlowProgress()
-    assert Supervisor([script("bad", code)], progress, poll_seconds=0.01).run() == 1
+    assert (
+        Supervisor([script("bad", code)], progress, watcher=progress, poll_seconds=0.01).run() == 1
+    )
     assert progress.lines == [f"line {i}" for i in range(300)] + ["worker bad died (exit code 3)"]
 
 
@@ -225,7 +231,9 @@ def test_restart_dead_replaces_a_worker_that_died(tmp_path: Path):
     )
     progress = FakeProgress(done=finished.exists)  # the study is done once the replacement finished
     assert (
-        Supervisor([script("flaky", code)], progress, restart_dead=True, poll_seconds=0.1).run()
+        Supervisor(
+            [script("flaky", code)], progress, watcher=progress, restart_dead=True, poll_seconds=0.1
+        ).run()
         == 0
     )
     assert "worker flaky died (exit code 3); starting a replacement" in progress.lines
@@ -240,7 +248,9 @@ def test_without_restart_dead_a_dead_worker_stays_dead(tmp_path: Path):
         "p.write_text(p.read_text() + 'x' if p.exists() else 'x'); sys.exit(3)"
     )
     progress = FakeProgress()
-    assert Supervisor([script("bad", code)], progress, poll_seconds=0.1).run() == 1
+    assert (
+        Supervisor([script("bad", code)], progress, watcher=progress, poll_seconds=0.1).run() == 1
+    )
     assert marker.read_text() == "x"  # started once, never again
 
 
@@ -262,7 +272,7 @@ def test_ctrl_c_or_sigterm_stops_every_worker_with_sigint_and_returns_130(tmp_pa
         for name in ("a", "b")
     ]
     progress = FakeProgress()
-    supervisor = Supervisor(workers, progress, poll_seconds=0.1)
+    supervisor = Supervisor(workers, progress, watcher=progress, poll_seconds=0.1)
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     # Ctrl-C only while run() supervises both workers
     interrupt_when(
@@ -290,7 +300,11 @@ def test_a_worker_that_does_not_stop_is_killed_and_its_trials_failed_for_it():
     )
     progress = FakeProgress()
     supervisor = Supervisor(
-        [script("stubborn", stubborn)], progress, poll_seconds=0.05, stop_seconds=1
+        [script("stubborn", stubborn)],
+        progress,
+        watcher=progress,
+        poll_seconds=0.05,
+        stop_seconds=1,
     )
     interrupt_when(lambda: "ready" in progress.lines and bool(supervisor.procs))
     started = time.monotonic()
@@ -304,7 +318,9 @@ def test_a_worker_that_does_not_stop_is_killed_and_its_trials_failed_for_it():
 def test_workers_that_stop_when_asked_have_nothing_failed_for_them():
     prompt = "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
     progress = FakeProgress()
-    supervisor = Supervisor([script("quick", prompt)], progress, poll_seconds=0.05)
+    supervisor = Supervisor(
+        [script("quick", prompt)], progress, watcher=progress, poll_seconds=0.05
+    )
     interrupt_when(lambda: "ready" in progress.lines and bool(supervisor.procs))
     assert supervisor.run() == 130
     assert progress.deaths == []
@@ -321,7 +337,7 @@ def test_workers_that_keep_dying_without_progress_stop_the_study(tmp_path: Path)
     )
     progress = FakeProgress()
     supervisor = Supervisor(
-        [script("doomed", code)], progress, restart_dead=True, poll_seconds=0.05
+        [script("doomed", code)], progress, watcher=progress, restart_dead=True, poll_seconds=0.05
     )
     assert supervisor.run() == 1
     assert starts.read_text() == "xxx", (
@@ -343,7 +359,13 @@ def test_a_worker_that_exits_2_is_not_replaced(tmp_path: Path):
     )
     progress = FakeProgress()
     assert (
-        Supervisor([script("refused", code)], progress, restart_dead=True, poll_seconds=0.05).run()
+        Supervisor(
+            [script("refused", code)],
+            progress,
+            watcher=progress,
+            restart_dead=True,
+            poll_seconds=0.05,
+        ).run()
         == 1
     )
     assert starts.read_text() == "x"
@@ -353,7 +375,9 @@ def test_a_worker_that_exits_2_is_not_replaced(tmp_path: Path):
 def test_trials_failing_the_same_way_stop_every_worker(tmp_path: Path):
     code = "import time; print('ready', flush=True); time.sleep(60)"
     progress = FakeProgress()
-    supervisor = Supervisor([script("a", code), script("b", code)], progress, poll_seconds=0.05)
+    supervisor = Supervisor(
+        [script("a", code), script("b", code)], progress, watcher=progress, poll_seconds=0.05
+    )
 
     def fail_five_trials():
         deadline = time.monotonic() + 20

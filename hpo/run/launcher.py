@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from hpo.process import GO, interruptible, start_child, stop_children, threads_per_process
 from hpo.run.breaker import CircuitBreaker
 from hpo.run.death import death_words, oom_kills, peak_resident_mb
-from hpo.run.progress import StudyDeleted
+from hpo.run.watcher import StudyDeleted
 from hpo.spec import set_flags
 from hpo.storage_url import StorageUrl
 from hpo.train.child import ChildContract
@@ -120,13 +120,15 @@ class Supervisor:
     def __init__(
         self,
         launches: Sequence[WorkerLaunch],
-        progress=None,
+        view=None,
         restart_dead: bool = False,
         poll_seconds: float = 2.0,
         breaker: CircuitBreaker | None = None,
         stop_seconds: float = WORKER_STOP_SECONDS,
+        watcher=None,
     ):
-        self.launches, self.progress = list(launches), progress
+        # the view shows (refresh, write); the watcher reads and changes the study
+        self.launches, self.view, self.watcher = list(launches), view, watcher
         self.stop_seconds = stop_seconds  # after a stop signal, how long before SIGKILL
         self.restart_dead, self.poll_seconds = restart_dead, poll_seconds
         self.breaker = breaker or CircuitBreaker()
@@ -153,12 +155,12 @@ class Supervisor:
         stop_children(self.procs.values(), signal.SIGTERM, self.stop_seconds)
         self.procs.clear()
 
-    def run(self, progress=None, released: Callable[[], None] | None = None) -> int:
+    def run(self, view=None, released: Callable[[], None] | None = None, watcher=None) -> int:
         """Start the workers (unless ``start`` did), let them go, and supervise them until
         they end: 0 when every worker ended cleanly, 1 when some died or the study could
         only fail (``stopped_because`` says why), 130 on Ctrl-C, SIGTERM or SIGHUP.
         ``released`` runs once every worker has gone: work no trial waits for."""
-        self.progress = progress or self.progress
+        self.view, self.watcher = view or self.view, watcher or self.watcher
         with interruptible():  # the stop runs inside too: a second signal cannot cut it short
             try:
                 # under interruptible(): a Ctrl-C now still stops those already started
@@ -169,7 +171,7 @@ class Supervisor:
                     released()
                 return self._supervise()
             except KeyboardInterrupt:
-                self.progress.write("stopping workers; their running trials are re-queued …")
+                self.view.write("stopping workers; their running trials are re-queued …")
                 self.stop()
                 return 130
 
@@ -178,7 +180,7 @@ class Supervisor:
             return self._follow()
         except StudyDeleted as gone:  # its workers stop on their own (exit 2); the rest are told
             self.stopped_because, self.resumable = str(gone), False
-            self.progress.write(f"stopping: {gone}")
+            self.view.write(f"stopping: {gone}")
             self.stop()
             return 1
 
@@ -186,7 +188,7 @@ class Supervisor:
         while self.procs:
             self._exited.wait(self.poll_seconds)
             self._exited.clear()
-            self.progress.refresh()
+            self.view.refresh(self.watcher.poll())
             for launch in self.launches:
                 proc = self.procs.get(launch.name)
                 if proc is None:
@@ -203,24 +205,24 @@ class Supervisor:
                     self.deaths += 1
                     replace = self.restart_dead and proc.returncode != USAGE_EXIT
                     how = self._death_words(launch, proc.returncode)
-                    self.progress.write(
+                    self.view.write(
                         f"worker {launch.name} died ({how})"
                         + ("; starting a replacement" if replace else "")
                     )
-                    self.progress.worker_died(launch.name, how)  # its trial must not stay RUNNING
+                    self.watcher.worker_died(launch.name, how)  # its trial must not stay RUNNING
                     self.stopped_because = self.stopped_because or self.breaker.worker_exited(
-                        proc.returncode, self.progress.finished()
+                        proc.returncode, self.watcher.finished()
                     )
-                    if replace and not self.stopped_because and not self.progress.done():
+                    if replace and not self.stopped_because and not self.watcher.done():
                         self._spawn(launch)
                         self._release(launch)
             self.stopped_because = self.stopped_because or self._failing_trials()
             if self.stopped_because:
-                self.progress.write(f"stopping the study: {self.stopped_because}")
+                self.view.write(f"stopping the study: {self.stopped_because}")
                 self.stop()
                 return 1
-        self.progress.refresh()
-        return 1 if self.deaths and not self.progress.done() else 0
+        self.view.refresh(self.watcher.poll())
+        return 1 if self.deaths and not self.watcher.done() else 0
 
     def _death_words(self, launch: WorkerLaunch, returncode: int) -> str:
         seen, self._oom_kills = self._oom_kills, oom_kills()
@@ -229,11 +231,11 @@ class Supervisor:
 
     def _failing_trials(self) -> str | None:
         """Look at the latest trials only when another one has failed since the last look."""
-        failed = self.progress.failed()
+        failed = self.watcher.failed()
         if failed == self._failed_seen:
             return None
         self._failed_seen = failed
-        return self.breaker.check_trials(self.progress.recent_outcomes(self.breaker.failed_trials))
+        return self.breaker.check_trials(self.watcher.recent_outcomes(self.breaker.failed_trials))
 
     def _spawn(self, launch: WorkerLaunch) -> None:
         # From the main thread: a worker's death signal fires when the thread that started it ends.
@@ -259,7 +261,7 @@ class Supervisor:
 
     def _relay(self, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
-            self.progress.write(line.rstrip())
+            self.view.write(line.rstrip())
         self._exited.set()
 
     def stop(self) -> None:
@@ -272,7 +274,7 @@ class Supervisor:
         for name, proc in self.procs.items():
             if proc in killed:
                 how = f"killed: it had not stopped {self.stop_seconds:g} s after being asked"
-                self.progress.write(f"worker {name} {how}")
-                self.progress.worker_died(name, how)
+                self.view.write(f"worker {name} {how}")
+                self.watcher.worker_died(name, how)
         with contextlib.suppress(StudyDeleted):  # the bar's last word: nothing left running
-            self.progress.refresh()
+            self.view.refresh(self.watcher.poll())

@@ -37,6 +37,7 @@ def tune(
     from hpo.run.capacity import check_capacity
     from hpo.run.launcher import Supervisor, visible_gpus, worker_launches
     from hpo.run.progress import StudyProgress
+    from hpo.run.watcher import StudyWatcher
     from hpo.study import finished_study
     from hpo.study.records import write_study_note
     from hpo.train.memory import machine_memory_mb, memory_share_mb
@@ -89,11 +90,10 @@ def tune(
     )
     if options.threads is None and not gpu_ids and (line := free.words(threads, "a worker")):
         say(line)  # once the workers go: nothing is said before a refusal
-    bar = StudyProgress(
-        study, spec.n_trials, enabled=options.progress, max_retry=spec.heartbeat.max_retry
-    )
+    bar = StudyProgress(spec.n_trials, enabled=options.progress)
+    watcher = StudyWatcher(study, spec.n_trials, bar.write, max_retry=spec.heartbeat.max_retry)
     try:
-        code = supervisor.run(bar, released=lambda: write_study_note(study, spec))
+        code = supervisor.run(bar, lambda: write_study_note(study, spec), watcher)
     finally:
         bar.close()
     if supervisor.stopped_because and not supervisor.resumable:
