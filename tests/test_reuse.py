@@ -224,23 +224,15 @@ def test_finalize_retrains_one_of_two_seeds_and_the_reused_one_is_the_retrained_
     --cv 2 --refit train+val trains seed 1, the two folds and the refit, not seed 0, whose
     model predicts what seed 0 retrained here predicts. A training --set at finalize time
     retrains seed 0 too."""
-    settings = [
+    settings, args, storage = _tuned(
+        tmp_path,
+        tiny_roberta,
+        tiny_deberta,
         "name=reused-e2e",
-        f"data_dir={write_sample(tmp_path / 'data', posts=60, seed=3)}",
-        f"output_dir={tmp_path / 'out'}",
-        f"train.cache_dir={tmp_path / 'cache'}",
         "n_trials=1",
         "train.epochs=2",
         "train.mixed_precision='no'",  # float32: YAML reads a bare no as false
-        "pruner.name=none",
-        "pruner.options={}",
-        f"model_paths.tiny-roberta={tiny_roberta}",
-        f"model_paths.tiny-deberta={tiny_deberta}",
-    ]
-    args = [arg for setting in settings for arg in ("--set", setting)]
-    storage = ["--storage", f"sqlite:///{tmp_path / 'hpo.db'}"]
-    tuned = run_hpo("tune", SPEC, *storage, "--workers", "1", "--no-progress", *args, cwd=tmp_path)
-    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    )
 
     flags = ("--top-k", "1", "--seeds", "2", "--cv", "2", "--refit", "train+val")
     done = run_hpo("finalize", SPEC, *storage, *flags, "--no-progress", *args, cwd=tmp_path)
@@ -303,22 +295,14 @@ def test_finalize_retrains_a_trial_whose_folder_holds_another_trials_checkpoint(
     """Two real trials kept their checkpoints; trial 1's copied over trial 0's (sealed, beside
     trial 0's metrics.json) is not trial 0's run: finalize retrains trial 0's seed 0, saying
     why in its plan, and still reuses trial 1's."""
-    settings = [
+    settings, args, storage = _tuned(
+        tmp_path,
+        tiny_roberta,
+        tiny_deberta,
         "name=moved-checkpoint",
-        f"data_dir={write_sample(tmp_path / 'data', posts=60, seed=3)}",
-        f"output_dir={tmp_path / 'out'}",
-        f"train.cache_dir={tmp_path / 'cache'}",
         "n_trials=2",
         "train.epochs=1",
-        "pruner.name=none",
-        "pruner.options={}",
-        f"model_paths.tiny-roberta={tiny_roberta}",
-        f"model_paths.tiny-deberta={tiny_deberta}",
-    ]
-    args = [arg for setting in settings for arg in ("--set", setting)]
-    storage = ["--storage", f"sqlite:///{tmp_path / 'hpo.db'}"]
-    tuned = run_hpo("tune", SPEC, *storage, "--workers", "1", "--no-progress", *args, cwd=tmp_path)
-    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    )
     spec = load_spec(SPEC, settings, storage[1])
     study = load_existing_study(spec.name, spec.storage)
     folders = [Path(t.user_attrs["checkpoint"]) for t in study.trials]
@@ -337,3 +321,23 @@ def test_finalize_retrains_a_trial_whose_folder_holds_another_trials_checkpoint(
     assert "reused_from_trial" not in retrained and (runs / "trial_0-seed_0" / "train.log").exists()
     reused = json.loads((runs / "trial_1-seed_0" / "result.json").read_text())
     assert reused["reused_from_trial"] == 1
+
+
+def _tuned(tmp_path, tiny_roberta, tiny_deberta, *own: str) -> tuple[list[str], list[str], list]:
+    """A smoke study tuned by `hpo tune` (one worker, no pruning) on 60 sample posts, with the
+    test's ``own`` settings: (its settings, their --set flags, the --storage flag)."""
+    settings = [
+        *own,
+        f"data_dir={write_sample(tmp_path / 'data', posts=60, seed=3)}",
+        f"output_dir={tmp_path / 'out'}",
+        f"train.cache_dir={tmp_path / 'cache'}",
+        "pruner.name=none",
+        "pruner.options={}",
+        f"model_paths.tiny-roberta={tiny_roberta}",
+        f"model_paths.tiny-deberta={tiny_deberta}",
+    ]
+    args = [arg for setting in settings for arg in ("--set", setting)]
+    storage = ["--storage", f"sqlite:///{tmp_path / 'hpo.db'}"]
+    tuned = run_hpo("tune", SPEC, *storage, "--workers", "1", "--no-progress", *args, cwd=tmp_path)
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    return settings, args, storage
