@@ -135,40 +135,49 @@ def retrain_all(
     each = threads_per_process(max(children, 1), threads, free.cpus)
     if pending and threads is None and (line := free.words(each, "a retraining")):
         say(line)
-    with tqdm(
-        total=len(runs),
-        initial=len(runs) - len(pending),
-        unit="run",
-        disable=not progress,
-        dynamic_ncols=True,
-    ) as bar:
-        if children <= 1:
-            # a worker's threads and memory ceiling, so a step past it backs off
-            ChildContract(threads=each).apply()
-            retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
-        else:
-            # the children train every run they are given: none of these is reused
-            plan = [dataclasses.asdict(dataclasses.replace(run, reuse=None)) for run in pending]
-            write_json(runs_dir / PLAN_FILE, plan)
-            launches = child_launches(
-                spec_path,
-                overrides,
-                runs_dir,
-                children,
-                threads=each,
-                storage=spec.storage,
-                memory_mb=memory_share_mb(children),
-            )
-            codes = _run_children(launches, lambda: len(finished_runs(runs, runs_dir)), bar, say)
-            records = finished_runs(runs, runs_dir)
-            if missing := [run.name for run in runs if run.name not in records]:
-                raise RunStopped(
-                    f"{len(missing)} of {len(runs)} retrainings did not finish "
-                    "(retraining processes "
-                    f"exited with {sorted(set(codes))}; the error is above); "
-                    "fix that and run hpo finalize "
-                    f"again: the {len(records)} finished are kept"
+    try:
+        with tqdm(
+            total=len(runs),
+            initial=len(runs) - len(pending),
+            unit="run",
+            disable=not progress,
+            dynamic_ncols=True,
+        ) as bar:
+            if children <= 1:
+                # a worker's threads and memory ceiling, so a step past it backs off
+                ChildContract(threads=each).apply()
+                retrain_pending(spec, pending, runs_dir, on_done=lambda _: bar.update())
+            else:
+                # the children train every run they are given: none of these is reused
+                plan = [dataclasses.asdict(dataclasses.replace(run, reuse=None)) for run in pending]
+                write_json(runs_dir / PLAN_FILE, plan)
+                launches = child_launches(
+                    spec_path,
+                    overrides,
+                    runs_dir,
+                    children,
+                    threads=each,
+                    storage=spec.storage,
+                    memory_mb=memory_share_mb(children),
                 )
+                codes = _run_children(
+                    launches, lambda: len(finished_runs(runs, runs_dir)), bar, say
+                )
+                records = finished_runs(runs, runs_dir)
+                if missing := [run.name for run in runs if run.name not in records]:
+                    raise RunStopped(
+                        f"{len(missing)} of {len(runs)} retrainings did not finish "
+                        "(retraining processes "
+                        f"exited with {sorted(set(codes))}; the error is above); "
+                        "fix that and run hpo finalize "
+                        f"again: the {len(records)} finished are kept"
+                    )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what is kept, and how to go on
+        kept = len(finished_runs(runs, runs_dir))
+        say(
+            f"interrupted: {kept} of {len(runs)} retrainings kept; run hpo finalize again to resume"
+        )
+        raise
     return finished_runs(runs, runs_dir)
 
 
@@ -257,10 +266,6 @@ def _run_children(
             stop_children(procs, signal.SIGTERM, STOP_SECONDS)
             for relay in relays:
                 relay.join(RELAY_DRAIN_SECONDS)  # what they said while stopping
-            say(
-                f"stopped; {count_finished()} finished retrainings are kept: "
-                "run hpo finalize again to resume"
-            )
             raise
     for relay in relays:
         relay.join(RELAY_DRAIN_SECONDS)  # their last lines (an error) before ours
