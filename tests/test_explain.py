@@ -426,3 +426,17 @@ def test_a_whole_post_model_ranks_the_evidence_itself_only_where_at_least_as_goo
     if theirs is not None:
         assert "average_precision 0.700 vs 0.690" in why and "recall_at_1" in why
     assert ("one model for both" in why) is both
+
+
+def test_a_joined_prediction_to_a_csv_name_is_refused_before_any_post_is_read(
+    models, posts_csv, tmp_path, capsys
+):
+    """Issue #55 item 10: `--out x.csv` in joined mode wrote JSON lines into the .csv."""
+    out = tmp_path / "joined.csv"
+    argv = ["predict", "--criteria", str(models("criteria")), "--evidence", str(models("evidence"))]
+    assert main([*argv, "--input", str(posts_csv), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err  # the module's models may have just been built: their lines
+    lines = [line for line in err.splitlines() if line.startswith("hpo")]
+    assert "Traceback" not in err and lines == [f"hpo: error: --out {out}: the joined prediction is JSON lines (a post's "
+                     "symptoms and their sentences); name it .jsonl"]  # fmt: skip
+    assert not out.exists()

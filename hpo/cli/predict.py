@@ -137,6 +137,11 @@ def _run_pair(args, progress: bool) -> int:
             "--evidence needs --criteria too: pass the criteria study's final/model and the "
             "evidence study's final/model"
         )
+    if Path(args.out).suffix.lower() == ".csv":  # it would hold JSON lines under a CSV name
+        raise UsageError(
+            f"--out {args.out}: the joined prediction is JSON lines (a post's symptoms and "
+            "their sentences); name it .jsonl"
+        )
     s = pair_on_file(
         args.criteria,
         args.evidence,
