@@ -204,8 +204,12 @@ def test_duplicate_post_id_names_both_lines(tmp_path):
     assert "redsm5_posts.csv: line 7: duplicate post_id 'p2' (first on line 5)" in message
 
 
-def test_empty_post_text(tmp_path):
-    message = load_error(write_fixture(tmp_path, posts=[*POSTS, ["p4", "   "]]))
+@pytest.mark.parametrize(
+    "text", ["   ", "\u200b\u200c\u2060", "\x00\x00", "\ufeff \u200d"], ids=repr
+)
+def test_empty_post_text(tmp_path, text):
+    """Issue #55 item 10: a post of only zero-width characters or NUL was accepted."""
+    message = load_error(write_fixture(tmp_path, posts=[*POSTS, ["p4", text]]))
     assert "line 7: post 'p4' has empty text" in message
 
 

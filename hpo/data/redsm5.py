@@ -10,6 +10,7 @@ import csv
 import hashlib
 import io
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,14 +200,22 @@ def posts_from_rows(path: Path, rows: Iterable[tuple[int, Mapping[str, str]]]) -
                 f"(first on line {first_line[post_id]}); "
                 "keep one row per post"
             )
-        if not row["text"].strip():
+        if not _visible(row["text"]):
             raise DataError(
-                f"{path}: line {line}: post {post_id!r} has empty text; "
-                "fill in the text or remove the row"
+                f"{path}: line {line}: post {post_id!r} has empty text (nothing but spaces, "
+                "zero-width or control characters); fill in the text or remove the row"
             )
         posts[post_id] = Post(post_id, row["text"])
         first_line[post_id] = line
     return posts
+
+
+def _visible(text: str) -> bool:
+    """Whether ``text`` shows anything: a character that is not a space, a control character
+    (NUL) or an invisible format one (a zero-width space or joiner, a BOM)."""
+    return any(
+        not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf") for char in text
+    )
 
 
 def _parse_annotations(path: Path, data: bytes, posts: dict[str, Post]) -> tuple[Annotation, ...]:
