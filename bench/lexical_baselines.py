@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from bench.common import RUNS
-from bench.results import write_results
+from bench.results import data_identity, write_results
 from bench.workload import SPLIT, encoder_path
 
 NAME = "lexical_baselines"
@@ -186,7 +186,7 @@ def measure(args) -> None:
         for baseline, run in one_run(data, seed, encoder, max_length).items():
             runs[baseline].append(run)
             print(f"[{NAME}] {baseline} seed {seed}: {run}", flush=True)
-    real = bool(args.data_dir)
+    real = bool(args.data_dir) and data_identity(args.data_dir)["data_kind"] == "real ReDSM5"
     target = None
     if not real:
         low, high = REAL_TEST["post-level"] - TOLERANCE, REAL_TEST["post-level"] + TOLERANCE
@@ -194,8 +194,8 @@ def measure(args) -> None:
     write_results(
         REAL_NAME if real else NAME,
         {
-            "data": f"real ReDSM5 files ({args.data_dir})"
-            if real
+            "data": f"ReDSM5-format files ({args.data_dir})"
+            if args.data_dir
             else f"{args.posts} generated realistic posts (clarity {args.clarity}), a seed a run",
             "split": {"fractions": SPLIT, "seed": 0, "by": "post"},
             "features": "TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True), fit "
@@ -219,8 +219,9 @@ def measure(args) -> None:
         command=f"python -m bench.run --only {NAME}"
         + (f" --data-dir {args.data_dir}" if real else f" --posts {args.posts} --runs {args.runs}"),
         fewer_runs={"at_least": 1, "why": "one data set, deterministic fits: a run repeats"}
-        if real
+        if args.data_dir
         else None,
+        data_dir=args.data_dir,
     )
 
 
