@@ -78,7 +78,7 @@ def test_a_sample_too_large_to_build_is_refused_before_it_grows():
 def test_storage_proxy_seconds_out_of_range_are_one_line(flag, value):
     """Issue #55 item 10: --sweep-seconds inf tracebacked in the sweep thread."""
     assert_one_line_exit_2(
-        run_hpo("storage-proxy", flag, value), f"must be seconds from 0 to 604800 (a week), got "
+        run_hpo("storage-proxy", flag, value), "must be seconds from 0 to 604800 (a week), got "
     )
 
 

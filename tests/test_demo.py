@@ -25,6 +25,13 @@ def fresh_clone(root: Path) -> Path:
     assert (bin_dir / "hpo").exists(), f"{bin_dir} holds no hpo entry point: run make install"
     (root / ".venv").mkdir()
     (root / ".venv" / "bin").symlink_to(bin_dir)
+    # the torch stamp `make install` leaves, by the name the Makefile gives it, then the stamp
+    # of the install after it
+    stamp = subprocess.run(
+        ["make", "-s", "--eval", "torch-stamp: ; @echo $(TORCH_STAMP)", "torch-stamp"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (root / stamp).touch()
     (root / ".venv" / ".installed").touch()
     return root
 

@@ -437,6 +437,9 @@ def test_a_joined_prediction_to_a_csv_name_is_refused_before_any_post_is_read(
     assert main([*argv, "--input", str(posts_csv), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err  # the module's models may have just been built: their lines
     lines = [line for line in err.splitlines() if line.startswith("hpo")]
-    assert "Traceback" not in err and lines == [f"hpo: error: --out {out}: the joined prediction is JSON lines (a post's "
-                     "symptoms and their sentences); name it .jsonl"]  # fmt: skip
+    said = (
+        f"hpo: error: --out {out}: the joined prediction is JSON lines (a post's symptoms and "
+        "their sentences); name it .jsonl"
+    )
+    assert "Traceback" not in err and lines == [said]
     assert not out.exists()

@@ -192,7 +192,7 @@ def model_on_file(
     from hpo.models.loading import hide_progress_bars
     from hpo.predict import ProgressLines, predict_file
 
-    _use_threads(threads)
+    busy = _use_threads(threads)
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:  # the bar starts once the posts are read and the model loaded
@@ -202,7 +202,7 @@ def model_on_file(
                 return ProgressLines(total).update
             return bars.enter_context(tqdm(total=total, unit="post", dynamic_ncols=True)).update
 
-        return predict_file(
+        summary = predict_file(
             model_dir,
             input_path,
             out,
@@ -212,6 +212,9 @@ def model_on_file(
             progress=start,
             force=force,
         )
+    if busy:  # after the predictions, never before a refusal
+        print(busy, file=sys.stderr)
+    return summary
 
 
 def pair_on_file(
@@ -238,7 +241,7 @@ def pair_on_file(
     from hpo.models.loading import hide_progress_bars
     from hpo.predict import ProgressLines
 
-    _use_threads(threads)
+    busy = _use_threads(threads)
     if not progress:
         hide_progress_bars()
     with ExitStack() as bars:
@@ -250,7 +253,7 @@ def pair_on_file(
                 tqdm(total=total, unit="post", desc=half, dynamic_ncols=True)
             ).update
 
-        return explain_file(
+        summary = explain_file(
             criteria_dir,
             evidence_dir,
             input_path,
@@ -262,16 +265,19 @@ def pair_on_file(
             progress=start,
             force=force,
         )
+    if busy:
+        print(busy, file=sys.stderr)
+    return summary
 
 
-def _use_threads(threads: int | None) -> None:
+def _use_threads(threads: int | None) -> str | None:
     """Torch's CPU threads for this process: ``threads``, or the cores other work leaves idle,
-    as ``hpo tune`` gives its one worker (``threads_per_process``), said when that is fewer."""
+    as ``hpo tune`` gives its one worker (``threads_per_process``); the line that says so when
+    that is fewer."""
     import torch
 
     from hpo.process import free_cpus, threads_per_process
 
     free = free_cpus()
     torch.set_num_threads(threads_per_process(1, threads, free.cpus))
-    if threads is None and (line := free.words(torch.get_num_threads(), "for prediction")):
-        print(line, file=sys.stderr)
+    return None if threads else free.words(torch.get_num_threads(), "for prediction")

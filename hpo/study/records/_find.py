@@ -115,7 +115,8 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
         raise UsageError(
             f"study {spec.name!r}: its recorded train.cache_dir {cache} resolves to "
             f"{Path(cache).resolve()}, outside its output_dir {spec.output_dir} and the folder "
-            f"hpo runs in, and finalize trains on what it finds there ({trusted}); pass --set "
+            f"hpo runs in, and holds no cache hpo made; finalize would write there ({trusted}): "
+            "pass --set "
             f"train.cache_dir={cache} if it is yours, or --set train.cache_dir=null"
         )
     if spec.tracking.mlflow and not given & {"tracking", "tracking.mlflow"}:
@@ -129,9 +130,15 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
 
 def _ours(cache_dir: str, output_dir: str) -> bool:
     """A recorded tokenization cache finalize may read and write without being told: inside
-    output_dir (confirmed above), or under the folder hpo runs in, where the spec's relative
-    paths resolve (the shipped specs keep it beside output_dir)."""
-    return lies_inside(cache_dir, output_dir) or lies_inside(cache_dir, Path.cwd())
+    output_dir (confirmed above), under the folder hpo runs in, where the spec's relative paths
+    resolve (the shipped specs keep it beside output_dir), or a folder that already holds hpo's
+    tokenization caches on this machine, as tuning left it (as output_dir is confirmed: a writer
+    of the database cannot make one; what it holds is checked against the data when read)."""
+    return (
+        lies_inside(cache_dir, output_dir)
+        or lies_inside(cache_dir, Path.cwd())
+        or any(Path(cache_dir).glob("*/labels.npy"))
+    )
 
 
 def spec_document(spec: StudySpec) -> dict:
