@@ -198,6 +198,11 @@ def parser() -> argparse.ArgumentParser:
         ),
         help="whole_post: the arms to run (default all; head_tail is always run, the baseline)",
     )
+    own.add_argument(
+        "--without-baseline",
+        action="store_true",
+        help="whole_post: leave head_tail out (each arm reported alone, no gain over it)",
+    )
     return parser
 
 
