@@ -688,6 +688,30 @@ def test_a_recorded_cache_dir_edited_to_lead_out_is_refused(tmp_path, assets):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("edited", ["roberta-base", "{tmp}/nowhere"])
+def test_a_recorded_encoder_path_that_is_no_local_folder_is_refused(tmp_path, assets, edited):
+    """Issue #55 item 4: the recorded model_paths edited in the database (to a hub id: a
+    download; to a folder that is not there) was trusted by `hpo finalize NAME`. Refused in one
+    line naming the --set that makes it the user's own choice, nothing retrained."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "re-encoded")
+    final_dir(tmp_path, storage, args).parent.mkdir(parents=True)  # as tuning leaves it
+    path = edited.format(tmp=tmp_path)
+    document = edit_recorded_spec("re-encoded", storage)
+    edit_recorded_spec(
+        "re-encoded", storage, model_paths={**document["model_paths"], "tiny-roberta": path}
+    )
+    one_line_error(
+        run(by_name("re-encoded", storage, "--top-k", "1", "--seeds", "1"), tmp_path),
+        2,
+        f"study 're-encoded': its recorded encoder 'tiny-roberta' is {path}, no folder on this "
+        "machine",
+        "pass --set model_paths.tiny-roberta=DIR",
+    )
+    assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
+
+
+@pytest.mark.slow
 def test_a_planted_cache_with_flipped_labels_is_rebuilt_not_trained_on(tmp_path, assets):
     """Issue #55 item 3: a tokenization cache at the data's own keys, its labels flipped and
     its digest written again (what a planter can do): finalize's retraining trained on it

@@ -110,6 +110,14 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
             f"it ({folder}), and finalize writes only beside the study's trials ({trusted}); "
             "run it where the study was tuned, or pass --set output_dir=DIR"
         )
+    for name in spec.encoders:  # a hub id would be a download; finalize by name loads none
+        path = spec.model_paths.get(name, name)
+        if not given & {"model_paths", f"model_paths.{name}"} and not Path(path).is_dir():
+            raise UsageError(
+                f"study {spec.name!r}: its recorded encoder {name!r} is {path}, no folder on "
+                f"this machine, and finalize by name loads only the local encoders the study "
+                f"trained ({trusted}); pass --set model_paths.{name}=DIR"
+            )
     cache = spec.train.get("cache_dir")
     if cache and not given & {"train", "train.cache_dir"} and not _ours(cache, spec.output_dir):
         raise UsageError(
