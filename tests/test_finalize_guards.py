@@ -706,7 +706,7 @@ def test_a_recorded_encoder_path_that_is_no_local_folder_is_refused(tmp_path, as
         2,
         f"study 're-encoded': its recorded encoder 'tiny-roberta' is {path}, no folder on this "
         "machine",
-        "pass --set model_paths.tiny-roberta=DIR",
+        f"pass --set model_paths.tiny-roberta={path} if you mean it, or the encoder's folder",
     )
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 

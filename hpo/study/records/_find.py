@@ -116,7 +116,8 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
             raise UsageError(
                 f"study {spec.name!r}: its recorded encoder {name!r} is {path}, no folder on "
                 f"this machine, and finalize by name loads only the local encoders the study "
-                f"trained ({trusted}); pass --set model_paths.{name}=DIR"
+                f"trained ({trusted}); pass --set model_paths.{name}={path} if you mean it, or "
+                "the encoder's folder"
             )
     cache = spec.train.get("cache_dir")
     if cache and not given & {"train", "train.cache_dir"} and not _ours(cache, spec.output_dir):
