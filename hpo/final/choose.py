@@ -10,7 +10,7 @@ import dataclasses
 import json
 import shutil
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -195,11 +195,7 @@ def decide(
         )
         ensemble = SeedEnsemble(members=list(members), value=value)
         chosen = chosen.model_copy(update={"seed": None})
-        alone = ", ".join(f"{s.value:.4f}" for s in configurations[0].seeds)
-        say(
-            f"ensemble of {len(members)} seeds: validation {spec.metric} {value:.4f} "
-            f"(alone: {alone})"
-        )
+        say(ensemble_line(spec, value, configurations[0].seeds))
     say(f"decision thresholds: {RULE_NAMES[rule]}")
     return Decided(thresholds, tuned, decision, chosen, ensemble)
 
@@ -236,3 +232,19 @@ def refit(
             {"epochs": epochs, "trial": chosen.trial, "seed": chosen.seed},
         )
     return config, refit_dir / "model"
+
+
+def ensemble_line(spec: StudySpec, value: float, seeds: Sequence) -> str:
+    """What finalize says of a seed ensemble: its validation value beside each seed's, and,
+    where it is worse than its best seed, that it is kept all the same and why (issue #55)."""
+    alone = ", ".join(f"{s.value:.4f}" for s in seeds)
+    sign = 1 if spec.direction == "maximize" else -1
+    best = max(seeds, key=lambda s: sign * s.value)
+    worse = (
+        f"; worse than its best seed ({best.value:.4f}, seed {best.seed}) on validation, kept "
+        "as the model all the same: a seed picked on these posts would flatter its test score"
+        if sign * value < sign * best.value
+        else ""
+    )
+    said = f"ensemble of {len(seeds)} seeds: validation {spec.metric} {value:.4f}"
+    return f"{said} (alone: {alone}){worse}"
