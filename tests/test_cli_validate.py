@@ -130,3 +130,27 @@ def test_validate_refuses_a_training_number_that_trains_a_nan_model(
     assert code == 2, out
     assert err.count("\n") == 1 and f" {key}: " in err, err
     assert "finite number" in err or "less than or equal to" in err, err
+
+
+def test_validate_warns_of_a_setting_no_trials_formulation_reads(
+    capsys, tmp_path, study_name, tiny_roberta, sqlite_url
+):
+    """Issue #55 item 10: `pooling: mean` beside whole_post, `post_pooling` or
+    `evidence_loss_weight` beside multilabel were accepted without a word."""
+    write_sample(tmp_path / "data", posts=40, seed=0)
+    spec = CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder=tiny_roberta)
+    cases = {
+        "whole_post, pooling": ("criteria_formulation: whole_post, pooling: mean", ["pooling"]),
+        "multilabel, post_pooling": (
+            "criteria_formulation: multilabel, post_pooling: attention, evidence_loss_weight: 1.0",
+            ["evidence_loss_weight", "post_pooling"],
+        ),
+        "whole_post, its own": ("criteria_formulation: whole_post, post_pooling: attention", []),
+    }
+    for case, (train, warned) in cases.items():
+        path = tmp_path / f"{case.replace(', ', '-')}.yaml"
+        path.write_text(spec.replace("max_length: 96}", f"max_length: 96, {train}}}"))
+        code, out, err = hpo(capsys, "validate", str(path), "--storage", sqlite_url)
+        assert code == 0, (case, err)
+        said = re.findall(r"warning: train\.(\w+) is read by .* only, and no trial", out)
+        assert said == warned, (case, out)

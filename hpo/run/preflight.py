@@ -65,6 +65,7 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
     ]
     if unused_gpu:
         found.append(unused_gpu)
+    found += _ignored_settings(spec, configs)
     if not posts.test:  # a search needs none; hpo finalize refuses the study before retraining
         found.append(
             f"warning: the test split is empty (split_fractions {list(first.split_fractions)}): "
@@ -89,6 +90,20 @@ def sampled_configs(spec: StudySpec) -> list:
     return [
         _train_config(spec, point, "warm start" if index < len(spec.warm_start) else "sampled")
         for index, point in enumerate(sample_points(spec))
+    ]
+
+
+def _ignored_settings(spec: StudySpec, configs: list) -> list[str]:
+    """A warning per fixed training setting that no sampled trial's formulation reads
+    (``pooling`` beside whole_post, ``post_pooling`` beside multilabel): not wrong, but not
+    what its author meant either."""
+    from hpo.train.config import READ_BY
+
+    never = set.intersection(*(set(config.ignored(spec.train)) for config in configs))
+    return [
+        f"warning: train.{name} is read by {', '.join(READ_BY[name])} only, and no trial of "
+        "this study is one: it changes nothing; leave it out"
+        for name in sorted(never)
     ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import Annotated, Literal
 
@@ -44,6 +45,15 @@ LearningRate = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 Weight = Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)]
 # where a run's outputs go, not what it trains: two configs that differ only here train one model
 WHERE_ONLY = frozenset({"checkpoint_dir", "cache_dir"})
+
+
+# Settings only some formulations read (whole_post pools sentence scores; the others pool
+# tokens): anywhere else a spec's value for them changes nothing
+READ_BY: dict[str, tuple[str, ...]] = {
+    "pooling": ("pairs", "multilabel", "evidence"),
+    "post_pooling": ("whole_post",),
+    "evidence_loss_weight": ("whole_post",),
+}
 
 
 @dataclass(frozen=True)
@@ -179,6 +189,11 @@ class TrainConfig:
         if self.cv_fold is not None and self.train_on != "train":
             raise problem("chooses the training posts itself; keep train_on: train", at="cv_fold")
         return self
+
+    def ignored(self, given: Iterable[str]) -> list[str]:
+        """Of the settings ``given`` (a spec's fixed train keys), those this run's formulation
+        never reads: a spec that sets them says nothing wrong, only nothing (issue #55)."""
+        return [n for n in given if n in READ_BY and self.formulation not in READ_BY[n]]
 
     @property
     def formulation(self) -> Formulation:
