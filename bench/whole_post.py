@@ -405,7 +405,8 @@ def _gain_intervals(runs: dict) -> dict:
         if arm != "head_tail" and gains:
             found[arm] = {
                 "mean": round(statistics.fmean(gains), 4),
-                "interval_95": mean_interval(gains),
+                # one seed's gain has no spread to resample: no interval, not a zero-width one
+                "interval_95": mean_interval(gains) if len(gains) > 1 else None,
             }
     return found
 
@@ -415,6 +416,8 @@ def _targets(runs: dict, gains: dict) -> dict:
     the interval (the mean gain's lower bound above 0), recovers at least half of the
     out-of-window positives head_tail misses (median), at most 2x head_tail's epoch (median)."""
     found = {}
+    if len(runs.get("head_tail", [])) < 2:  # one gain has no interval: nothing to judge by
+        return "not judged: a gain's interval needs two seeds or more"
     for arm in (arm for arm in runs if arm != "head_tail" and arm in gains):
         shares = [r["recovered_share"] for r in runs[arm] if r["recovered_share"] is not None]
         recovered = statistics.median(shares) if shares else 0.0  # None: head_tail missed none
