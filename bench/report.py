@@ -57,6 +57,7 @@ MEASURES = {
     "budget_tail": "A time budget's tail: the start rule before and after b086acf",
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
     "whole_post": "Whole post vs head_tail (issue #49, real size)",
+    "whole_post_real": "Whole post vs head_tail on the real ReDSM5 (issue #56)",
     "fidelity_rank": "Low fidelities vs full training (issue #50, real size, H200)",
     "lexical_baselines": "Bag of words on the realistic sample (real size)",
     "lexical_baselines_real": "Bag of words on the real ReDSM5",

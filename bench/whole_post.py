@@ -378,6 +378,13 @@ def measure(args) -> None:
             "targets": _targets(runs, gains) if recipe else "not judged: no head_tail run",
         },
         data_dir=data,
+        fewer_runs={
+            "at_least": args.seeds,
+            "why": f"{args.seeds} seed(s): a whole_post run on the real posts took 78-93 min "
+            "on one core of a shared 2-core CPU; issue #56 asks 3 or more (missed here)",
+        }
+        if args.seeds < 5
+        else None,
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
         f"{args.max_length} "
         f"--seeds {args.seeds} --evidence-seeds {args.evidence_seeds} --parallel "
