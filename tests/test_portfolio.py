@@ -395,6 +395,7 @@ def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_
         "criteria_formulation": "whole_post",
         "post_pooling": "max",
         "evidence_loss_weight": 1.0,
+        "class_weighting": "sqrt",  # issue #56: balanced over-calls under max pooling
     }
     assert spec.point_problem(point) is None
     assert rest[0][0] == "class_weighting balanced -> sqrt"  # then the moves as before
