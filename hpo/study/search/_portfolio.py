@@ -30,9 +30,10 @@ class Move:
 # The order is the order of trust: a budget of three trials gets the first two, and with two
 # workers an hour's search on a CPU trains the recipe and the first move side by side. How rare
 # labels are weighted goes first: at the fixed 0.5 a post macro-F1 study decides at, it sets
-# where each symptom's cut falls, and the usual `balanced` overshoots (the real ReDSM5 job, issue
-# #35: precision below recall for every symptom on test; bench/results/portfolio_moves.json:
-# `sqrt` gained by far the most of the moves measured). Then learning rate (standard recipes are
+# where each symptom's cut falls, and the usual `balanced` overshoots (the real ReDSM5: the
+# recipe called 209 post-symptom cells present on test for 132 true, whole_post_real.json; on
+# the generated sample `sqrt` gained the most of the moves, portfolio_moves.json, a figure the
+# real data has not confirmed yet). Then learning rate (standard recipes are
 # tuned for larger data sets than a few thousand posts), training longer, and the wider moves.
 MOVES = (
     # reading every sentence of the post and learning from its evidence sentences (issue #49),
