@@ -185,7 +185,7 @@ def _disk_cached(
 
 
 @dataclass(frozen=True)
-class _Template:
+class SpecialTokens:
     """The special tokens a tokenizer puts around one text or a pair: ``pre first mid second
     post`` (``pre second post`` alone), read off one probe encoding. Tokenizing each distinct
     text once and assembling here gives the tokenizer's own pair encoding (checked for BERT,
@@ -197,7 +197,7 @@ class _Template:
     types: tuple[int, int, int, int, int] | None  # type id of pre, first, mid, second, post
 
     @classmethod
-    def of(cls, tokenizer: Any, pair: bool) -> _Template:
+    def of(cls, tokenizer: Any, pair: bool) -> SpecialTokens:
         encoding = tokenizer(["a"], ["b"]) if pair else tokenizer(["b"])
         ids, owner = encoding["input_ids"][0], encoding.sequence_ids(0)
 
@@ -231,11 +231,11 @@ def _tokenize(
     paired = pairs[0][0] is not None
     if any((first is not None) != paired for first, _ in pairs):
         raise ValueError("every pair of a split needs a first text, or none may have one")
-    template = _Template.of(tokenizer, paired)
-    firsts = _distinct_ids(tokenizer, [first for first, _ in pairs]) if paired else {None: []}
+    template = SpecialTokens.of(tokenizer, paired)
+    firsts = distinct_ids(tokenizer, [first for first, _ in pairs]) if paired else {None: []}
     if paired:
         _check_first_texts_fit(tokenizer, firsts, max_length)
-    seconds = _distinct_ids(tokenizer, [second for _, second in pairs])
+    seconds = distinct_ids(tokenizer, [second for _, second in pairs])
     specials = len(template.pre) + len(template.mid) + len(template.post)
     input_ids, token_types, counts, text_tokens, seen_tokens = [], [], [], [], []
     for first, second in pairs:
@@ -280,7 +280,7 @@ def _windows(n: int, budget: int, long_text: LongText) -> list[list[tuple[int, i
     return [[(start, min(start + budget, n))] for start in range(0, n - budget + step, step)]
 
 
-def _distinct_ids(tokenizer: Any, texts: list[str]) -> dict[str, list[int]]:
+def distinct_ids(tokenizer: Any, texts: list[str]) -> dict[str, list[int]]:
     """Token ids of each distinct text, without special tokens, in one batched call."""
     unique = list(dict.fromkeys(texts))
     # verbose=False: uncut texts are the point here, not a reason to warn that they exceed the

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hpo.data.tokenize import _distinct_ids, _Template, cached_split
+from hpo.data.tokenize import SpecialTokens, cached_split, distinct_ids
 from hpo.data.tokenized import TokenizedSplit
 
 READING = "sentences"  # the long_text whole_post reads with
@@ -46,12 +46,12 @@ def tokenize_posts(
 def _pack(
     tokenizer: Any, posts: list[tuple[str, ...]], labels: np.ndarray, max_length: int
 ) -> TokenizedSplit:
-    template = _Template.of(tokenizer, pair=False)
+    template = SpecialTokens.of(tokenizer, pair=False)
     budget = max_length - len(template.pre) - len(template.post)
     if budget < 1:
         raise ValueError(f"max_length {max_length} leaves no room for text")
     # a sentence after the first is read as it follows a space in the post (BPE marks that)
-    ids_of = _distinct_ids(
+    ids_of = distinct_ids(
         tokenizer, [_spaced(i, text) for sentences in posts for i, text in enumerate(sentences)]
     )
     input_ids, token_types, segments, counts, text_tokens = [], [], [], [], []
