@@ -5,8 +5,7 @@ the dashboard. Plain values in, a string out: the worker and the tune summary bo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-from optuna.trial import FrozenTrial, TrialState
+from typing import Any
 
 from hpo.attributes import (
     CHECKED_ATTR,
@@ -178,16 +177,17 @@ class TrialLog:
         self.judged_by, self.units = prune_on or metric, units_per_epoch
         self.last_failed, self.last_reason = False, None
 
-    def __call__(self, trial: FrozenTrial) -> str | None:
-        """The trial's line; None for a surplus trial, which the user never sees."""
+    def __call__(self, trial: Any) -> str | None:
+        """The trial's line (``trial``: the worker's finished Optuna trial, read by its fields
+        alone, so this module needs no Optuna); None for a surplus trial, never shown."""
         attrs = trial.user_attrs
         surplus = is_surplus(trial)
-        self.last_failed = trial.state == TrialState.FAIL and not surplus
+        self.last_failed = trial.state.name == "FAIL" and not surplus
         self.last_reason = attrs.get(FAIL_REASON_ATTR)
         if surplus:
             return None
         # Optuna keeps a pruned trial's last report as its value
-        pruned_at = trial.last_step if trial.state == TrialState.PRUNED else None
+        pruned_at = trial.last_step if trial.state.name == "PRUNED" else None
         return trial_line(
             trial.number,
             trial.state.name,
