@@ -6,8 +6,9 @@ the dotted key path, so a typo fails at launch rather than at trial 300.
 
 Plain data: loading a spec imports no torch, transformers or optuna. The parts, by job:
 ``_base`` (the error and where it is), ``_params`` (the search space), ``_sections``
-(sampler, pruner, heartbeat, tracking, storage), ``_study_spec`` (the whole file) and
-``_load`` (YAML, overrides, precedence).
+(sampler, pruner, heartbeat, tracking, storage), ``_train_settings`` (which TrainConfig
+fields a study sets, and their limits), ``_study_spec`` (the whole file) and ``_load`` (YAML,
+overrides, precedence).
 """
 
 from hpo.spec._base import Scalar, SpecError
@@ -29,7 +30,8 @@ from hpo.spec._sections import (
     StorageField,
     TrackingSpec,
 )
-from hpo.spec._study_spec import DEFAULT_OUTPUT_DIR, DEFAULT_STORAGE, SETTABLE_FIELDS, StudySpec
+from hpo.spec._study_spec import DEFAULT_OUTPUT_DIR, DEFAULT_STORAGE, StudySpec
+from hpo.spec._train_settings import SETTABLE_FIELDS
 
 __all__ = [
     "DEFAULT_OUTPUT_DIR",

@@ -8,12 +8,11 @@ import difflib
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Any, Literal
 
 from pydantic import (
     Field,
     PrivateAttr,
-    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -25,7 +24,6 @@ from hpo.spec._base import (
     _problem,
     _Strict,
     boolean_problem,
-    takes_numbers,
 )
 from hpo.spec._params import (
     CategoricalParam,
@@ -44,6 +42,13 @@ from hpo.spec._sections import (
     StorageField,
     TrackingSpec,
 )
+from hpo.spec._train_settings import (
+    _INTEGER_FIELDS,
+    _NUMBER_FIELDS,
+    _TRAIN_CONFIG,
+    TRAIN_LIMITS,
+    _check_settable,
+)
 from hpo.storage_url import StorageUrl
 from hpo.train.config import TrainConfig
 from hpo.validation import located
@@ -57,35 +62,6 @@ MAX_NAME_LENGTH = 128
 # Past any budget, so a number this large is a typo: every trial trains a model (the supermax
 # specs' 800 take days), and the samplers' cost per trial grows with the trials told.
 MAX_TRIALS = 100_000
-# The same for TrainConfig settings, checked where the spec builds its trial configs: fine-tuning
-# runs a few epochs (the supermax specs search 2-6), and the pruner's rungs follow from them.
-TRAIN_LIMITS = {"epochs": 1000}
-
-# TrainConfig fields that come from the spec's top level (or per trial), never from
-# train/search_space.
-_FROM_TOP_LEVEL = {
-    "task": "task",
-    "data_dir": "data_dir",
-    "objective_metric": "metric",
-    "checkpoint_dir": "output_dir",
-}
-# a refit's and --cv's settings: a search that trained on validation would judge itself on it
-_FINALIZE_ONLY = {"train_on", "cv_fold"}
-# the search's low-fidelity runs set it; a search that trained every trial on a share would
-# hand finalize a configuration judged on less data than it retrains on
-_FIDELITY_ONLY = {"train_share"}
-SETTABLE_FIELDS = (
-    TrainConfig.field_names() - _FROM_TOP_LEVEL.keys() - _FINALIZE_ONLY - _FIDELITY_ONLY
-)
-_INTEGER_FIELDS = frozenset(
-    name for name, hint in get_type_hints(TrainConfig).items() if int in (get_args(hint) or (hint,))
-)
-# pydantic's lax mode reads true as 1 there: `epochs: yes` would train one epoch
-_NUMBER_FIELDS = frozenset(
-    name for name, hint in get_type_hints(TrainConfig).items() if takes_numbers(hint)
-)
-# checks field types (and coerces "1e-5"), ranges, then the rules across fields
-_TRAIN_CONFIG = TypeAdapter(TrainConfig)
 
 
 class StudySpec(_Strict):
@@ -401,24 +377,3 @@ def _not_searched(
     return f"'{name}' is not in search_space{need}" + (
         f"; did you mean '{close[0]}'?" if close else ""
     )
-
-
-def _check_settable(name: str, at: str) -> None:
-    if name in _FROM_TOP_LEVEL:
-        raise _problem(f"comes from the top-level '{_FROM_TOP_LEVEL[name]}' key", at=at)
-    if name in _FINALIZE_ONLY:
-        raise _problem(
-            "is set by hpo finalize --refit train+val, never in a search (it would judge itself on "
-            "data it trained on)",
-            at=at,
-        )
-    if name in _FIDELITY_ONLY:
-        raise _problem(
-            "is set by the fidelity section for the search's low-fidelity runs; set "
-            "fidelity.train_share instead",
-            at=at,
-        )
-    if name not in SETTABLE_FIELDS:
-        close = difflib.get_close_matches(name, SETTABLE_FIELDS, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise _problem(f"is not a TrainConfig setting{hint}", at=at)
