@@ -9,8 +9,8 @@
 
 Search and records sit over storage; this face over all three (the import contracts say so).
 Everything else in hpo that needs a study imports these faces; only this package (and the
-worker and objective, which run Optuna's trial loop) import optuna. The machinery lives in
-the private modules.
+worker, its interrupt and the objective, which run Optuna's trial loop) import optuna. The
+machinery lives in the private modules.
 """
 
 from hpo.study._dashboard import serve_dashboard
