@@ -72,7 +72,14 @@ THRESHOLDS: tuple[Threshold, ...] = get_args(Threshold)
 REFITS: tuple[Refit, ...] = get_args(Refit)
 ENSEMBLES: tuple[Ensemble, ...] = get_args(Ensemble)
 THRESHOLD_RULES: tuple[ThresholdRule, ...] = get_args(ThresholdRule)
-REFIT_TRAIN_ON: dict[Refit, TrainOn] = {"train": "train", "train+val": "train+validation"}
+# the refit on train + validation, as --refit spells it, and the train_on it trains with: every
+# comparison reads these, so each word is written here only
+REFIT_WITH_VALIDATION: Refit = "train+val"
+TRAIN_WITH_VALIDATION: TrainOn = "train+validation"
+REFIT_TRAIN_ON: dict[Refit, TrainOn] = {
+    "train": "train",
+    REFIT_WITH_VALIDATION: TRAIN_WITH_VALIDATION,
+}
 # a rule as finalize's lines and the study name it
 RULE_NAMES: dict[ThresholdRule, str] = {
     "fixed": "fixed",
@@ -101,10 +108,12 @@ __all__ = [
     "POST_POOLINGS",
     "REFITS",
     "REFIT_TRAIN_ON",
+    "REFIT_WITH_VALIDATION",
     "RULE_NAMES",
     "TASKS",
     "THRESHOLDS",
     "THRESHOLD_RULES",
+    "TRAIN_WITH_VALIDATION",
     "TUNED_PREFIX",
     "CriteriaFormulation",
     "Ensemble",

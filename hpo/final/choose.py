@@ -33,7 +33,7 @@ from hpo.spec import StudySpec
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import objective_value
 from hpo.train.metrics import PRIOR_POSITIVES, shrunk_threshold
-from hpo.vocabulary import REFIT_TRAIN_ON, RULE_NAMES, ThresholdRule
+from hpo.vocabulary import REFIT_TRAIN_ON, REFIT_WITH_VALIDATION, RULE_NAMES, ThresholdRule
 
 HELDOUT_FILE = "heldout.json"  # in a --cv fold's run folder: its held-out posts' probabilities
 SEED_KEYS = ("seed", "value", "best_epoch", "run", "reused_from_trial")  # of a run, in metrics.json
@@ -212,7 +212,7 @@ def refit(
     epochs = chosen.best_epoch
     config = dataclasses.replace(
         config,
-        train_on=REFIT_TRAIN_ON["train+val"],
+        train_on=REFIT_TRAIN_ON[REFIT_WITH_VALIDATION],
         epochs=epochs,
         early_stopping_patience=None,
         checkpoint_dir=str(refit_dir / "model"),

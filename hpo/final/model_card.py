@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from hpo.final.summary import Configuration, CrossValidation, FinalSummary, Seed
 from hpo.storage_url import redact
+from hpo.vocabulary import REFIT_WITH_VALIDATION
 
 _Part = TypeVar("_Part")
 LIBRARIES = ("hpo", "torch", "transformers", "optuna", "scikit-learn", "peft")
@@ -42,7 +43,7 @@ def model_card(summary: FinalSummary) -> str:
         f"{metric} over seeds"
         + (
             f", then retrained on train + validation for {summary.refit.epochs} epochs"
-            if summary.refit and summary.refit.on == "train+val"
+            if summary.refit and summary.refit.on == REFIT_WITH_VALIDATION
             else ""
         )
         + ". "
@@ -183,7 +184,7 @@ def _threshold_rows(summary: FinalSummary) -> list[str]:
         "The model the test split scored"
         + (
             " (before its refit on train + validation, which has seen validation)"
-            if summary.refit_on == "train+val"
+            if summary.refit_on == REFIT_WITH_VALIDATION
             else ""
         )
         + ", on the validation split at each candidate set of thresholds. Tuned thresholds "

@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic_core import PydanticCustomError
 
 from hpo.final.summary import Settings
-from hpo.vocabulary import Ensemble, Refit
+from hpo.vocabulary import REFIT_WITH_VALIDATION, Ensemble, Refit
 
 
 def _at_least_two_folds(k: int) -> int:
@@ -59,7 +59,7 @@ class FinalizeOptions(BaseModel):
 
     @model_validator(mode="after")
     def _refit_is_one_model(self) -> FinalizeOptions:
-        if self.refit == "train+val" and self.ensemble == "seeds":
+        if self.refit == REFIT_WITH_VALIDATION and self.ensemble == "seeds":
             raise PydanticCustomError(
                 ONE_MODEL_REFIT, "refit train+val retrains one model, so it cannot be an ensemble"
             )
@@ -71,7 +71,7 @@ class FinalizeOptions(BaseModel):
 
     def settings(self) -> Settings:
         """The choices finalize runs with: those asked for, the rest their defaults."""
-        ensemble = self.ensemble or ("none" if self.refit == "train+val" else ENSEMBLE)
+        ensemble = self.ensemble or ("none" if self.refit == REFIT_WITH_VALIDATION else ENSEMBLE)
         return Settings(
             top_k=TOP_K if self.top_k is None else self.top_k,
             seeds=SEEDS if self.seeds is None else self.seeds,

@@ -55,6 +55,7 @@ from hpo.study.search import first_look_epochs, study_deadline, time_budget_spen
 from hpo.study.storage import study_lock
 from hpo.tracking import Tracker
 from hpo.train.config import TrainConfig
+from hpo.vocabulary import REFIT_WITH_VALIDATION
 
 SPEC_FILE = "spec.json"  # in runs/: the spec the retraining children read
 LEADS_OUT = "finalize writes and deletes only inside it: remove the symlink that leads out"
@@ -139,7 +140,7 @@ def finalize(
             else {chosen.run: runs_dir / chosen.run / "model"}
         )
         decided = choose.decide(spec, config, configurations, chosen, folds, members, rule, say)
-        if refit == "train+val":
+        if refit == REFIT_WITH_VALIDATION:
             config, refitted = choose.refit(config, chosen, final_dir / "refit", say)
             members = {"refit": refitted}
         model_dir = place(final_dir, members, decided.thresholds, decided.tuned)  # one copy
@@ -154,7 +155,9 @@ def finalize(
             cv=folds,
             thresholds=decided.decision,
             ensemble=decided.ensemble,
-            refit=RefitRecord(on=refit, epochs=config.epochs if refit == "train+val" else None),
+            refit=RefitRecord(
+                on=refit, epochs=config.epochs if refit == REFIT_WITH_VALIDATION else None
+            ),
             test=TestScores(
                 metrics=rounded(tested.metrics),  # at the decision thresholds
                 intervals=tested.intervals,

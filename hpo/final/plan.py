@@ -15,7 +15,7 @@ from hpo.final.reuse import judge
 from hpo.final.summary import FinalSummary, Settings
 from hpo.spec import StudySpec
 from hpo.study.records import completed_trials, study_uid
-from hpo.vocabulary import Threshold, ThresholdRule
+from hpo.vocabulary import REFIT_WITH_VALIDATION, Threshold, ThresholdRule
 
 # How the decision thresholds are chosen (hpo.vocabulary.ThresholdRule), decided from the flags
 # before anything is trained (so no look at validation or test can pick the rule): out_of_fold
@@ -94,7 +94,7 @@ def plan_lines(
         if available < settings.top_k
         else f"the best {len(trials)} of the study's {available} distinct completed"
     )
-    extra = settings.cv + (settings.refit == "train+val")
+    extra = settings.cv + (settings.refit == REFIT_WITH_VALIDATION)
     ensemble = settings.ensemble == "seeds" and seeds > 1
     reused = sum(bool(run.reuse and run.reuse.checkpoint) for run in runs)
     to_train = len(runs) - reused
@@ -118,7 +118,7 @@ def plan_lines(
         )
         + (
             ", retrained once more on train + validation (--refit train+val)"
-            if settings.refit == "train+val"
+            if settings.refit == REFIT_WITH_VALIDATION
             else ", as trained on train (--refit train)"
         ),
         "  cv              "

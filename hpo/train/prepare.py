@@ -33,7 +33,7 @@ from hpo.data.windows import tokenize_posts
 from hpo.errors import DataError
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig
-from hpo.vocabulary import POST_FORMULATIONS, Formulation, Task
+from hpo.vocabulary import POST_FORMULATIONS, TRAIN_WITH_VALIDATION, Formulation, Task
 
 SPLITS = ("train", "validation", "test")
 
@@ -101,7 +101,7 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             key += f"|share={config.train_share}"
         if config.cv_fold and name != "test":
             key += f"|fold={config.cv_fold[1]}of{config.cv_fold[0]}"
-        if name == "train" and config.train_on == "train+validation":
+        if name == "train" and config.train_on == TRAIN_WITH_VALIDATION:
             examples, key = [*examples, *splits.validation], key + "+validation"
         if name == "train" and config.augmentation != "none":  # never validation or test
             examples = augment_examples(
