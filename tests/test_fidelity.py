@@ -193,7 +193,7 @@ def test_a_fidelity_that_ranks_badly_runs_every_later_trial_in_full(
     assert not is_unprunable(trial), "a sampled full run is pruned as without the section"
     assert study.get_trials(states=(TrialState.WAITING,)) == []
     assert study.user_attrs[FIDELITY_CHECK_ATTR]["phase"] == "full"
-    status = study_status(study)["fidelity"]
+    status = study_status(study).fidelity
     assert status.startswith("full trials only") and "rank correlation -1.00 over 3" in status
     note = study_note(spec, study.user_attrs)
     assert "every trial since is a full run" in note and "-1.00 over 3 configurations" in note
@@ -227,7 +227,7 @@ def test_low_fidelity_runs_never_judge_the_study(tmp_path, sqlite_url, study_nam
     assert study.best_value == 0.99  # Optuna's own would have taken the screening run
     assert all(TRAIN_SHARE_ATTR not in t.user_attrs for t in completed_trials(study))
     assert len(screened_trials(study)) == 4
-    assert study_status(study)["counts"]["best"] == 0.7
+    assert study_status(study).counts["best"] == 0.7
 
 
 def test_a_spec_sets_the_share_only_in_its_fidelity_section(tmp_path, sqlite_url):

@@ -81,7 +81,7 @@ def test_a_trial_shows_each_metric_its_log_and_a_note_with_what_it_cost(trained,
     assert all(round(v, 4) == v for v in metrics.values()), metrics  # 4 decimals, one line each
     assert "metrics" not in trial.user_attrs  # no JSON attribute past the page's right edge
     assert trial_metrics(trial)[spec.metric] == pytest.approx(trial.value, abs=5e-5)
-    assert best_trial(study)["metrics"] == trial_metrics(trial)  # what hpo best prints
+    assert best_trial(study).metrics == trial_metrics(trial)  # what hpo best prints
 
     artifacts = {
         meta.filename: meta

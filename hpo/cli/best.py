@@ -3,7 +3,12 @@ the same lines."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hpo.cli._common import add_study_args
+
+if TYPE_CHECKING:
+    from hpo.study import BestTrial
 
 
 def add_parser(subparsers) -> None:
@@ -23,25 +28,23 @@ def run(args) -> int:
     return 0
 
 
-def print_best(best: dict | None, study: str) -> None:
+def print_best(best: BestTrial | None, study: str) -> None:
     if best is None:
         print(f"study {study} has no completed trial yet")
         return
     from hpo.study import interval_words
 
-    print(
-        f"best trial {best['number']}: {best['metric']} = {best['value']:.4f}{interval_words(best)}"
-    )
-    print("  params: " + ", ".join(f"{k}={v}" for k, v in best["params"].items()))
-    if best["metrics"]:
-        print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best["metrics"].items()))
-    for spread in best.get("spread", []):
+    print(f"best trial {best.number}: {best.metric} = {best.value:.4f}{interval_words(best)}")
+    print("  params: " + ", ".join(f"{k}={v}" for k, v in best.params.items()))
+    if best.metrics:
+        print("  metrics: " + ", ".join(f"{k}={v:.4f}" for k, v in best.metrics.items()))
+    for spread in best.spread:
         print(
             f"  seed spread of trial {spread['trial']}'s configuration ({spread['source']}): "
-            f"{best['metric']} {spread['mean']:.4f} ± {spread['sd']:.4f} sd over {spread['n']}, "
+            f"{best.metric} {spread['mean']:.4f} ± {spread['sd']:.4f} sd over {spread['n']}, "
             f"min {spread['min']:.4f}, max {spread['max']:.4f}"
         )
-    if best["checkpoint"]:
-        print(f"  checkpoint: {best['checkpoint']}")
-    elif best["checkpoint_refused"]:
-        print(f"  {best['checkpoint_refused']}")
+    if best.checkpoint:
+        print(f"  checkpoint: {best.checkpoint}")
+    elif best.checkpoint_refused:
+        print(f"  {best.checkpoint_refused}")

@@ -22,21 +22,21 @@ def run(args) -> int:
     from hpo.study.records import load_study_ref
 
     s = study_status(load_study_ref(args.study, args.storage))
-    counts = s["counts"]
-    stale = sum(trial["silent_seconds"] is not None for trial in s["running"])
-    print(f"study {s['study']} ({s['task']}, {s['direction']} {s['metric']})")
+    counts = s.counts
+    stale = sum(trial["silent_seconds"] is not None for trial in s.running)
+    print(f"study {s.study} ({s.task}, {s.direction} {s.metric})")
     print("  " + _states(counts, stale))
-    print(f"  finished {counts['finished']}/{s['n_trials'] or '?'}   best {_best(counts)}")
-    pace = [f"{s['trials_per_hour']:.1f} trials/hour"] if s["trials_per_hour"] else []
-    if s["eta_hours"] is not None:  # from the running trials' own ETAs and the trials left
-        pace.append(f"ETA {_duration(s['eta_hours'])}")
+    print(f"  finished {counts['finished']}/{s.n_trials or '?'}   best {_best(counts)}")
+    pace = [f"{s.trials_per_hour:.1f} trials/hour"] if s.trials_per_hour else []
+    if s.eta_hours is not None:  # from the running trials' own ETAs and the trials left
+        pace.append(f"ETA {_duration(s.eta_hours)}")
     if pace:
         print("  " + "   ".join(pace))
-    if s["fidelity"]:
-        print(f"  fidelity: {s['fidelity']}")
-    if (left := s["budget_seconds_left"]) is not None:
+    if s.fidelity:
+        print(f"  fidelity: {s.fidelity}")
+    if (left := s.budget_seconds_left) is not None:
         print(f"  time budget: {_duration(left / 3600) + ' left' if left > 0 else 'spent'}")
-    for trial in s["running"]:
+    for trial in s.running:
         if trial["silent_seconds"] is not None:
             print(f"  trial {trial['number']} {_stale_words(trial)}")
             continue
@@ -47,7 +47,7 @@ def run(args) -> int:
             else "starting"
         )
         print(f"  trial {trial['number']} running on {trial['worker'] or '?'}: {where}")
-    for check in s["estimate"]:
+    for check in s.estimate:
         print("  " + _estimate_words(check))
     return 0
 

@@ -68,9 +68,9 @@ def tune_summary(
     if best is None:
         lines.append("  best      no completed trial yet")
     else:
-        params = compact_params(best["params"], searched_names(spec))
+        params = compact_params(best.params, searched_names(spec))
         lines.append(
-            f"  best trial {best['number']}: {best['metric']} = {best['value']:.4f}"
+            f"  best trial {best.number}: {best.metric} = {best.value:.4f}"
             + interval_words(best)
             + (f" ({params})" if params else "")
         )

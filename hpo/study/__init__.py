@@ -18,9 +18,18 @@ from hpo.study._logs import log_through_hpo
 from hpo.study._open import check_spec, finished_study, open_study, spec_fingerprint, study_exists
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
-from hpo.study._summary import best_trial, interval_words, study_status, study_summaries
+from hpo.study._summary import (
+    BestTrial,
+    StudyStatus,
+    best_trial,
+    interval_words,
+    study_status,
+    study_summaries,
+)
 
 __all__ = [
+    "BestTrial",
+    "StudyStatus",
     "best_trial",
     "check_spec",
     "draw_plots",

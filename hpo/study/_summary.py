@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -34,7 +35,41 @@ from hpo.study.storage._connect import get_storage
 from hpo.study.storage._heartbeat import stale_trials
 
 
-def best_trial(study) -> dict | None:
+@dataclass(frozen=True)
+class BestTrial:
+    """A study's best trial as ``hpo best`` and the end of ``hpo tune`` show it."""
+
+    number: int
+    metric: str  # the study's, or "value" for a study hpo did not create
+    value: float
+    interval: dict | None  # level, low, high and posts: over the validation posts
+    params: dict[str, object]
+    metrics: dict[str, float]  # the study's metric first
+    checkpoint: str | None  # None: none recorded, gone, or refused
+    checkpoint_refused: str | None  # why an existing checkpoint is not this trial's
+    spread: list[dict]  # how far the value moves with the seed, where the study shows it
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    """A study as ``hpo status`` shows it."""
+
+    study: str
+    task: str
+    # where a low fidelity stands: checking it, screening with it, or full trials only
+    fidelity: str | None
+    direction: str
+    metric: str
+    n_trials: int | None
+    counts: dict  # trials by state, finished, and the best value
+    trials_per_hour: float | None
+    eta_hours: float | None
+    estimate: list[dict]  # hpo validate --estimate against the trials' epochs
+    running: list[dict]  # number, worker, progress, silent_seconds (None: beating)
+    budget_seconds_left: float | None  # None: no time budget
+
+
+def best_trial(study) -> BestTrial | None:
     """The best trial's number, value, parameters, metrics and checkpoint (if it still exists
     and is this trial's); ``checkpoint_refused`` says why an existing one is not shown."""
     trial = best_full_trial(study)
@@ -44,22 +79,22 @@ def best_trial(study) -> dict | None:
     if not checkpoint or not Path(checkpoint).exists():
         checkpoint = None
     refused = _foreign_checkpoint(study, trial.number, checkpoint) if checkpoint else None
-    return {
-        "number": trial.number,
-        "metric": study.user_attrs.get(METRIC_ATTR, "value"),
-        "value": trial.value,
-        "interval": trial.user_attrs.get(INTERVAL_ATTR),  # over the validation posts
-        "params": dict(trial.params),
-        "metrics": _metric_first(trial_metrics(trial), study.user_attrs.get(METRIC_ATTR)),
-        "checkpoint": None if refused else checkpoint,
-        "checkpoint_refused": refused,
-        "spread": _spreads(study, trial),
-    }
+    return BestTrial(
+        number=trial.number,
+        metric=study.user_attrs.get(METRIC_ATTR, "value"),
+        value=trial.value,
+        interval=trial.user_attrs.get(INTERVAL_ATTR),
+        params=dict(trial.params),
+        metrics=_metric_first(trial_metrics(trial), study.user_attrs.get(METRIC_ATTR)),
+        checkpoint=None if refused else checkpoint,
+        checkpoint_refused=refused,
+        spread=_spreads(study, trial),
+    )
 
 
-def interval_words(best: dict) -> str:
+def interval_words(best: BestTrial) -> str:
     """``, 95% CI 0.4100-0.6600 over 30 validation posts``, where the trial recorded one."""
-    interval = best.get("interval")
+    interval = best.interval
     if not interval:
         return ""
     return (
@@ -138,7 +173,7 @@ def _foreign_checkpoint(study, number: int, checkpoint: str) -> str | None:
     )
 
 
-def study_status(study) -> dict:
+def study_status(study) -> StudyStatus:
     """Counts by state, the best value, the pace and what remains (the ETA from the running
     trials' own), where each running trial is (``silent_seconds``: how long a stale one has
     not beaten), and how close ``hpo validate --estimate`` came."""
@@ -162,23 +197,21 @@ def study_status(study) -> dict:
         for t in running_trials(study)
     ]
     check = study_fidelity(study, spec) if spec else None
-    return {
-        "study": study.study_name,
-        "task": study.user_attrs.get(TASK_ATTR, "?"),
-        # where a low fidelity stands: checking it, screening with it, or full trials only
-        "fidelity": fidelity_words(check, spec.fidelity) if check else None,
-        "direction": study.direction.name.lower(),
-        "metric": study.user_attrs.get(METRIC_ATTR, "value"),
-        "n_trials": n_trials,
-        "counts": counts,
-        "trials_per_hour": trials_per_hour(study),
-        "eta_hours": None if eta is None else eta / 3600,
-        "estimate": estimate_check(study, spec) if spec else [],
-        "running": running,
-        "budget_seconds_left": None
-        if (deadline := study_deadline(study)) is None
-        else deadline - time.time(),
-    }
+    deadline = study_deadline(study)
+    return StudyStatus(
+        study=study.study_name,
+        task=study.user_attrs.get(TASK_ATTR, "?"),
+        fidelity=fidelity_words(check, spec.fidelity) if check else None,
+        direction=study.direction.name.lower(),
+        metric=study.user_attrs.get(METRIC_ATTR, "value"),
+        n_trials=n_trials,
+        counts=counts,
+        trials_per_hour=trials_per_hour(study),
+        eta_hours=None if eta is None else eta / 3600,
+        estimate=estimate_check(study, spec) if spec else [],
+        running=running,
+        budget_seconds_left=None if deadline is None else deadline - time.time(),
+    )
 
 
 def study_summaries(storage_url: StorageUrl | str) -> list[dict]:
