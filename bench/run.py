@@ -52,6 +52,7 @@ MEASURES = {
     "seed_ensemble": ("seed_ensemble", "seed_ensemble_real"),
     "portfolio_moves": ("portfolio_moves", "portfolio_moves_real"),
     "whole_post": ("whole_post", "whole_post_real"),
+    "whole_post_cost": ("whole_post_cost",),
     "fidelity_rank": ("fidelity_rank",),
     "lexical_baselines": ("lexical_baselines", "lexical_baselines_real"),
     "busy_threads": ("busy_threads",),
@@ -144,7 +145,8 @@ def parser() -> argparse.ArgumentParser:
     own.add_argument(
         "--baseline",
         metavar="COMMIT",
-        help="startup: also time hpo tune at COMMIT (a git worktree of it) in every round",
+        help="startup: also time hpo tune at COMMIT (a git worktree of it) in every round; "
+        "whole_post_cost: whole_post's epoch at COMMIT",
     )
     own.add_argument(
         "--profile",
@@ -180,7 +182,9 @@ def parser() -> argparse.ArgumentParser:
     own.add_argument(
         "--parallel", type=int, default=2, help="whole_post: runs at a time, each a process"
     )
-    own.add_argument("--threads", type=int, default=1, help="whole_post: torch threads a run")
+    own.add_argument(
+        "--threads", type=int, default=1, help="whole_post, whole_post_cost: torch threads a run"
+    )
     own.add_argument(
         "--configs", type=int, help="fidelity_rank: configurations drawn besides the recipe (30)"
     )
