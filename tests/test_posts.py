@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import shutil
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -79,10 +78,8 @@ def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
 
     def gradients(micro: int) -> tuple[float, list[torch.Tensor]]:
         run.optimizer.zero_grad()
-        _, loss, _ = accumulate_post_gradients(
-            run.model, run.data.train, batch, 3, micro, run.collate, run.loss_fn, 1.0,
-            nullcontext, None, run.optimizer, run.device,
-        )  # fmt: skip
+        unbounded = dataclasses.replace(run.context, max_tokens=None)  # passes of micro windows
+        _, loss, _ = accumulate_post_gradients(unbounded, run.data.train, batch, 3, micro, 1.0)
         return loss.item(), [p.grad.clone() for p in run.model.parameters() if p.grad is not None]
 
     whole, in_one = gradients(micro=64)  # every window in one pass
@@ -105,9 +102,8 @@ def test_under_max_pooling_a_step_trains_the_top_and_evidence_windows_at_the_exa
     batch = [int(i) for i in np.flatnonzero(counts > len(SYMPTOMS))[:3]]
     assert len(batch) == 3, "posts of more windows than symptoms: the ones scored first"
     _, loss, read = accumulate_post_gradients(
-        run.model, train_split, batch, len(batch), 64, run.collate, run.loss_fn, 0.5,
-        nullcontext, None, run.optimizer, run.device, None, run._score_windows,
-    )  # fmt: skip
+        run.context, train_split, batch, len(batch), 64, 0.5, run._score_windows
+    )
     every = train_split.tokens.sequence_lengths[
         np.concatenate(
             [
@@ -151,9 +147,8 @@ def test_a_post_of_at_most_one_window_per_symptom_trains_every_window_unscored(
         return run._score_windows(sequences)
 
     _, _, read = accumulate_post_gradients(
-        run.model, train_split, batch, len(batch), 64, run.collate, run.loss_fn, 0.5,
-        nullcontext, None, run.optimizer, run.device, None, score_windows,
-    )  # fmt: skip
+        run.context, train_split, batch, len(batch), 64, 0.5, score_windows
+    )
     windows = np.concatenate(
         [np.arange(train_split.tokens.offsets[i], train_split.tokens.offsets[i + 1]) for i in batch]
     )
@@ -191,11 +186,10 @@ def test_the_sentence_loss_moves_a_posts_softmax_onto_its_evidence(tiny_roberta,
     before = evidence_share()
     run.model.train()
     for _ in range(3):
-        accumulate_post_gradients(
-            run.model, train_split, taught, len(taught), 64, run.collate,
-            lambda logits, labels, mask=None: logits.sum() * 0.0,  # the sentence loss alone
-            1.0, nullcontext, None, run.optimizer, run.device,
-        )  # fmt: skip
+        sentence_loss_alone = dataclasses.replace(
+            run.context, loss_fn=lambda logits, labels, mask=None: logits.sum() * 0.0
+        )
+        accumulate_post_gradients(sentence_loss_alone, train_split, taught, len(taught), 64, 1.0)
         run.optimizer.step()
         run.optimizer.zero_grad()
     assert evidence_share() > before + 0.05

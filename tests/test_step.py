@@ -25,7 +25,7 @@ from hpo.models.tokenizer import load_tokenizer
 from hpo.train import memory
 from hpo.train.evaluate import sequence_logits, split_probabilities
 from hpo.train.losses import bce_loss
-from hpo.train.step import accumulate_gradients, plan_units
+from hpo.train.step import StepContext, accumulate_gradients, plan_units
 
 LABELS = 9
 CPU = torch.device("cpu")
@@ -108,17 +108,13 @@ def test_chunk_step_gives_max_poolings_gradient_within_its_sequence_budget(
             tokens, batch, LABELS, lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU)
         )
         micro, loss = accumulate_gradients(
-            model,
+            StepContext(
+                model, collate, loss_fn, nullcontext, None, torch.optim.SGD(model.parameters()), CPU
+            ),
             tokens,
             units,
             len(batch),
             4,
-            collate,
-            loss_fn,
-            nullcontext,
-            None,
-            torch.optim.SGD(model.parameters()),
-            CPU,
         )
     finally:
         forwards.handle.remove()
@@ -167,6 +163,7 @@ def test_crossing_the_host_memory_ceiling_backs_off_then_fails_the_step(tiny_rob
         lambda ids: sequence_logits(model, tokens, ids, collate, 8, CPU),
     )
     optimizer = torch.optim.SGD(model.parameters())
+    context = StepContext(model, collate, bce_loss, nullcontext, None, optimizer, CPU)
     resident = memory.resident_mb()
     assert resident is not None, "Linux: /proc/self/statm is readable"
     memory.set_memory_ceiling(resident / 4)  # already past it: every pass must fail
@@ -175,16 +172,9 @@ def test_crossing_the_host_memory_ceiling_backs_off_then_fails_the_step(tiny_rob
             OutOfMemoryError,
             match=r"even at micro-batch 1 .*host-memory ceiling.*--memory-per-worker",
         ):
-            accumulate_gradients(
-                model, tokens, units, 4, 4, collate, bce_loss, nullcontext, None, optimizer, CPU
-            )
+            accumulate_gradients(context, tokens, units, 4, 4)
         memory.set_memory_ceiling(resident * 4)  # far above: the same step runs
-        assert (
-            accumulate_gradients(
-                model, tokens, units, 4, 4, collate, bce_loss, nullcontext, None, optimizer, CPU
-            )[0]
-            == 4
-        )
+        assert accumulate_gradients(context, tokens, units, 4, 4)[0] == 4
     finally:
         memory.set_memory_ceiling(None)
 
@@ -242,18 +232,20 @@ def test_a_token_budget_caps_every_forward_pass_and_keeps_the_gradient(tiny_robe
         forwards = _Forwards()
         try:
             accumulate_gradients(
-                model,
+                StepContext(
+                    model,
+                    collate,
+                    bce_loss,
+                    nullcontext,
+                    None,
+                    torch.optim.SGD(model.parameters()),
+                    CPU,
+                    max_tokens,
+                ),
                 tokens,
                 units,
                 len(batch),
                 16,
-                collate,
-                bce_loss,
-                nullcontext,
-                None,
-                torch.optim.SGD(model.parameters()),
-                CPU,
-                max_tokens=max_tokens,
             )
         finally:
             forwards.handle.remove()

@@ -31,7 +31,7 @@ from hpo.models.pooling import pool_posts, sentence_weights
 from hpo.train.memory import guard_host_memory
 from hpo.train.metrics import evidence_metrics
 from hpo.train.prepare import PreparedSplit
-from hpo.train.step import passes_of, with_backoff
+from hpo.train.step import StepContext, passes_of, with_backoff
 
 EVIDENCE_METRICS = ("average_precision", "auroc", "recall_at_1", "recall_at_3")
 EVIDENCE_PREFIX = "evidence_"  # whole_post's sentence ranking, beside the post metrics
@@ -133,28 +133,22 @@ class _Plan:
 
 
 def accumulate_post_gradients(
-    model,
+    context: StepContext,
     split: PreparedSplit,
     batch: list[int],
     n_examples: int,
     micro: int,
-    collate,
-    loss_fn,
     evidence_weight: float,
-    autocast,
-    scaler,
-    optimizer,
-    device,
-    max_tokens: int | None = None,
     score_windows=None,
 ) -> tuple[int, torch.Tensor, int]:
     """Forward and backward over ``batch``'s posts: each post's planned windows (``_plan``;
     ``score_windows(sequence_ids)``: their sentence outputs without a graph, as
     ``evaluate.sequence_logits`` gives them), posts together in passes of ``micro`` sequences
-    (and ``max_tokens`` tokens) at most, a post of more in checkpointed parts of that size.
-    Returns the micro-batch that worked, the step's loss (a tensor) and the tokens the passes
-    with a graph read. The loss is divided by the step's examples, as
+    (and ``context.max_tokens`` tokens) at most, a post of more in checkpointed parts of that
+    size. Returns the micro-batch that worked, the step's loss (a tensor) and the tokens the
+    passes with a graph read. The loss is divided by the step's examples, as
     ``accumulate_gradients``'s."""
+    model, device, scaler = context.model, context.device, context.scaler
     tokens, head = split.tokens, unwrap_model(model).head_config
     plans = _plan(split, batch, head, evidence_weight, score_windows)
     trained = np.concatenate([plan.windows for plan in plans])
@@ -163,9 +157,9 @@ def accumulate_post_gradients(
     def forward(sequences: np.ndarray) -> torch.Tensor:
         inputs = {
             k: v.to(device, non_blocking=True)
-            for k, v in collate(tokens.features(sequences)).items()
+            for k, v in context.collate(tokens.features(sequences)).items()
         }
-        with autocast():
+        with context.autocast():
             return flat_rows(model(**inputs), tokens.sentences_per_sequence[sequences]).float()
 
     def attempt(size: int) -> torch.Tensor:
@@ -183,7 +177,9 @@ def accumulate_post_gradients(
                         [checkpoint(forward, part, use_reentrant=False) for part in parts[:-1]]
                         + [forward(parts[-1])]
                     )
-                loss = _post_loss(split, group, sequences, rows, head, loss_fn, evidence_weight)
+                loss = _post_loss(
+                    split, group, sequences, rows, head, context.loss_fn, evidence_weight
+                )
                 loss = loss / n_examples
                 (scaler.scale(loss) if scaler else loss).backward()
             total += loss.detach()
@@ -191,7 +187,7 @@ def accumulate_post_gradients(
         return total
 
     micro, loss = with_backoff(
-        attempt, micro, optimizer, device, passes_of(micro, max_tokens, longest)
+        attempt, micro, context.optimizer, device, passes_of(micro, context.max_tokens, longest)
     )
     return micro, loss, int(tokens.sequence_lengths[trained].sum())
 

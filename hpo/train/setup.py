@@ -27,7 +27,7 @@ from hpo.train.optim import build_optimizer, freeze_bottom
 from hpo.train.posts import accumulate_post_gradients
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.schedule import warmup_schedule
-from hpo.train.step import accumulate_gradients, plan_units
+from hpo.train.step import StepContext, accumulate_gradients, plan_units
 
 
 @dataclass
@@ -58,41 +58,37 @@ class Setup:
         for planned in length_grouped_batches(lengths, config.batch_size, seed=config.seed + epoch):
             yield sample[planned].tolist()
 
+    @property
+    def context(self) -> StepContext:
+        """What a step's forward and backward passes run with."""
+        return StepContext(
+            self.model,
+            self.collate,
+            self.loss_fn,
+            self.autocast,
+            self.scaler,
+            self.optimizer,
+            self.device,
+            self.max_tokens,
+        )
+
     def step(self, batch: list[int]) -> tuple[torch.Tensor, int]:
         """One optimizer step on ``batch``; its loss and the tokens its forward passes read."""
         config, train = self.config, self.data.train
         if train.formulation == "whole_post":
             self.micro, loss, read = accumulate_post_gradients(
-                self.model,
+                self.context,
                 train,
                 batch,
                 len(batch),
                 self.micro,
-                self.collate,
-                self.loss_fn,
                 config.evidence_loss_weight,
-                self.autocast,
-                self.scaler,
-                self.optimizer,
-                self.device,
-                self.max_tokens,
                 self._score_windows,
             )
         else:
             units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
             self.micro, loss = accumulate_gradients(
-                self.model,
-                train.tokens,
-                units,
-                len(batch),
-                self.micro,
-                self.collate,
-                self.loss_fn,
-                self.autocast,
-                self.scaler,
-                self.optimizer,
-                self.device,
-                self.max_tokens,
+                self.context, train.tokens, units, len(batch), self.micro
             )
             read = int(train.tokens.sequence_lengths[units.sequences].sum())
         if self.scaler:

@@ -68,19 +68,23 @@ def plan_units(
     return StepUnits(np.concatenate(sequences), np.concatenate(examples), np.concatenate(masks))
 
 
+@dataclass(frozen=True)
+class StepContext:
+    """What every forward and backward pass of a step runs with: the model, how a batch is
+    collated, scored and back-propagated, and the optimizer an out-of-memory back-off clears."""
+
+    model: torch.nn.Module
+    collate: Callable
+    loss_fn: Callable
+    autocast: Callable
+    scaler: torch.amp.GradScaler | None
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    max_tokens: int | None = None  # tokens per training forward pass at most
+
+
 def accumulate_gradients(
-    model,
-    tokens: TokenizedSplit,
-    units: StepUnits,
-    n_examples: int,
-    micro: int,
-    collate,
-    loss_fn,
-    autocast,
-    scaler,
-    optimizer,
-    device,
-    max_tokens: int | None = None,
+    context: StepContext, tokens: TokenizedSplit, units: StepUnits, n_examples: int, micro: int
 ) -> tuple[int, torch.Tensor]:
     """Forward/backward over ``units`` in micro-batches of ``micro`` sequences, and of at most
     ``max_tokens`` tokens (padded to the step's longest sequence); returns the micro-batch size
@@ -88,6 +92,7 @@ def accumulate_gradients(
     out-of-memory (the device's, or the worker's host-memory ceiling): free, halve the
     micro-batch and redo the whole step. No data is ever skipped; the loss is divided by the
     step's examples, so any split gives the same gradient."""
+    model, device, scaler = context.model, context.device, context.scaler
     longest = max(len(tokens.input_ids[j]) for j in units.sequences)
 
     def attempt(size: int) -> torch.Tensor:
@@ -105,18 +110,20 @@ def accumulate_gradients(
             )
             inputs = {
                 k: v.to(device, non_blocking=True)
-                for k, v in collate(tokens.features(units.sequences[part])).items()
+                for k, v in context.collate(tokens.features(units.sequences[part])).items()
             }
             with guard_host_memory():
-                with autocast():
+                with context.autocast():
                     logits = model(**inputs)
-                loss = loss_fn(logits.float(), labels, mask=mask) / n_examples
+                loss = context.loss_fn(logits.float(), labels, mask=mask) / n_examples
                 (scaler.scale(loss) if scaler else loss).backward()
             total += loss.detach()
             del logits, loss
         return total
 
-    return with_backoff(attempt, micro, optimizer, device, passes_of(micro, max_tokens, longest))
+    return with_backoff(
+        attempt, micro, context.optimizer, device, passes_of(micro, context.max_tokens, longest)
+    )
 
 
 def passes_of(micro: int, max_tokens: int | None, longest: int) -> Callable[[int], int]:
