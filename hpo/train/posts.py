@@ -198,15 +198,10 @@ def _plan(split: PreparedSplit, batch, head, evidence_weight: float, score_windo
     alone, so only the windows holding a top sentence (found by ``score_windows``, without a
     graph) train, as ``chunks`` trains each label's winning chunk; the sentence loss adds the
     windows holding the evidence it teaches, and its softmax also reads the other sentences'
-    scores, as constants (their gradient, each in proportion to its small share, is left out).
-
-    Only a post of more windows than symptoms is scored first: the scoring pass costs about a
-    third of training its windows, and a shorter post's top sentences sit in most of its windows
-    anyway (posts of 2-9 windows among the first 300 real ReDSM5 posts trained 84% of them after
-    scoring, in a first epoch), so it trains them all, at the exact gradient."""
+    scores, as constants (their gradient, each in proportion to its small share, is left out)."""
     tokens, evidence = split.tokens, split.evidence
     plans = [_Plan(int(post), _windows(tokens, post)) for post in batch]
-    several = [plan.post for plan in plans if len(plan.windows) > head.num_labels]
+    several = [plan.post for plan in plans if len(plan.windows) > 1]
     if head.post_pooling != "max" or not several:
         return plans
     sequences = np.concatenate([_windows(tokens, post) for post in several])
@@ -215,7 +210,7 @@ def _plan(split: PreparedSplit, batch, head, evidence_weight: float, score_windo
     posts, sentences = tokens.sentence_rows(sequences)
     window_of = np.repeat(sequences, counts)
     for index, plan in enumerate(plans):
-        if len(plan.windows) <= head.num_labels:
+        if len(plan.windows) == 1:
             continue
         mine = posts == plan.post
         logits = rows[mine, : head.num_labels]
