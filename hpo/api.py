@@ -26,14 +26,14 @@ from typing import Annotated, TypeVar
 from pydantic import (
     BeforeValidator,
     ConfigDict,
-    Field,
     ValidationError,
     validate_call,
 )
 from pydantic_core import ErrorDetails
 
 from hpo.errors import UsageError
-from hpo.final.options import Count, Folds, Threads
+from hpo.final.options import Folds
+from hpo.option_types import Count, MemoryMb, Seconds, Threads
 from hpo.validation import located
 from hpo.vocabulary import Ensemble, Refit
 
@@ -76,13 +76,11 @@ def _problem(error: ErrorDetails, positional: list[str]) -> str:
     return f"{where}: {problem}"
 
 
-# The arguments' types, as the flags take them (hpo/cli/_common.py): counts, threads and folds
-# as FinalizeOptions takes them, a time budget from a second to a year, memory up to an exbibyte.
+# The arguments' types: numbers as the option records take them (hpo.option_types), a spec path
+# as a string or path.
 SpecPath = Annotated[
     str, BeforeValidator(lambda path: os.fspath(path) if isinstance(path, os.PathLike) else path)
 ]
-Seconds = Annotated[float, Field(ge=1, le=365 * 24 * 3600)]
-MemoryMb = Annotated[int, Field(ge=1, le=1024**4)]
 
 
 @_checked

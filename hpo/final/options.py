@@ -8,13 +8,13 @@ finalized study names the ones asked for that differ from what it ran with.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from hpo.final.summary import Settings
+from hpo.option_types import Count, Threads
 from hpo.vocabulary import REFIT_WITH_VALIDATION, Ensemble, Refit
 
 
@@ -24,10 +24,7 @@ def _at_least_two_folds(k: int) -> int:
     return k
 
 
-# The options' types, as the flags take them (hpo/cli/_common.py): counts from 1, threads up to
-# this machine's CPUs, folds 0 (none) or from 2.
-Count = Annotated[int, Field(ge=1)]
-Threads = Annotated[int, Field(ge=1, le=os.cpu_count() or 1)]
+# folds as the flag takes them (hpo/cli/_common.py): 0 (none) or from 2
 Folds = Annotated[int, Field(ge=0), AfterValidator(_at_least_two_folds)]
 
 # Each default written once: what a choice left None becomes.

@@ -4,24 +4,29 @@ checks run, released together once the study exists, followed to the end with a 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from hpo.errors import RunStopped, UsageError
+from pydantic import BaseModel, ConfigDict
+
+from hpo.errors import RunStopped
+from hpo.option_types import Count, MemoryMb, Seconds, Threads
 from hpo.run.start import start_study
 from hpo.spec import load_spec
 
 
-@dataclass(frozen=True)
-class TuneOptions:
-    """How ``hpo tune`` runs a study, beside its spec: the processes and what each may use."""
+class TuneOptions(BaseModel):
+    """How ``hpo tune`` runs a study, beside its spec: the processes and what each may use;
+    one record that the command's flags and ``hpo.tune``'s keywords both build, checked by
+    pydantic when it is made (as ``FinalizeOptions``), so ``tune`` checks none of it again."""
 
-    workers: int = 1
-    threads: int | None = None  # CPU threads per worker; None: the cores split evenly
-    memory_per_worker_mb: int | None = None  # None: the machine's memory split evenly
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    workers: Count = 1
+    threads: Threads | None = None  # CPU threads per worker; None: the cores split evenly
+    memory_per_worker_mb: MemoryMb | None = None  # None: the machine's memory split evenly
     restart_dead: bool = False  # start a replacement for a worker that died
     allow_spec_change: bool = False
     progress: bool = True  # a progress bar; False: logs only
-    timeout: float | None = None  # the study's wall-clock budget in seconds; None: the spec's
+    timeout: Seconds | None = None  # the study's wall-clock budget; None: the spec's
 
 
 def tune(
@@ -43,8 +48,6 @@ def tune(
     from hpo.train.memory import machine_memory_mb, memory_share_mb
 
     workers = options.workers
-    if workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {workers}")
     spec = load_spec(spec_path, overrides, storage, timeout=options.timeout)
     if (done := finished_study(spec, options.allow_spec_change)) is not None:
         say(
