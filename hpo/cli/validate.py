@@ -104,13 +104,11 @@ def _rung_notes(spec) -> list[str]:
 
     from hpo.data import load_redsm5, split_posts, symptom_profiles
     from hpo.study.search import rung_schedule
-    from hpo.train.config import TrainConfig
 
     rungs, units = rung_schedule(spec), spec.pruner.units_per_epoch
     if not rungs:
         return []
-    fractions = spec.train.get("split_fractions", TrainConfig.split_fractions)
-    seed = spec.train.get("split_seed", TrainConfig.split_seed)
+    fractions, seed = spec.setting("split_fractions"), spec.setting("split_seed")
     posts = len(split_posts(symptom_profiles(load_redsm5(spec.data_dir)), fractions, seed).train)
     looks = ", ".join(
         f"{Fraction(rung, units)} epoch{'s' * (rung > units)} ({rung * posts // units:,} posts)"
@@ -126,13 +124,12 @@ def _rung_notes(spec) -> list[str]:
 def _ranks_differently(spec) -> bool:
     """A threshold-free pruning signal for a metric judged at a fixed threshold (measured in
     bench pruning_regret: it kept the configurations that end worst)."""
-    from hpo.train.config import TrainConfig
     from hpo.train.evaluate import THRESHOLDED
 
     return (
         spec.prune_on is not None
         and spec.prune_on not in THRESHOLDED
         and spec.metric in THRESHOLDED
-        and spec.train.get("threshold", TrainConfig.threshold) == "fixed"
+        and spec.setting("threshold") == "fixed"
         and "threshold" not in spec.search_space
     )

@@ -60,7 +60,7 @@ def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
         raise UsageError(
             f"study {spec.name!r} has no completed trial to finalize; run hpo tune first"
         )
-    base = int(spec.train.get("seed", 0))
+    base = int(spec.setting("seed"))
     uid = study_uid(study)
     runs = []
     for rank, trial in enumerate(chosen[:top_k], start=1):

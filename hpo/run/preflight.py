@@ -153,9 +153,8 @@ def _every_value(spec: StudySpec, field: str, encoder: str | None = None) -> lis
     """Every value TrainConfig ``field`` can take in a trial (one that trains ``encoder``,
     where given): the fixed one, or the searched range's ends or choices, plus the fixed one
     where a condition can leave the parameter unsampled."""
-    from hpo.train.config import TrainConfig
 
-    fixed = spec.train.get(field, getattr(TrainConfig, field))
+    fixed = spec.setting(field)
     param = spec.search_space.get(field)
     if param is None:
         return [fixed]

@@ -46,6 +46,7 @@ from hpo.spec._train_settings import (
     _INTEGER_FIELDS,
     _NUMBER_FIELDS,
     _TRAIN_CONFIG,
+    TRAIN_DEFAULTS,
     TRAIN_LIMITS,
     _check_settable,
 )
@@ -136,10 +137,15 @@ class StudySpec(_Strict):
         """The most GPUs any trial of this spec can ask for."""
         searched = self.search_space.get("gpus_per_trial")
         if searched is None:
-            return int(self.train.get("gpus_per_trial", 1))
+            return int(self.setting("gpus_per_trial"))
         return int(
             max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high
         )
+
+    def setting(self, name: str) -> object:
+        """A training setting as a trial takes it where not searched: the spec's ``train``
+        value, else ``TrainConfig``'s default."""
+        return self.train.get(name, TRAIN_DEFAULTS.get(name))
 
     def applies(self, name: str, values: Mapping[str, object]) -> bool:
         """Whether searched parameter ``name`` is sampled when the earlier ones took ``values``

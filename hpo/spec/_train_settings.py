@@ -5,6 +5,7 @@ config."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import get_args, get_type_hints
 
@@ -43,6 +44,12 @@ _NUMBER_FIELDS = frozenset(
 )
 # checks field types (and coerces "1e-5"), ranges, then the rules across fields
 _TRAIN_CONFIG = TypeAdapter(TrainConfig)
+# what a trial takes for a setting its study leaves alone: written once, in TrainConfig
+TRAIN_DEFAULTS = {
+    field.name: field.default
+    for field in dataclasses.fields(TrainConfig)
+    if field.default is not dataclasses.MISSING
+}
 
 
 def _check_settable(name: str, at: str) -> None:

@@ -119,7 +119,7 @@ def _confirm_places(study: optuna.Study, spec: StudySpec, given: set[str]) -> No
                 f"trained ({trusted}); pass --set model_paths.{name}={path} if you mean it, or "
                 "the encoder's folder"
             )
-    cache = spec.train.get("cache_dir")
+    cache = spec.setting("cache_dir")
     if cache and not given & {"train", "train.cache_dir"} and not _ours(cache, spec.output_dir):
         raise UsageError(
             f"study {spec.name!r}: its recorded train.cache_dir {cache} resolves to "

@@ -11,7 +11,6 @@ Writing a note is best effort: a database blip must not end a trial or a finaliz
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import warnings
 
@@ -31,7 +30,6 @@ from hpo.attributes import (
 from hpo.spec import CategoricalParam, StudySpec
 from hpo.study.records._metric_attrs import recorded_metrics
 from hpo.study.storage._optuna_private import trial_id
-from hpo.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +38,6 @@ log = logging.getLogger(__name__)
 HPO_PART_END = '[//]: # "end of the part hpo writes: notes below this line are kept"'
 # the ends notes written by earlier versions carry, so that their users' notes are kept
 FORMER_PART_ENDS = ("<!-- end of the part hpo writes: notes below this line are kept -->",)
-DEFAULT_EPOCHS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}["epochs"]
 
 
 def write_study_note(study: optuna.Study, spec: StudySpec) -> None:
@@ -169,7 +166,7 @@ def _searched(param) -> str:
 def _epochs(spec: StudySpec) -> str:
     if "epochs" in spec.search_space:
         return "epochs searched"
-    return f"{spec.train.get('epochs', DEFAULT_EPOCHS)} epochs"
+    return f"{spec.setting('epochs')} epochs"
 
 
 def _budget(spec: StudySpec) -> str:

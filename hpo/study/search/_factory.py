@@ -10,7 +10,6 @@ import optuna
 
 from hpo.spec import CategoricalParam, SpecError, StudySpec
 from hpo.study.search._strategy import staged_sampler
-from hpo.train.config import TrainConfig
 
 _SAMPLERS = {
     "tpe": optuna.samplers.TPESampler,
@@ -87,7 +86,7 @@ def longest_epochs(spec: StudySpec) -> int:
     fixed one."""
     searched = spec.search_space.get("epochs")
     if searched is None:
-        return int(spec.train.get("epochs", TrainConfig.epochs))
+        return int(spec.setting("epochs"))
     return int(max(searched.choices) if isinstance(searched, CategoricalParam) else searched.high)
 
 
