@@ -96,3 +96,59 @@ def test_the_command_words_a_refused_option_by_its_flags(tmp_path, flags, messag
     with pytest.raises(UsageError) as refused:
         args.func(args)
     assert str(refused.value) == message
+
+
+# a retraining's result.json and a reused checkpoint's, as finalize wrote them as dicts
+RESULTS = {
+    "retrained": {
+        "run": "trial_3-seed_1",
+        "rank": 1,
+        "trial": 3,
+        "seed": 1,
+        "fold": None,
+        "params": {"learning_rate": 0.0001, "batch_size": 16, "long_text": "head_tail"},
+        "value": 0.6612,
+        "best_epoch": 4,
+        "metrics": {"post_macro_f1": 0.6612, "post_micro_f1": 0.7, "loss": 1},
+        "wall_seconds": 812.4,
+    },
+    "reused": {
+        "run": "trial_3-seed_0",
+        "rank": 1,
+        "trial": 3,
+        "seed": 0,
+        "fold": None,
+        "params": {"learning_rate": 0.0001},
+        "value": 0.65,
+        "best_epoch": 3,
+        "metrics": {"post_macro_f1": 0.65, "auroc": None},
+        "wall_seconds": None,
+        "reused_from_trial": 3,
+    },
+    "fold": {
+        "run": "trial_3-seed_0-fold_1of2",
+        "rank": 1,
+        "trial": 3,
+        "seed": 0,
+        "fold": [2, 0],
+        "params": {},
+        "value": 0.6,
+        "best_epoch": 2,
+        "metrics": {"post_macro_f1": 0.6},
+        "wall_seconds": 10.0,
+    },
+}
+
+
+@pytest.mark.parametrize("kind", RESULTS)
+def test_a_run_result_reads_and_writes_as_the_dict_it_was(kind):
+    from hpo.final.summary import RunResult
+
+    text = json.dumps(RESULTS[kind], indent=2) + "\n"
+    result = RunResult.model_validate_json(text)
+    assert json.dumps(result.model_dump(), indent=2) + "\n" == text
+    assert result.seed_part().reused_from_trial == RESULTS[kind].get("reused_from_trial")
+    older = {k: v for k, v in RESULTS[kind].items() if k != "fold"}  # before finalize --cv
+    assert RunResult.model_validate(older).fold is None
+    with pytest.raises(ValidationError):  # a misspelt key is refused, not dropped
+        RunResult.model_validate({**RESULTS[kind], "vlaue": 1})

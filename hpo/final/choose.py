@@ -25,7 +25,7 @@ from hpo.final.summary import (
     CrossValidation,
     Decision,
     OutOfFold,
-    Seed,
+    RunResult,
     SeedEnsemble,
 )
 from hpo.outputs import write_json
@@ -36,11 +36,10 @@ from hpo.train.metrics import PRIOR_POSITIVES, shrunk_threshold
 from hpo.vocabulary import REFIT_TRAIN_ON, REFIT_WITH_VALIDATION, RULE_NAMES, ThresholdRule
 
 HELDOUT_FILE = "heldout.json"  # in a --cv fold's run folder: its held-out posts' probabilities
-SEED_KEYS = ("seed", "value", "best_epoch", "run", "reused_from_trial")  # of a run, in metrics.json
 
 
 def by_mean_validation(
-    spec: StudySpec, runs: list[Run], records: dict[str, dict]
+    spec: StudySpec, runs: list[Run], records: dict[str, RunResult]
 ) -> tuple[list[Configuration], Chosen]:
     """Per configuration the mean ± sd of the validation value over seeds, best mean first;
     the best mean wins, and of its seeds the best validation value gives the model."""
@@ -48,16 +47,16 @@ def by_mean_validation(
     configurations = []
     for rank in sorted({run.rank for run in runs}):
         mine = [records[run.name] for run in runs if run.rank == rank]
-        values = [r["value"] for r in mine]
+        values = [r.value for r in mine]
         configurations.append(
             Configuration(
                 rank=rank,
-                trial=mine[0]["trial"],
-                params=mine[0]["params"],
+                trial=mine[0].trial,
+                params=mine[0].params,
                 mean=statistics.fmean(values),
                 sd=statistics.stdev(values) if len(values) > 1 else 0.0,
                 # reused_from_trial: the seed is that trial's kept checkpoint, not retrained
-                seeds=[Seed(**{k: r[k] for k in SEED_KEYS if k in r}) for r in mine],
+                seeds=[r.seed_part() for r in mine],
             )
         )
     configurations.sort(key=lambda c: c.mean, reverse=maximize)
@@ -69,7 +68,7 @@ def by_mean_validation(
         seed=pick.seed,
         run=pick.run,
         best_epoch=pick.best_epoch,
-        validation=records[pick.run]["metrics"],
+        validation=records[pick.run].metrics,
     )
     return configurations, chosen
 
@@ -91,7 +90,7 @@ def cross_validate(
     runs = [Run(1, best.trial, best.params, seed, folds=k, fold=i) for i in range(k)]
     say(f"cross-validation: trial {best.trial}'s configuration, {k} folds of train + validation")
     records = retrain(runs)
-    values = [records[run.name]["value"] for run in runs]
+    values = [records[run.name].value for run in runs]
     heldout = [_heldout(spec, run, runs_dir) for run in runs]
     return CrossValidation(
         k=k,

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from hpo.errors import RunStopped
 from hpo.final.reuse import Reuse, link_checkpoint
+from hpo.final.summary import RunResult
 from hpo.outputs import write_json
 from hpo.process import (
     free_cpus,
@@ -99,9 +100,9 @@ def train_config(
     return dataclasses.replace(config, seed=seed, cv_fold=cv_fold)
 
 
-def finished_runs(runs: Sequence[Run], runs_dir: Path) -> dict[str, dict]:
+def finished_runs(runs: Sequence[Run], runs_dir: Path) -> dict[str, RunResult]:
     return {
-        run.name: json.loads(path.read_text())
+        run.name: RunResult.model_validate_json(path.read_text())
         for run in runs
         if (path := runs_dir / run.name / RESULT_FILE).exists()
     }
@@ -117,7 +118,7 @@ def retrain_all(
     progress: bool,
     say: Say,
     threads: int | None = None,
-) -> dict[str, dict]:
+) -> dict[str, RunResult]:
     """Results of every run: read back where an earlier finalize finished them, trained
     otherwise, each process at ``threads`` CPU threads (None: the cores split evenly between
     them, as ``hpo tune`` splits them). Raises RunStopped when a retraining process died (the
@@ -185,7 +186,7 @@ def retrain_pending(
     spec: StudySpec,
     runs: Sequence[Run],
     runs_dir: Path,
-    on_done: Callable[[dict], None] | None = None,
+    on_done: Callable[[RunResult], None] | None = None,
 ) -> None:
     """Train each run that no process has finished or is training: what finalize runs with
     one worker, and each ``hpo retrain`` child with several."""
@@ -285,7 +286,7 @@ def retrain_child(
     return 0
 
 
-def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
+def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> RunResult:
     from hpo.train.loop import train
 
     with run_log(run_dir, run.name):
@@ -298,7 +299,7 @@ def _retrain(config: TrainConfig, run: Run, run_dir: Path) -> dict:
         wall_seconds=round(result.wall_seconds, 1),
     )
     # last: its presence means the run and its model are complete
-    write_json(run_dir / RESULT_FILE, record)
+    write_json(run_dir / RESULT_FILE, record.model_dump())
     return record
 
 
@@ -313,24 +314,24 @@ def _reused(run: Run, runs_dir: Path, say: Say) -> bool:
     if problem := link_checkpoint(run.reuse, folder / "model"):
         say(f"{run.name}: retrained after all: {problem}")
         return False
-    record = _record(run, **run.reuse.record) | {"reused_from_trial": run.reuse.trial}
-    write_json(folder / RESULT_FILE, record)  # last, as a retraining's
+    record = _record(run, **run.reuse.record, reused_from_trial=run.reuse.trial)
+    write_json(folder / RESULT_FILE, record.model_dump())  # last, as a retraining's
     say(f"{run.name}: trial {run.reuse.trial}'s kept checkpoint, reused: not retrained")
     return True
 
 
-def _record(run: Run, **figures) -> dict:
+def _record(run: Run, **figures) -> RunResult:
     """A run's result.json: the run, and its validation ``figures`` (value, best_epoch,
     metrics, wall_seconds)."""
-    return {
-        "run": run.name,
-        "rank": run.rank,
-        "trial": run.trial,
-        "seed": run.seed,
-        "fold": run.cv_fold,
-        "params": run.params,
+    return RunResult(
+        run=run.name,
+        rank=run.rank,
+        trial=run.trial,
+        seed=run.seed,
+        fold=run.cv_fold,
+        params=run.params,
         **figures,
-    }
+    )
 
 
 @contextmanager

@@ -46,6 +46,33 @@ class Seed(_Part):
     reused_from_trial: int | None = Omitted  # the trial whose kept checkpoint it is
 
 
+class RunResult(_Part):
+    """One retraining's ``result.json`` (or a reused checkpoint's, ``reused_from_trial`` set),
+    written last in its run folder: its presence means the run and its model are complete."""
+
+    run: str  # its folder under final/runs
+    rank: int
+    trial: int
+    seed: int
+    fold: tuple[int, int] | None = None  # a --cv fold: (K, its index); older files lack it
+    params: dict[str, Any]
+    value: Number  # the study's metric on validation
+    best_epoch: int
+    metrics: Figures
+    wall_seconds: Number | None  # its training (a reused checkpoint's: the trial's)
+    reused_from_trial: int | None = Omitted
+
+    def seed_part(self) -> Seed:
+        """What ``metrics.json`` keeps of it among its configuration's seeds."""
+        return Seed(
+            seed=self.seed,
+            value=self.value,
+            best_epoch=self.best_epoch,
+            run=self.run,
+            reused_from_trial=self.reused_from_trial,
+        )
+
+
 class Configuration(_Part):
     """One of the study's best configurations, retrained with several seeds."""
 
