@@ -376,6 +376,7 @@ def measure(args) -> None:
             "evidence model": evidence,
             "gain_interval": (gains := _gain_intervals(runs) if recipe else {}),
             "targets": _targets(runs, gains) if recipe else "not judged: no head_tail run",
+            "averaged": averaged(str(data), list(runs), args.max_length),
         },
         data_dir=data,
         fewer_runs={
@@ -393,6 +394,61 @@ def measure(args) -> None:
         + (f" --data-dir {args.data_dir}" if args.data_dir else "")
         + ("" if baseline else " --without-baseline"),
     )
+
+
+def averaged(data: str, arms: list[str], max_length: int) -> dict:
+    """Probabilities averaged as finalize's ensembles average them, from the runs' saved ones:
+    per arm its seeds', and head_tail's seeds' with each whole_post arm's (two kinds of model
+    whose misses differ: what head_tail's window cuts off, what whole_post over-calls), the two
+    means weighed alike. Per row: the seeds, validation and test post macro-F1 at 0.5 and the
+    test's 95% interval; a row to choose by validation, each scored once on test."""
+    from hpo.data import SYMPTOMS
+    from hpo.train.evaluate import metrics_at, post_intervals
+    from hpo.train.prepare import prepare_data
+
+    saved = {}
+    for arm in arms:
+        pattern = f"{_slug(arm)}-{max_length}-s*.probabilities.npz"  # one_run's, per seed
+        if files := sorted((_folder(data) / "models").glob(pattern)):
+            saved[arm] = [np.load(f) for f in files]
+    if "head_tail" not in saved or not any(len(runs) > 1 for runs in saved.values()):
+        return {}
+    encoder, _ = encoder_path()
+    prepared = prepare_data(_config("head_tail", encoder, data, max_length, 0))
+    truth = {name: prepared_split.tokens.labels for name, prepared_split in
+             (("validation", prepared.validation), ("test", prepared.test))}  # fmt: skip
+    for runs in saved.values():  # every run scored the same posts in the same order
+        for f in runs:
+            assert all(np.array_equal(f[f"{name}_truth"], truth[name]) for name in truth)
+
+    def mean(arm: str, split: str) -> np.ndarray:
+        return np.mean([f[split] for f in saved[arm]], axis=0)
+
+    rows = {arm: {split: mean(arm, split) for split in truth} for arm in saved}
+    rows |= {
+        f"head_tail + {arm}": {
+            split: (mean("head_tail", split) + mean(arm, split)) / 2 for split in truth
+        }  # fmt: skip
+        for arm in saved
+        if arm != "head_tail"
+    }
+    fixed = dict.fromkeys(SYMPTOMS, 0.5)
+    found = {}
+    for row, probs in rows.items():
+        interval = post_intervals(prepared.test, probs["test"], fixed)["post_macro_f1"]
+        arm = row.removeprefix("head_tail + ")
+        found[row] = {
+            "seeds": len(saved[arm]) if row == arm else [len(saved["head_tail"]), len(saved[arm])],
+            "validation_post_macro_f1": round(
+                metrics_at(prepared.validation, probs["validation"], fixed)["post_macro_f1"], 4
+            ),
+            "test_post_macro_f1": round(
+                metrics_at(prepared.test, probs["test"], fixed)["post_macro_f1"], 4
+            ),
+            "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
+            "test_called_cells": int((probs["test"] >= 0.5).sum()),
+        }
+    return found
 
 
 def _headline_target(runs: dict) -> dict:
