@@ -384,11 +384,12 @@ def whole_post_space() -> dict:
 WHOLE_POST_RECIPE = {**RECIPE, "criteria_formulation": "multilabel", "long_text": "head_tail"}
 
 
-def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_loss():
-    """Issue #49: reading the whole post is the first move where the space offers it; the
-    recipe's settings whole_post does not take are dropped, its own are set."""
+def test_a_space_with_whole_post_moves_the_recipe_there_last_with_the_sentence_loss():
+    """Issue #49: reading the whole post is a move where the space offers it; the recipe's
+    settings whole_post does not take are dropped, its own are set. Issue #56: the last move, as
+    on the real posts it scored level with the recipe at 2.8x the time."""
     spec = auto_spec(search_space=whole_post_space(), warm_start=[WHOLE_POST_RECIPE])
-    (label, point), *rest = portfolio_points(spec)
+    *rest, (label, point) = portfolio_points(spec)
     assert label == "criteria_formulation multilabel -> whole_post"
     assert point == {
         **RECIPE,
@@ -398,8 +399,8 @@ def test_a_space_with_whole_post_moves_the_recipe_there_first_with_the_sentence_
         "class_weighting": "sqrt",  # issue #56: balanced over-calls under max pooling
     }
     assert spec.point_problem(point) is None
-    assert rest[0][0] == "class_weighting balanced -> sqrt"  # then the moves as before
-    assert not any("whole_post -> " in label for label, _ in rest)  # never back, nor to pairs
+    assert rest[0][0] == "class_weighting balanced -> sqrt"  # the moves of one setting first
+    assert not any("whole_post" in label for label, _ in rest)  # never back, nor to pairs
 
 
 def test_a_portfolio_move_to_another_formulation_runs_to_its_end_and_no_other_does(
@@ -422,7 +423,7 @@ def test_a_portfolio_move_to_another_formulation_runs_to_its_end_and_no_other_do
     unpruned = [p["criteria_formulation"] for t, p in pairs if is_unprunable(t)]
     assert unpruned == ["whole_post"]
     assert not is_unprunable(queued[0]) and params[0].items() >= WHOLE_POST_RECIPE.items()
-    assert RUNS_TO_END_ATTR in queued[1].user_attrs  # the first move, said why in the trial
+    assert RUNS_TO_END_ATTR in queued[-1].user_attrs  # the last move, said why in the trial
 
 
 def test_a_recorded_cost_is_read_only_for_the_data_and_encoders_it_timed(tmp_path):
