@@ -62,6 +62,7 @@ MEASURES = {
     "lexical_baselines": "Bag of words on the realistic sample (real size)",
     "lexical_baselines_real": "Bag of words on the real ReDSM5",
     "busy_threads": "Threads beside other work (issue #55)",
+    "calibration_shipped": "The recipe on the recalibrated sample (issue #56, real size)",
     "whole_post_cost": "whole_post epoch time over head_tail's (issue #56)",
 }
 # For results files written before their measure recorded its definition (memory.json).
