@@ -68,14 +68,24 @@ def versions() -> dict:
 
 
 def commit(checkout: Path | None = None) -> str:
-    """The commit of this checkout (or ``checkout``), "+uncommitted" where it has changes."""
+    """The commit of this checkout (or ``checkout``), "+uncommitted" where its code has changes:
+    a results file rewritten under bench/results (this very write's earlier version) is output,
+    not code, and does not count."""
     where = checkout or Path(__file__).resolve().parent
     try:  # a lent machine's copy of the tree may have no git, or no repository
         done = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=where
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":(top)",
+                ":(top,exclude)bench/results",
+            ],
             capture_output=True,
             text=True,
             cwd=where,

@@ -159,3 +159,24 @@ def test_no_bench_module_imports_the_command_line_back():
             else:
                 continue
             assert "bench.run" not in names, path.name
+
+
+def test_a_results_file_rewritten_is_not_uncommitted_code_but_code_is(tmp_path):
+    """A bench rewriting its own results file ran committed code; a changed module did not."""
+    import subprocess
+
+    from bench.results import commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "m.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    (tmp_path / "bench" / "results" / "m.json").write_text('{"a": 1}')
+    assert not commit(tmp_path / "bench").endswith("+uncommitted")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert commit(tmp_path / "bench").endswith("+uncommitted")
