@@ -18,7 +18,7 @@ import numpy as np
 
 from bench.common import RUNS
 from bench.results import data_identity, write_results
-from bench.workload import RECIPE, SPLIT, encoder_path, recipe_config, sample_data
+from bench.workload import RECIPE, SPLIT, data_words, encoder_path, recipe_config, sample_data
 
 NAME = "seed_ensemble"
 DEFINITION = (
@@ -111,11 +111,14 @@ def measure(args) -> None:
         f"{NAME}_real" if real else NAME,
         {
             "encoder": encoder_name,
-            "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
-            f"split {SPLIT} by post, one split for every seed",
+            "data": (
+                data_words(args.data_dir, args.posts, SPLIT)
+                + ("" if real else f", clarity {args.clarity}")
+                + ", one split for every seed"
+            ),
             "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
             "size": "the real size"
-            if args.posts >= 1484 and args.max_length >= 256
+            if (real or args.posts >= 1484) and args.max_length >= 256
             else "a smaller share (fewer posts or shorter texts) so that the seeds fit an hour",
         },
         {"one seed": singles, "two seeds averaged": pairs},
@@ -128,6 +131,7 @@ def measure(args) -> None:
             "gain_over_members_tuned",
         ),
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
-        f"{args.max_length} --seeds {args.seeds} --clarity {args.clarity}",
+        f"{args.max_length} --seeds {args.seeds} --clarity {args.clarity}"
+        + (f" --data-dir {args.data_dir}" if args.data_dir else ""),
         data_dir=data_dir,
     )
