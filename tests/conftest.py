@@ -20,10 +20,10 @@ import optuna
 import psutil
 import pytest
 import sqlalchemy as sa
-from cli_studies import CONDITIONAL, RESULTS, build_study
-from helpers import unavailable
 
 from hpo.fixtures import make_tiny_encoder
+from tests.support.cli_studies import CONDITIONAL, RESULTS, build_study
+from tests.support.helpers import unavailable
 
 _BASE_POSTGRES_URL = sa.make_url(
     os.environ.get("HPO_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432/hpo_test")
@@ -80,8 +80,8 @@ def _close_dropped_database_connections():
     """After each test, close the connections of storages it dropped (in-process commands,
     ``optuna.load_study`` with a URL): they stay open until the garbage collector breaks
     their engines' reference cycles, and PostgreSQL allows 100 clients for the whole run.
-    Collected only past a few (tests/shared_storage.py keeps one pool open on purpose), as a full
-    collection costs ~0.15 s here."""
+    Collected only past a few (tests/support/shared_storage.py keeps one pool open on purpose),
+    as a full collection costs ~0.15 s here."""
     yield
     open_ = [
         c for c in psutil.Process().net_connections() if c.raddr and c.raddr.port == POSTGRES_PORT
@@ -180,13 +180,15 @@ def study_name() -> str:
 
 @pytest.fixture
 def finished(postgres_url, study_name, tmp_path) -> optuna.Study:
-    """A finished study on PostgreSQL, for the commands that read one (tests/cli_studies.py)."""
+    """A finished study on PostgreSQL, for the commands that read one
+    (tests/support/cli_studies.py)."""
     return build_study(postgres_url, study_name, tmp_path / "checkpoints", n_trials=len(RESULTS))
 
 
 @pytest.fixture
 def conditional(tmp_path, study_name) -> Path:
-    """The spec with a conditional space and a warm start (tests/cli_studies.py), in a file."""
+    """The spec with a conditional space and a warm start (tests/support/cli_studies.py), in a
+    file."""
     path = tmp_path / "conditional.yaml"
     path.write_text(
         CONDITIONAL.format(name=study_name, data_dir=tmp_path / "data", encoder="unused")

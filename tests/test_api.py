@@ -11,8 +11,8 @@ import torch
 import hpo
 from hpo.errors import UsageError
 from hpo.fixtures import write_sample
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "studies" / "criteria-smoke.yaml")
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from hpo.process import interruptible
+from tests.support import REPO
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="POSIX signals, PR_SET_PDEATHSIG and ptys"
 )
-REPO = Path(__file__).resolve().parents[1]
 ENV = {
     **os.environ,
     "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
@@ -156,7 +156,7 @@ def test_a_waiting_worker_goes_only_on_the_launchers_go(stdin, goes):
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(goes)

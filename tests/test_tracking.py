@@ -6,24 +6,23 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers import free_port
-from shared_storage import read_trials
-from tune_cli import study_sets, tune_assets
 
 from hpo.attributes import RUN_ID_ATTR
 from hpo.spec import SpecError, load_spec, set_flags
 from hpo.study.records import is_surplus
 from hpo.tracking import Tracker
+from tests.support import REPO
+from tests.support.helpers import free_port
+from tests.support.shared_storage import read_trials
+from tests.support.tune_cli import study_sets, tune_assets
 
 mlflow = pytest.importorskip(
     "mlflow", reason="the tracking extra is not installed: pip install 'hpo[tracking]'"
 )
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "criteria-smoke.yaml"
 FINISHED = ("COMPLETE", "PRUNED")
 
