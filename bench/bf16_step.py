@@ -197,7 +197,7 @@ def bf16_step(rounds: int) -> tuple[dict[str, list[dict]], dict]:
     batches = list(itertools.islice(setup.batches(1), 1 + TIMED_STEPS + PROFILED_STEPS))
     flops, examples, linear = [], [], []
     for batch in batches:
-        units = plan_units(train.tokens, batch, train.num_labels, setup._score_chunks)
+        units = plan_units(train.tokens, batch, train.num_labels, setup.score_chunks)
         lengths = train.tokens.sequence_lengths[units.sequences].tolist()
         flops.append(sum(example_flops(t, n, layers, hidden) for t in lengths))
         linear.append(6 * n * sum(lengths))  # the weights' share: the linear layers' work

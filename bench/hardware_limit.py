@@ -109,7 +109,7 @@ def step_windows(encoder: str, data_dir: str, precision: str, windows: int):
     for _ in range(windows):
         seconds, flops, examples, read = 0.0, 0.0, 0, 0
         for _, batch in zip(range(TIMED_STEPS), batches, strict=False):
-            units = plan_units(tokens, batch, setup.data.train.num_labels, setup._score_chunks)
+            units = plan_units(tokens, batch, setup.data.train.num_labels, setup.score_chunks)
             lengths = tokens.sequence_lengths[units.sequences].tolist()
             started = time.perf_counter()
             setup.step(batch)

@@ -93,8 +93,8 @@ def baselines(data_dir: str) -> dict[str, dict]:
     """Both baselines on ``data_dir``: per baseline, validation and test post macro-F1 at 0.5
     with their 95% bootstrap intervals; and facts about the data that explain them."""
     from hpo.data import load_descriptions, load_redsm5, split_posts, symptom_profiles
-    from hpo.data.tasks import build_examples
     from hpo.train.evaluate import RESAMPLES, SEED
+    from hpo.train.formulations import build_examples
     from hpo.train.metrics import bootstrap_interval, criteria_metrics
 
     corpus = load_redsm5(data_dir)

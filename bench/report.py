@@ -4,7 +4,7 @@
     python -m bench.report --check    # exit 1 when the published block differs from the files
 
 Everything between BEGIN and END is this module's output; the prose around it is written by
-hand and states no figure of its own (tests/test_performance_doc.py holds both to that).
+hand and states no figure of its own (tests/bench/test_report.py holds both to that).
 """
 
 from __future__ import annotations

@@ -36,13 +36,13 @@ from transformers import (
 
 from hpo.data import (
     SYMPTOMS,
-    build_examples,
     load_descriptions,
     load_redsm5,
     partition,
     split_posts,
     symptom_profiles,
 )
+from hpo.train.formulations import build_examples
 from hpo.train.metrics import criteria_metrics
 
 

@@ -10,6 +10,7 @@ its values for messages and loops.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 Task = Literal["criteria", "evidence"]
@@ -65,8 +66,6 @@ CRITERIA_FORMULATIONS: tuple[CriteriaFormulation, ...] = get_args(CriteriaFormul
 LONG_TEXT: tuple[LongText, ...] = get_args(LongText)
 EVIDENCE_SCOPES: tuple[EvidenceScope, ...] = get_args(EvidenceScope)
 POST_POOLINGS: tuple[PostPooling, ...] = get_args(PostPooling)
-# formulations whose examples are posts labelled with all nine symptoms at once
-POST_FORMULATIONS: tuple[Formulation, ...] = ("multilabel", "whole_post")
 METRICS: tuple[Metric, ...] = get_args(Metric)
 THRESHOLDS: tuple[Threshold, ...] = get_args(Threshold)
 REFITS: tuple[Refit, ...] = get_args(Refit)
@@ -86,15 +85,62 @@ RULE_NAMES: dict[ThresholdRule, str] = {
     "validation": "validation",
     "out_of_fold": "out-of-fold",
 }
-FORMULATIONS: dict[Task, tuple[Formulation, ...]] = {
-    "criteria": CRITERIA_FORMULATIONS,
-    "evidence": ("evidence",),
+
+
+@dataclass(frozen=True)
+class FormulationTraits:
+    """What every layer may know of a formulation: data and models, which cannot see its
+    behaviour (``hpo.train.formulations``), and a saved model's checks. Code outside the
+    formulations asks these, never the formulation's name."""
+
+    task: Task
+    # an example is a post with one label (one logit) per symptom, not a (criterion, text) pair
+    per_post: bool
+    # its own way of reading a long text, which no other formulation reads (None: long_text
+    # chooses); "sentences": every sentence scored per symptom and pooled per post (its head has
+    # a post_pooling), so it learns from evidence sentences and ranks them itself
+    reading: LongText | None
+    # of the train settings only some formulations read, those it reads
+    reads: frozenset[str]
+
+    @property
+    def scores_sentences(self) -> bool:
+        return self.reading == "sentences"
+
+    def can_read(self, long_text: LongText) -> bool:
+        """Its own reading, or, without one, any reading no formulation keeps for itself."""
+        return long_text == self.reading if self.reading else long_text not in OWN_READINGS
+
+
+_TOKENS = frozenset({"pooling"})  # a formulation that pools a text's tokens
+TRAITS: dict[Formulation, FormulationTraits] = {
+    "pairs": FormulationTraits("criteria", per_post=False, reading=None, reads=_TOKENS),
+    "multilabel": FormulationTraits("criteria", per_post=True, reading=None, reads=_TOKENS),
+    "whole_post": FormulationTraits(
+        "criteria",
+        per_post=True,
+        reading="sentences",
+        reads=frozenset({"post_pooling", "evidence_loss_weight"}),
+    ),
+    "evidence": FormulationTraits("evidence", per_post=False, reading=None, reads=_TOKENS),
 }
+FORMULATIONS: dict[Task, tuple[Formulation, ...]] = {
+    task: tuple(name for name, traits in TRAITS.items() if traits.task == task) for task in TASKS
+}
+# the long_text values one formulation keeps for itself
+OWN_READINGS: frozenset[LongText] = frozenset(
+    traits.reading for traits in TRAITS.values() if traits.reading is not None
+)
+
+
+def formulation_for(task: Task, criteria_formulation: CriteriaFormulation) -> Formulation:
+    """How ``task`` is put to the model: criteria as the chosen formulation, evidence as its own."""
+    return criteria_formulation if task == "criteria" else "evidence"
 
 
 def task_of(formulation: Formulation) -> Task:
     """criteria or evidence: what ``formulation`` is for."""
-    return next(task for task, formulations in FORMULATIONS.items() if formulation in formulations)
+    return TRAITS[formulation].task
 
 
 __all__ = [
@@ -104,7 +150,7 @@ __all__ = [
     "FORMULATIONS",
     "LONG_TEXT",
     "METRICS",
-    "POST_FORMULATIONS",
+    "OWN_READINGS",
     "POST_POOLINGS",
     "REFITS",
     "REFIT_TRAIN_ON",
@@ -114,11 +160,13 @@ __all__ = [
     "THRESHOLDS",
     "THRESHOLD_RULES",
     "TRAIN_WITH_VALIDATION",
+    "TRAITS",
     "TUNED_PREFIX",
     "CriteriaFormulation",
     "Ensemble",
     "EvidenceScope",
     "Formulation",
+    "FormulationTraits",
     "LongText",
     "Metric",
     "PostPooling",
@@ -127,5 +175,6 @@ __all__ = [
     "Threshold",
     "ThresholdRule",
     "TrainOn",
+    "formulation_for",
     "task_of",
 ]

@@ -80,10 +80,9 @@ def _list_studies(storage) -> int:
     if not studies:
         print(f"no studies in {url}")
         return 0
-    width = max(len(s["study"]) for s in studies)
+    width = max(len(s.study) for s in studies)
     for s in studies:
-        counts = s["counts"]
-        print(f"{s['study']:<{width}}  {_states(counts)}  best {_best(counts)}")
+        print(f"{s.study:<{width}}  {_states(s.counts)}  best {_best(s.counts)}")
     return 0
 
 

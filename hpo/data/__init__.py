@@ -25,9 +25,9 @@ from hpo.data.tasks import (
     MULTILABEL,
     Alignment,
     Example,
-    build_examples,
     evidence_candidates,
     load_descriptions,
+    shown,
 )
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "Post",
     "PostSplit",
     "Splits",
-    "build_examples",
     "evidence_candidates",
     "files_fingerprint",
     "load_descriptions",
@@ -52,6 +51,7 @@ __all__ = [
     "normalise_symptom",
     "partition",
     "share_of_train",
+    "shown",
     "split_posts",
     "symptom_profiles",
 ]

@@ -1,4 +1,6 @@
-"""Turn a corpus into the examples of the two tasks: criteria (pairs or multilabel) and evidence."""
+"""What the examples of the two tasks are built from: an example, the criteria's descriptions,
+which symptoms a post shows, and each post's sentences aligned with its annotations (the
+formulations, ``hpo.train.formulations``, build the examples)."""
 
 from __future__ import annotations
 
@@ -11,17 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from hpo.data.redsm5 import ANNOTATIONS_FILE, SYMPTOMS, Corpus, normalise_symptom
+from hpo.data.redsm5 import SYMPTOMS, Corpus, normalise_symptom
 from hpo.data.sentences import NO_SENTENCE, NOT_IN_POST, covered, locate, split_sentences
-from hpo.errors import DataError, UsageError
-from hpo.vocabulary import (
-    CRITERIA_FORMULATIONS,
-    EVIDENCE_SCOPES,
-    TASKS,
-    CriteriaFormulation,
-    EvidenceScope,
-    Task,
-)
+from hpo.errors import DataError
+from hpo.vocabulary import EvidenceScope
 
 log = logging.getLogger(__name__)
 
@@ -117,99 +112,9 @@ def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
     return {symptom: descriptions[symptom] for symptom in SYMPTOMS}
 
 
-def build_examples(
-    corpus: Corpus,
-    task: Task,
-    descriptions: Mapping[str, str],
-    formulation: CriteriaFormulation = "pairs",
-    evidence_scope: EvidenceScope = "positive_criteria",
-) -> list[Example]:
-    """Build the examples of ``task``, deterministically ordered (posts in file order).
-
-    criteria, ``pairs``: one example per (post, criterion) for each of the nine criteria,
-    label 1 iff the post has a status-1 annotation for it. ``multilabel``: one example per
-    post, labelled with all nine. Both describe the same post x symptom matrix.
-
-    evidence: every sentence of a post (``split_sentences``), paired with each criterion in
-    scope: ``positive_criteria`` (those the post shows, the pipeline view: criteria first,
-    then evidence) or ``all_criteria``. Label 1 where an aligned status-1 annotation of that
-    criterion covers the sentence; an annotated sentence is otherwise a hard negative, and
-    a sentence no annotator labelled is ``annotated=False`` (training may subsample those).
-    """
-    if task not in TASKS:
-        raise UsageError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
-    if formulation not in CRITERIA_FORMULATIONS:
-        raise UsageError(
-            f"unknown criteria formulation {formulation!r}; "
-            f"choose one of {', '.join(CRITERIA_FORMULATIONS)}"
-        )
-    if evidence_scope not in EVIDENCE_SCOPES:
-        raise UsageError(
-            f"unknown evidence scope {evidence_scope!r}; choose one of {', '.join(EVIDENCE_SCOPES)}"
-        )
-    missing = [symptom for symptom in SYMPTOMS if symptom not in descriptions]
-    if missing:
-        raise DataError(
-            f"no description for {', '.join(missing)}; load them with load_descriptions()"
-        )
-    if task == "criteria":
-        return _criteria_examples(corpus, descriptions, formulation)
-    examples, alignment = evidence_candidates(corpus, descriptions, evidence_scope)
-    log.info("evidence: %s", alignment.summary())
-    if not any(example.label == 1 for example in examples):
-        raise DataError(
-            f"no examples for task 'evidence': no annotation in {ANNOTATIONS_FILE} "
-            "with status 1 for one of "
-            "the nine criteria could be found in its post; add annotations or use the criteria task"
-        )
-    return examples
-
-
-def _criteria_examples(
-    corpus: Corpus, descriptions: Mapping[str, str], formulation: CriteriaFormulation
-) -> list[Example]:
-    present = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
-    if formulation == "whole_post":
-        examples = []
-        for post, sentences, statuses, _ in aligned_posts(corpus):
-            evidence = tuple(
-                tuple(int(statuses.get(i, {}).get(symptom, 0) == 1) for symptom in SYMPTOMS)
-                for i in range(len(sentences))
-            )
-            examples.append(
-                Example(
-                    post.post_id,
-                    MULTILABEL,
-                    None,
-                    post.text,
-                    tuple(int((post.post_id, symptom) in present) for symptom in SYMPTOMS),
-                    sentences=tuple(sentence.text for sentence in sentences) or (post.text,),
-                    evidence=evidence or ((0,) * len(SYMPTOMS),),
-                )
-            )
-        return examples
-    if formulation == "multilabel":
-        return [
-            Example(
-                post.post_id,
-                MULTILABEL,
-                None,
-                post.text,
-                tuple(int((post.post_id, criterion) in present) for criterion in SYMPTOMS),
-            )
-            for post in corpus.posts.values()
-        ]
-    return [
-        Example(
-            post.post_id,
-            criterion,
-            descriptions[criterion],
-            post.text,
-            int((post.post_id, criterion) in present),
-        )
-        for post in corpus.posts.values()
-        for criterion in SYMPTOMS
-    ]
+def shown(corpus: Corpus) -> set[tuple[str, str]]:
+    """(post, symptom) for every symptom a post shows: a status-1 annotation of it."""
+    return {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
 
 
 def evidence_candidates(

@@ -126,8 +126,8 @@ def _evidence_model(
     """The evidence model to load (None: the criteria model itself) and, where a whole_post
     criteria model could rank the sentences, which one does and why. Checked before any model
     loads: a pair must fit (``check_pair``), and a criteria model alone must be whole_post."""
-    formulation = read_settings(criteria_dir).formulation
-    whole_post = formulation == "whole_post"
+    settings = read_settings(criteria_dir)
+    formulation, whole_post = settings.formulation, settings.traits.scores_sentences
     if evidence_dir is None:
         if not whole_post:
             raise UsageError(

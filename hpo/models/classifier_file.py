@@ -28,7 +28,7 @@ from hpo.models.inference import InferenceSettings, InvalidClassifierFile
 from hpo.models.settings import HeadConfig
 from hpo.outputs import atomic_text
 from hpo.validation import located
-from hpo.vocabulary import FORMULATIONS, POST_FORMULATIONS, Task, task_of
+from hpo.vocabulary import FORMULATIONS, TRAITS, Task, task_of
 
 FILE_NAME = "classifier.json"
 INTEGRITY = "integrity"  # the seal's key in classifier.json
@@ -237,14 +237,15 @@ def _check_consistent(saved: ClassifierFile) -> None:
             f"{block.formulation!r} (a {task_of(block.formulation)} model)",
         )
     # pairs and evidence: one logit
-    outputs = len(block.labels) if block.formulation in POST_FORMULATIONS else 1
+    traits = TRAITS[block.formulation]
+    outputs = len(block.labels) if traits.per_post else 1
     if saved.head.num_labels != outputs:
         raise InvalidClassifierFile(
             "head.num_labels",
             f"{saved.head.num_labels}, but a {block.formulation} model "
             f"with {len(block.labels)} labels has {outputs} output(s)",
         )
-    if (block.formulation == "whole_post") != (saved.head.post_pooling is not None):
+    if traits.scores_sentences != (saved.head.post_pooling is not None):
         raise InvalidClassifierFile(
             "head.post_pooling",
             f"{saved.head.post_pooling}, but a whole_post model pools its sentences and no "

@@ -21,7 +21,7 @@ from pydantic.dataclasses import dataclass
 
 from hpo.errors import UsageError
 from hpo.validation import located
-from hpo.vocabulary import POST_FORMULATIONS, Formulation, LongText, Task, task_of
+from hpo.vocabulary import TRAITS, Formulation, FormulationTraits, LongText, Task, task_of
 
 BLOCK = "inference"  # the block's key in classifier.json, the start of every field path
 Probability = Annotated[float, Strict(), Field(ge=0, le=1)]
@@ -66,7 +66,7 @@ class InferenceSettings:
             path, problem = located(error.errors()[0])
             raise InvalidClassifierFile(".".join(filter(None, (BLOCK, path))), problem) from None
         labels = settings.labels
-        if (settings.formulation == "whole_post") != (settings.long_text == "sentences"):
+        if not TRAITS[settings.formulation].can_read(settings.long_text):
             _refuse("long_text", "whole_post reads sentences, and only whole_post does")
         if len(set(labels)) != len(labels):
             _refuse("labels", "a label appears twice; list each once")
@@ -76,11 +76,16 @@ class InferenceSettings:
             _refuse("thresholds", f"{', '.join(unknown)} is not among inference.labels")
         if (
             settings.descriptions is not None
-            and settings.formulation not in POST_FORMULATIONS
+            and not TRAITS[settings.formulation].per_post
             and (missing := [label for label in labels if label not in settings.descriptions])
         ):
             _refuse("descriptions", f"no description for {', '.join(missing)}")
         return settings
+
+    @property
+    def traits(self) -> FormulationTraits:
+        """What the saved model's formulation is (hpo.vocabulary.TRAITS)."""
+        return TRAITS[self.formulation]
 
     @property
     def task(self) -> Task:

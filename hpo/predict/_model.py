@@ -19,7 +19,6 @@ from hpo.models.inference import InferenceSettings
 from hpo.train.config import CPU_INFERENCE_TOKENS
 from hpo.train.evaluate import split_probabilities, split_scores
 from hpo.train.posts import PostScores
-from hpo.vocabulary import POST_FORMULATIONS
 
 DEFAULT_BATCH_SIZE = 64  # sequences per forward pass, as TrainConfig.eval_batch_size
 DEFAULT_TOP_K = 3  # evidence sentences kept per post and symptom
@@ -79,7 +78,7 @@ class Predictor:
         """Per text, each symptom's probability and decision (criteria models)."""
         self._require("criteria", texts)
         labels = self.settings.labels
-        if self.settings.formulation in POST_FORMULATIONS:
+        if self.settings.traits.per_post:
             probs = self._by_post(texts, lambda text: [(None, text)], batch_size, progress)
         else:  # one (criterion, post) pair per symptom, in label order
             firsts = [self.settings.descriptions[label] for label in labels]
@@ -105,7 +104,7 @@ class Predictor:
         every sentence against all nine, since a new post's criteria are not known here
         (training may have paired posts only with the criteria they show). A whole_post
         criteria model ranks by its own sentence scores: one reading of each post for both."""
-        if self.settings.formulation == "whole_post":
+        if self.settings.traits.scores_sentences:
             if isinstance(posts, str):
                 raise TypeError("pass a list of texts, not one string")
         else:
@@ -113,7 +112,7 @@ class Predictor:
         labels, descriptions = self.settings.labels, self.settings.descriptions
         wanted = [labels] * len(posts) if symptoms is None else self._symptoms(symptoms, len(posts))
         sentences = [split_sentences(post) for post in posts]
-        if self.settings.formulation == "whole_post":
+        if self.settings.traits.scores_sentences:
             scored = self._by_post(
                 range(len(posts)),
                 lambda i: [posts[i]],
@@ -231,7 +230,7 @@ class Predictor:
         """Probabilities of (criterion, text) pairs, or (None, text) for multilabel and
         whole_post: (pairs, labels). In float32 whatever training's mixed precision: these are
         the reference numbers."""
-        if self.settings.formulation == "whole_post":
+        if self.settings.traits.scores_sentences:
             return self._post_scores([text for _, text in pairs], batch_size).probs
         tokens = tokenize_pairs(
             self.tokenizer,

@@ -9,6 +9,7 @@ from pathlib import Path
 from hpo.errors import UsageError
 from hpo.spec import StudySpec
 from hpo.validation import located
+from hpo.vocabulary import TRAITS
 
 
 def preflight(spec: StudySpec, notes: bool = True) -> list[str]:
@@ -37,7 +38,6 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
     """The data, the devices and the encoders, as ``preflight`` says; the notes on posts'
     token lengths (every post tokenized with each encoder) only where ``notes``."""
     from hpo.data import (
-        build_examples,
         load_descriptions,
         load_redsm5,
         split_posts,
@@ -48,11 +48,13 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
     corpus = load_redsm5(spec.data_dir)
     posts = split_posts(symptom_profiles(corpus), first.split_fractions, seed=first.split_seed)
     posts.require(("train", "validation"), first.split_fractions)
+    # torch from here on: slow to import, so checked last
+    from hpo.models.hardware import check_gpus, unused_gpu_warning
+    from hpo.train.formulations import build_examples
+
     # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether
     # they fit.
     examples = build_examples(corpus, "criteria", load_descriptions(first.descriptions_path))
-    # torch from here on: slow to import, so checked last
-    from hpo.models.hardware import check_gpus, unused_gpu_warning
 
     check_gpus(spec.gpus_per_trial)
     unused_gpu = unused_gpu_warning()
@@ -253,7 +255,7 @@ def _long_tail(name: str, path: str, posts: list[str], spec: StudySpec, configs:
                 f"{chunks.max()} chunks per post (p50 / p99 / max), {chunks.sum():,} in all"
             )
     formulations = searched_values(spec, "criteria_formulation", first.criteria_formulation)
-    if spec.task == "criteria" and "whole_post" in formulations:
+    if spec.task == "criteria" and any(TRAITS[f].scores_sentences for f in formulations):
         specials = tokenizer.num_special_tokens_to_add(pair=False)
         for max_length in max_lengths:
             # a lower bound: whole sentences leave a window's end unfilled now and then

@@ -20,6 +20,7 @@ from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
 from hpo.study._summary import (
     BestTrial,
+    StudyListing,
     StudyStatus,
     best_trial,
     interval_words,
@@ -29,6 +30,7 @@ from hpo.study._summary import (
 
 __all__ = [
     "BestTrial",
+    "StudyListing",
     "StudyStatus",
     "best_trial",
     "check_spec",

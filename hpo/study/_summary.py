@@ -51,6 +51,14 @@ class BestTrial:
 
 
 @dataclass(frozen=True)
+class StudyListing:
+    """A study as ``hpo status`` lists it among the storage's others."""
+
+    study: str
+    counts: dict  # trials by state, and the best value (None: no single best)
+
+
+@dataclass(frozen=True)
 class StudyStatus:
     """A study as ``hpo status`` shows it."""
 
@@ -214,7 +222,7 @@ def study_status(study) -> StudyStatus:
     )
 
 
-def study_summaries(storage_url: StorageUrl | str) -> list[dict]:
+def study_summaries(storage_url: StorageUrl | str) -> list[StudyListing]:
     """Every study in the storage, oldest first: its name, trial counts by state and best value
     (``hpo status`` without a study name)."""
     url = StorageUrl.of(storage_url)
@@ -232,5 +240,5 @@ def study_summaries(storage_url: StorageUrl | str) -> list[dict]:
         else:  # not one of hpo's: Optuna has no single best value for it
             census = trial_census(study)
             counts = {**census, "failed": census["fail"], "best": None}
-        summaries.append({"study": name, "counts": counts})
+        summaries.append(StudyListing(name, counts))
     return summaries

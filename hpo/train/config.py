@@ -21,15 +21,20 @@ from pydantic.dataclasses import dataclass
 from hpo.models.settings import Activation, Dropout, HeadConfig, HiddenLayers, LoraSettings, Pooling
 from hpo.validation import problem
 from hpo.vocabulary import (
+    LONG_TEXT,
+    OWN_READINGS,
+    TRAITS,
     CriteriaFormulation,
     EvidenceScope,
     Formulation,
+    FormulationTraits,
     LongText,
     Metric,
     PostPooling,
     Task,
     Threshold,
     TrainOn,
+    formulation_for,
 )
 
 # micro_batch_tokens: auto on CPU (~0.35 GB of activations for MiniLM in float32)
@@ -50,9 +55,8 @@ WHERE_ONLY = frozenset({"checkpoint_dir", "cache_dir"})
 # Settings only some formulations read (whole_post pools sentence scores; the others pool
 # tokens): anywhere else a spec's value for them changes nothing
 READ_BY: dict[str, tuple[str, ...]] = {
-    "pooling": ("pairs", "multilabel", "evidence"),
-    "post_pooling": ("whole_post",),
-    "evidence_loss_weight": ("whole_post",),
+    setting: tuple(name for name, traits in TRAITS.items() if setting in traits.reads)
+    for setting in sorted(frozenset().union(*(traits.reads for traits in TRAITS.values())))
 }
 
 
@@ -163,19 +167,24 @@ class TrainConfig:
 
     @model_validator(mode="after")
     def _rules_across_fields(self) -> TrainConfig:
-        whole_post = self.formulation == "whole_post"
-        if whole_post and self.long_text == "truncate":  # the default: whole_post's own reading
-            object.__setattr__(self, "long_text", "sentences")
-        if whole_post and self.long_text != "sentences":
+        own = self.traits.reading
+        if own and self.long_text == "truncate":  # the default: the formulation's own reading
+            object.__setattr__(self, "long_text", own)
+        if own and self.long_text != own:
+            others = ", ".join(
+                n for n, t in TRAITS.items() if t.task == "criteria" and not t.reading
+            )
             raise problem(
-                f"whole_post reads every sentence, so {self.long_text} does not apply; leave "
-                "long_text out (search it with when: {criteria_formulation: [pairs, multilabel]})",
+                f"{self.formulation} reads every sentence, so {self.long_text} does not apply; "
+                f"leave long_text out (search it with when: {{criteria_formulation: [{others}]}})",
                 at="long_text",
             )
-        if self.long_text == "sentences" and not whole_post:
+        if not self.traits.can_read(self.long_text):
+            owner = next(n for n, t in TRAITS.items() if t.reading == self.long_text)
+            *others, last = (r for r in LONG_TEXT if r not in OWN_READINGS)
             raise problem(
-                "sentences is how criteria_formulation whole_post reads a post; choose that "
-                "formulation, or truncate, head_tail or chunks",
+                f"{self.long_text} is how criteria_formulation {owner} reads a post; choose "
+                f"that formulation, or {', '.join(others)} or {last}",
                 at="long_text",
             )
         if self.micro_batch_size is not None and self.micro_batch_size > self.batch_size:
@@ -193,13 +202,18 @@ class TrainConfig:
     def ignored(self, given: Iterable[str]) -> list[str]:
         """Of the settings ``given`` (a spec's fixed train keys), those this run's formulation
         never reads: a spec that sets them says nothing wrong, only nothing (issue #55)."""
-        return [n for n in given if n in READ_BY and self.formulation not in READ_BY[n]]
+        return [n for n in given if n in READ_BY and n not in self.traits.reads]
+
+    @property
+    def traits(self) -> FormulationTraits:
+        """What every layer may know of the formulation (hpo.vocabulary.TRAITS)."""
+        return TRAITS[self.formulation]
 
     @property
     def formulation(self) -> Formulation:
         """How the task is put to the model, one name from the data to the saved model:
         pairs or multilabel (criteria), evidence."""
-        return self.criteria_formulation if self.task == "criteria" else "evidence"
+        return formulation_for(self.task, self.criteria_formulation)
 
     def token_budget(self, device_type: str) -> int | None:
         """Tokens per training forward pass at most (``micro_batch_tokens`` resolved for the
@@ -221,7 +235,7 @@ class TrainConfig:
             activation=self.head_activation,
             dropout=self.head_dropout,
             num_labels=num_labels,
-            post_pooling=self.post_pooling if self.formulation == "whole_post" else None,
+            post_pooling=self.post_pooling if self.traits.scores_sentences else None,
         )
 
     def lora_settings(self) -> LoraSettings | None:

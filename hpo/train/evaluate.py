@@ -27,9 +27,9 @@ from hpo.train.metrics import (
     tune_thresholds,
 )
 from hpo.train.posts import PostScores, evidence_ranking, score_posts
-from hpo.train.prepare import PreparedSplit
+from hpo.train.prepared import PreparedSplit
 from hpo.train.step import free_memory, is_out_of_memory
-from hpo.vocabulary import POST_FORMULATIONS, TUNED_PREFIX, Metric, Threshold
+from hpo.vocabulary import TUNED_PREFIX, Metric, Threshold
 
 # Metrics that depend on the decision threshold: each also has a tuned_ twin, at per-symptom
 # thresholds.
@@ -243,7 +243,7 @@ def post_intervals(
     ``thresholds``. Given for the F1s in BOOTSTRAPPED (post_* for criteria only); the other
     names are left out."""
     cut = np.array([thresholds[s] for s in SYMPTOMS])
-    if split.formulation == "evidence":
+    if split.task == "evidence":
         truth, groups = split.tokens.labels, np.array(split.post_ids)
         decided = (probs[:, 0] >= cut[_symptom_columns(split)]).astype(np.int64)
     else:
@@ -251,9 +251,7 @@ def post_intervals(
         decided = (scores >= cut).astype(np.int64)
     found = {}
     for name in dict.fromkeys(metrics):  # each once
-        if name not in BOOTSTRAPPED or (
-            split.formulation == "evidence" and name in INTERVAL_METRICS
-        ):
+        if name not in BOOTSTRAPPED or (split.task == "evidence" and name in INTERVAL_METRICS):
             continue
         low, high = bootstrap_interval(
             truth, decided, BOOTSTRAPPED[name], n=RESAMPLES, seed=SEED, groups=groups
@@ -306,7 +304,7 @@ def _defined(value: float) -> float | None:
 def symptom_cells(split: PreparedSplit, probs: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per symptom (in SYMPTOMS order) its 0/1 truth and scores: a column of the post matrix
     for criteria, the symptom's sentences for evidence. What a per-symptom threshold decides."""
-    if split.formulation == "evidence":
+    if split.task == "evidence":
         columns = _symptom_columns(split)
         return [
             (split.tokens.labels[columns == c], probs[columns == c, 0])
@@ -333,7 +331,7 @@ def objective_value(metrics: dict[str, float], metric: str, threshold: Threshold
 
 def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Criteria truth and scores as post x symptom matrices, from either formulation."""
-    if split.formulation in POST_FORMULATIONS:
+    if split.traits.per_post:
         return split.tokens.labels, probs
     rows = {post: row for row, post in enumerate(dict.fromkeys(split.post_ids))}
     r = np.fromiter((rows[post] for post in split.post_ids), np.int64, len(split))
@@ -347,7 +345,7 @@ def post_matrix(split: PreparedSplit, probs: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _metrics(split: PreparedSplit, probs: np.ndarray, cut: float | np.ndarray) -> dict[str, float]:
-    if split.formulation != "evidence":
+    if split.task != "evidence":
         return criteria_metrics(*post_matrix(split, probs), cut)
     columns = _symptom_columns(split)
     per_example = cut if np.isscalar(cut) else np.asarray(cut)[columns]
@@ -359,7 +357,7 @@ def _metrics(split: PreparedSplit, probs: np.ndarray, cut: float | np.ndarray) -
 
 
 def _tune(split: PreparedSplit, probs: np.ndarray) -> dict[str, float]:
-    if split.formulation != "evidence":
+    if split.task != "evidence":
         return dict(
             zip(SYMPTOMS, map(float, tune_thresholds(*post_matrix(split, probs))), strict=True)
         )

@@ -32,7 +32,7 @@ def what_to_change(config: TrainConfig) -> str:
     fix = f"lower learning_rate (now {config.learning_rate:g})"
     if config.head_learning_rate is not None:
         fix += f" or head_learning_rate (now {config.head_learning_rate:g})"
-    if config.formulation == "whole_post" and config.evidence_loss_weight:
+    if "evidence_loss_weight" in config.traits.reads and config.evidence_loss_weight:
         fix += f" or evidence_loss_weight (now {config.evidence_loss_weight:g})"
     if config.mixed_precision == "fp16":
         fix += ", or train with mixed_precision bf16 or no"

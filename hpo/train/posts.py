@@ -30,7 +30,7 @@ from hpo.models.device import unwrap_model
 from hpo.models.pooling import pool_posts, sentence_weights
 from hpo.train.memory import guard_host_memory
 from hpo.train.metrics import evidence_metrics
-from hpo.train.prepare import PreparedSplit
+from hpo.train.prepared import PreparedSplit
 from hpo.train.step import StepContext, passes_of, with_backoff
 
 EVIDENCE_METRICS = ("average_precision", "auroc", "recall_at_1", "recall_at_3")

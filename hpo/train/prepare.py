@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hpo.data import (
-    SYMPTOMS,
     PostSplit,
-    build_examples,
     kfold_posts,
     load_descriptions,
     load_redsm5,
@@ -27,63 +24,25 @@ from hpo.data import (
     symptom_profiles,
 )
 from hpo.data.augment import augment_examples
-from hpo.data.tokenize import tokenize_pairs
-from hpo.data.tokenized import TokenizedSplit
-from hpo.data.windows import tokenize_posts
 from hpo.errors import DataError
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig
-from hpo.vocabulary import POST_FORMULATIONS, TRAIN_WITH_VALIDATION, Formulation, Task
-
-SPLITS = ("train", "validation", "test")
-
-
-@dataclass(frozen=True)
-class PreparedSplit:
-    tokens: TokenizedSplit
-    post_ids: tuple[str, ...]  # per example
-    criteria: tuple[str, ...]  # per example; "" for a multilabel example (all nine)
-    annotated: np.ndarray  # per example: False for an evidence sentence no annotator labelled
-    formulation: Formulation  # TrainConfig.formulation
-    # whole_post: per example (post), per sentence, one 0/1 per symptom: is it evidence for it
-    evidence: tuple[np.ndarray, ...] | None = None
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def num_labels(self) -> int:
-        return len(SYMPTOMS) if self.formulation in POST_FORMULATIONS else 1
-
-    def training_sample(self, negative_ratio: float | None, seed: int) -> np.ndarray:
-        """The examples one epoch trains on: all of them, or every annotated one plus
-        ``negative_ratio`` times as many unannotated ones, drawn anew per ``seed``."""
-        everything = np.arange(len(self))
-        if negative_ratio is None or self.annotated.all():
-            return everything
-        annotated, others = everything[self.annotated], everything[~self.annotated]
-        keep = min(len(others), round(negative_ratio * len(annotated)))
-        drawn = np.random.default_rng(seed).choice(others, size=keep, replace=False)
-        return np.sort(np.concatenate([annotated, drawn]))
-
-
-@dataclass(frozen=True)
-class PreparedData:
-    tokenizer: object
-    train: PreparedSplit
-    validation: PreparedSplit
-    test: PreparedSplit | None  # None when the split fractions give the test split nothing
+from hpo.train.formulations import formulation_of
+from hpo.train.prepared import SPLITS, PreparedData, PreparedSplit
+from hpo.vocabulary import TRAIN_WITH_VALIDATION, EvidenceScope, Formulation
 
 
 def prepare_data(config: TrainConfig) -> PreparedData:
     tokenizer = cached_tokenizer(config.encoder)
-    # which examples are built: the criteria formulation, or the evidence scope
-    variant = config.evidence_scope if config.task == "evidence" else config.formulation
+    formulation = formulation_of(config.formulation)
+    # which examples are built: the formulation's, with the evidence scope where it has one
+    scope = formulation.evidence_scope(config)
+    variant = scope or config.formulation
     fingerprint, splits = _split_examples(
         str(Path(config.data_dir).resolve()),
         _files_stamp(config.data_dir),
-        config.task,
-        variant,
+        config.formulation,
+        scope,
         config.descriptions_path,
         config.split_seed,
         tuple(config.split_fractions),
@@ -115,33 +74,13 @@ def prepare_data(config: TrainConfig) -> PreparedData:
                 )
             prepared[name] = None
             continue
-        whole_post = config.formulation == "whole_post"
-        if whole_post:
-            tokens = tokenize_posts(
-                tokenizer,
-                [e.sentences for e in examples],
-                [e.label for e in examples],
-                config.max_length,
-                cache_key=key,
-                cache_dir=config.cache_dir,
-            )
-        else:
-            tokens = tokenize_pairs(
-                tokenizer,
-                [(e.text_a, e.text_b) for e in examples],
-                [e.label for e in examples],
-                config.max_length,
-                cache_key=key,
-                cache_dir=config.cache_dir,
-                long_text=config.long_text,
-            )
         prepared[name] = PreparedSplit(
-            tokens,
+            formulation.tokenize(tokenizer, examples, config, key),
             tuple(e.post_id for e in examples),
             tuple(e.criterion for e in examples),
             np.fromiter((e.annotated for e in examples), bool, len(examples)),
             config.formulation,
-            tuple(np.asarray(e.evidence, dtype=np.int8) for e in examples) if whole_post else None,
+            formulation.sentence_evidence(examples),
         )
     return PreparedData(tokenizer, **prepared)
 
@@ -166,8 +105,8 @@ def _files_stamp(data_dir: str) -> tuple:
 def _split_examples(
     data_dir: str,
     _stamp: tuple,
-    task: Task,
-    variant: str,
+    formulation: Formulation,
+    scope: EvidenceScope | None,
     descriptions_path: str | None,
     split_seed: int,
     fractions: tuple[float, ...],
@@ -176,10 +115,7 @@ def _split_examples(
 ):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
-    if task == "criteria":
-        examples = build_examples(corpus, task, descriptions, formulation=variant)
-    else:
-        examples = build_examples(corpus, task, descriptions, evidence_scope=variant)
+    examples = formulation_of(formulation).examples(corpus, descriptions, scope)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
     # the same for both tasks
     profiles = symptom_profiles(corpus)

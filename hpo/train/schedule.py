@@ -1,7 +1,7 @@
 """Learning-rate schedules: linear, cosine or constant after a linear warm-up.
 
-The formulas are transformers' ``get_scheduler`` ones (``tests/test_schedule.py`` compares them
-step by step). Written here because importing ``transformers.optimization`` imports
+The formulas are transformers' ``get_scheduler`` ones (``tests/train/test_schedule.py``
+compares them step by step). Written here because importing ``transformers.optimization`` imports
 ``transformers.trainer_utils``, which imports peft whenever it is installed: about 2 s on every
 worker's start, for three one-line functions.
 """

@@ -22,12 +22,12 @@ from hpo.models.device import forward_keys, safe_to_device
 from hpo.models.hardware import check_gpus, cpu_has_native_bf16, resolve_device
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import sequence_logits
+from hpo.train.formulations import formulation_of
 from hpo.train.losses import bce_loss
 from hpo.train.optim import build_optimizer, freeze_bottom
-from hpo.train.posts import accumulate_post_gradients
 from hpo.train.prepare import PreparedData, PreparedSplit, prepare_data
 from hpo.train.schedule import warmup_schedule
-from hpo.train.step import StepContext, accumulate_gradients, plan_units
+from hpo.train.step import StepContext
 
 
 @dataclass
@@ -74,23 +74,8 @@ class Setup:
 
     def step(self, batch: list[int]) -> tuple[torch.Tensor, int]:
         """One optimizer step on ``batch``; its loss and the tokens its forward passes read."""
-        config, train = self.config, self.data.train
-        if train.formulation == "whole_post":
-            self.micro, loss, read = accumulate_post_gradients(
-                self.context,
-                train,
-                batch,
-                len(batch),
-                self.micro,
-                config.evidence_loss_weight,
-                self._score_windows,
-            )
-        else:
-            units = plan_units(train.tokens, batch, train.num_labels, self._score_chunks)
-            self.micro, loss = accumulate_gradients(
-                self.context, train.tokens, units, len(batch), self.micro
-            )
-            read = int(train.tokens.sequence_lengths[units.sequences].sum())
+        config = self.config
+        self.micro, loss, read = formulation_of(config.formulation).accumulate(self, batch)
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         if config.max_grad_norm:
@@ -104,7 +89,7 @@ class Setup:
         self.optimizer.zero_grad(set_to_none=True)
         return loss, read
 
-    def _score_chunks(self, sequence_ids, sentences: bool = False):
+    def score_chunks(self, sequence_ids, sentences: bool = False):
         """A long post's chunks (or whole_post windows' sentences), scored without a graph to
         pick what trains."""
         return sequence_logits(
@@ -119,8 +104,8 @@ class Setup:
             sentences,
         )
 
-    def _score_windows(self, sequence_ids):
-        return self._score_chunks(sequence_ids, sentences=True)
+    def score_windows(self, sequence_ids):
+        return self.score_chunks(sequence_ids, sentences=True)
 
 
 def set_up(config: TrainConfig) -> Setup:

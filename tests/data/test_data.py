@@ -12,7 +12,6 @@ from hpo.data import (
     MULTILABEL,
     SPECIAL_CASE,
     SYMPTOMS,
-    build_examples,
     evidence_candidates,
     kfold_posts,
     load_descriptions,
@@ -26,6 +25,7 @@ from hpo.data.redsm5 import ANNOTATION_COLUMNS, POST_COLUMNS
 from hpo.data.sentences import NOT_IN_POST, split_sentences
 from hpo.errors import DataError, UsageError
 from hpo.fixtures import write_sample
+from hpo.train.formulations import build_examples
 from hpo.vocabulary import TASKS
 
 POST_HEADER = list(POST_COLUMNS)  # the layout the loader requires, in ReDSM5's column order

@@ -101,7 +101,7 @@ def test_under_max_pooling_a_step_trains_the_top_and_evidence_windows_at_the_exa
     counts = np.diff(train_split.tokens.offsets)
     batch = [int(i) for i in np.flatnonzero(counts >= 4)[:3]]
     _, loss, read = accumulate_post_gradients(
-        run.context, train_split, batch, len(batch), 64, 0.5, run._score_windows
+        run.context, train_split, batch, len(batch), 64, 0.5, run.score_windows
     )
     every = train_split.tokens.sequence_lengths[
         np.concatenate(

@@ -2,7 +2,7 @@
 database error means, the heartbeat that keeps a running trial alive, and the study-wide lock.
 
 Every use of Optuna's private surface lives here too, in ``_optuna_private`` alone
-(``tests/test_optuna_private.py`` checks each piece against the installed Optuna).
+(``tests/study/test_optuna_private.py`` checks each piece against the installed Optuna).
 """
 
 from hpo.study.storage._connect import (

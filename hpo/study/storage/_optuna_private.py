@@ -7,7 +7,7 @@ trial: bench P3), its per-attribute upsert inside a transaction of ours, the sta
 question its ``fail_stale_trials`` asks, its cache wrapper for the gRPC proxy, and the text of
 one warning.
 
-tests/test_optuna_private.py checks each name, signature, table column and behaviour
+tests/study/test_optuna_private.py checks each name, signature, table column and behaviour
 assumed here against the installed Optuna, and fails loudly when a release changes one.
 Nothing else in hpo imports ``optuna.*._`` modules or reads an ``_``-attribute of Optuna's.
 """

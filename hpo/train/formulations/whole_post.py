@@ -1,0 +1,74 @@
+"""criteria read sentence by sentence: every sentence of a post scored for the nine symptoms
+and pooled into the post's score, trained on the post's labels and, with the sentence loss, on
+its evidence sentences (``hpo.train.posts``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from hpo.data import MULTILABEL, SYMPTOMS, Corpus, Example
+from hpo.data.tasks import aligned_posts, shown
+from hpo.data.tokenized import TokenizedSplit
+from hpo.data.windows import tokenize_posts
+from hpo.train.config import TrainConfig
+from hpo.train.formulations._base import BaseFormulation
+from hpo.train.posts import accumulate_post_gradients
+
+if TYPE_CHECKING:
+    from hpo.train.setup import Setup
+
+
+class WholePost(BaseFormulation):
+    name = "whole_post"
+
+    def examples(self, corpus: Corpus, descriptions: Mapping[str, str], scope) -> list[Example]:
+        present = shown(corpus)
+        examples = []
+        for post, sentences, statuses, _ in aligned_posts(corpus):
+            evidence = tuple(
+                tuple(int(statuses.get(i, {}).get(symptom, 0) == 1) for symptom in SYMPTOMS)
+                for i in range(len(sentences))
+            )
+            examples.append(
+                Example(
+                    post.post_id,
+                    MULTILABEL,
+                    None,
+                    post.text,
+                    tuple(int((post.post_id, symptom) in present) for symptom in SYMPTOMS),
+                    sentences=tuple(sentence.text for sentence in sentences) or (post.text,),
+                    evidence=evidence or ((0,) * len(SYMPTOMS),),
+                )
+            )
+        return examples
+
+    def tokenize(
+        self, tokenizer, examples: Sequence[Example], config: TrainConfig, cache_key: str
+    ) -> TokenizedSplit:
+        """Each post, as its sentences, in windows of whole sentences (``hpo.data.windows``)."""
+        return tokenize_posts(
+            tokenizer,
+            [e.sentences for e in examples],
+            [e.label for e in examples],
+            config.max_length,
+            cache_key=cache_key,
+            cache_dir=config.cache_dir,
+        )
+
+    def sentence_evidence(self, examples: Sequence[Example]) -> tuple[np.ndarray, ...]:
+        return tuple(np.asarray(e.evidence, dtype=np.int8) for e in examples)
+
+    def accumulate(self, setup: Setup, batch: list[int]) -> tuple[int, torch.Tensor, int]:
+        return accumulate_post_gradients(
+            setup.context,
+            setup.data.train,
+            batch,
+            len(batch),
+            setup.micro,
+            setup.config.evidence_loss_weight,
+            setup.score_windows,
+        )
