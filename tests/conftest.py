@@ -20,6 +20,7 @@ import optuna
 import psutil
 import pytest
 import sqlalchemy as sa
+import torch
 
 from hpo.fixtures import make_tiny_encoder
 from tests.support.cli_studies import CONDITIONAL, RESULTS, build_study
@@ -39,6 +40,13 @@ POSTGRES_URL = (
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach a model hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 POSTGRES_PORT = _BASE_POSTGRES_URL.port or 5432
+# What a test trains in this process (the objective, the loop, a scored model) runs on one torch
+# thread, as hpo's own workers and retrainings do beside other work (hpo.process.
+# threads_per_process): at torch's default of every core, two test processes on 2 cores (make
+# test's -n 2) oversubscribe them, and a 30-post trial took 35 s where one thread takes 1.6 s.
+# The processes a test starts choose their own threads, as hpo does for a user; a test of a
+# command's --threads sets another count first, so that its 1 is the command's doing.
+torch.set_num_threads(1)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
