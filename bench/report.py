@@ -52,6 +52,8 @@ MEASURES = {
     "hardware_limit": "Hardware limit (training step / matmul peak)",
     "explain": "Explanation (symptoms + evidence sentences)",
     "seed_ensemble": "Seed ensemble vs one seed (finalize --ensemble seeds)",
+    "seed_ensemble_real": "Seed ensemble vs one seed on the real ReDSM5 (issue #56)",
+    "portfolio_moves_real": "Portfolio moves on the real ReDSM5 (issue #56, paired seeds)",
     "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
     "threshold_rules": "Threshold rules of finalize --cv (same models, paired)",
     "budget_tail": "A time budget's tail: the start rule before and after b086acf",
