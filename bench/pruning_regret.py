@@ -2,11 +2,13 @@
 
     python -m bench.run --only pruning_regret                # the real job's size (~1 hour here)
     python -m bench.run --only pruning_regret --share quick  # 150 posts (~15 minutes)
+    python -m bench.run --only pruning_regret --data-dir ../shared/redsm5  # the real posts
 
 The full share trains on the calibrated realistic sample at the real set's size and split
 (1,484 posts: 149 validation posts decide, as on the real job) at 128 of the real 256 tokens, so
 that eleven 4-epoch curves fit an hour of a 2-core machine (``pruning_regret_full.json``); the
-quick share on 150 posts (30 validation posts, ``pruning_regret.json``).
+quick share on 150 posts (30 validation posts, ``pruning_regret.json``). With ``--data-dir`` on
+the real ReDSM5 the same curves train on the real posts (``pruning_regret_real.json``).
 
 Every configuration is trained to its last epoch once, without pruning, recording each epoch's
 validation metrics (the study metric and the threshold-free average precision). Optuna's own
@@ -38,7 +40,7 @@ from multiprocessing import get_context
 import optuna
 
 from bench.common import RUNS, write_spec
-from bench.results import commit, load_all, write_results
+from bench.results import commit, data_identity, load_all, write_results
 from bench.workload import (
     RECIPE,
     SEARCH_SPACE,
@@ -91,10 +93,12 @@ def measure(args) -> None:
     """Trains the curves at ``args.share``'s size, or with ``args.resume`` replays that share's
     committed results file's curves again."""
     encoder, encoder_name = encoder_path()
-    results, share = RESULTS[args.share], SHARES[args.share]
+    share = SHARES[args.share]
     posts, fractions = share.posts, share.fractions
-    # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY)
+    # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY), or the real files
     data = sample_data(f"data-{posts}", posts, args.data_dir)
+    real = data_identity(data)["data_kind"] == "real ReDSM5"
+    results = f"{NAME}_real" if real else RESULTS[args.share]
     earlier = load_all().get(results) if args.resume else None
     if earlier:  # its curves, and the commit that trained them
         earlier = {"curves_commit": earlier["commit"], **earlier["details"]}
@@ -119,6 +123,7 @@ def measure(args) -> None:
         details=details,
         command=f"python -m bench.run --only {NAME}"
         + (f" --share {args.share}" if args.share != "full" else "")
+        + (f" --data-dir {args.data_dir}" if args.data_dir else "")
         + (" --resume" if earlier else ""),
         data_dir=data,
     )

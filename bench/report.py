@@ -44,6 +44,7 @@ MEASURES = {
     "search_budget_mid": "Search + finalize vs the standard recipe (500 posts, real hour's shape)",
     "pruning_regret": "Pruning regret (150 posts)",
     "pruning_regret_full": "Pruning regret (calibrated sample, real size)",
+    "pruning_regret_real": "Pruning regret on the real ReDSM5 (issue #56)",
     "sizing": "Supermax trial cost (estimate)",
     "calibration_probe": "Realistic sample difficulty (fast proxy)",
     "calibration_mid": "Realistic sample difficulty (real size, short run)",

@@ -54,7 +54,12 @@ MEASURES = {
         "calibration_shipped",
     ),
     "search_budget": ("search_budget", "search_budget_mid", "search_budget_full"),
-    "pruning_regret": ("pruning_regret", "pruning_regret_full", "pruning_regret_mid"),
+    "pruning_regret": (
+        "pruning_regret",
+        "pruning_regret_full",
+        "pruning_regret_mid",
+        "pruning_regret_real",
+    ),
     "seed_ensemble": ("seed_ensemble", "seed_ensemble_real"),
     "portfolio_moves": ("portfolio_moves", "portfolio_moves_real"),
     "whole_post": ("whole_post", "whole_post_real"),
