@@ -56,6 +56,7 @@ NAME = "pruning_regret"
 # per share its results file; posts and split are the workload's share of the same name, the
 # token budget STUDY_TRAIN's 128 in each
 RESULTS = {share: NAME if share == "quick" else f"{NAME}_{share}" for share in SHARES}
+REAL_RESULTS = f"{NAME}_real"  # the full share's curves trained on the real ReDSM5
 DEFINITION = (
     "share of replay orders in which the pruner killed the configuration that ends best; "
     "regret: its final post macro-F1 minus the best kept"
@@ -98,7 +99,7 @@ def measure(args) -> None:
     # the calibrated realistic sample (hpo.fixtures.realistic.CLARITY), or the real files
     data = sample_data(f"data-{posts}", posts, args.data_dir)
     real = data_identity(data)["data_kind"] == "real ReDSM5"
-    results = f"{NAME}_real" if real else RESULTS[args.share]
+    results = REAL_RESULTS if real else RESULTS[args.share]
     earlier = load_all().get(results) if args.resume else None
     if earlier:  # its curves, and the commit that trained them
         earlier = {"curves_commit": earlier["commit"], **earlier["details"]}

@@ -61,7 +61,10 @@ def test_each_share_writes_its_own_results_file_and_bench_run_names_it():
         assert run.chosen(args.only) == ["search_budget"]
     # pruning_regret runs on search_budget's shares: each has its file there too
     assert set(pruning_regret.RESULTS) == set(SHARES)
-    assert set(pruning_regret.RESULTS.values()) == set(run.MEASURES["pruning_regret"])
+    # and the real data its own
+    files = {*pruning_regret.RESULTS.values(), pruning_regret.REAL_RESULTS}
+    assert len(files) == len(SHARES) + 1
+    assert files == set(run.MEASURES["pruning_regret"])
 
 
 def test_where_both_searches_finalize_the_same_configuration_the_difference_is_thresholds():
