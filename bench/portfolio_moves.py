@@ -20,7 +20,15 @@ import numpy as np
 
 from bench.common import RUNS
 from bench.results import data_identity, write_results
-from bench.workload import RECIPE, SEARCH_SPACE, SPLIT, encoder_path, recipe_config, sample_data
+from bench.workload import (
+    RECIPE,
+    SEARCH_SPACE,
+    SPLIT,
+    data_words,
+    encoder_path,
+    recipe_config,
+    sample_data,
+)
 
 NAME = "portfolio_moves"
 DEFINITION = (
@@ -161,17 +169,21 @@ def measure(args) -> None:
         for seed in range(rounds)
     ]
     picked = [runs[label][seed]["test_post_macro_f1"] for seed, label in enumerate(picks)]
+    minutes = round(statistics.median(r["wall_s"] for rs in runs.values() for r in rs) / 60)
     write_results(
         f"{NAME}_real" if real else NAME,
         {
             "encoder": encoder_name,
-            "data": f"{args.posts} generated realistic posts (seed 0, clarity {args.clarity}), "
-            f"split {SPLIT} by post, one split for every run",
+            "data": data_words(args.data_dir, args.posts, SPLIT)
+            + ("" if real else f", clarity {args.clarity}")
+            + ", one split for every run",
             "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
             "search_space": SEARCH_SPACE,
             "order": [label for label, _ in chosen],
-            "size": "the real post count and split at 128 of the real 256 tokens, so that every "
-            "point's seeds fit about an hour of a 2-core machine",
+            "size": "the real post count and split at the real 256 tokens"
+            if args.max_length >= 256
+            else f"the real post count and split at {args.max_length} of the real 256 tokens, "
+            "so that every point's seeds fit about an hour of a 2-core machine",
         },
         runs,
         "test_post_macro_f1",
@@ -197,11 +209,12 @@ def measure(args) -> None:
         if rounds >= 5
         else {
             "at_least": rounds,
-            "why": f"{rounds} seeds: each is {len(chosen)} trainings of about 4 minutes on a "
-            "2-core machine; the uncertainty that decides a gain is the paired interval over "
-            "test posts (details), not the spread over seeds",
+            "why": f"{rounds} seeds: each is {len(chosen)} trainings of about {minutes} "
+            "minutes on a 2-core machine; the uncertainty that decides a gain is the paired "
+            "interval over test posts (details), not the spread over seeds",
         },
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
-        f"{args.max_length} --seeds {args.seeds} --moves {args.moves} --clarity {args.clarity}",
+        f"{args.max_length} --seeds {args.seeds} --moves {args.moves}"
+        + (f" --data-dir {args.data_dir}" if real else f" --clarity {args.clarity}"),
         data_dir=data_dir,
     )
