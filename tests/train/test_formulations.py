@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 import hpo
+from hpo.data import load_descriptions, load_redsm5
+from hpo.errors import UsageError
 from hpo.train.formulations import BaseFormulation, build_examples, formulation_of
 from hpo.vocabulary import CRITERIA_FORMULATIONS, FORMULATIONS, TRAITS
+from tests.support.redsm5_files import write_fixture
 
 PACKAGE = Path(hpo.__file__).parent
 # where a formulation's name may be compared: its word and its module
@@ -100,3 +103,11 @@ def test_the_criteria_formulations_describe_one_post_by_symptom_matrix(tmp_path)
     first, *others = matrices.values()
     assert sum(first.values()) > 0
     assert all(other == first for other in others)
+
+
+def test_unknown_task_lists_valid_ones(tmp_path):
+    corpus = load_redsm5(write_fixture(tmp_path))
+    with pytest.raises(
+        UsageError, match="unknown task 'sentiment'; choose one of criteria, evidence"
+    ):
+        build_examples(corpus, "sentiment", load_descriptions())
