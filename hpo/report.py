@@ -91,11 +91,8 @@ def _summary(
         "",
         f"- task: {study.user_attrs.get(TASK_ATTR, '?')}",
         f"- direction: {direction} {metric}",
-        "- trials: "
-        + ", ".join(
-            f"{k.replace('requeued', 're-queued')} {counts[k]}"
-            for k in ("complete", "pruned", "failed", "requeued", "running", "waiting")
-        ),
+        f"- trials: complete {counts.complete}, pruned {counts.pruned}, failed {counts.failed}, "
+        f"re-queued {counts.requeued}, running {counts.running}, waiting {counts.waiting}",
         f"- best: trial {best.number}, {metric} = {_fmt(best.value)}",
         "",
         f"## Top {len(top)} trials",

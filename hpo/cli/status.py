@@ -3,7 +3,12 @@ trial is; without a study, one line per study in the storage."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hpo.cli._common import add_study_args
+
+if TYPE_CHECKING:
+    from hpo.study.records import TrialCounts
 
 
 def add_parser(subparsers) -> None:
@@ -26,7 +31,7 @@ def run(args) -> int:
     stale = sum(trial["silent_seconds"] is not None for trial in s.running)
     print(f"study {s.study} ({s.task}, {s.direction} {s.metric})")
     print("  " + _states(counts, stale))
-    print(f"  finished {counts['finished']}/{s.n_trials or '?'}   best {_best(counts)}")
+    print(f"  finished {counts.finished}/{s.n_trials or '?'}   best {_best(counts)}")
     pace = [f"{s.trials_per_hour:.1f} trials/hour"] if s.trials_per_hour else []
     if s.eta_hours is not None:  # from the running trials' own ETAs and the trials left
         pace.append(f"ETA {_duration(s.eta_hours)}")
@@ -86,17 +91,17 @@ def _list_studies(storage) -> int:
     return 0
 
 
-def _states(counts: dict, stale: int = 0) -> str:
+def _states(counts: TrialCounts, stale: int = 0) -> str:
     """Trials by state; interrupted trials queued again are re-queued, not failed, and RUNNING
     ones no worker beats any more are stale, not running (each shown only when there are some,
     as the progress bar shows them)."""
-    states = [f"{k}={counts[k]}" for k in ("complete", "pruned", "failed")]
-    if counts.get("requeued"):
-        states.append(f"re-queued={counts['requeued']}")
-    states.append(f"running={counts['running'] - stale}")
+    states = [f"complete={counts.complete}", f"pruned={counts.pruned}", f"failed={counts.failed}"]
+    if counts.requeued:
+        states.append(f"re-queued={counts.requeued}")
+    states.append(f"running={counts.running - stale}")
     if stale:
         states.append(f"stale={stale}")
-    return "  ".join([*states, f"waiting={counts['waiting']}"])
+    return "  ".join([*states, f"waiting={counts.waiting}"])
 
 
 def _stale_words(trial: dict) -> str:
@@ -108,8 +113,8 @@ def _stale_words(trial: dict) -> str:
     )
 
 
-def _best(counts: dict) -> str:
-    return "-" if counts["best"] is None else f"{counts['best']:.4f}"  # as hpo best rounds it
+def _best(counts: TrialCounts) -> str:
+    return "-" if counts.best is None else f"{counts.best:.4f}"  # as hpo best rounds it
 
 
 def _duration(hours: float) -> str:

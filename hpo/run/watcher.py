@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from hpo.errors import find_cause
 from hpo.study import study_exists
-from hpo.study.records import fail_trials_of_worker, recent_outcomes, state_counts
+from hpo.study.records import TrialCounts, fail_trials_of_worker, recent_outcomes, state_counts
 from hpo.study.storage import caused_by_database, database_problem
 
 
@@ -27,17 +27,10 @@ class StudyWatcher:
 
     def __init__(self, study, n_trials: int, say: Callable[[str], None], max_retry: int = 0):
         self.study, self.n_trials, self.say, self.max_retry = study, n_trials, say, max_retry
-        self.counts = {
-            "finished": 0,
-            "running": 0,
-            "pruned": 0,
-            "failed": 0,
-            "requeued": 0,
-            "best": None,
-        }
+        self.counts = TrialCounts()  # none read yet
         self._outage: str | None = None  # the kind of database problem being waited out
 
-    def poll(self) -> dict:
+    def poll(self) -> TrialCounts:
         """The study's counts now, or the last ones read while the database is unreachable."""
         try:
             self.counts = state_counts(self.study)
@@ -50,14 +43,14 @@ class StudyWatcher:
         return self.counts
 
     def done(self) -> bool:
-        return self.poll()["finished"] >= self.n_trials
+        return self.poll().finished >= self.n_trials
 
     def finished(self) -> int:
-        return self.counts["finished"]
+        return self.counts.finished
 
     def failed(self) -> int:
         """Trials that failed, re-queued or not: the circuit breaker looks again when it grows."""
-        return self.counts["failed"] + self.counts["requeued"]
+        return self.counts.failed + self.counts.requeued
 
     def recent_outcomes(self, k: int) -> list[tuple[str, str | None]]:
         """The last ``k`` trials to end, oldest first; none while the database is unreachable."""

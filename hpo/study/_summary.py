@@ -25,7 +25,7 @@ from hpo.outputs import UID_DIGITS, recorded_owner
 from hpo.spec import HeartbeatSpec, SpecError
 from hpo.storage_url import StorageUrl
 from hpo.study._timing import estimate_check, study_eta_seconds
-from hpo.study.records._census import state_counts, trial_census, trials_per_hour
+from hpo.study.records._census import TrialCounts, state_counts, trial_census, trials_per_hour
 from hpo.study.records._find import recorded_spec, sqlite_file_exists, study_uid
 from hpo.study.records._metric_attrs import trial_metrics
 from hpo.study.records._trials import best_full_trial, completed_trials, running_trials
@@ -55,7 +55,7 @@ class StudyListing:
     """A study as ``hpo status`` lists it among the storage's others."""
 
     study: str
-    counts: dict  # trials by state, and the best value (None: no single best)
+    counts: TrialCounts  # best None: no single best
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class StudyStatus:
     direction: str
     metric: str
     n_trials: int | None
-    counts: dict  # trials by state, finished, and the best value
+    counts: TrialCounts
     trials_per_hour: float | None
     eta_hours: float | None
     estimate: list[dict]  # hpo validate --estimate against the trials' epochs
@@ -193,7 +193,7 @@ def study_status(study) -> StudyStatus:
         spec = None
     # RUNNING in the database, but no worker beats them: their progress is their last words
     stale = stale_trials(study, (spec.heartbeat if spec else HeartbeatSpec()).grace_period)
-    live = counts["running"] > len(stale)
+    live = counts.running > len(stale)
     eta = study_eta_seconds(study, n_trials) if live else None
     running = [
         {
@@ -238,7 +238,6 @@ def study_summaries(storage_url: StorageUrl | str) -> list[StudyListing]:
         if len(study.directions) == 1:
             counts = state_counts(study)
         else:  # not one of hpo's: Optuna has no single best value for it
-            census = trial_census(study)
-            counts = {**census, "failed": census["fail"], "best": None}
+            counts = TrialCounts.from_census(trial_census(study))
         summaries.append(StudyListing(name, counts))
     return summaries

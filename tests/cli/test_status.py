@@ -163,6 +163,23 @@ def test_status_without_a_study_lists_the_storages_studies(
     ]
 
 
+def test_status_lists_a_multi_objective_study_without_a_best_value(capsys, sqlite_url, study_name):
+    """Not one of hpo's: Optuna has no single best value for it, and no re-queued trials."""
+    study = optuna.create_study(
+        study_name=study_name, storage=get_storage(sqlite_url), directions=["maximize", "minimize"]
+    )
+    study.tell(study.ask(SPACE), [0.5, 0.1])
+    study.tell(study.ask(SPACE), state=optuna.trial.TrialState.FAIL)
+    study.ask(SPACE)  # left running
+    code, out, err = hpo(capsys, "status", "--storage", sqlite_url)
+    assert (code, err) == (0, "")
+    assert out.split() == [
+        study_name,
+        *("complete=1", "pruned=0", "failed=1", "running=1", "waiting=0"),
+        *("best", "-"),
+    ]
+
+
 def test_status_without_a_study_on_a_missing_database_creates_nothing(capsys, tmp_path):
     missing = tmp_path / "nothing-here.db"
     code, out, err = hpo(capsys, "status", "--storage", f"sqlite:///{missing}")

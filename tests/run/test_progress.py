@@ -65,16 +65,10 @@ def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_on
 
     from hpo.run import watcher as watcher_module
     from hpo.run.progress import StudyProgress
+    from hpo.study.records import TrialCounts
 
-    def counts(finished: int) -> dict:
-        return {
-            "finished": finished,
-            "running": 2,
-            "pruned": 0,
-            "failed": 0,
-            "requeued": 0,
-            "best": 0.5,
-        }
+    def counts(finished: int) -> TrialCounts:
+        return TrialCounts(complete=finished, running=2, best=0.5)
 
     outage = sa.exc.OperationalError(
         "SELECT", {}, Exception("connection refused\nIs the server running?")

@@ -10,6 +10,7 @@ from optuna.trial import TrialState
 
 from hpo.study.records import (
     SURPLUS,
+    TrialCounts,
     fail_running,
     find_trial,
     requeue,
@@ -58,21 +59,21 @@ def study(storage_url, study_name) -> optuna.Study:
 
 
 def test_interrupted_trials_count_as_requeued_and_surplus_ones_not_at_all(study):
-    counts = state_counts(study)
-    assert {k: counts[k] for k in ("complete", "pruned", "failed", "requeued", "running")} == {
-        "complete": 1,
-        "pruned": 1,
-        "failed": 3,
-        "requeued": 2,
-        "running": 1,
-    }
-    assert counts["waiting"] == 1 and counts["best"] == pytest.approx(0.7)
+    assert state_counts(study) == TrialCounts(
+        complete=1,
+        pruned=1,
+        failed=3,
+        requeued=2,
+        running=1,
+        waiting=1,
+        best=pytest.approx(0.7),
+    )
 
 
 def test_the_grpc_proxys_count_agrees_with_the_sql_one(study):
     """Behind the gRPC proxy there is no SQL: the count comes from the trials themselves."""
     counts = state_counts(study)
-    assert _set_aside(study) == (counts["requeued"], 1)
+    assert _set_aside(study) == (counts.requeued, 1)
 
 
 def test_outcomes_group_failures_by_their_first_line_most_frequent_first(study):
@@ -94,7 +95,8 @@ def test_outcomes_group_failures_by_their_first_line_most_frequent_first(study):
 def test_a_trial_past_its_retries_is_a_failure(storage_url, study_name):
     study = optuna.create_study(study_name=study_name, storage=get_storage(storage_url))
     _interrupted(study, max_retry=0)  # no copy queued: nothing will run it again
-    assert (state_counts(study)["failed"], state_counts(study)["requeued"]) == (1, 0)
+    counts = state_counts(study)
+    assert (counts.failed, counts.requeued) == (1, 0)
     assert trial_outcomes(study)["failures"] == [("interrupted (Ctrl-C)", 1)]
 
 

@@ -228,7 +228,7 @@ def test_low_fidelity_runs_never_judge_the_study(tmp_path, sqlite_url, study_nam
     assert study.best_value == 0.99  # Optuna's own would have taken the screening run
     assert all(TRAIN_SHARE_ATTR not in t.user_attrs for t in completed_trials(study))
     assert len(screened_trials(study)) == 4
-    assert study_status(study).counts["best"] == 0.7
+    assert study_status(study).counts.best == 0.7
 
 
 def test_a_spec_sets_the_share_only_in_its_fidelity_section(tmp_path, sqlite_url):

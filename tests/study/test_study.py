@@ -22,6 +22,7 @@ from hpo.spec import HeartbeatSpec, SpecError, StudySpec, load_spec
 from hpo.storage_url import redact
 from hpo.study import open_study, spec_fingerprint
 from hpo.study.records import (
+    TrialCounts,
     claim,
     enqueue,
     load_existing_study,
@@ -588,7 +589,7 @@ def test_median_pruner_prunes_a_far_worse_trial_and_keeps_its_reports(storage_ur
     frozen = study.get_trials(states=(TrialState.PRUNED,))
     assert [t.number for t in frozen] == [bad.number]
     assert frozen[0].intermediate_values == {0: 0.05}
-    assert state_counts(study)["pruned"] == 1
+    assert state_counts(study).pruned == 1
 
 
 def test_none_pruner_never_prunes(storage_url, study_name):
@@ -766,7 +767,7 @@ def test_state_counts_counts_every_state_and_gives_the_best_value(storage_url, s
     study = optuna.create_study(
         study_name=study_name, storage=get_storage(storage_url), direction="maximize"
     )
-    assert state_counts(study)["best"] is None
+    assert state_counts(study) == TrialCounts()
     for value in (0.6, 0.9, 0.7):
         study.tell(study.ask(X), value)
     for _ in range(2):
@@ -777,10 +778,10 @@ def test_state_counts_counts_every_state_and_gives_the_best_value(storage_url, s
     study.enqueue_trial({"x": 0.5})  # waiting: after the asks, or the next ask would take it
 
     counts = state_counts(study)
-    assert {
-        k: counts[k] for k in ("complete", "pruned", "failed", "running", "waiting", "finished")
-    } == {"complete": 3, "pruned": 2, "failed": 1, "running": 2, "waiting": 1, "finished": 5}
-    assert counts["best"] == pytest.approx(0.9)
+    assert counts == TrialCounts(
+        complete=3, pruned=2, failed=1, running=2, waiting=1, best=pytest.approx(0.9)
+    )
+    assert counts.finished == 5
 
 
 def test_load_existing_study_lists_the_studies_that_exist(storage_url, study_name):
@@ -903,7 +904,7 @@ def test_the_warm_start_is_queued_once_however_many_workers_start_together(
         (load_spec(path, env={}).typed_point(p) for p in load_spec(path, env={}).warm_start),
         key=str,
     ), fixed
-    assert state_counts(study)["complete"] == 8
+    assert state_counts(study).complete == 8
 
 
 def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(

@@ -4,6 +4,7 @@ the dashboard notes, and the spec the study was opened with."""
 
 from hpo.study.records._census import (
     SURPLUS,
+    TrialCounts,
     claim,
     is_surplus,
     recent_outcomes,
@@ -46,6 +47,7 @@ from hpo.study.records._trials import (
 __all__ = [
     "ARTIFACT_DIR",
     "SURPLUS",
+    "TrialCounts",
     "artifact_store",
     "best_full_trial",
     "claim",

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import optuna
 import sqlalchemy as sa
@@ -30,6 +31,44 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 # starts the fail_reason of a trial the worker declined: bookkeeping, not a failure
 SURPLUS = "surplus:"
 REASON_CHARS = 120  # a failure's reason in the summary: its first line, cut to this
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """A study's trials by state and its best value, as ``hpo tune``'s bar, ``hpo status`` and
+    ``hpo report`` show them. ``requeued``: FAIL trials queued again; ``failed``: the other FAIL
+    trials, surplus ones (bookkeeping) left out."""
+
+    complete: int = 0
+    pruned: int = 0
+    failed: int = 0
+    requeued: int = 0
+    running: int = 0
+    waiting: int = 0
+    best: float | None = None  # None: no completed full run yet, or no single best
+
+    @property
+    def finished(self) -> int:
+        return self.complete + self.pruned
+
+    @classmethod
+    def from_census(
+        cls,
+        census: Mapping[str, int],
+        requeued: int = 0,
+        surplus: int = 0,
+        best: float | None = None,
+    ) -> TrialCounts:
+        """From a ``trial_census``, whose ``fail`` counts the re-queued and surplus trials too."""
+        return cls(
+            complete=census["complete"],
+            pruned=census["pruned"],
+            failed=census["fail"] - requeued - surplus,
+            requeued=requeued,
+            running=census["running"],
+            waiting=census["waiting"],
+            best=best,
+        )
 
 
 def is_surplus(trial: FrozenTrial) -> bool:
@@ -111,23 +150,21 @@ def _tally(
     return census
 
 
-def state_counts(study: optuna.Study) -> dict:
+def state_counts(study: optuna.Study) -> TrialCounts:
     """Trial counts by state and the best value, from COUNT queries (cheap to poll). A FAIL
     trial queued again with the same parameters (interrupted, its worker dead, the database
     gone) counts as ``requeued``, not ``failed``; a surplus one (bookkeeping) as neither."""
     backend = rdb_backend(study_storage(study))
     if backend is None:
-        counts, (requeued, surplus) = _tally(study, None), _set_aside(study)
+        census, (requeued, surplus) = _tally(study, None), _set_aside(study)
     else:
         with as_storage_error("the trial census"), backend.engine.connect() as connection:
-            counts = _tally(study, None, connection)
+            census = _tally(study, None, connection)
             requeued, surplus = _set_aside(study, connection)
-    counts["requeued"] = requeued
-    counts["failed"] = counts.pop("fail") - requeued - surplus
-    counts.pop("running_before")
     best = best_full_trial(study)  # None: no completed full run yet
-    counts["best"] = None if best is None else best.value
-    return counts
+    return TrialCounts.from_census(
+        census, requeued=requeued, surplus=surplus, best=None if best is None else best.value
+    )
 
 
 def _set_aside(study: optuna.Study, connection: sa.Connection | None = None) -> tuple[int, int]:
