@@ -1,7 +1,8 @@
 """What several test files share: ``helpers`` (the ``hpo`` CLI run as a user runs it, a free
 port, the rule for a tool this machine lacks), ``shared_storage`` (the tests' own reads of a
 study), ``cli_studies`` and ``tune_cli`` (a finished study, ``hpo tune`` on the sample data),
-``headless`` (Chromium's flags), ``redsm5_files`` (a hand-counted pair of ReDSM5 files) and
+``headless`` (Chromium's flags), ``redsm5_files`` (a hand-counted pair of ReDSM5 files),
+``study_files`` (a small study file to edit) and
 ``final_summaries/`` (metrics.json files ``hpo finalize`` wrote). Paths come from here, not
 from a test file's own place in the tree."""
 
