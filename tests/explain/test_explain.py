@@ -24,7 +24,6 @@ from hpo.models.classifier_file import write_classifier_file
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 from tests.support.headless import CHROMIUM_FLAGS
-from tests.support.helpers import final_summary
 
 HOSTILE = "hostile-1"  # a post whose text is markup: the report must show it, never run it
 HOSTILE_TEXT = (
@@ -388,44 +387,6 @@ def test_the_report_renders_in_a_real_browser_with_badges_and_highlights(
     assert (
         dom.count("<script") == 1 and "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
     )
-
-
-BETTER = {
-    "evidence_average_precision": 0.7,
-    "evidence_recall_at_1": 0.7,
-    "evidence_recall_at_3": 0.9,
-}
-THEIRS = {"average_precision": 0.69, "recall_at_1": 0.67, "recall_at_3": 0.9}
-
-
-@pytest.mark.parametrize(
-    "own, theirs, both",
-    [
-        (BETTER, THEIRS, True),  # at least as good on every figure (recall_at_3 equal)
-        ({**BETTER, "evidence_recall_at_1": 0.6}, THEIRS, False),  # worse on one
-        (BETTER, None, False),  # no summary beside the evidence model: nothing to compare
-    ],
-)
-def test_a_whole_post_model_ranks_the_evidence_itself_only_where_at_least_as_good(
-    tmp_path, own, theirs, both
-):
-    """Issue #49 item 3: on validation, as each model's finalize measured it."""
-    from hpo.explain.quality import one_model_for_both
-
-    for role, validation in (("criteria", own), ("evidence", theirs)):
-        final = tmp_path / role / "final"
-        (final / "model").mkdir(parents=True)
-        if validation is not None:
-            real = final_summary()
-            summary = final_summary(chosen={**real["chosen"], "validation": validation})
-            (final / "metrics.json").write_text(json.dumps(summary))
-    chosen, why = one_model_for_both(
-        tmp_path / "criteria" / "final" / "model", tmp_path / "evidence" / "final" / "model"
-    )
-    assert chosen is both
-    if theirs is not None:
-        assert "average_precision 0.700 vs 0.690" in why and "recall_at_1" in why
-    assert ("one model for both" in why) is both
 
 
 def test_a_joined_prediction_to_a_csv_name_is_refused_before_any_post_is_read(
