@@ -1,5 +1,6 @@
-"""classifier.json: the inference settings as one value, written by training and read back
-by prediction, checked the same way both times; files written by earlier versions still read."""
+"""classifier.json as a whole: its parts must describe one model, and its seal ties the
+settings to the weight files they were saved with (the inference block alone:
+test_inference.py)."""
 
 from __future__ import annotations
 
@@ -9,119 +10,14 @@ import json
 import pytest
 
 from hpo.data import SYMPTOMS
-from hpo.models.classifier_file import read_classifier_file
-from hpo.models.inference import InferenceSettings, InvalidClassifierFile
-
-HALF = dict.fromkeys(SYMPTOMS, 0.5)
-
-
-def settings(**changes) -> InferenceSettings:
-    values = dict(
-        formulation="pairs",
-        labels=tuple(SYMPTOMS),
-        max_length=128,
-        long_text="truncate",
-        thresholds=HALF,
-        validation_thresholds=HALF,
-        descriptions=dict.fromkeys(SYMPTOMS, "a criterion"),
-        data_fingerprint="ab" * 32,
-    )
-    return InferenceSettings(**{**values, **changes})
-
-
-def test_written_and_read_back_it_is_the_same_value():
-    saved = settings()
-    block = json.loads(json.dumps(saved.to_json()))
-    assert block["task"] == "criteria" and block["labels"] == list(SYMPTOMS)
-    assert InferenceSettings.from_json(block) == saved
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        saved.max_length = 64
-
-
-def test_a_block_as_hpo_wrote_it_before_pydantic_reads_back_unchanged():
-    # the hand-written to_json's output, key for key: what sealed model folders already hold
-    written = {
-        "task": "criteria",
-        "formulation": "multilabel",
-        "labels": list(SYMPTOMS),
-        "max_length": 256,
-        "long_text": "head_tail",
-        "descriptions": None,
-        "thresholds": {**HALF, SYMPTOMS[0]: 0.35},
-        "validation_thresholds": {**HALF, SYMPTOMS[0]: 1},
-        "data_fingerprint": "0f" * 32,
-    }
-    loaded = InferenceSettings.from_json(json.loads(json.dumps(written)))
-    assert loaded.thresholds[SYMPTOMS[0]] == 0.35 and loaded.labels == tuple(SYMPTOMS)
-    assert loaded.to_json() == written, "written back as it was read"
-
-
-def test_a_file_saved_before_descriptions_fingerprints_and_validation_thresholds_still_loads():
-    old = {
-        "formulation": "multilabel",
-        "labels": list(SYMPTOMS),
-        "max_length": 64,
-        "long_text": "truncate",
-        "thresholds": HALF,
-    }
-    loaded = InferenceSettings.from_json(old)
-    assert (loaded.descriptions, loaded.data_fingerprint, loaded.validation_thresholds) == (
-        None,
-        None,
-        None,
-    )
-    assert loaded.task == "criteria"
-
-
-@pytest.mark.parametrize(
-    ("change", "field"),
-    [
-        ({"formulation": "triples"}, "inference.formulation"),
-        ({"labels": ()}, "inference.labels"),
-        ({"labels": ("A", "A")}, "inference.labels"),
-        ({"max_length": 0}, "inference.max_length"),
-        ({"max_length": "128"}, "inference.max_length"),
-        ({"max_length": True}, "inference.max_length"),
-        ({"long_text": "squash"}, "inference.long_text"),
-        ({"thresholds": {**HALF, SYMPTOMS[0]: 7}}, f"inference.thresholds.{SYMPTOMS[0]}"),
-        (
-            {"thresholds": {k: v for k, v in HALF.items() if k != SYMPTOMS[0]}},
-            "inference.thresholds",
-        ),
-        (
-            {"validation_thresholds": {**HALF, SYMPTOMS[1]: -0.5}},
-            f"inference.validation_thresholds.{SYMPTOMS[1]}",
-        ),
-        ({"descriptions": {SYMPTOMS[0]: "only one"}}, "inference.descriptions"),
-        ({"data_fingerprint": "not hex"}, "inference.data_fingerprint"),
-    ],
+from hpo.models.classifier_file import (
+    ModelFolderChanged,
+    read_checked,
+    read_classifier_file,
+    rewrite_inference,
 )
-def test_built_by_the_writer_or_read_from_a_file_it_is_checked_once_the_same_way(change, field):
-    with pytest.raises(InvalidClassifierFile) as built:
-        settings(**change)
-    assert built.value.field == field
-    block = {
-        **settings().to_json(),
-        **{k: list(v) if isinstance(v, tuple) else v for k, v in change.items()},
-    }
-    with pytest.raises(InvalidClassifierFile) as read:
-        InferenceSettings.from_json(block)
-    assert read.value.field == field
-
-
-@pytest.mark.parametrize(
-    ("block", "field"),
-    [
-        ({}, "inference.formulation"),
-        ({**settings().to_json(), "max_lenght": 64}, "inference.max_lenght"),
-        ({**settings().to_json(), "task": "evidence"}, "inference.task"),
-        ([], "inference"),
-    ],
-)
-def test_a_broken_block_names_its_first_wrong_field(block, field):
-    with pytest.raises(InvalidClassifierFile) as error:
-        InferenceSettings.from_json(block)
-    assert error.value.field == field
+from hpo.models.inference import InvalidClassifierFile
+from tests.support.inference_settings import HALF, sealed_folder, settings
 
 
 def test_the_file_must_describe_one_model():
@@ -152,3 +48,48 @@ def test_the_file_must_describe_one_model():
         with pytest.raises(InvalidClassifierFile) as error:
             read_classifier_file({**meta, **edit})
         assert error.value.field == field
+
+
+def test_a_sealed_folder_reads_back_and_an_edit_of_its_settings_is_refused(tmp_path):
+    folder = sealed_folder(tmp_path)
+    assert read_checked(folder, weights=True).inference == settings()
+    path = folder / "classifier.json"
+    saved = path.read_text()
+    meta = json.loads(saved)
+    assert set(meta["integrity"]["files"]) == {
+        "head.safetensors",
+        "encoder/model.safetensors",
+        "tokenizer/vocab.json",
+    }
+    labels = meta["inference"]["labels"]
+    labels[0], labels[1] = labels[1], labels[0]  # still a valid file: two labels swapped
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ModelFolderChanged, match="was edited after hpo saved it"):
+        read_checked(folder)
+    unsealed = {k: v for k, v in json.loads(saved).items() if k != "integrity"}
+    path.write_text(json.dumps(unsealed))  # a seal removed: hpo seals every model it saves
+    with pytest.raises(InvalidClassifierFile, match="integrity"):
+        read_checked(folder)
+
+
+def test_a_weight_file_changed_or_added_after_sealing_is_refused(tmp_path):
+    folder = sealed_folder(tmp_path)
+    (folder / "encoder" / "model.safetensors").write_bytes(b"other weights!!")
+    read_checked(folder)  # the settings alone read no weight
+    with pytest.raises(ModelFolderChanged, match="model.safetensors is not the file saved"):
+        read_checked(folder, weights=True)
+    folder = sealed_folder(tmp_path / "again")
+    (folder / "tokenizer" / "special_tokens_map.json").write_text("{}")
+    with pytest.raises(ModelFolderChanged, match="is not among the files saved"):
+        read_checked(folder)
+    (folder / "tokenizer" / "special_tokens_map.json").unlink()
+    (folder / "tokenizer" / "vocab.json").unlink()
+    with pytest.raises(ModelFolderChanged, match="vocab.json, saved with .* is missing"):
+        read_checked(folder)
+
+
+def test_new_thresholds_are_written_and_sealed_again(tmp_path):
+    folder = sealed_folder(tmp_path)
+    moved = dataclasses.replace(settings(), thresholds={**HALF, SYMPTOMS[0]: 0.3})
+    rewrite_inference(folder, moved)
+    assert read_checked(folder, weights=True).inference.thresholds[SYMPTOMS[0]] == 0.3
