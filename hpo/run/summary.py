@@ -51,8 +51,8 @@ def tune_summary(
             raise
         problem = database_problem(study, exc)
         return [_unreadable(study, seconds, interrupted, problem, spec.storage)]
-    counts = outcomes["counts"]
-    finished = counts["complete"] + counts["pruned"]
+    counts = outcomes.counts
+    finished = counts.finished
     tally = f"{finished} of {spec.n_trials} trials finished"
     if interrupted:
         lines = [f"study {study.study_name!r} stopped after {duration(seconds)}: {tally}"]
@@ -61,9 +61,10 @@ def tune_summary(
         lines = [f"study {study.study_name!r} was already done: {tally}; this run started none"]
     else:
         lines = [f"study {study.study_name!r} ran for {duration(seconds)}: {tally}"]
-    states = ", ".join(f"{counts[key]} {word}" for key, word in STATES if counts[key])
+    tallies = [(getattr(counts, key), word) for key, word in STATES]
+    states = ", ".join(f"{n} {word}" for n, word in tallies if n)
     lines.append(f"  trials    {states or 'none yet'}")
-    for index, (reason, n) in enumerate(outcomes["failures"]):
+    for index, (reason, n) in enumerate(outcomes.failures):
         lines.append(f"  {'failures' if index == 0 else '':<8}  {n} × {reason}")
     if best is None:
         lines.append("  best      no completed trial yet")
@@ -74,10 +75,10 @@ def tune_summary(
             + interval_words(best)
             + (f" ({params})" if params else "")
         )
-    queued = counts["waiting"] and not interrupted
+    queued = counts.waiting and not interrupted
     if queued:
         lines.append(
-            f"  queued    {counts['waiting']} not started before the run ended; the next "
+            f"  queued    {counts.waiting} not started before the run ended; the next "
             "`hpo tune` runs them first"
         )
     budget = timeout if timeout is not None else spec.timeout

@@ -78,15 +78,10 @@ def test_the_grpc_proxys_count_agrees_with_the_sql_one(study):
 
 def test_outcomes_group_failures_by_their_first_line_most_frequent_first(study):
     outcomes = trial_outcomes(study)
-    assert outcomes["counts"] == {
-        "complete": 1,
-        "pruned": 1,
-        "failed": 3,
-        "requeued": 2,
-        "running": 1,
-        "waiting": 1,
-    }
-    assert outcomes["failures"] == [
+    assert outcomes.counts == TrialCounts(
+        complete=1, pruned=1, failed=3, requeued=2, running=1, waiting=1
+    )
+    assert outcomes.failures == [
         ("ValueError: bad data", 2),
         ("RuntimeError: out of memory", 1),
     ]
@@ -97,7 +92,7 @@ def test_a_trial_past_its_retries_is_a_failure(storage_url, study_name):
     _interrupted(study, max_retry=0)  # no copy queued: nothing will run it again
     counts = state_counts(study)
     assert (counts.failed, counts.requeued) == (1, 0)
-    assert trial_outcomes(study)["failures"] == [("interrupted (Ctrl-C)", 1)]
+    assert trial_outcomes(study).failures == [("interrupted (Ctrl-C)", 1)]
 
 
 @pytest.mark.slow

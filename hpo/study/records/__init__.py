@@ -5,6 +5,7 @@ the dashboard notes, and the spec the study was opened with."""
 from hpo.study.records._census import (
     SURPLUS,
     TrialCounts,
+    TrialOutcomes,
     claim,
     is_surplus,
     recent_outcomes,
@@ -48,6 +49,7 @@ __all__ = [
     "ARTIFACT_DIR",
     "SURPLUS",
     "TrialCounts",
+    "TrialOutcomes",
     "artifact_store",
     "best_full_trial",
     "claim",

@@ -201,10 +201,17 @@ def _set_aside(study: optuna.Study, connection: sa.Connection | None = None) -> 
     return requeued, surplus_count
 
 
-def trial_outcomes(study: optuna.Study) -> dict:
-    """How a study's trials ended, for the summary ``hpo tune`` ends with: counts by state
-    (``requeued``: FAIL trials queued again, surplus ones left out) and the failures grouped
-    by reason (its first line), most frequent first."""
+@dataclass(frozen=True)
+class TrialOutcomes:
+    """How a study's trials ended, for the summary ``hpo tune`` ends with."""
+
+    counts: TrialCounts  # its ``best`` left None: the summary names the best trial itself
+    failures: list[tuple[str, int]]  # (a reason's first line, trials), most frequent first
+
+
+def trial_outcomes(study: optuna.Study) -> TrialOutcomes:
+    """Counts by state (``requeued``: FAIL trials queued again, surplus ones left out) and the
+    failures grouped by reason (its first line), most frequent first."""
     trials = study.get_trials(deepcopy=False)
     retried = {n for t in trials for n in t.system_attrs.get(RETRY_HISTORY_ATTR, ())}
     counts = dict.fromkeys(("complete", "pruned", "failed", "requeued", "running", "waiting"), 0)
@@ -218,7 +225,7 @@ def trial_outcomes(study: optuna.Study) -> dict:
             counts["failed"] += 1
             reason = str(t.user_attrs.get(FAIL_REASON_ATTR) or "no reason recorded").strip()
             reasons[(reason.splitlines() or ["no reason recorded"])[0][:REASON_CHARS]] += 1
-    return {"counts": counts, "failures": reasons.most_common()}
+    return TrialOutcomes(TrialCounts(**counts), reasons.most_common())
 
 
 def trials_per_hour(study: optuna.Study) -> float | None:
