@@ -20,7 +20,6 @@ from hpo.models.device import forward_keys
 from hpo.train.config import TrainConfig
 from hpo.train.evaluate import evaluate, score
 from hpo.train.loop import train
-from hpo.train.losses import bce_loss
 from hpo.train.metrics import binary_metrics
 from hpo.train.prepare import prepare_data
 
@@ -317,50 +316,6 @@ def test_evidence_negative_ratio_subsamples_unannotated_training_sentences_only(
     result = train(_config(tiny_roberta, sample_dir, epochs=1, evidence_negative_ratio=0.5))
     assert result.samples_trained == len(one)
     assert {"average_precision", "recall_at_1", "recall_at_3"} <= set(result.metrics)
-
-
-def test_label_smoothing_and_focal_loss_match_their_formulas():
-    logits = torch.tensor([[2.0, -1.0], [0.5, 3.0]])
-    labels = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    p = torch.sigmoid(logits)
-    plain = -(labels * p.log() + (1 - labels) * (1 - p).log())
-    assert bce_loss(logits, labels).item() == pytest.approx(plain.sum().item(), rel=1e-6)
-    smoothed = labels * 0.9 + 0.05
-    expected = -(smoothed * p.log() + (1 - smoothed) * (1 - p).log()).sum()
-    assert bce_loss(logits, labels, label_smoothing=0.1).item() == pytest.approx(
-        expected.item(), rel=1e-6
-    )
-    p_true = torch.where(labels == 1, p, 1 - p)
-    focal = (plain * (1 - p_true) ** 2).sum()
-    assert bce_loss(logits, labels, focal_gamma=2.0).item() == pytest.approx(focal.item(), rel=1e-6)
-    # easy examples weigh less
-    assert bce_loss(logits, labels, focal_gamma=2.0) < bce_loss(logits, labels)
-
-
-def test_seeds_repeat_and_deterministic_turns_on_deterministic_kernels(monkeypatch):
-    from hpo.train.setup import _seed
-
-    for name in (
-        "CUDA_LAUNCH_BLOCKING",
-        "CUBLAS_WORKSPACE_CONFIG",
-        "ASCEND_LAUNCH_BLOCKING",
-        "HCCL_DETERMINISTIC",
-        "FLASH_ATTENTION_DETERMINISTIC",
-    ):
-        # enable_full_determinism sets them process-wide
-        monkeypatch.setenv(name, "restored after the test")
-    config = TrainConfig(task="criteria", encoder="x", data_dir="unused", seed=5)
-    _seed(config)
-    first = (torch.rand(3), np.random.rand())
-    _seed(config)
-    assert torch.equal(first[0], torch.rand(3)) and first[1] == np.random.rand()
-    assert not torch.are_deterministic_algorithms_enabled()
-    try:
-        _seed(dataclasses.replace(config, deterministic=True))
-        assert torch.are_deterministic_algorithms_enabled()
-    finally:
-        torch.use_deterministic_algorithms(False)
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False
 
 
 @pytest.mark.slow

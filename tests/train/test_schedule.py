@@ -1,18 +1,15 @@
-"""The learning-rate schedules and seeding the loop uses instead of transformers' (whose module
-imports peft on every worker start) give transformers' values, step by step."""
+"""The learning-rate schedules the loop uses instead of transformers' (whose module imports
+peft on every worker start) give transformers' values, step by step (its seeding:
+test_setup.py)."""
 
-import random
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
-from transformers import get_scheduler, set_seed
+from transformers import get_scheduler
 
-from hpo.train.config import TrainConfig
 from hpo.train.schedule import warmup_schedule
-from hpo.train.setup import _seed
 
 TRANSFORMERS_NAME = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
 
@@ -39,16 +36,6 @@ def test_each_schedule_matches_transformers_at_every_step(kind, warmup, total):
         total + 2,
     )
     assert ours == pytest.approx(theirs, abs=1e-12)
-
-
-def test_seeding_draws_what_transformers_set_seed_draws():
-    def draws():
-        return random.random(), float(np.random.rand()), float(torch.rand(1))
-
-    _seed(TrainConfig(task="criteria", encoder="x", data_dir="unused", seed=123))
-    ours = draws()
-    set_seed(123)
-    assert draws() == ours
 
 
 @pytest.mark.slow
