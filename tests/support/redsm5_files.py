@@ -1,5 +1,6 @@
 """A hand-counted ReDSM5 pair of files (three posts, seven annotation rows), written as CSV:
-the loader's, the tasks' and the formulations' tests count their examples on it."""
+the loader's, the tasks' and the formulations' tests count their examples on it; and the rows
+of such files read back, as the sample data's tests read them."""
 
 from __future__ import annotations
 
@@ -50,3 +51,11 @@ def write_fixture(
         ANNOTATIONS if annotations is None else annotations,
     )
     return directory
+
+
+FILES = ("redsm5_posts.csv", "redsm5_annotations.csv")
+
+
+def read_rows(path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
