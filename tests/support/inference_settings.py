@@ -9,6 +9,7 @@ from pathlib import Path
 from hpo.data import SYMPTOMS
 from hpo.models.classifier_file import write_classifier_file
 from hpo.models.inference import InferenceSettings
+from hpo.vocabulary import TRAITS
 
 HALF = dict.fromkeys(SYMPTOMS, 0.5)
 
@@ -46,6 +47,11 @@ def sealed_folder(folder: Path, weights: bytes = b"head weights", **changes) -> 
     (folder / "encoder" / "model.safetensors").write_bytes(b"encoder weights")
     (folder / "tokenizer" / "vocab.json").write_text('{"a": 0}')
     inference = settings(**changes).to_json()
-    meta = {"format": 1, "task": "criteria", "head": HEAD, "inference": inference}
+    head = {**HEAD, "num_labels": len(inference["labels"]) if per_post(inference) else 1}
+    meta = {"format": 1, "task": inference["task"], "head": head, "inference": inference}
     write_classifier_file(folder, meta)
     return folder
+
+
+def per_post(inference: dict) -> bool:
+    return TRAITS[inference["formulation"]].per_post
