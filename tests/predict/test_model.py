@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from hpo.data import SYMPTOMS, load_descriptions
+from hpo.data import SYMPTOMS
 from hpo.errors import UsageError
-from hpo.models.classifier import HeadConfig, build_classifier, save_classifier
 from hpo.models.ensemble_file import write_ensemble
-from hpo.models.inference import InferenceSettings
-from hpo.models.tokenizer import load_tokenizer
 from hpo.predict import load_classifier
+from tests.support.untrained_models import save_untrained
 
 THRESHOLDS = dict.fromkeys(SYMPTOMS, 0.5) | {"FATIGUE": 0.3, "ANHEDONIA": 0.7}
 TEXTS = [
@@ -24,28 +21,13 @@ TEXTS = [
 ]
 
 
-def save(tiny_roberta, folder, task: str, seed: int = 0):
-    torch.manual_seed(seed)
-    criteria = task == "criteria"
-    model = build_classifier(task, tiny_roberta, HeadConfig(num_labels=9 if criteria else 1))
-    settings = InferenceSettings(
-        formulation="multilabel" if criteria else "evidence",
-        labels=tuple(SYMPTOMS),
-        max_length=32 if criteria else 96,
-        long_text="chunks" if criteria else "truncate",
-        thresholds=THRESHOLDS,
-        descriptions=load_descriptions(),
-    )
-    return save_classifier(model, folder, load_tokenizer(tiny_roberta), settings)
-
-
 @pytest.fixture(scope="module")
 def models(tiny_roberta, tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     return {
-        "criteria": save(tiny_roberta, root / "criteria", "criteria"),
-        "other": save(tiny_roberta, root / "other", "criteria", seed=1),
-        "evidence": save(tiny_roberta, root / "evidence", "evidence"),
+        "criteria": save_untrained(tiny_roberta, root / "criteria", "criteria", THRESHOLDS),
+        "other": save_untrained(tiny_roberta, root / "other", "criteria", THRESHOLDS, seed=1),
+        "evidence": save_untrained(tiny_roberta, root / "evidence", "evidence", THRESHOLDS),
     }
 
 
