@@ -20,6 +20,7 @@ import optuna
 import psutil
 import pytest
 
+from hpo.cli import main
 from hpo.errors import StudyBusy
 from hpo.fixtures import write_sample
 from hpo.spec import load_spec
@@ -100,6 +101,15 @@ def finalize_argv(storage: str, args: list[str], *extra: str) -> list[str]:
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def here(capfd, *argv: str) -> subprocess.CompletedProcess:
+    """``hpo ARGV`` through the CLI's ``main`` in this process, reported as ``run`` reports a
+    child: for a refusal that comes before any work, without a child's seconds of imports."""
+    capfd.readouterr()
+    code = main(list(argv))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["hpo", *argv], code, out, err)
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -355,12 +365,15 @@ def by_name(name: str, storage: str, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_study(tmp_path, assets):
+def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_study(
+    tmp_path, assets, capfd
+):
     """Issue #48 item 15: the study's recorded spec edited in its database into what is no spec
-    (not JSON, a string, a list) made `hpo finalize NAME` and `hpo status NAME` tracebacks."""
+    (not JSON, a string, a list) made `hpo finalize NAME` and `hpo status NAME` tracebacks.
+    The commands run in this process (a traceback would fail the test as surely), but for the
+    worker: it sets its process's memory ceiling before it reads the study."""
     storage = f"sqlite:///{tmp_path / 'hpo.db'}"
     sets = searched(tmp_path, assets, storage, "garbled")  # the --set flags
-    hpo = [sys.executable, "-m", "hpo"]
     for value, why in (
         ("{not json", "not valid JSON"),
         ('"a string"', "a JSON str, not a mapping of keys"),
@@ -368,23 +381,22 @@ def test_an_unreadable_recorded_spec_is_one_line_and_status_still_reads_the_stud
     ):
         write_recorded_spec("garbled", storage, value)
         one_line_error(
-            run(by_name("garbled", storage), tmp_path),
+            here(capfd, "finalize", "garbled", "--storage", storage),
             2,
             f"study 'garbled': its recorded spec is unreadable ({why}); pass the study's YAML",
         )
-        status = run(
-            [sys.executable, "-m", "hpo", "status", "garbled", "--storage", storage], tmp_path
-        )
+        status = here(capfd, "status", "garbled", "--storage", storage)
         assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
         assert "complete=4" in status.stdout, status.stdout  # it needs no spec to count trials
         # issue #55 item 8: the report, tune and a joining worker printed tracebacks
-        for command in (
-            [*hpo, "report", "garbled", "--storage", storage, "--out", str(tmp_path / "r")],
-            [*hpo, "tune", str(SPEC), "--storage", storage, "--no-progress", *sets],
-            [*hpo, "worker", str(SPEC), "--storage", storage, *sets],
+        said = f"study 'garbled': its recorded spec is unreadable ({why})"
+        for argv in (
+            ["report", "garbled", "--storage", storage, "--out", str(tmp_path / "r")],
+            ["tune", str(SPEC), "--storage", storage, "--no-progress", *sets],
         ):
-            said = f"study 'garbled': its recorded spec is unreadable ({why})"
-            one_line_error(run(command, tmp_path), 2, said)
+            one_line_error(here(capfd, *argv), 2, said)
+        worker = [sys.executable, "-m", "hpo", "worker", str(SPEC), "--storage", storage, *sets]
+        one_line_error(run(worker, tmp_path), 2, said)
     assert not (tmp_path / "out").exists(), "nothing written"
 
 
