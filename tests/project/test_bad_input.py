@@ -1,9 +1,10 @@
 """Bad input gets a clear error and loses nothing.
 
-Every case runs the real CLI (``hpo tune --workers 2``, and ``hpo validate`` where it applies)
-on a copy of ``studies/evidence-smoke.yaml`` with exactly one thing wrong: it must exit 2 with
-one line on stderr naming the problem (and the fix, where there is one), no traceback, nothing
-on stdout, and no study created in SQLite or PostgreSQL.
+Every case runs the real CLI (``hpo tune --workers 2`` in a child process, and ``hpo validate``
+where it applies, through the same ``main`` in this one) on a copy of
+``studies/evidence-smoke.yaml`` with exactly one thing wrong: it must exit 2 with one line on
+stderr naming the problem (and the fix, where there is one), no traceback, nothing on stdout,
+and no study created in SQLite or PostgreSQL.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from hpo.cli import main
 from hpo.data import ANNOTATIONS_FILE, POSTS_FILE
 from hpo.fixtures import write_sample
 from tests.support import REPO
@@ -363,14 +365,18 @@ def _env() -> dict[str, str]:
     return {**env, "HF_HUB_OFFLINE": "1"}
 
 
-def _run_together(commands: list[list[str]], cwd: Path) -> list[subprocess.CompletedProcess]:
-    """Start every command at once (each fails within about a second), then collect them."""
+def _run_together(
+    commands: list[list[str]], cwd: Path, meanwhile: Callable[[], object] = lambda: None
+) -> list[subprocess.CompletedProcess]:
+    """Start every command at once (each fails within about a second), call ``meanwhile``,
+    then collect them."""
     procs = [
         subprocess.Popen(
             cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         for cmd in commands
     ]
+    meanwhile()
     results = []
     for cmd, proc in zip(commands, procs, strict=True):
         try:
@@ -380,6 +386,19 @@ def _run_together(commands: list[list[str]], cwd: Path) -> list[subprocess.Compl
             out, err = proc.communicate()
         results.append(subprocess.CompletedProcess(cmd, proc.returncode, out, err))
     return results
+
+
+def _in_process(argv: list[str], capfd) -> subprocess.CompletedProcess:
+    """``hpo ARGV`` through the CLI's ``main`` here, as ``_run_together`` reports a child: torch,
+    transformers and sklearn are loaded here already, where a child spends seconds importing
+    them (hpo tune's child still takes the path from a fresh interpreter)."""
+    capfd.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's refusals
+        code = exc.code
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess([sys.executable, "-m", "hpo", *argv], code, out, err)
 
 
 def _workers_of(spec_path: Path) -> list[str]:
@@ -415,7 +434,7 @@ def _studies_in(url: str) -> set[str]:
 )
 @pytest.mark.slow
 def test_bad_input_is_one_clear_line_and_creates_no_study(
-    case: Case, assets, tmp_path, study_name, request
+    case: Case, assets, tmp_path, study_name, request, monkeypatch, capfd
 ):
     spec = _good_spec(assets, study_name, tmp_path)
     spec_path = tmp_path / "study.yaml"
@@ -446,10 +465,16 @@ def test_bad_input_is_one_clear_line_and_creates_no_study(
             *case.args,
         ]
     ]
-    if case.validate:
-        commands.append([sys.executable, "-m", "hpo", "validate", *common, *case.args])
+    monkeypatch.chdir(tmp_path)  # where the child runs, in its environment (_env)
+    monkeypatch.delenv("HPO_STORAGE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    validated: list[subprocess.CompletedProcess] = []
 
-    for run in _run_together(commands, cwd=tmp_path):
+    def validate() -> None:
+        if case.validate:
+            validated.append(_in_process(["validate", *common, *case.args], capfd))
+
+    for run in [*_run_together(commands, cwd=tmp_path, meanwhile=validate), *validated]:
         what = " ".join(run.args[2:4])
         assert run.returncode == 2, (
             f"{what}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
