@@ -35,6 +35,7 @@ from hpo.study.records import (
 from hpo.study.search import StagedSampler, make_pruner, make_sampler, suggest
 from hpo.study.storage import first_heartbeat, get_storage
 from tests.support import REPO
+from tests.support.conditional_space import conditional_spec
 from tests.support.shared_storage import read_study
 
 SMOKE = REPO / "studies" / "criteria-smoke.yaml"
@@ -801,49 +802,6 @@ def test_load_existing_study_on_an_empty_storage_says_none(sqlite_url):
 
 
 # ---- conditional spaces and warm starts ----------------------------------------------------------
-
-CONDITIONAL = """\
-name: {name}
-task: criteria
-data_dir: unused
-n_trials: {n_trials}
-storage: {storage}
-sampler: {{name: tpe, seed: 0, options: {{n_startup_trials: 5, multivariate: true, group: true, \
-constant_liar: true}}}}
-pruner: {{name: none}}
-train: {{encoder: tiny-roberta}}
-search_space:
-  adapter: {{type: categorical, choices: [full, lora]}}
-  lora_r: {{type: int, low: 4, high: 16, when: {{adapter: lora}}}}
-  head_layers: {{type: int, low: 0, high: 2}}
-  head_hidden_size: {{type: categorical, choices: [32, 64], when: {{head_layers: [1, 2]}}}}
-  learning_rate: {{type: float, low: 1.0e-5, high: 1.0e-3, log: true}}
-warm_start:
-  - {{adapter: full, head_layers: 0, learning_rate: 2e-5}}
-  - {{adapter: lora, lora_r: 8, learning_rate: 3e-4}}
-"""
-
-
-def conditional_spec(tmp_path: Path, storage: str, name: str, n_trials: int = 30) -> Path:
-    path = tmp_path / "conditional.yaml"
-    path.write_text(CONDITIONAL.format(name=name, storage=storage, n_trials=n_trials))
-    return path
-
-
-@pytest.mark.slow
-def test_children_are_sampled_only_when_their_condition_holds(tmp_path, storage_url, study_name):
-    spec = load_spec(conditional_spec(tmp_path, storage_url, study_name), env={})
-    study = open_study(spec)
-    study.optimize(lambda trial: suggest(trial, spec)["learning_rate"] * 1000, n_trials=30)
-    trials = study.get_trials(states=(TrialState.COMPLETE,))
-    assert len(trials) == 30
-    for trial in trials:
-        params = trial.params
-        assert ("lora_r" in params) == (params["adapter"] == "lora"), params
-        assert ("head_hidden_size" in params) == (params["head_layers"] > 0), params
-        spec.train_config(params, None)  # absent children take the TrainConfig defaults
-    assert {t.params["adapter"] for t in trials} == {"full", "lora"}, "both branches were explored"
-    assert {t.params["head_layers"] > 0 for t in trials} == {True, False}
 
 
 def test_the_warm_start_runs_first_with_the_remaining_parameters_sampled(
