@@ -514,22 +514,6 @@ def test_the_time_budget_prices_a_trial_by_the_full_runs_not_the_screened_ones(
 
 
 @pytest.mark.parametrize(
-    ("pruner", "first_look"),
-    [
-        ("{name: hyperband}", 2),  # the default first rung: epoch 2
-        ("{name: successive_halving, units_per_epoch: 3, options: {min_resource: 1}}", 1 / 3),
-        ("{name: median}", None),  # waits for finished trials, no rung
-        ("{name: none}", None),
-    ],
-)
-def test_the_first_judgement_is_the_pruners_first_rung_in_epochs(pruner, first_look):
-    from hpo.study.search import first_look_epochs
-
-    spec = load_spec(str(SMOKE), ["train.epochs=4", f"pruner={pruner}"])
-    assert first_look_epochs(spec) == first_look
-
-
-@pytest.mark.parametrize(
     ("limit", "said"),
     [
         ("5T", "--memory-limit 5242880M for 1 worker(s) is more than this machine's"),

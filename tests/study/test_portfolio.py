@@ -1,7 +1,6 @@
-"""``sampler: {name: auto}``: the budget decides between TPE alone and a portfolio around the
-warm start sampled on by GP until TPE takes over; the decision (pure), the portfolio's points,
-the staged sampler on real ask/tell, ``hpo validate``'s line, and the start through the CLI on
-PostgreSQL."""
+"""``sampler: {name: auto}``'s portfolio around the warm start: its points, ``hpo validate``'s
+line, the start through the CLI on PostgreSQL, and the queue a study's creation fills. The
+decision itself is tests/study/test_strategy.py's, the staged sampler test_sampler.py's."""
 
 from __future__ import annotations
 
@@ -11,103 +10,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 
 from hpo.attributes import PLAN_ATTR, PORTFOLIO_ATTR, RUNS_TO_END_ATTR, SAMPLED_BY_ATTR
 from hpo.cli import main
 from hpo.fixtures import write_sample
-from hpo.spec import SpecError, StudySpec, load_spec
+from hpo.spec import load_spec
 from hpo.study import open_study
 from hpo.study.search import (
-    StagedSampler,
-    handover,
     is_unprunable,
-    make_sampler,
     plan_search,
     portfolio_points,
     read_trial_cost,
     record_trial_cost,
     suggest,
 )
+from tests.support.auto_specs import RECIPE, SPACE, auto_spec
 from tests.support.shared_storage import read_study
-
-RECIPE = {"learning_rate": 1.0e-4, "epochs": 4, "class_weighting": "balanced"}
-SPACE = {  # the issue's real-data study, its three settings the portfolio moves
-    "learning_rate": {"type": "float", "low": 2.0e-5, "high": 3.0e-4, "log": True},
-    "epochs": {"type": "int", "low": 2, "high": 4},
-    "class_weighting": {"type": "categorical", "choices": ["balanced", "sqrt", "none"]},
-    "head_dropout": {"type": "float", "low": 0.0, "high": 0.3},
-}
-
-
-def auto_spec(tmp_path=None, **fields) -> StudySpec:
-    values = {
-        "name": "auto",
-        "task": "criteria",
-        "data_dir": "unused",
-        "n_trials": 12,
-        "sampler": {"name": "auto", "seed": 0},
-        "train": {"encoder": "x"},
-        "search_space": SPACE,
-        "warm_start": [RECIPE],
-        **({"output_dir": str(tmp_path)} if tmp_path else {}),
-        **fields,
-    }
-    return StudySpec.model_validate(values)
-
-
-# ---- the decision (pure) ------------------------------------------------------------------------
-
-
-def test_a_few_trial_budget_runs_the_portfolio_then_gp_until_tpe_can_model():
-    plan = plan_search(auto_spec())
-    assert plan.strategy == "portfolio" and plan.budget_trials == 12
-    # ten per searched parameter (4), and never before TPE's 10 random startup trials are over
-    assert plan.handover == plan.gp_until == 40 == handover(auto_spec())
-    assert [label for label, _ in plan.portfolio] == [
-        "class_weighting balanced -> sqrt",
-        "learning_rate 0.0001 -> 0.0002",
-        "learning_rate 0.0001 -> 5e-05",  # epochs 4 x 1.5 leaves the space: no longer run
-        "learning_rate 0.0001 -> 0.0003",
-        "epochs 4 -> 3",
-        "class_weighting balanced -> none",
-    ]
-    assert plan.to_attr()["gp_until"] == 40
-
-
-def test_the_portfolio_never_outgrows_the_budget_and_a_timeout_counts_with_an_estimate():
-    spec = auto_spec(n_trials=100, timeout=3600)
-    # the issue's job: ~35 min a trial, 2 workers, an hour: about 3 full trials
-    plan = plan_search(spec, trial_seconds=2100, workers=2)
-    assert plan.strategy == "portfolio" and plan.budget_trials == 3
-    assert [label for label, _ in plan.portfolio] == [
-        "class_weighting balanced -> sqrt",
-        "learning_rate 0.0001 -> 0.0002",
-    ]
-    assert "timeout 1h00m x 2 workers / 35m00s a trial" in plan.describe()[0]
-    # a timeout with no measured trial cost is taken as few trials: TPE's random start could be
-    # the whole budget, while the portfolio and GP cost little if trials turn out cheap
-    unmeasured = plan_search(spec)
-    assert (unmeasured.strategy, unmeasured.budget_trials) == ("portfolio", None)
-    assert len(unmeasured.portfolio) == 6 and unmeasured.gp_until == 40
-    assert unmeasured.describe()[0].startswith(
-        "strategy: a timeout of 1h00m with no trial cost measured (hpo validate --estimate) is "
-        "taken as fewer than 40 full trials, the safe side: the warm start, a portfolio of 6"
-    )
-    # with neither, n_trials decides
-    assert plan_search(auto_spec(n_trials=100)).strategy == "tpe"
-
-
-def test_a_budget_of_many_trials_runs_tpe_from_the_first():
-    plan = plan_search(auto_spec(n_trials=40))
-    assert (plan.strategy, plan.gp_until, plan.portfolio) == ("tpe", 0, ())
-    assert "TPE from the first trial" in plan.describe()[0]
-    # a larger TPE startup than ten per parameter moves the handover with it
-    slow = auto_spec(sampler={"name": "auto", "options": {"n_startup_trials": 60}})
-    assert handover(slow) == 60
-
 
 # ---- the portfolio's points -------------------------------------------------------------------
 
@@ -147,73 +67,6 @@ def test_the_first_move_weights_rare_labels_the_middle_way_and_the_other_choice_
         labels = [label for label, _ in portfolio_points(spec)]
         assert labels[0] == f"class_weighting {recipe} -> {first}"
         assert labels[-1] == f"class_weighting {recipe} -> {last}"
-
-
-def test_no_warm_start_means_no_portfolio_and_the_plan_says_why():
-    plan = plan_search(auto_spec(warm_start=[]))
-    assert plan.strategy == "portfolio" and plan.portfolio == ()
-    assert "no warm_start" in plan.describe()[1]
-
-
-# ---- the staged sampler -------------------------------------------------------------------------
-
-
-def _ask_tell(study: optuna.Study, spec: StudySpec, n: int) -> list[str]:
-    for index in range(n):
-        trial = study.ask()
-        suggest(trial, spec)
-        study.tell(trial, 0.1 + (index % 3) / 10)
-    return [t.system_attrs[SAMPLED_BY_ATTR] for t in study.trials]
-
-
-def test_the_staged_sampler_samples_with_gp_then_hands_over_to_tpe():
-    spec = auto_spec()
-    tpe = optuna.samplers.TPESampler(seed=0, n_startup_trials=2)
-    gp = optuna.samplers.GPSampler(seed=0, n_startup_trials=2, warn_independent_sampling=False)
-    study = optuna.create_study(direction="maximize", sampler=StagedSampler(gp, tpe, gp_until=4))
-    assert _ask_tell(study, spec, 6) == ["gp"] * 4 + ["tpe"] * 2
-    # GP modelled from its second complete trial: it shares what it proposed with other workers
-    # in these system attributes (Optuna's GPSampler, trials 2 and 3 only)
-    modelled = [
-        any(key.startswith("gp:relative_params") for key in t.system_attrs) for t in study.trials
-    ]
-    assert modelled == [False, False, True, True, False, False]
-    # a pruned trial counts as finished, as for n_trials and TPE's startup
-    pruned = optuna.create_study(direction="maximize", sampler=StagedSampler(gp, tpe, gp_until=1))
-    trial = pruned.ask()
-    suggest(trial, spec)
-    pruned.tell(trial, state=TrialState.PRUNED)
-    assert _ask_tell(pruned, spec, 1) == ["gp", "tpe"]
-
-
-def test_the_plan_a_study_recorded_decides_when_every_worker_hands_over():
-    spec = auto_spec(n_trials=40)  # TPE from the first trial
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(spec, "node/0"))
-    study.set_user_attr(PLAN_ATTR, plan_search(spec).to_attr())
-    assert _ask_tell(study, spec, 2) == ["tpe", "tpe"]
-    few = optuna.create_study(direction="maximize", sampler=make_sampler(auto_spec(), "node/1"))
-    few.set_user_attr(PLAN_ATTR, plan_search(auto_spec()).to_attr())
-    assert _ask_tell(few, auto_spec(), 3) == ["gp"] * 3
-
-
-def test_the_staged_sampler_works_under_hyperband_and_counts_the_whole_study():
-    """HyperbandPruner hands samplers a bracket's view of the study (no user_attrs, only that
-    bracket's trials): the plan and the finished count still come from the whole study (the
-    shipped supermax specs pair sampler auto with Hyperband; this crashed hpo validate)."""
-    spec = auto_spec(n_trials=40)
-    pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=9, reduction_factor=3)
-    study = optuna.create_study(
-        direction="maximize", sampler=make_sampler(auto_spec(), "node/0"), pruner=pruner
-    )
-    study.set_user_attr(PLAN_ATTR, {**plan_search(auto_spec()).to_attr(), "gp_until": 3})
-    assert _ask_tell(study, spec, 5) == ["gp"] * 3 + ["tpe"] * 2
-
-
-def test_auto_takes_tpe_options_and_names_a_wrong_one():
-    spec = auto_spec(sampler={"name": "auto", "options": {"multivariate": True, "group": True}})
-    assert isinstance(make_sampler(spec), StagedSampler)
-    with pytest.raises(SpecError, match=r"sampler\.options\.n_startup_trials: expected an int"):
-        make_sampler(auto_spec(sampler={"name": "auto", "options": {"n_startup_trials": "ten"}}))
 
 
 # ---- hpo validate, and the study's creation ---------------------------------------------------
@@ -423,14 +276,3 @@ def test_a_portfolio_move_to_another_formulation_runs_to_its_end_and_no_other_do
     assert unpruned == ["whole_post"]
     assert not is_unprunable(queued[0]) and params[0].items() >= WHOLE_POST_RECIPE.items()
     assert RUNS_TO_END_ATTR in queued[-1].user_attrs  # the last move, said why in the trial
-
-
-def test_a_recorded_cost_is_read_only_for_the_data_and_encoders_it_timed(tmp_path):
-    """Issue #55 item 15: `validate --estimate`'s record, keyed on the settings alone, was reused
-    ("from hpo validate --estimate") by a later study of another encoder."""
-    spec = auto_spec(tmp_path, model_paths={"x": str(tmp_path / "small")})
-    record_trial_cost(spec, 600.0, 2)
-    assert read_trial_cost(spec) == (600.0, 2)
-    other_encoder = auto_spec(tmp_path, model_paths={"x": str(tmp_path / "large")})
-    other_data = auto_spec(tmp_path, model_paths={"x": str(tmp_path / "small")}, data_dir="real")
-    assert read_trial_cost(other_encoder) is None and read_trial_cost(other_data) is None

@@ -32,24 +32,16 @@ from hpo.study.records import (
     study_uid,
     trial_census,
 )
-from hpo.study.search import StagedSampler, make_pruner, make_sampler, suggest
+from hpo.study.search import suggest
 from hpo.study.storage import first_heartbeat, get_storage
-from tests.support import REPO
 from tests.support.conditional_space import conditional_spec
 from tests.support.shared_storage import read_study
+from tests.support.study_files import SMOKE, smoke_spec
 
-SMOKE = REPO / "studies" / "criteria-smoke.yaml"
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Heartbeat of storage is supposed to be used with Study.optimize"
 )
 X = {"x": FloatDistribution(0.0, 1.0)}
-
-
-def smoke_spec(
-    *overrides: str, storage: str = "sqlite:///unused.db", name: str | None = None
-) -> StudySpec:
-    """The shipped smoke study with ``--set`` overrides, as the CLI would load it."""
-    return load_spec(SMOKE, [*overrides, *([f"name={name}"] if name else [])], storage, env={})
 
 
 def study_names(url: str) -> list[str]:
@@ -387,69 +379,6 @@ def test_a_role_without_privileges_is_one_line_naming_the_role_and_the_grant(
 
 
 @pytest.mark.parametrize(
-    ("name", "options", "expected"),
-    [
-        ("tpe", "{n_startup_trials: 3}", optuna.samplers.TPESampler),
-        ("gp", "{n_startup_trials: 3}", optuna.samplers.GPSampler),
-        ("random", "{}", optuna.samplers.RandomSampler),
-        ("cmaes", "{n_startup_trials: 3}", optuna.samplers.CmaEsSampler),
-        ("auto", "{n_startup_trials: 3}", StagedSampler),  # GP, then TPE
-    ],
-)
-def test_every_sampler_name_builds_its_optuna_class(name, options, expected):
-    sampler = make_sampler(
-        smoke_spec(f"sampler.name={name}", f"sampler.options={options}"), "host/0"
-    )
-    assert type(sampler) is expected
-
-
-@pytest.mark.parametrize("name", ["tpe", "gp", "random", "cmaes", "auto"])
-@pytest.mark.slow
-def test_every_sampler_runs_trials_past_its_startup(storage_url, study_name, name):
-    """Building a sampler is not enough: CMA-ES needs the cmaes package once it starts sampling."""
-    from hpo.run.objective import suggest
-
-    spec = smoke_spec(
-        f"sampler.name={name}",
-        "sampler.options={n_startup_trials: 2}" if name != "random" else "sampler.options={}",
-        storage=storage_url,
-        name=study_name,
-    )
-    study = open_study(spec)
-    for number in range(5):
-        trial = study.ask()
-        study.tell(trial, float(number % 3) + suggest(trial, spec)["learning_rate"])
-    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 5
-
-
-def test_cmaes_is_refused_behind_the_storage_proxy():
-    spec = smoke_spec("sampler.name=cmaes", "sampler.options={}", storage="grpc://127.0.0.1:13999")
-    with pytest.raises(SpecError, match="cmaes unpickles its state"):
-        make_sampler(spec, "host/0")
-
-
-@pytest.mark.parametrize(
-    ("name", "options", "expected"),
-    [
-        ("median", "{n_startup_trials: 2, n_warmup_steps: 1}", optuna.pruners.MedianPruner),
-        ("hyperband", "{min_resource: 1, reduction_factor: 3}", optuna.pruners.HyperbandPruner),
-        ("successive_halving", "{reduction_factor: 2}", optuna.pruners.SuccessiveHalvingPruner),
-        (
-            "patient",
-            "{patience: 2, wrapped: {name: median, options: {n_startup_trials: 1}}}",
-            optuna.pruners.PatientPruner,
-        ),
-        ("none", "{}", optuna.pruners.NopPruner),
-    ],
-)
-def test_every_pruner_name_builds_its_optuna_class(name, options, expected):
-    assert (
-        type(make_pruner(smoke_spec(f"pruner.name={name}", f"pruner.options={options}")))
-        is expected
-    )
-
-
-@pytest.mark.parametrize(
     ("override", "key"),
     [
         ("sampler.options.nonsense=1", "sampler.options"),
@@ -502,27 +431,6 @@ def test_an_option_of_the_wrong_type_names_the_option_and_the_type_wanted(
         open_study(spec)
     assert expected in str(caught.value) and "\n" not in str(caught.value)
     assert study_name not in study_names(storage_url)
-
-
-def test_bad_wrapped_pruner_option_names_pruner_options():
-    spec = smoke_spec(
-        "pruner.name=patient",
-        "pruner.options={patience: 1, wrapped: {name: median, options: {bogus: 1}}}",
-    )
-    with pytest.raises(SpecError, match="pruner.options"):
-        make_pruner(spec)
-
-
-def first_x(sampler: optuna.samplers.BaseSampler) -> float:
-    return optuna.create_study(sampler=sampler).ask(X).params["x"]
-
-
-def test_each_worker_gets_its_own_seed_and_keeps_it():
-    spec = smoke_spec("sampler.seed=7")
-    a, b = first_x(make_sampler(spec, "host/a")), first_x(make_sampler(spec, "host/b"))
-    assert a != b  # N workers with one seed would propose the same parameters N times
-    assert first_x(make_sampler(spec, "host/a")) == a
-    assert first_x(make_sampler(smoke_spec("sampler.seed=7"), "host/a")) == a
 
 
 def seeded_spec(storage_url: str, name: str) -> StudySpec:
@@ -876,30 +784,3 @@ def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(
         enqueue(study, spec, {"lora_r": 12})
     # the warm start's two and this one
     assert len(study.get_trials(states=(TrialState.WAITING,))) == 3
-
-
-@pytest.mark.parametrize(
-    "name, option",
-    [
-        ("median", "n_warmup_steps"),
-        ("hyperband", "min_resource"),
-        ("successive_halving", "min_resource"),
-    ],
-)
-def test_no_trial_is_pruned_on_its_first_epoch_unless_the_spec_says_so(name, option, tmp_path):
-    """Epoch 1 of a warm-up ranks configurations badly (4 of 5 pruned there on real posts): the
-    first rung is epoch 2 by default, and a spec's own option still wins."""
-    from hpo.spec import load_spec
-    from hpo.study.search import make_pruner
-
-    smoke = REPO / "studies" / "criteria-smoke.yaml"
-    default = make_pruner(
-        load_spec(smoke, [f"pruner={{name: {name}, options: {{}}}}"], "sqlite://", env={})
-    )
-    told = make_pruner(
-        load_spec(
-            smoke, [f"pruner={{name: {name}, options: {{{option}: 1}}}}"], "sqlite://", env={}
-        )
-    )
-    attribute = {"n_warmup_steps": "_n_warmup_steps", "min_resource": "_min_resource"}[option]
-    assert getattr(default, attribute) == 2 and getattr(told, attribute) == 1

@@ -1,4 +1,5 @@
-"""A small study file (``BASE``) and ways to edit and write it, which the spec's tests share."""
+"""A small study file (``BASE``) and ways to edit and write it, which the spec's tests share, and
+the shipped smoke study as the CLI loads it (``smoke_spec``), which the study's tests share."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from hpo.spec import CategoricalParam, StudySpec
+from hpo.spec import CategoricalParam, StudySpec, load_spec
 from tests.support import REPO
 
 STUDIES = sorted((REPO / "studies").glob("*.yaml"))
+SMOKE = REPO / "studies" / "criteria-smoke.yaml"
 
 BASE = {
     "name": "unit-spec",
@@ -65,3 +67,10 @@ def changed(*edits: tuple[str, object]) -> dict:
 
 
 DELETE = object()
+
+
+def smoke_spec(
+    *overrides: str, storage: str = "sqlite:///unused.db", name: str | None = None
+) -> StudySpec:
+    """The shipped smoke study with ``--set`` overrides, as the CLI would load it."""
+    return load_spec(SMOKE, [*overrides, *([f"name={name}"] if name else [])], storage, env={})
