@@ -165,23 +165,6 @@ def test_a_manual_kill_9_is_not_called_out_of_memory():
         assert line.endswith("; the kernel's OOM killer did not run))"), line
 
 
-@pytest.mark.parametrize(
-    ("peak", "ceiling", "ran", "words"),
-    [
-        (900, 8000, True, "out of memory: the kernel's OOM killer ran, peak RSS 0.9 GB of its"),
-        (7500, 8000, None, "out of memory: peak RSS 7.3 GB of its 7.8 GB ceiling"),
-        (900, 8000, None, "no sign of running out of memory (peak RSS 0.9 GB of its 7.8 GB"),
-        (None, None, False, "(peak RSS not seen; the kernel's OOM killer did not run)"),
-    ],
-)
-def test_sigkill_words_follow_the_evidence(peak, ceiling, ran, words):
-    from hpo.run.death import death_words
-
-    assert words in death_words(-signal.SIGKILL, peak, ceiling, ran)
-    assert death_words(-signal.SIGTERM, peak, ceiling, ran) == "killed by signal 15 (SIGTERM)"
-    assert death_words(3, peak, ceiling, ran) == "exit code 3"
-
-
 def test_memory_is_split_between_workers_and_reaches_their_command():
     assert memory_share_mb(4, total_mb=20_000) == 4_500
     launches = worker_launches(
