@@ -1,6 +1,7 @@
 """The progress bar of `hpo tune` (and finalize and predict): drawn only where standard error is
 a terminal, unless asked for (issue #48 item 4: `make demo > log 2>&1` held 93 carriage returns
-with log lines glued to bar fragments); and its counts through a database outage."""
+with log lines glued to bar fragments). Its counts through a database outage are
+tests/run/test_watcher.py's, which decides them."""
 
 from __future__ import annotations
 
@@ -53,62 +54,3 @@ def test_no_bar_where_the_output_is_a_pipe_unless_progress_is_asked_for(
     forced = _tune(study_name, sqlite_url, assets, "--set", "n_trials=2", "--progress")
     assert b"trial 1 COMPLETE" in forced
     assert b"\r" in forced and b"1/2 [" in forced, forced.decode()[-3000:]
-
-
-# ---- the study watcher while the database is unreachable, and the bar showing it ----------------
-
-
-def test_progress_keeps_the_last_counts_through_a_database_outage_and_says_so_once(
-    monkeypatch, capsys
-):
-    import sqlalchemy as sa
-
-    from hpo.run import watcher as watcher_module
-    from hpo.run.progress import StudyProgress
-    from hpo.study.records import TrialCounts
-
-    def counts(finished: int) -> TrialCounts:
-        return TrialCounts(complete=finished, running=2, best=0.5)
-
-    outage = sa.exc.OperationalError(
-        "SELECT", {}, Exception("connection refused\nIs the server running?")
-    )
-    answers = iter(
-        [counts(3), outage, outage, outage, counts(5), outage, counts(9), ValueError("a bug")]
-    )
-
-    def state_counts(study):
-        answer = next(answers)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    monkeypatch.setattr(watcher_module, "state_counts", state_counts)
-    progress = StudyProgress(n_trials=5, enabled=False)
-    watcher = watcher_module.StudyWatcher(None, 5, progress.write)
-
-    def refresh() -> None:  # as the supervisor does: the watcher reads, the bar shows
-        progress.refresh(watcher.poll())
-
-    refresh()
-    assert not watcher.done() and progress.bar.n == 3  # the outage began: the last counts stand
-    refresh()
-    refresh()
-    assert progress.bar.n == 3
-    refresh()  # back
-    assert progress.bar.n == 5
-    assert watcher.done()  # a second outage: the last counts say done
-    refresh()
-    assert progress.bar.n == 5
-    lines = capsys.readouterr().out.splitlines()
-    assert (
-        lines
-        == [
-            "database unreachable (connection refused); "
-            "waiting for it, the workers retry on their own",
-            "database reachable again",
-        ]
-        * 2
-    )
-    with pytest.raises(ValueError, match="a bug"):  # only database errors are waited out
-        refresh()
