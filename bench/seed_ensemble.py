@@ -137,8 +137,9 @@ def measure(args) -> None:
         if args.seeds >= 5
         else {
             "at_least": args.seeds,
-            "why": f"{args.seeds} seeds: each a full training of the recipe (7-54 min at 256 "
-            "tokens on the real posts, on a shared 2-core CPU); they give "
+            "why": f"{args.seeds} seeds: each a full training of the recipe "
+            f"({round(min(walls.values()) / 60)}-{round(max(walls.values()) / 60)} min at "
+            f"{args.max_length} tokens here, on a shared 2-core CPU); they give "
             f"{len(pairs)} paired gains",
         },
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
