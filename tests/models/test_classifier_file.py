@@ -17,18 +17,11 @@ from hpo.models.classifier_file import (
     rewrite_inference,
 )
 from hpo.models.inference import InvalidClassifierFile
-from tests.support.inference_settings import HALF, sealed_folder, settings
+from tests.support.inference_settings import HALF, HEAD, sealed_folder, settings
 
 
 def test_the_file_must_describe_one_model():
-    head = {
-        "pooling": "cls",
-        "hidden_layers": 0,
-        "hidden_size": 8,
-        "activation": "gelu",
-        "dropout": 0.1,
-        "num_labels": 1,
-    }
+    head = HEAD
     seal = {"scheme": "sha256-sampled-1", "files": {}, "digest": "0" * 64}  # its shape only
     meta = {
         "format": 1,
