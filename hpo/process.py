@@ -5,6 +5,7 @@ and output that may have nowhere to go or no terminal to draw a progress bar on.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
 import os
@@ -38,6 +39,13 @@ def interruptible() -> Iterator[None]:
     clean-up is bounded (a worker's database calls time out; a launcher SIGKILLs workers
     that linger).
 
+    Python raises the KeyboardInterrupt wherever the main thread is when it runs the
+    handler, and from Python code the garbage collector runs (a weakref callback, a
+    ``__del__``) it cannot propagate: Python prints it and goes on. Such a lost one is raised
+    again, until it lands where it propagates, and signals count again meanwhile. A
+    launcher's death signal comes once: a worker that lost it, ignoring every signal after
+    it, trained on with nobody left to stop it.
+
     Set explicitly: a process started in the background inherits SIGINT ignored. Only
     the main thread may set handlers; elsewhere the block runs unchanged. The caller's
     handlers are back once the block ends.
@@ -45,18 +53,58 @@ def interruptible() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    state = _Stopping()
 
     def stop(signum, frame):
+        if state.in_hook:  # in `dropped`, or a hook it calls: raised here, it is lost too
+            _raise_in_main_thread(signum)
+            return
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt
+        state.signum, state.raised = signum, KeyboardInterrupt()
+        raise state.raised
+
+    def dropped(unraisable) -> None:
+        state.in_hook = True
+        try:
+            if state.raised is not None and unraisable.exc_value is state.raised:
+                state.raised = None  # lost where it was raised: raise it again
+                for sig in STOP_SIGNALS:
+                    signal.signal(sig, stop)
+                _raise_in_main_thread(state.signum)
+            else:
+                hook(unraisable)
+        finally:
+            state.in_hook = False
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    hook, sys.unraisablehook = sys.unraisablehook, dropped
     try:
         yield
     finally:
+        if sys.unraisablehook is dropped:  # unless someone set their own meanwhile
+            sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+@dataclass
+class _Stopping:
+    """An ``interruptible`` block's stop: the KeyboardInterrupt raised and for which signal
+    (None until a signal comes, and again once it is lost), and whether the main thread is in
+    the hook that is told of lost exceptions (``sys.unraisablehook``)."""
+
+    signum: int = 0
+    raised: KeyboardInterrupt | None = None
+    in_hook: bool = False
+
+
+def _raise_in_main_thread(signum: int) -> None:
+    """Have the handler of ``signum`` run again in the main thread, from a thread of its own:
+    once the main thread has left the hook it is in (a handler runs at the main thread's next
+    instruction, and one that raises in the hook is lost). ``_thread``'s start does not wait
+    for the thread to run, as ``threading``'s does."""
+    _thread.start_new_thread(_thread.interrupt_main, (signum,))
 
 
 @contextmanager

@@ -119,6 +119,65 @@ def test_a_second_stop_signal_does_not_cut_the_clean_up_short():
     assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
+# A worker-like child that follows its parent out, killed mid-"trial" while a finalizer runs: the
+# garbage collector runs weakref callbacks and __del__ methods (sqlalchemy's class registry has
+# one) as Python code, and what the stop signal raises there is printed and dropped, not raised.
+FINALIZING_CHILD = textwrap.dedent("""
+    import os, sys, time
+    from hpo.process import exit_with_parent, interruptible
+    parent = os.getppid()
+    exit_with_parent(parent)
+    class Garbage:
+        def __del__(self):
+            print("finalizing", flush=True)
+            os.kill(parent, 9)  # the launcher is killed while a finalizer runs
+            deadline = time.monotonic() + 5
+            while os.getppid() == parent and time.monotonic() < deadline:
+                pass  # its death signal is handled in here, in Python code the collector runs
+            for _ in range(100_000):
+                pass
+            print("the death signal came after the finalizer", flush=True)
+    try:
+        with interruptible():
+            Garbage()
+            trained_until = time.monotonic() + 10  # a trial's steps, for longer than the test waits
+            while time.monotonic() < trained_until:
+                time.sleep(0.01)
+            print("outlived its launcher", flush=True)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+""")
+
+
+def test_a_death_signal_landing_in_a_finalizer_still_stops_the_worker():
+    """The launcher's kill -9 is handled while the collector runs a finalizer, where the
+    KeyboardInterrupt it raises cannot propagate (seen in `hpo tune`: in sqlalchemy's weakref
+    callback while a trial tokenized). The death signal comes once; the worker must still stop
+    (re-queueing its trial) instead of training on deaf to every later stop signal."""
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', sys.argv[1]])\n"
+            "time.sleep(30)\n",
+            FINALIZING_CHILD,
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,  # the child's too: read to its end once both have exited
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    started = time.monotonic()
+    try:
+        said, _ = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == -signal.SIGKILL
+    assert said.splitlines() == ["finalizing", "stopped"], said
+    assert time.monotonic() - started < 8, "stopped at once, not after its 10 s of training"
+
+
 def test_output_to_a_closed_terminal_is_dropped_without_an_error(tmp_path):
     """Writes that fail with EIO (the terminal window closed) are dropped, and so is all
     later output, so a clean-up that prints as it goes, and the exit, still succeed."""
