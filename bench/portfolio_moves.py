@@ -5,20 +5,28 @@ trains at all. Here the standard recipe and every portfolio point the product ma
 issue's real-data study (bench/workload.py's SEARCH_SPACE) each train on the calibrated realistic
 sample at the real post count and split, on the same seeds; each is scored once on test at the
 fixed 0.5, with a 95% bootstrap interval over test posts, and against the recipe on the same
-seeds and posts (the paired gain, its interval from resampling the test posts).
+seeds and posts (the paired gain, its interval from resampling the test posts). The trainings
+run ``--parallel`` at a time, each its own process of ``--threads`` threads (the real job's two
+workers of one thread each); a model already trained is scored again, not retrained.
 
     python -m bench.run --only portfolio_moves          # 1,484 posts, 128 tokens, 3 seeds
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import statistics
+import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
-from bench.common import RUNS
+from bench.common import REPO, RUNS
 from bench.results import data_identity, write_results
 from bench.workload import (
     RECIPE,
@@ -100,7 +108,6 @@ def measure(args) -> None:
     from hpo.data import SYMPTOMS
     from hpo.final.holdout import mean_probabilities
     from hpo.train.evaluate import metrics_at, post_intervals
-    from hpo.train.loop import train
     from hpo.train.prepare import prepare_data
 
     encoder, encoder_name = encoder_path()
@@ -109,53 +116,42 @@ def measure(args) -> None:
     real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
     tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
     chosen = points()[: args.moves + 1]
+    # seed by seed: a run cut short still has whole rounds
+    jobs = [(seed, label, point) for seed in range(args.seeds) for label, point in chosen]
+    settings = {job[:2]: _settings(encoder, data_dir, args.max_length, tag, *job) for job in jobs}
+    untrained = [job for job in settings.values() if not _trained(job)]
+    with ThreadPoolExecutor(args.parallel) as pool:  # each training its own process
+        list(pool.map(lambda job: _train_in_process(job, args.threads), untrained))
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
     truth = None
-    for seed in range(args.seeds):  # seed by seed: a run cut short still has whole rounds
-        for label, point in chosen:
-            # named by the point, not its place: a reordered portfolio reuses the right model
-            moved = re.sub(r"[^\w.]+", "-", label)
-            folder = RUNS / "portfolio-moves" / f"{tag}-{moved}-s{seed}"
-            config = recipe_config(
-                encoder,
-                data_dir,
-                args.max_length,
-                seed,
-                split_seed=0,  # one split: the configurations differ in training alone
-                checkpoint_dir=str(folder),
-                cache_dir=str(RUNS / "portfolio-moves-cache"),
-                **point,
-            )
-            timing = folder / TIMING
-            if not (folder / "classifier.json").exists():
-                started = time.perf_counter()
-                train(config)
-                timing.write_text(f"{time.perf_counter() - started:.1f}\n")
-            wall = float(timing.read_text())  # the training's, kept with its model
-            data = prepare_data(config)  # its own: a move may change what the encoder reads
-            probs = {
-                name: mean_probabilities(config, data, getattr(data, name), [folder])
-                for name in ("validation", "test")
-            }
-            interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
-            truth, decided = _decided(data, probs["test"])
-            decisions[label].append(decided)
-            run = {
-                "seed": seed,
-                "point": point,
-                "validation_post_macro_f1": round(
-                    metrics_at(data.validation, probs["validation"], fixed)["post_macro_f1"], 4
-                ),
-                "test_post_macro_f1": round(
-                    metrics_at(data.test, probs["test"], fixed)["post_macro_f1"], 4
-                ),
-                "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
-                "wall_s": wall,
-            }
-            runs[label].append(run)
-            print(f"[{NAME}] seed {seed} {label}: {run}", flush=True)
+    for seed, label, _ in jobs:
+        config = _config(settings[seed, label])
+        folder = Path(config.checkpoint_dir)
+        wall = float((folder / TIMING).read_text())  # the training's, kept with its model
+        data = prepare_data(config)  # its own: a move may change what the encoder reads
+        probs = {
+            name: mean_probabilities(config, data, getattr(data, name), [folder])
+            for name in ("validation", "test")
+        }
+        interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
+        truth, decided = _decided(data, probs["test"])
+        decisions[label].append(decided)
+        run = {
+            "seed": seed,
+            "point": settings[seed, label]["point"],
+            "validation_post_macro_f1": round(
+                metrics_at(data.validation, probs["validation"], fixed)["post_macro_f1"], 4
+            ),
+            "test_post_macro_f1": round(
+                metrics_at(data.test, probs["test"], fixed)["post_macro_f1"], 4
+            ),
+            "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
+            "wall_s": wall,
+        }
+        runs[label].append(run)
+        print(f"[{NAME}] seed {seed} {label}: {run}", flush=True)
     rounds = min(len(found) for found in decisions.values())
     recipe = decisions["recipe"][:rounds]
     gains = {
@@ -214,7 +210,65 @@ def measure(args) -> None:
             "interval over test posts (details), not the spread over seeds",
         },
         command=f"python -m bench.run --only {NAME} --posts {args.posts} --max-length "
-        f"{args.max_length} --seeds {args.seeds} --moves {args.moves}"
+        f"{args.max_length} --seeds {args.seeds} --moves {args.moves} --parallel "
+        f"{args.parallel} --threads {args.threads}"
         + (f" --data-dir {args.data_dir}" if real else f" --clarity {args.clarity}"),
         data_dir=data_dir,
     )
+
+
+def _settings(encoder, data_dir, max_length: int, tag: str, seed: int, label, point) -> dict:
+    """One training, as plain data a child process takes: a point on one seed, its folder
+    named by the point, not its place (a reordered portfolio reuses the right model)."""
+    moved = re.sub(r"[^\w.]+", "-", label)
+    return {
+        "encoder": encoder,
+        "data_dir": str(data_dir),
+        "max_length": max_length,
+        "seed": seed,
+        "point": point,
+        "folder": str(RUNS / "portfolio-moves" / f"{tag}-{moved}-s{seed}"),
+    }
+
+
+def _config(settings: dict):
+    return recipe_config(
+        settings["encoder"],
+        settings["data_dir"],
+        settings["max_length"],
+        settings["seed"],
+        split_seed=0,  # one split: the configurations differ in training alone
+        checkpoint_dir=settings["folder"],
+        cache_dir=str(RUNS / "portfolio-moves-cache"),
+        **settings["point"],
+    )
+
+
+def _trained(settings: dict) -> bool:
+    folder = Path(settings["folder"])
+    return (folder / "classifier.json").exists() and (folder / TIMING).exists()
+
+
+def _train_in_process(settings: dict, threads: int) -> None:
+    """Train one point in a child process of ``threads`` torch threads."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
+    command = [sys.executable, "-m", "bench.portfolio_moves", json.dumps(settings)]
+    subprocess.run(command, env=env, cwd=REPO, check=True, capture_output=True)
+    print(f"[{NAME}] trained {Path(settings['folder']).name}", flush=True)
+
+
+def train_one(settings: dict) -> None:
+    """The child's whole job: one training, its seconds kept beside its model."""
+    import torch
+
+    from hpo.train.loop import train
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    started = time.perf_counter()
+    train(_config(settings))
+    (Path(settings["folder"]) / TIMING).write_text(f"{time.perf_counter() - started:.1f}\n")
+
+
+if __name__ == "__main__":  # the child _train_in_process starts; the measure is bench.run's
+    train_one(json.loads(sys.argv[1]))

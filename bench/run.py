@@ -191,10 +191,16 @@ def parser() -> argparse.ArgumentParser:
         "--evidence-seeds", type=int, default=1, help="whole_post: seeds of the evidence model"
     )
     own.add_argument(
-        "--parallel", type=int, default=2, help="whole_post: runs at a time, each a process"
+        "--parallel",
+        type=int,
+        default=2,
+        help="whole_post, portfolio_moves: runs at a time, each a process",
     )
     own.add_argument(
-        "--threads", type=int, default=1, help="whole_post, whole_post_cost: torch threads a run"
+        "--threads",
+        type=int,
+        default=1,
+        help="whole_post, whole_post_cost, portfolio_moves: torch threads a run",
     )
     own.add_argument(
         "--configs", type=int, help="fidelity_rank: configurations drawn besides the recipe (30)"
