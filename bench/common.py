@@ -19,6 +19,14 @@ REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "_runs" / "bench"
 
 
+def child_env(threads: int | str, checkout: Path = REPO) -> dict[str, str]:
+    """The environment of a measure's child process: ``threads`` torch/BLAS threads, offline,
+    importing hpo (and bench) from ``checkout``."""
+    threads = str(threads)
+    return {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+            "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(checkout)}  # fmt: skip
+
+
 def write_spec(name: str, **fields) -> Path:
     path = RUNS / "specs" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

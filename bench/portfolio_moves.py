@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO, RUNS
+from bench.common import REPO, RUNS, child_env
 from bench.results import data_identity, write_results
 from bench.workload import (
     RECIPE,
@@ -117,17 +117,20 @@ def measure(args) -> None:
     tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
     chosen = points()[: args.moves + 1]
     # seed by seed: a run cut short still has whole rounds
-    jobs = [(seed, label, point) for seed in range(args.seeds) for label, point in chosen]
-    settings = {job[:2]: _settings(encoder, data_dir, args.max_length, tag, *job) for job in jobs}
-    untrained = [job for job in settings.values() if not _trained(job)]
+    jobs = [
+        (seed, label, _settings(encoder, data_dir, args.max_length, tag, seed, label, point))
+        for seed in range(args.seeds)
+        for label, point in chosen
+    ]
+    untrained = [job for _, _, job in jobs if not _trained(job)]
     with ThreadPoolExecutor(args.parallel) as pool:  # each training its own process
         list(pool.map(lambda job: _train_in_process(job, args.threads), untrained))
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
     truth = None
-    for seed, label, _ in jobs:
-        config = _config(settings[seed, label])
+    for seed, label, job in jobs:
+        config = _config(job)
         folder = Path(config.checkpoint_dir)
         wall = float((folder / TIMING).read_text())  # the training's, kept with its model
         data = prepare_data(config)  # its own: a move may change what the encoder reads
@@ -140,7 +143,7 @@ def measure(args) -> None:
         decisions[label].append(decided)
         run = {
             "seed": seed,
-            "point": settings[seed, label]["point"],
+            "point": job["point"],
             "validation_post_macro_f1": round(
                 metrics_at(data.validation, probs["validation"], fixed)["post_macro_f1"], 4
             ),
@@ -251,10 +254,8 @@ def _trained(settings: dict) -> bool:
 
 def _train_in_process(settings: dict, threads: int) -> None:
     """Train one point in a child process of ``threads`` torch threads."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
     command = [sys.executable, "-m", "bench.portfolio_moves", json.dumps(settings)]
-    subprocess.run(command, env=env, cwd=REPO, check=True, capture_output=True)
+    subprocess.run(command, env=child_env(threads), cwd=REPO, check=True, capture_output=True)
     print(f"[{NAME}] trained {Path(settings['folder']).name}", flush=True)
 
 

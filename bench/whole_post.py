@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO, RUNS
+from bench.common import REPO, RUNS, child_env
 from bench.results import commit, data_identity, mean_interval, write_results
 from bench.workload import RECIPE, SPLIT, data_words, encoder_path, recipe_config, sample_data
 
@@ -502,9 +502,7 @@ def _run_in_process(arm: str, seed: int, data: Path, args) -> dict:
     if done.exists():
         return json.loads(done.read_text())
     done.parent.mkdir(parents=True, exist_ok=True)
-    threads = str(args.threads)
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
+    env = child_env(args.threads)
     command = [sys.executable, "-m", "bench.whole_post", "--one", arm, str(seed), str(data),
                str(args.max_length), str(done)]  # fmt: skip
     with done.with_suffix(".log").open("w") as log:

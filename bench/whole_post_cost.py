@@ -25,7 +25,7 @@ from pathlib import Path
 if __name__ == "__main__":  # a child: hpo (and bench) from PYTHONPATH's checkout, not bench/
     sys.path.remove(str(Path(__file__).resolve().parent))
 
-from bench.common import REPO, RUNS
+from bench.common import REPO, RUNS, child_env
 from bench.results import write_results
 from bench.startup import baseline_checkout
 from bench.workload import RECIPE, SPLIT, data_words, encoder_path, sample_data
@@ -151,9 +151,7 @@ def _epoch_in_process(side: str, checkout: Path, data: str, args, encoder: str) 
         "epochs": 1,
         **({} if side == "head_tail" else WHOLE_POST),
     }
-    threads = str(args.threads)
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(checkout)}  # fmt: skip
+    env = child_env(args.threads, checkout)
     command = [sys.executable, str(Path(__file__).resolve()), json.dumps(settings), str(out)]
     subprocess.run(command, env=env, cwd=checkout, check=True, capture_output=True)
     return json.loads(out.read_text())
