@@ -90,8 +90,8 @@ def interruptible() -> Iterator[None]:
 
 @dataclass
 class _Stopping:
-    """An ``interruptible`` block's stop: the KeyboardInterrupt raised and for which signal
-    (None until a signal comes, and again once it is lost), and whether the main thread is in
+    """An ``interruptible`` block's stop: which signal came, the KeyboardInterrupt it raised
+    (None until one is raised, and again once it was lost), and whether the main thread is in
     the hook that is told of lost exceptions (``sys.unraisablehook``)."""
 
     signum: int = 0
