@@ -56,6 +56,7 @@ MEASURES = {
     "seed_ensemble_real": "Seed ensemble vs one seed on the real ReDSM5 (issue #56)",
     "portfolio_moves_real": "Portfolio moves on the real ReDSM5 (issue #56, paired seeds)",
     "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
+    "portfolio_moves_real_after2": "Later portfolio moves on the real ReDSM5 (issue #56)",
     "threshold_rules": "Threshold rules of finalize --cv (same models, paired)",
     "budget_tail": "A time budget's tail: the start rule before and after b086acf",
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",

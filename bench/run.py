@@ -61,7 +61,7 @@ MEASURES = {
         "pruning_regret_real",
     ),
     "seed_ensemble": ("seed_ensemble", "seed_ensemble_real"),
-    "portfolio_moves": ("portfolio_moves", "portfolio_moves_real"),
+    "portfolio_moves": ("portfolio_moves", "portfolio_moves_real", "portfolio_moves_real_after2"),
     "whole_post": ("whole_post", "whole_post_real"),
     "whole_post_cost": ("whole_post_cost",),
     "fidelity_rank": ("fidelity_rank",),
@@ -186,6 +186,13 @@ def parser() -> argparse.ArgumentParser:
     own.add_argument("--name", help="calibration: its results file (default: calibration)")
     own.add_argument(
         "--moves", type=int, default=5, help="portfolio_moves: portfolio points after the recipe"
+    )
+    own.add_argument(
+        "--skip-moves",
+        type=int,
+        default=0,
+        help="portfolio_moves: leave out the first N moves (another file measured them); the "
+        "results file is named _afterN",
     )
     own.add_argument(
         "--evidence-seeds", type=int, default=1, help="whole_post: seeds of the evidence model"
