@@ -16,7 +16,6 @@ from hpo.data.tokenized import TokenizedSplit
 from hpo.data.windows import tokenize_posts
 from hpo.train.config import TrainConfig
 from hpo.train.formulations._base import BaseFormulation
-from hpo.train.posts import accumulate_post_gradients
 
 if TYPE_CHECKING:
     from hpo.train.setup import Setup
@@ -63,6 +62,10 @@ class WholePost(BaseFormulation):
         return tuple(np.asarray(e.evidence, dtype=np.int8) for e in examples)
 
     def accumulate(self, setup: Setup, batch: list[int]) -> tuple[int, torch.Tensor, int]:
+        # here, not at the top: posts needs transformers' model classes (~2 s to import), which
+        # the checks before a study (hpo validate, hpo tune's start) look a formulation up without
+        from hpo.train.posts import accumulate_post_gradients
+
         return accumulate_post_gradients(
             setup.context,
             setup.data.train,
