@@ -24,6 +24,7 @@ from hpo.data import (
     symptom_profiles,
 )
 from hpo.data.augment import augment_examples
+from hpo.data.sentences import presplit
 from hpo.errors import DataError
 from hpo.models.tokenizer import load_tokenizer
 from hpo.train.config import TrainConfig
@@ -48,6 +49,7 @@ def prepare_data(config: TrainConfig) -> PreparedData:
         tuple(config.split_fractions),
         config.cv_fold and tuple(config.cv_fold),
         config.train_share,
+        config.cache_dir,
     )
     prepared = {}
     for name in SPLITS:
@@ -112,9 +114,12 @@ def _split_examples(
     fractions: tuple[float, ...],
     cv_fold: tuple[int, int] | None = None,
     train_share: float = 1.0,
+    cache_dir: str | None = None,
 ):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
+    if formulation_of(formulation).splits_sentences and cache_dir:
+        presplit([post.text for post in corpus.posts.values()], cache_dir)
     examples = formulation_of(formulation).examples(corpus, descriptions, scope)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
     # the same for both tasks

@@ -27,6 +27,8 @@ class BaseFormulation(ABC):
     one are its ``traits``; what it does is here, above them."""
 
     name: ClassVar[Formulation]
+    # its examples hold a post's sentences (``hpo.data.sentences``): split once per machine
+    splits_sentences: ClassVar[bool] = False
 
     @property
     def traits(self) -> FormulationTraits:

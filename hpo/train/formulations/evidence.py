@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 class Evidence(BaseFormulation):
     name = "evidence"
+    splits_sentences = True
 
     def evidence_scope(self, config: TrainConfig) -> EvidenceScope:
         return config.evidence_scope

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 class WholePost(BaseFormulation):
     name = "whole_post"
+    splits_sentences = True
 
     def examples(self, corpus: Corpus, descriptions: Mapping[str, str], scope) -> list[Example]:
         present = shown(corpus)
