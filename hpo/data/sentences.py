@@ -50,14 +50,16 @@ def split_sentences(text: str) -> list[Sentence]:
 def presplit(texts: Sequence[str], cache_dir: str | Path) -> None:
     """Split ``texts`` once per machine, not once per process: read from ``cache_dir`` where an
     earlier process left the same texts' sentences, else split here and leave them there.
-    pysbd takes ~15 ms a post (~20 s for the real ReDSM5's 1,484 posts, most of it compiling
+    pysbd took ~25 s for the real ReDSM5's 1,484 posts on a 2-core machine (most of it compiling
     regular expressions it builds per text), and every worker of an evidence or whole_post study,
     and every retraining of its finalize, splits the same posts. Stored as (text, start, end)
     rows of plain integers, checked against the texts before use."""
     import joblib
+    import pysbd
 
     texts = list(texts)
-    path = Path(cache_dir) / f"sentences-{joblib.hash(texts)}.npy"
+    splitter = (pysbd.__version__, _BLOCKS.pattern)  # another splitter: other sentences
+    path = Path(cache_dir) / f"sentences-{joblib.hash((splitter, texts))}.npy"
     rows = _read_spans(path, texts)
     if rows is None:
         rows = [(i, s.start, s.end) for i, text in enumerate(texts) for s in _split(text)]
