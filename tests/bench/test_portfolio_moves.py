@@ -13,8 +13,8 @@ from hpo.study.search import portfolio_points
 def test_the_bench_trains_the_recipe_then_the_products_portfolio_one_setting_moved_each():
     found = points()
     assert found[0] == ("recipe", RECIPE)
-    # the product's order: class weighting first
-    assert found[1] == ("class_weighting balanced -> sqrt", {**RECIPE, "class_weighting": "sqrt"})
+    # the product's order: training longer first (the epochs 3-5: 4 x 1.5 clipped to 5)
+    assert found[1] == ("epochs 4 -> 5", {**RECIPE, "epochs": 5})
     for label, point in found[1:]:
         moved = [name for name in RECIPE if point[name] != RECIPE[name]]
         assert len(moved) == 1 and label.startswith(moved[0]), label
