@@ -29,9 +29,10 @@ class Move:
 
 # The order is the order of trust: a budget of three trials gets the first two, and with two
 # workers an hour's search on a CPU trains the recipe and the first move side by side. On the
-# real ReDSM5 every move below but the last two was trained beside the recipe on three paired
-# seeds (portfolio_moves_real.json, portfolio_moves_real_after2.json), and the moves run in the
-# order of their mean paired gain on validation, the split that chooses: training longer (4 -> 5
+# real ReDSM5 every move below but the other class weighting was trained beside the recipe on
+# three paired seeds (portfolio_moves_real.json, portfolio_moves_real_after2.json; whole_post in
+# whole_post_real.json), and the head_tail moves run in the order of their mean paired gain on
+# validation, the split that chooses: training longer (4 -> 5
 # epochs in the study) +0.010 (seeds +0.020, -0.020, +0.029; the recipe's curve still
 # rose at its last epoch); `sqrt` class weighting -0.001; learning rate x2 -0.002; x3 -0.027.
 # All four are level with the recipe: their paired test intervals cross 0. A move lower on every
