@@ -118,9 +118,10 @@ def _split_examples(
 ):
     corpus = load_redsm5(data_dir)
     descriptions = load_descriptions(descriptions_path)
-    if formulation_of(formulation).splits_sentences and cache_dir:
+    chosen = formulation_of(formulation)
+    if chosen.splits_sentences and cache_dir:
         presplit([post.text for post in corpus.posts.values()], cache_dir)
-    examples = formulation_of(formulation).examples(corpus, descriptions, scope)
+    examples = chosen.examples(corpus, descriptions, scope)
     described = hashlib.sha256(repr(sorted(descriptions.items())).encode()).hexdigest()[:12]
     # the same for both tasks
     profiles = symptom_profiles(corpus)

@@ -4,6 +4,8 @@ encoder can get is judged, and only those (a parameter conditioned on another en
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -192,3 +194,19 @@ def test_a_same_size_edit_of_the_data_with_its_mtime_set_back_is_checked_again(
     assert annotations.stat().st_size == before.st_size
     with pytest.raises(DataError, match="COGNITIVE_ISSUEX"):
         preflight(spec, notes=False)
+
+
+def test_the_checks_before_a_study_never_import_transformers_model_classes():
+    """What preflight imports (the data, the formulations it looks up, the device and tokenizer
+    checks) stays clear of transformers' model classes, ~2 s per `hpo tune` and `hpo validate`
+    (whole_post's post step imports them only when it trains)."""
+    code = (
+        "import sys, hpo.run.preflight, hpo.data, hpo.train.formulations, hpo.models.hardware, "
+        "hpo.models.tokenizer, hpo.models.limits\n"
+        "from transformers import AutoConfig\n"
+        "print('transformers.modeling_utils' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"
