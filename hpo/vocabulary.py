@@ -120,7 +120,7 @@ TRAITS: dict[Formulation, FormulationTraits] = {
         "criteria",
         per_post=True,
         reading="sentences",
-        reads=frozenset({"post_pooling", "evidence_loss_weight"}),
+        reads=frozenset({"post_pooling", "evidence_loss_weight", "hard_negative_weight"}),
     ),
     "evidence": FormulationTraits("evidence", per_post=False, reading=None, reads=_TOKENS),
 }

@@ -36,6 +36,9 @@ class Example:
     # 1 where a status-1 annotation of that symptom covers it (the evidence task's positives)
     sentences: tuple[str, ...] = ()
     evidence: tuple[tuple[int, ...], ...] = ()
+    # whole_post: likewise, 1 where a status-0 annotation of that symptom covers it and no
+    # status-1 one does: the symptom touched but not shown (its hard negatives)
+    touched: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)

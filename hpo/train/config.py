@@ -128,6 +128,9 @@ class TrainConfig:
     # whole_post: weight of the loss that teaches which sentences state a symptom, from the
     # training posts' evidence sentences (0: off)
     evidence_loss_weight: Weight = 0.0
+    # whole_post: weight of the loss that scores a training post's hard negatives low: the
+    # sentences a clinician marked as touching a symptom without showing it (status 0)
+    hard_negative_weight: Weight = 0.0
     # criteria each post is paired with
     evidence_scope: EvidenceScope = "positive_criteria"
     # training: unannotated sentences per annotated one; None: all

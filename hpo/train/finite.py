@@ -34,6 +34,8 @@ def what_to_change(config: TrainConfig) -> str:
         fix += f" or head_learning_rate (now {config.head_learning_rate:g})"
     if "evidence_loss_weight" in config.traits.reads and config.evidence_loss_weight:
         fix += f" or evidence_loss_weight (now {config.evidence_loss_weight:g})"
+    if "hard_negative_weight" in config.traits.reads and config.hard_negative_weight:
+        fix += f" or hard_negative_weight (now {config.hard_negative_weight:g})"
     if config.mixed_precision == "fp16":
         fix += ", or train with mixed_precision bf16 or no"
     return fix

@@ -13,8 +13,12 @@ costs one more forward pass of its windows (but its last part's), not 45 windows
 
 The sentence loss (``evidence_loss_weight``) teaches where a symptom is stated: for each
 symptom a training post shows and has evidence sentences for, the softmax of its sentences'
-logits should put its mass on them (cross-entropy against "one of these"). Only the split being
-trained supplies them: validation and test posts' sentences are scored, never trained on.
+logits should put its mass on them (cross-entropy against "one of these"). Its hard negatives
+(``hard_negative_weight``) teach where a symptom is touched but not shown: each sentence a
+clinician marked so (status 0) is scored as absent (binary cross-entropy toward 0 on its own
+logit), the false positives a max over a post's sentences would otherwise make of them. Only the
+split being trained supplies either: validation and test posts' sentences are scored, never
+trained on.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.nn.functional import softplus
 from torch.utils.checkpoint import checkpoint
 
 from hpo.data.tokenized import TokenizedSplit
@@ -122,6 +127,14 @@ def evidence_ranking(split: PreparedSplit, scores) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class SentenceLoss:
+    """The weights of what a step teaches a post's sentences besides the post's labels."""
+
+    evidence: float = 0.0  # evidence_loss_weight: where a symptom shown is stated
+    hard_negatives: float = 0.0  # hard_negative_weight: where one is touched but not shown
+
+
+@dataclass(frozen=True)
 class _Plan:
     """What a step trains of one post: the windows it runs with a graph, and the scores of its
     other sentences (no graph, eval mode), which only the sentence loss's softmax reads."""
@@ -138,7 +151,7 @@ def accumulate_post_gradients(
     batch: list[int],
     n_examples: int,
     micro: int,
-    evidence_weight: float,
+    sentence_loss: SentenceLoss,
     score_windows=None,
 ) -> tuple[int, torch.Tensor, int]:
     """Forward and backward over ``batch``'s posts: each post's planned windows (``_plan``;
@@ -150,7 +163,7 @@ def accumulate_post_gradients(
     ``accumulate_gradients``'s."""
     model, device, scaler = context.model, context.device, context.scaler
     tokens, head = split.tokens, unwrap_model(model).head_config
-    plans = _plan(split, batch, head, evidence_weight, score_windows)
+    plans = _plan(split, batch, head, sentence_loss, score_windows)
     trained = np.concatenate([plan.windows for plan in plans])
     longest = int(tokens.sequence_lengths[trained].max())
 
@@ -180,7 +193,7 @@ def accumulate_post_gradients(
                         + [forward(sequences[cut:])]
                     )
                 loss = _post_loss(
-                    split, group, sequences, rows, head, context.loss_fn, evidence_weight
+                    split, group, sequences, rows, head, context.loss_fn, sentence_loss
                 )
                 loss = loss / n_examples
                 (scaler.scale(loss) if scaler else loss).backward()
@@ -194,13 +207,16 @@ def accumulate_post_gradients(
     return micro, loss, int(tokens.sequence_lengths[trained].sum())
 
 
-def _plan(split: PreparedSplit, batch, head, evidence_weight: float, score_windows) -> list[_Plan]:
+def _plan(
+    split: PreparedSplit, batch, head, sentence_loss: SentenceLoss, score_windows
+) -> list[_Plan]:
     """Which windows of each post a step runs with a graph. A smooth pooling sends gradient to
     every sentence: all of them. Under max pooling a symptom's gradient reaches its top sentence
     alone, so only the windows holding a top sentence (found by ``score_windows``, without a
     graph) train, as ``chunks`` trains each label's winning chunk; the sentence loss adds the
-    windows holding the evidence it teaches, and its softmax also reads the other sentences'
-    scores, as constants (their gradient, each in proportion to its small share, is left out)."""
+    windows holding the evidence it teaches (and its hard negatives, those holding them), and its
+    softmax also reads the other sentences' scores, as constants (their gradient, each in
+    proportion to its small share, is left out)."""
     tokens, evidence = split.tokens, split.evidence
     plans = [_Plan(int(post), _windows(tokens, post)) for post in batch]
     several = [plan.post for plan in plans if len(plan.windows) > 1]
@@ -218,7 +234,10 @@ def _plan(split: PreparedSplit, batch, head, evidence_weight: float, score_windo
         logits = rows[mine, : head.num_labels]
         chosen = set(window_of[mine][logits.argmax(axis=0)].tolist())
         fixed = fixed_sentences = None
-        if evidence_weight:
+        if sentence_loss.hard_negatives:
+            holds = split.touched[plan.post][sentences[mine]].any(axis=1)
+            chosen |= set(window_of[mine][holds].tolist())
+        if sentence_loss.evidence:
             taught = (tokens.labels[plan.post] > 0) & evidence[plan.post].any(axis=0)
             holds = evidence[plan.post][sentences[mine]][:, taught].any(axis=1)
             chosen |= set(window_of[mine][holds].tolist())
@@ -235,18 +254,32 @@ def _post_loss(
     rows: torch.Tensor,
     head,
     loss_fn,
-    evidence_weight: float,
+    sentence_loss: SentenceLoss,
 ) -> torch.Tensor:
     """The posts' loss on their pooled scores (the rows with a graph: under max pooling they
-    hold each symptom's top sentence), plus the weighted sentence loss over all their rows."""
+    hold each symptom's top sentence), plus the weighted sentence losses."""
     device = rows.device
     posts = np.array([plan.post for plan in group])
     example_of, sentence_of = split.tokens.sentence_rows(sequences)
     local = np.searchsorted(posts, example_of)
     labels = torch.as_tensor(split.tokens.labels[posts], dtype=torch.float32, device=device)
     loss = loss_fn(pooled(rows, torch.as_tensor(local, device=device), len(posts), head), labels)
-    if not evidence_weight:
-        return loss
+    if sentence_loss.hard_negatives:  # each hard negative's own logit, toward absent
+        touched = torch.as_tensor(_per_row(split.touched, posts, local, sentence_of), device=device)
+        logits = rows[:, : head.num_labels]
+        loss = loss + sentence_loss.hard_negatives * (softplus(logits) * touched).sum()
+    if sentence_loss.evidence:
+        loss = loss + sentence_loss.evidence * _evidence_loss(
+            split, group, rows, local, sentence_of, labels, head
+        )
+    return loss
+
+
+def _evidence_loss(split, group, rows, local, sentence_of, labels, head) -> torch.Tensor:
+    """Per post and symptom it shows with evidence sentences, -log of its sentence softmax's
+    share on them, summed; the other sentences of a post under max pooling enter as the
+    constant scores its plan holds."""
+    device = rows.device
     fixed = [
         (i, plan) for i, plan in enumerate(group) if plan.fixed is not None and len(plan.fixed)
     ]
@@ -254,19 +287,24 @@ def _post_loss(
         rows = torch.cat([rows, *(torch.as_tensor(plan.fixed, device=device) for _, plan in fixed)])
         local = np.concatenate([local, *(np.full(len(plan.fixed), i) for i, plan in fixed)])
         sentence_of = np.concatenate([sentence_of, *(plan.fixed_sentences for _, plan in fixed)])
-    evidence = np.zeros((len(local), head.num_labels), np.float32)
-    for i, plan in enumerate(group):
-        mine = local == i
-        evidence[mine] = split.evidence[plan.post][sentence_of[mine]]
-    evidence = torch.as_tensor(evidence, device=device)
+    posts = np.array([plan.post for plan in group])
+    evidence = torch.as_tensor(_per_row(split.evidence, posts, local, sentence_of), device=device)
     local = torch.as_tensor(local, device=device)
     # per post and symptom, the share of its sentence softmax on its evidence sentences
     weights = sentence_weights(rows[:, : head.num_labels], local, len(posts))
     on_evidence = torch.zeros_like(labels).index_add(0, local, weights * evidence)
     taught = (labels > 0) & (torch.zeros_like(labels).index_add(0, local, evidence) > 0)
-    if not taught.any():
-        return loss
-    return loss - evidence_weight * torch.log(on_evidence[taught].clamp(min=1e-12)).sum()
+    return -torch.log(on_evidence[taught].clamp(min=1e-12)).sum()
+
+
+def _per_row(marks, posts: np.ndarray, local: np.ndarray, sentence_of: np.ndarray) -> np.ndarray:
+    """A split's per-sentence marks (``evidence`` or ``touched``) for each row: row r is
+    sentence ``sentence_of[r]`` of post ``posts[local[r]]``."""
+    found = np.zeros((len(local), marks[posts[0]].shape[1]), np.float32)
+    for i, post in enumerate(posts):
+        mine = local == i
+        found[mine] = marks[post][sentence_of[mine]]
+    return found
 
 
 def _windows(tokens, example: int) -> np.ndarray:

@@ -83,6 +83,7 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             np.fromiter((e.annotated for e in examples), bool, len(examples)),
             config.formulation,
             formulation.sentence_evidence(examples),
+            formulation.sentence_evidence(examples, touched=True),
         )
     return PreparedData(tokenizer, **prepared)
 

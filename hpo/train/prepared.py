@@ -22,6 +22,8 @@ class PreparedSplit:
     formulation: Formulation  # TrainConfig.formulation
     # whole_post: per example (post), per sentence, one 0/1 per symptom: is it evidence for it
     evidence: tuple[np.ndarray, ...] | None = None
+    # likewise, 0/1: does it touch the symptom without showing it (a status-0 annotation)
+    touched: tuple[np.ndarray, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -20,7 +20,7 @@ from hpo.train.config import TrainConfig
 from hpo.train.evaluate import split_scores
 from hpo.train.loop import train
 from hpo.train.metrics import evidence_metrics
-from hpo.train.posts import accumulate_post_gradients, evidence_ranking
+from hpo.train.posts import SentenceLoss, accumulate_post_gradients, evidence_ranking
 from hpo.train.prepare import prepare_data
 from hpo.train.setup import set_up
 
@@ -52,7 +52,13 @@ def _config(encoder, data_dir, **overrides) -> TrainConfig:
 def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
     tiny_roberta, long_posts, pooling
 ):
-    config = _config(tiny_roberta, long_posts, post_pooling=pooling, evidence_loss_weight=1.0)
+    config = _config(
+        tiny_roberta,
+        long_posts,
+        post_pooling=pooling,
+        evidence_loss_weight=1.0,
+        hard_negative_weight=1.0,
+    )
     run = set_up(config)
     run.model.eval()  # no dropout: the two ways compute one function
     counts = np.diff(run.data.train.tokens.offsets)
@@ -62,7 +68,9 @@ def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
     def gradients(micro: int) -> tuple[float, list[torch.Tensor]]:
         run.optimizer.zero_grad()
         unbounded = dataclasses.replace(run.context, max_tokens=None)  # passes of micro windows
-        _, loss, _ = accumulate_post_gradients(unbounded, run.data.train, batch, 3, micro, 1.0)
+        _, loss, _ = accumulate_post_gradients(
+            unbounded, run.data.train, batch, 3, micro, SentenceLoss(1.0, 1.0)
+        )
         return loss.item(), [p.grad.clone() for p in run.model.parameters() if p.grad is not None]
 
     whole, in_one = gradients(micro=64)  # every window in one pass
@@ -72,19 +80,31 @@ def test_a_long_post_in_checkpointed_parts_gets_the_gradient_of_one_pass(
         assert torch.allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.parametrize("hard_negatives", [0.0, 0.7])
 def test_under_max_pooling_a_step_trains_the_top_and_evidence_windows_at_the_exact_loss(
-    tiny_roberta, long_posts
+    tiny_roberta, long_posts, hard_negatives
 ):
-    """Max pooling: only the windows holding a symptom's top sentence or taught evidence run
-    with a graph, yet the loss is the one every window would give."""
-    config = _config(tiny_roberta, long_posts, evidence_loss_weight=0.5)
+    """Max pooling: only the windows holding a symptom's top sentence, taught evidence or a
+    hard negative run with a graph, yet the loss is the one every window would give."""
+    config = _config(
+        tiny_roberta, long_posts, evidence_loss_weight=0.5, hard_negative_weight=hard_negatives
+    )
     run = set_up(config)
     run.model.eval()
     train_split = run.data.train
     counts = np.diff(train_split.tokens.offsets)
     batch = [int(i) for i in np.flatnonzero(counts >= 4)[:3]]
+    if hard_negatives:  # posts with a hard negative, so the term is there to compute
+        batch = [i for i in np.flatnonzero(counts >= 4) if train_split.touched[i].any()][:3]
+        assert len(batch) == 3
     _, loss, read = accumulate_post_gradients(
-        run.context, train_split, batch, len(batch), 64, 0.5, run.score_windows
+        run.context,
+        train_split,
+        batch,
+        len(batch),
+        64,
+        SentenceLoss(0.5, hard_negatives),
+        run.score_windows,
     )
     every = train_split.tokens.sequence_lengths[
         np.concatenate(
@@ -109,6 +129,8 @@ def test_under_max_pooling_a_step_trains_the_top_and_evidence_windows_at_the_exa
         share = (torch.softmax(logits, 0) * evidence).sum(0)
         taught = (labels > 0) & (evidence.sum(0) > 0)
         expected -= 0.5 * torch.log(share[taught]).sum().item()
+        touched = torch.as_tensor(train_split.touched[post][scores.sentence_of[rows]])
+        expected += hard_negatives * torch.nn.functional.softplus(logits)[touched > 0].sum().item()
     assert loss.item() == pytest.approx(expected / len(batch), rel=1e-4)
 
 
@@ -145,10 +167,49 @@ def test_the_sentence_loss_moves_a_posts_softmax_onto_its_evidence(tiny_roberta,
         sentence_loss_alone = dataclasses.replace(
             run.context, loss_fn=lambda logits, labels, mask=None: logits.sum() * 0.0
         )
-        accumulate_post_gradients(sentence_loss_alone, train_split, taught, len(taught), 64, 1.0)
+        accumulate_post_gradients(
+            sentence_loss_alone, train_split, taught, len(taught), 64, SentenceLoss(1.0)
+        )
         run.optimizer.step()
         run.optimizer.zero_grad()
     assert evidence_share() > before + 0.05
+
+
+def test_hard_negatives_score_the_sentences_that_touch_a_symptom_as_absent(
+    tiny_roberta, long_posts
+):
+    """Steps of the hard-negative loss alone lower what the training posts' status-0 sentences
+    score for the symptom they touch; the post's labels play no part."""
+    config = _config(tiny_roberta, long_posts, post_pooling="attention", learning_rate=1e-2)
+    run = set_up(config)
+    train_split = run.data.train
+    posts = [i for i in range(len(train_split)) if train_split.touched[i].any()][:8]
+    assert posts, "the realistic sample has status-0 annotations"
+
+    def touched_probability() -> float:
+        scores = split_scores(run.model, train_split.tokens, run.collate, 64, run.device)
+        at, sentences, probs = scores.per_sentence()
+        return float(
+            np.mean(
+                [
+                    probs[at == post][train_split.touched[post][sentences[at == post]] > 0].mean()
+                    for post in posts
+                ]
+            )
+        )
+
+    before = touched_probability()
+    run.model.train()
+    hard_negatives_alone = dataclasses.replace(
+        run.context, loss_fn=lambda logits, labels, mask=None: logits.sum() * 0.0
+    )
+    for _ in range(3):
+        accumulate_post_gradients(
+            hard_negatives_alone, train_split, posts, len(posts), 64, SentenceLoss(0.0, 1.0)
+        )
+        run.optimizer.step()
+        run.optimizer.zero_grad()
+    assert touched_probability() < before - 0.05
 
 
 def test_validation_evidence_is_scored_never_trained_on(tiny_roberta, long_posts, tmp_path):

@@ -59,9 +59,11 @@ class BaseFormulation(ABC):
             long_text=config.long_text,
         )
 
-    def sentence_evidence(self, examples: Sequence[Example]) -> tuple[np.ndarray, ...] | None:
-        """Per example, per sentence, which symptoms it is evidence for; None where the model
-        does not score sentences."""
+    def sentence_evidence(
+        self, examples: Sequence[Example], *, touched: bool = False
+    ) -> tuple[np.ndarray, ...] | None:
+        """Per example, per sentence, which symptoms it is evidence for (``touched``: which it
+        touches without showing them); None where the model does not score sentences."""
         return None
 
     def accumulate(self, setup: Setup, batch: list[int]) -> tuple[int, torch.Tensor, int]:

@@ -29,10 +29,7 @@ class WholePost(BaseFormulation):
         present = shown(corpus)
         examples = []
         for post, sentences, statuses, _ in aligned_posts(corpus):
-            evidence = tuple(
-                tuple(int(statuses.get(i, {}).get(symptom, 0) == 1) for symptom in SYMPTOMS)
-                for i in range(len(sentences))
-            )
+            evidence, touched = (_marked(statuses, len(sentences), status) for status in (1, 0))
             examples.append(
                 Example(
                     post.post_id,
@@ -42,6 +39,7 @@ class WholePost(BaseFormulation):
                     tuple(int((post.post_id, symptom) in present) for symptom in SYMPTOMS),
                     sentences=tuple(sentence.text for sentence in sentences) or (post.text,),
                     evidence=evidence or ((0,) * len(SYMPTOMS),),
+                    touched=touched or ((0,) * len(SYMPTOMS),),
                 )
             )
         return examples
@@ -59,20 +57,33 @@ class WholePost(BaseFormulation):
             cache_dir=config.cache_dir,
         )
 
-    def sentence_evidence(self, examples: Sequence[Example]) -> tuple[np.ndarray, ...]:
-        return tuple(np.asarray(e.evidence, dtype=np.int8) for e in examples)
+    def sentence_evidence(
+        self, examples: Sequence[Example], *, touched: bool = False
+    ) -> tuple[np.ndarray, ...]:
+        return tuple(
+            np.asarray(e.touched if touched else e.evidence, dtype=np.int8) for e in examples
+        )
 
     def accumulate(self, setup: Setup, batch: list[int]) -> tuple[int, torch.Tensor, int]:
         # here, not at the top: posts needs transformers' model classes (~2 s to import), which
         # the checks before a study (hpo validate, hpo tune's start) look a formulation up without
-        from hpo.train.posts import accumulate_post_gradients
+        from hpo.train.posts import SentenceLoss, accumulate_post_gradients
 
+        config = setup.config
         return accumulate_post_gradients(
             setup.context,
             setup.data.train,
             batch,
             len(batch),
             setup.micro,
-            setup.config.evidence_loss_weight,
+            SentenceLoss(config.evidence_loss_weight, config.hard_negative_weight),
             setup.score_windows,
         )
+
+
+def _marked(statuses: Mapping[int, Mapping[str, int]], n: int, status: int) -> tuple:
+    """Per sentence, per symptom: 1 where its (highest) annotation of it has ``status``."""
+    return tuple(
+        tuple(int(statuses.get(i, {}).get(symptom) == status) for symptom in SYMPTOMS)
+        for i in range(n)
+    )

@@ -32,6 +32,10 @@ def test_each_post_is_its_sentences_each_with_the_symptoms_it_is_evidence_for(tm
     assert [_symptoms(row) for row in p2.evidence] == [{"DEPRESSED_MOOD"}, {"ANHEDONIA"}]
     assert p3.sentences == (POSTS[2][1],) and _symptoms(p3.label) == set()
     assert [_symptoms(row) for row in p3.evidence] == [set()]
+    # its hard negatives: a status-0 row with no status-1 row of that symptom on the sentence
+    assert [_symptoms(row) for row in p1.touched] == [set(), {"SLEEP_ISSUES"}, set()]
+    assert [_symptoms(row) for row in p2.touched] == [set(), set()]
+    assert [_symptoms(row) for row in p3.touched] == [set()]
     # the same post x symptom matrix as multilabel
     multilabel = build_examples(corpus, "criteria", load_descriptions(), formulation="multilabel")
     assert [e.label for e in examples] == [e.label for e in multilabel]
@@ -44,3 +48,6 @@ def test_its_sentence_evidence_is_one_array_per_post(tmp_path):
     assert [a.shape for a in arrays] == [(3, len(SYMPTOMS)), (2, len(SYMPTOMS)), (1, 9)]
     assert all(a.dtype == np.int8 for a in arrays)
     assert [int(a.sum()) for a in arrays] == [2, 2, 0]
+    touched = formulation_of("whole_post").sentence_evidence(examples, touched=True)
+    assert [a.shape for a in touched] == [a.shape for a in arrays]
+    assert [int(a.sum()) for a in touched] == [1, 0, 0]
