@@ -223,6 +223,7 @@ def parser() -> argparse.ArgumentParser:
             "whole_post",
             "whole_post + sentence loss",
             "whole_post + sentence loss, sqrt",
+            "whole_post + sentence loss + hard negatives, sqrt",
         ),
         help="whole_post: the arms to run (default all; head_tail is always run, the baseline)",
     )
@@ -230,6 +231,12 @@ def parser() -> argparse.ArgumentParser:
         "--without-baseline",
         action="store_true",
         help="whole_post: leave head_tail out (each arm reported alone, no gain over it)",
+    )
+    own.add_argument(
+        "--keep-runs",
+        action="store_true",
+        help="whole_post: read the arms its results file holds on the same data and settings "
+        "instead of training them again",
     )
     return parser
 

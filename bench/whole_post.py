@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import REPO, RUNS, child_env
-from bench.results import commit, data_identity, mean_interval, write_results
+from bench.results import RESULTS, commit, data_identity, mean_interval, write_results
 from bench.workload import RECIPE, SPLIT, data_words, encoder_path, recipe_config, sample_data
 
 NAME = "whole_post"
@@ -52,6 +52,15 @@ ARMS = {  # what each arm sets on top of the recipe
     "whole_post + sentence loss, sqrt": {
         "criteria_formulation": "whole_post",
         "evidence_loss_weight": 1.0,
+        "class_weighting": "sqrt",
+    },
+    # the real annotations' 427 status-0 sentences (a symptom touched but not shown) as hard
+    # negatives: the cells a max over a post's sentences over-calls are where a symptom is talked
+    # about without being shown (issue #56)
+    "whole_post + sentence loss + hard negatives, sqrt": {
+        "criteria_formulation": "whole_post",
+        "evidence_loss_weight": 1.0,
+        "hard_negative_weight": 1.0,
         "class_weighting": "sqrt",
     },
 }
@@ -309,12 +318,16 @@ def measure(args) -> None:
     # that a machine's time allows: it then reports each arm alone, no gain over head_tail)
     baseline = not getattr(args, "without_baseline", False)
     arms = [a for a in ARMS if (a == "head_tail" and baseline) or a in (args.arms or ARMS)]
+    kept = _kept_runs(data, arms, args) if getattr(args, "keep_runs", False) else {}
     # the slowest arms first, so that two at a time end together
-    jobs = [(arm, seed) for seed in range(args.seeds) for arm in reversed(arms)]
+    jobs = [(arm, seed) for seed in range(args.seeds) for arm in reversed(arms) if arm not in kept]
     jobs += [("evidence model", seed) for seed in range(args.evidence_seeds)]
     with ThreadPoolExecutor(args.parallel) as pool:  # each job is its own process
         done = list(pool.map(lambda job: _run_in_process(*job, data, args), jobs))
-    runs = {arm: [run for (a, _), run in zip(jobs, done, strict=True) if a == arm] for arm in arms}
+    runs = {
+        arm: kept.get(arm) or [run for (a, _), run in zip(jobs, done, strict=True) if a == arm]
+        for arm in arms
+    }
     evidence = [run for (a, _), run in zip(jobs, done, strict=True) if a == "evidence model"]
     facts = window_facts(str(data), encoder, args.max_length)
     del facts["outside"]
@@ -330,9 +343,8 @@ def measure(args) -> None:
             gap = base["recall_outside_window"]
             run["recovered_share"] = round((run["recall_outside_window"] - gap) / (1 - gap), 4) \
                 if gap < 1 else None  # fmt: skip
-    real = data_identity(data)["data_kind"] == "real ReDSM5"
     write_results(
-        f"{NAME}_real" if real else NAME,
+        _results_name(data),
         {
             "encoder": encoder_name,
             "data": (
@@ -376,7 +388,8 @@ def measure(args) -> None:
             "evidence model": evidence,
             "gain_interval": (gains := _gain_intervals(runs) if recipe else {}),
             "targets": _targets(runs, gains) if recipe else "not judged: no head_tail run",
-            "averaged": averaged(str(data), list(runs), args.max_length),
+            "averaged": (kept and _kept_details(data).get("averaged", {}))
+            | averaged(str(data), list(runs), args.max_length),
         },
         data_dir=data,
         fewer_runs={
@@ -393,8 +406,44 @@ def measure(args) -> None:
         f"{args.parallel} --threads {args.threads} --clarity {args.clarity}"
         + (" --arms " + " ".join(f"'{arm}'" for arm in arms) if args.arms else "")
         + (f" --data-dir {args.data_dir}" if args.data_dir else "")
-        + ("" if baseline else " --without-baseline"),
+        + ("" if baseline else " --without-baseline")
+        + (" --keep-runs" if kept else ""),
     )
+
+
+def _results_name(data) -> str:
+    return f"{NAME}_real" if data_identity(data)["data_kind"] == "real ReDSM5" else NAME
+
+
+def _kept_details(data) -> dict:
+    path = RESULTS / f"{_results_name(data)}.json"
+    return json.loads(path.read_text()).get("details", {}) if path.exists() else {}
+
+
+def _kept_runs(data, arms: list[str], args) -> dict[str, list[dict]]:
+    """``--keep-runs``: the arms the committed results file already holds, on the same data
+    files, recipe, tokens and settings, with ``args.seeds`` runs or more (their first
+    ``args.seeds``, each naming the commit it ran at), read instead of trained again: a whole_post
+    run on the real posts is an hour of a CPU core, and a new arm is judged against the same
+    seeds of the old."""
+    path = RESULTS / f"{_results_name(data)}.json"
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    workload = old["workload"]
+    same = workload.get("data_fingerprint") == data_identity(data).get(
+        "data_fingerprint"
+    ) and workload["recipe"] == {**RECIPE, "max_length": args.max_length, "threshold": "fixed"}
+    kept = {}
+    for arm in arms if same else ():
+        runs = sorted(old["runs"].get(arm, []), key=lambda run: run["seed"])[: args.seeds]
+        if workload["arms"].get(arm) == ARMS[arm] and [r["seed"] for r in runs] == list(
+            range(args.seeds)
+        ):
+            kept[arm] = runs
+    if kept:
+        print(f"{path.name}: kept the runs of {', '.join(kept)}", flush=True)
+    return kept
 
 
 def averaged(data: str, arms: list[str], max_length: int) -> dict:
@@ -412,7 +461,7 @@ def averaged(data: str, arms: list[str], max_length: int) -> dict:
         pattern = f"{_slug(arm)}-{max_length}-s*.probabilities.npz"  # one_run's, per seed
         if files := sorted((_folder(data) / "models").glob(pattern)):
             saved[arm] = [np.load(f) for f in files]
-    if "head_tail" not in saved or not any(len(runs) > 1 for runs in saved.values()):
+    if not any(len(runs) > 1 for runs in saved.values()):
         return {}
     encoder, _ = encoder_path()
     prepared = prepare_data(_config("head_tail", encoder, data, max_length, 0))
@@ -431,7 +480,7 @@ def averaged(data: str, arms: list[str], max_length: int) -> dict:
             split: (mean("head_tail", split) + mean(arm, split)) / 2 for split in truth
         }  # fmt: skip
         for arm in saved
-        if arm != "head_tail"
+        if arm != "head_tail" and "head_tail" in saved
     }
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
     found = {}
