@@ -50,7 +50,9 @@ def test_only_whole_post_reads_sentences_and_no_other_formulation_can():
 def test_a_formulation_reads_pooling_or_its_own_settings(name):
     reads = TRAITS[name].reads
     assert reads == (
-        {"post_pooling", "evidence_loss_weight"} if name == "whole_post" else {"pooling"}
+        {"post_pooling", "evidence_loss_weight", "hard_negative_weight"}
+        if name == "whole_post"
+        else {"pooling"}
     )
 
 

@@ -35,6 +35,7 @@ HEADLINE = (
     "long_text",
     "post_pooling",
     "evidence_loss_weight",
+    "hard_negative_weight",
 )
 MAX_SHOWN = 6  # parameters on a trial's line; "+N more" says how many are left out (2 or more)
 SHORT_NAMES = {  # names every fine-tuner reads at a glance
@@ -46,6 +47,7 @@ SHORT_NAMES = {  # names every fine-tuner reads at a glance
     "criteria_formulation": "formulation",
     "layerwise_lr_decay": "lr_decay",
     "evidence_loss_weight": "evidence_loss",
+    "hard_negative_weight": "hard_negatives",
 }
 REASON_CHARS = 160  # a failure's reason on the line: its first line, cut to this
 

@@ -115,12 +115,14 @@ def test_the_fix_names_the_settings_that_diverge(tiny_roberta, sample_dir):
         data_dir=str(sample_dir),
         criteria_formulation="whole_post",
         evidence_loss_weight=2.0,
+        hard_negative_weight=0.5,
         head_learning_rate=1e-3,
         mixed_precision="fp16",
     )
     assert what_to_change(config) == (
         "lower learning_rate (now 3e-05) or head_learning_rate (now 0.001) or "
-        "evidence_loss_weight (now 2), or train with mixed_precision bf16 or no"
+        "evidence_loss_weight (now 2) or hard_negative_weight (now 0.5), or train with "
+        "mixed_precision bf16 or no"
     )
 
 
