@@ -220,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=(
             "head_tail",
+            "head_tail + hard negatives",
             "whole_post",
             "whole_post + sentence loss",
             "whole_post + sentence loss, sqrt",

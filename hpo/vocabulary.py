@@ -113,9 +113,12 @@ class FormulationTraits:
 
 
 _TOKENS = frozenset({"pooling"})  # a formulation that pools a text's tokens
+# criteria read status-0 annotations as hard negatives; the evidence task has them as its
+# negatives already
+_POSTS = _TOKENS | {"hard_negative_weight"}
 TRAITS: dict[Formulation, FormulationTraits] = {
-    "pairs": FormulationTraits("criteria", per_post=False, reading=None, reads=_TOKENS),
-    "multilabel": FormulationTraits("criteria", per_post=True, reading=None, reads=_TOKENS),
+    "pairs": FormulationTraits("criteria", per_post=False, reading=None, reads=_POSTS),
+    "multilabel": FormulationTraits("criteria", per_post=True, reading=None, reads=_POSTS),
     "whole_post": FormulationTraits(
         "criteria",
         per_post=True,

@@ -49,11 +49,12 @@ def test_only_whole_post_reads_sentences_and_no_other_formulation_can():
 @pytest.mark.parametrize("name", list(TRAITS))
 def test_a_formulation_reads_pooling_or_its_own_settings(name):
     reads = TRAITS[name].reads
-    assert reads == (
-        {"post_pooling", "evidence_loss_weight", "hard_negative_weight"}
-        if name == "whole_post"
-        else {"pooling"}
-    )
+    own = {
+        "whole_post": {"post_pooling", "evidence_loss_weight", "hard_negative_weight"},
+        "pairs": {"pooling", "hard_negative_weight"},
+        "multilabel": {"pooling", "hard_negative_weight"},
+    }
+    assert reads == own.get(name, {"pooling"})
 
 
 def test_every_refit_trains_on_a_named_set_and_every_rule_has_a_name():

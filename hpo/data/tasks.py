@@ -39,6 +39,8 @@ class Example:
     # whole_post: likewise, 1 where a status-0 annotation of that symptom covers it and no
     # status-1 one does: the symptom touched but not shown (its hard negatives)
     touched: tuple[tuple[int, ...], ...] = ()
+    # criteria: like label, 1 for a symptom the post touches without showing it (touched_only)
+    hard_negative: int | tuple[int, ...] = 0
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,13 @@ def load_descriptions(path: str | Path | None = None) -> dict[str, str]:
 def shown(corpus: Corpus) -> set[tuple[str, str]]:
     """(post, symptom) for every symptom a post shows: a status-1 annotation of it."""
     return {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 1}
+
+
+def touched_only(corpus: Corpus) -> set[tuple[str, str]]:
+    """(post, symptom) for every symptom a post touches without showing it: a status-0
+    annotation of it and no status-1 one (the hard negatives)."""
+    touched = {(a.post_id, a.symptom) for a in corpus.annotations if a.status == 0}
+    return touched - shown(corpus)
 
 
 def evidence_candidates(

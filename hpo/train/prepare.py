@@ -84,6 +84,7 @@ def prepare_data(config: TrainConfig) -> PreparedData:
             config.formulation,
             formulation.sentence_evidence(examples),
             formulation.sentence_evidence(examples, touched=True),
+            np.array([e.hard_negative for e in examples], np.float32).reshape(len(examples), -1),
         )
     return PreparedData(tokenizer, **prepared)
 

@@ -24,6 +24,8 @@ class PreparedSplit:
     evidence: tuple[np.ndarray, ...] | None = None
     # likewise, 0/1: does it touch the symptom without showing it (a status-0 annotation)
     touched: tuple[np.ndarray, ...] | None = None
+    # criteria: per example, one 0/1 per label: a symptom touched but not shown (hard negative)
+    hard_negatives: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)

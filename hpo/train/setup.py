@@ -47,6 +47,7 @@ class Setup:
     steps_per_epoch: int
     micro: int  # sequences per forward pass, after any out-of-memory back-off
     max_tokens: int | None
+    label_weights: np.ndarray | None = None  # StepContext's
 
     def batches(self, epoch: int) -> Iterator[list[int]]:
         """The epoch's batches of training examples, length-grouped, in the run's order."""
@@ -70,6 +71,7 @@ class Setup:
             self.optimizer,
             self.device,
             self.max_tokens,
+            self.label_weights,
         )
 
     def step(self, batch: list[int]) -> tuple[torch.Tensor, int]:
@@ -165,6 +167,7 @@ def set_up(config: TrainConfig) -> Setup:
         steps_per_epoch=steps_per_epoch,
         micro=config.micro_batch_size or config.batch_size,
         max_tokens=config.token_budget(device.type),
+        label_weights=_label_weights(data.train, config),
     )
 
 
@@ -223,6 +226,16 @@ def _amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
     if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
         return torch.bfloat16
     return torch.float16
+
+
+def _label_weights(train: PreparedSplit, config: TrainConfig) -> np.ndarray | None:
+    """Per training example and label, what its loss weighs: 1 + ``hard_negative_weight`` for
+    a symptom the post touches without showing it, 1 elsewhere; None where nothing weighs more
+    (whole_post trains its hard negatives sentence by sentence, ``hpo.train.posts``)."""
+    weight = config.hard_negative_weight
+    if not weight or train.hard_negatives is None or train.traits.scores_sentences:
+        return None
+    return 1 + weight * train.hard_negatives
 
 
 def _positive_weights(

@@ -81,6 +81,8 @@ class StepContext:
     optimizer: torch.optim.Optimizer
     device: torch.device
     max_tokens: int | None = None  # tokens per training forward pass at most
+    # per training example and label, what its loss weighs (hard negatives more); None: 1
+    label_weights: np.ndarray | None = None
 
 
 def accumulate_gradients(
@@ -105,8 +107,13 @@ def accumulate_gradients(
                 dtype=torch.float32,
                 device=device,
             )
+            weights = (
+                masks if context.label_weights is None else masks * context.label_weights[examples]
+            )
             mask = (
-                None if masks.all() else torch.as_tensor(masks, dtype=torch.float32, device=device)
+                None
+                if context.label_weights is None and masks.all()
+                else torch.as_tensor(weights, dtype=torch.float32, device=device)
             )
             inputs = {
                 k: v.to(device, non_blocking=True)

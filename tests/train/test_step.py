@@ -214,3 +214,39 @@ def test_a_token_budget_caps_every_forward_pass_and_keeps_the_gradient(tiny_robe
         assert max(forwards.with_graph) == (16 if max_tokens is None else 2)
     for name, want in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], want, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("formulation", ["multilabel", "pairs"])
+def test_a_hard_negatives_loss_weighs_one_plus_its_weight(tiny_roberta, tmp_path, formulation):
+    """A symptom a post touches without showing it (status 0 alone) weighs 1 + w in the step's
+    loss, every other post-symptom cell 1: the loss is the hand-weighted sum."""
+    from hpo.fixtures import write_sample
+    from hpo.train.config import TrainConfig
+    from hpo.train.formulations import formulation_of
+    from hpo.train.setup import set_up
+
+    sample_dir = write_sample(tmp_path, posts=60, seed=3)
+    config = TrainConfig(
+        task="criteria",
+        criteria_formulation=formulation,
+        encoder=str(tiny_roberta),
+        data_dir=str(sample_dir),
+        max_length=64,
+        batch_size=8,
+        mixed_precision="no",
+        hard_negative_weight=2.0,
+    )
+    run = set_up(config)
+    touched = run.data.train.hard_negatives
+    assert touched.any() and np.array_equal(run.label_weights, 1 + 2.0 * touched)
+    run.model.eval()  # no dropout: the step and the hand computation see one function
+    batch = [int(i) for i in np.flatnonzero(touched.any(axis=1))[:4]]
+    _, loss, _ = formulation_of(formulation).accumulate(run, batch)
+    tokens = run.data.train.tokens
+    with torch.no_grad():
+        logits = run.model(**run.collate(tokens.features(np.array(batch))))
+    labels = torch.as_tensor(tokens.labels[batch], dtype=torch.float32).reshape(len(batch), -1)
+    weights = torch.as_tensor(run.label_weights[batch])
+    expected = run.loss_fn(logits, labels, mask=weights) / len(batch)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-4)
+    assert expected.item() > run.loss_fn(logits, labels).item() / len(batch), "it weighs more"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hpo.data import MULTILABEL, SYMPTOMS, Corpus, Example
-from hpo.data.tasks import shown
+from hpo.data.tasks import shown, touched_only
 from hpo.train.formulations._base import BaseFormulation
 
 
@@ -13,7 +13,7 @@ class Multilabel(BaseFormulation):
     name = "multilabel"
 
     def examples(self, corpus: Corpus, descriptions: Mapping[str, str], scope) -> list[Example]:
-        present = shown(corpus)
+        present, touched = shown(corpus), touched_only(corpus)
         return [
             Example(
                 post.post_id,
@@ -21,6 +21,9 @@ class Multilabel(BaseFormulation):
                 None,
                 post.text,
                 tuple(int((post.post_id, criterion) in present) for criterion in SYMPTOMS),
+                hard_negative=tuple(
+                    int((post.post_id, criterion) in touched) for criterion in SYMPTOMS
+                ),
             )
             for post in corpus.posts.values()
         ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hpo.data import SYMPTOMS, Corpus, Example
-from hpo.data.tasks import shown
+from hpo.data.tasks import shown, touched_only
 from hpo.train.formulations._base import BaseFormulation
 
 
@@ -14,7 +14,7 @@ class Pairs(BaseFormulation):
     name = "pairs"
 
     def examples(self, corpus: Corpus, descriptions: Mapping[str, str], scope) -> list[Example]:
-        present = shown(corpus)
+        present, touched = shown(corpus), touched_only(corpus)
         return [
             Example(
                 post.post_id,
@@ -22,6 +22,7 @@ class Pairs(BaseFormulation):
                 descriptions[criterion],
                 post.text,
                 int((post.post_id, criterion) in present),
+                hard_negative=int((post.post_id, criterion) in touched),
             )
             for post in corpus.posts.values()
             for criterion in SYMPTOMS
