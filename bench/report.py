@@ -62,6 +62,7 @@ MEASURES = {
     "malloc_thresholds": "Trial time: glibc's thresholds before and after f9aac69",
     "whole_post": "Whole post vs head_tail (issue #49, real size)",
     "whole_post_real": "Whole post vs head_tail on the real ReDSM5 (issue #56)",
+    "whole_post_real_recipe_hard_negatives": "The recipe with hard negatives, real ReDSM5 (1 seed)",
     "fidelity_rank": "Low fidelities vs full training (issue #50, real size, H200)",
     "lexical_baselines": "Bag of words on the realistic sample (real size)",
     "lexical_baselines_real": "Bag of words on the real ReDSM5",

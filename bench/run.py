@@ -183,7 +183,9 @@ def parser() -> argparse.ArgumentParser:
         help="calibration: mixed_precision as a spec sets it (auto: bf16 where the CPU has "
         "native bf16 units, float32 elsewhere)",
     )
-    own.add_argument("--name", help="calibration: its results file (default: calibration)")
+    own.add_argument(
+        "--name", help="calibration, whole_post: its results file (default: the measure's own)"
+    )
     own.add_argument(
         "--moves", type=int, default=5, help="portfolio_moves: portfolio points after the recipe"
     )

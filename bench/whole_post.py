@@ -351,8 +351,9 @@ def measure(args) -> None:
             gap = base["recall_outside_window"]
             run["recovered_share"] = round((run["recall_outside_window"] - gap) / (1 - gap), 4) \
                 if gap < 1 else None  # fmt: skip
+    results_name = getattr(args, "name", None) or _results_name(data)
     write_results(
-        _results_name(data),
+        results_name,
         {
             "encoder": encoder_name,
             "data": (
@@ -396,7 +397,13 @@ def measure(args) -> None:
             "evidence model": evidence,
             "gain_interval": (gains := _gain_intervals(runs) if recipe else {}),
             "targets": _targets(runs, gains) if recipe else "not judged: no head_tail run",
-            "averaged": (kept and _kept_details(data).get("averaged", {}))
+            # the rows the kept runs were averaged into, where this is their file
+            "averaged": (
+                kept
+                and results_name == _results_name(data)
+                and _kept_details(data).get("averaged", {})
+                or {}
+            )
             | averaged(str(data), list(runs), args.max_length),
         },
         data_dir=data,
@@ -415,7 +422,8 @@ def measure(args) -> None:
         + (" --arms " + " ".join(f"'{arm}'" for arm in arms) if args.arms else "")
         + (f" --data-dir {args.data_dir}" if args.data_dir else "")
         + ("" if baseline else " --without-baseline")
-        + (" --keep-runs" if kept else ""),
+        + (" --keep-runs" if kept else "")
+        + (f" --name {args.name}" if getattr(args, "name", None) else ""),
     )
 
 
