@@ -62,7 +62,7 @@ MEASURES = {
     ),
     "seed_ensemble": ("seed_ensemble", "seed_ensemble_real"),
     "portfolio_moves": ("portfolio_moves", "portfolio_moves_real", "portfolio_moves_real_after2"),
-    "whole_post": ("whole_post", "whole_post_real"),
+    "whole_post": ("whole_post", "whole_post_real", "whole_post_real_recipe_hard_negatives"),
     "whole_post_cost": ("whole_post_cost",),
     "fidelity_rank": ("fidelity_rank",),
     "lexical_baselines": ("lexical_baselines", "lexical_baselines_real"),
