@@ -270,12 +270,12 @@ def _post_loss(
         loss = loss + sentence_loss.hard_negatives * (softplus(logits) * touched).sum()
     if sentence_loss.evidence:
         loss = loss + sentence_loss.evidence * _evidence_loss(
-            split, group, rows, local, sentence_of, labels, head
+            split, group, posts, rows, local, sentence_of, labels, head
         )
     return loss
 
 
-def _evidence_loss(split, group, rows, local, sentence_of, labels, head) -> torch.Tensor:
+def _evidence_loss(split, group, posts, rows, local, sentence_of, labels, head) -> torch.Tensor:
     """Per post and symptom it shows with evidence sentences, -log of its sentence softmax's
     share on them, summed; the other sentences of a post under max pooling enter as the
     constant scores its plan holds."""
@@ -287,7 +287,6 @@ def _evidence_loss(split, group, rows, local, sentence_of, labels, head) -> torc
         rows = torch.cat([rows, *(torch.as_tensor(plan.fixed, device=device) for _, plan in fixed)])
         local = np.concatenate([local, *(np.full(len(plan.fixed), i) for i, plan in fixed)])
         sentence_of = np.concatenate([sentence_of, *(plan.fixed_sentences for _, plan in fixed)])
-    posts = np.array([plan.post for plan in group])
     evidence = torch.as_tensor(_per_row(split.evidence, posts, local, sentence_of), device=device)
     local = torch.as_tensor(local, device=device)
     # per post and symptom, the share of its sentence softmax on its evidence sentences

@@ -110,9 +110,9 @@ def accumulate_gradients(
             weights = (
                 masks if context.label_weights is None else masks * context.label_weights[examples]
             )
-            mask = (
+            mask = (  # None where every cell weighs 1: the plain loss
                 None
-                if context.label_weights is None and masks.all()
+                if (weights == 1).all()
                 else torch.as_tensor(weights, dtype=torch.float32, device=device)
             )
             inputs = {

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from hpo.data import MULTILABEL, SYMPTOMS, Corpus, Example
-from hpo.data.tasks import aligned_posts, shown
+from hpo.data.tasks import aligned_posts, shown, touched_only
 from hpo.data.tokenized import TokenizedSplit
 from hpo.data.windows import tokenize_posts
 from hpo.train.config import TrainConfig
@@ -26,7 +26,7 @@ class WholePost(BaseFormulation):
     splits_sentences = True
 
     def examples(self, corpus: Corpus, descriptions: Mapping[str, str], scope) -> list[Example]:
-        present = shown(corpus)
+        present, hard = shown(corpus), touched_only(corpus)
         examples = []
         for post, sentences, statuses, _ in aligned_posts(corpus):
             evidence, touched = (_marked(statuses, len(sentences), status) for status in (1, 0))
@@ -40,6 +40,7 @@ class WholePost(BaseFormulation):
                     sentences=tuple(sentence.text for sentence in sentences) or (post.text,),
                     evidence=evidence or ((0,) * len(SYMPTOMS),),
                     touched=touched or ((0,) * len(SYMPTOMS),),
+                    hard_negative=tuple(int((post.post_id, s) in hard) for s in SYMPTOMS),
                 )
             )
         return examples

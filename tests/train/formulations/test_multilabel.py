@@ -19,7 +19,7 @@ def test_multilabel_criteria_describe_the_same_matrix_as_pairs(tmp_path):
         assert post.text_b == corpus.posts[post.post_id].text
 
 
-def test_a_symptom_touched_but_not_shown_is_a_hard_negative_in_both_formulations(tmp_path):
+def test_a_symptom_touched_but_not_shown_is_a_hard_negative_in_every_criteria_formulation(tmp_path):
     """p3's APPETITE_CHANGE has a status-0 row alone: a hard negative. p1's SLEEP_ISSUES has a
     status-0 row beside a status-1 one: shown, so not a hard negative."""
     extra = ["p3", "p3_0", "Just a normal day at work.", "APPETITE_CHANGE", "0", "not appetite"]
@@ -35,3 +35,5 @@ def test_a_symptom_touched_but_not_shown_is_a_hard_negative_in_both_formulations
     assert hard == {("p3", "APPETITE_CHANGE")}
     assert {(e.post_id, e.criterion) for e in pairs if e.hard_negative} == hard
     assert all(not e.label for e in pairs if e.hard_negative)
+    whole = build_examples(corpus, "criteria", load_descriptions(), formulation="whole_post")
+    assert [e.hard_negative for e in whole] == [e.hard_negative for e in posts]
