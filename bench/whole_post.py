@@ -103,9 +103,8 @@ def _config(arm: str, encoder: str, data: str, max_length: int, seed: int):
         checkpoint_dir=str(_folder(data) / "models" / f"{_slug(arm)}-{max_length}-s{seed}"),
         cache_dir=str(FOLDER / "cache"),  # keyed by the data's digest already
     )
-    if not _whole(arm):
-        return dataclasses.replace(recipe, **ARMS[arm])
-    return dataclasses.replace(recipe, long_text="sentences", **ARMS[arm])
+    reading = {"long_text": "sentences"} if _whole(arm) else {}
+    return dataclasses.replace(recipe, **reading, **ARMS[arm])
 
 
 def _whole(arm: str) -> bool:
@@ -326,7 +325,10 @@ def measure(args) -> None:
     # that a machine's time allows: it then reports each arm alone, no gain over head_tail)
     baseline = not getattr(args, "without_baseline", False)
     arms = [a for a in ARMS if (a == "head_tail" and baseline) or a in (args.arms or ARMS)]
-    kept = _kept_runs(data, arms, args) if getattr(args, "keep_runs", False) else {}
+    identity = data_identity(data)
+    own_name = _results_name(identity)
+    held = _held(own_name) if getattr(args, "keep_runs", False) else {}
+    kept = _kept_runs(held, identity, arms, args)
     # the slowest arms first, so that two at a time end together
     jobs = [(arm, seed) for seed in range(args.seeds) for arm in reversed(arms) if arm not in kept]
     jobs += [("evidence model", seed) for seed in range(args.evidence_seeds)]
@@ -351,7 +353,7 @@ def measure(args) -> None:
             gap = base["recall_outside_window"]
             run["recovered_share"] = round((run["recall_outside_window"] - gap) / (1 - gap), 4) \
                 if gap < 1 else None  # fmt: skip
-    results_name = getattr(args, "name", None) or _results_name(data)
+    results_name = getattr(args, "name", None) or own_name
     write_results(
         results_name,
         {
@@ -399,10 +401,7 @@ def measure(args) -> None:
             "targets": _targets(runs, gains) if recipe else "not judged: no head_tail run",
             # the rows the kept runs were averaged into, where this is their file
             "averaged": (
-                kept
-                and results_name == _results_name(data)
-                and _kept_details(data).get("averaged", {})
-                or {}
+                held["details"].get("averaged", {}) if kept and results_name == own_name else {}
             )
             | averaged(str(data), list(runs), args.max_length),
         },
@@ -427,38 +426,39 @@ def measure(args) -> None:
     )
 
 
-def _results_name(data) -> str:
-    return f"{NAME}_real" if data_identity(data)["data_kind"] == "real ReDSM5" else NAME
+def _results_name(identity: dict) -> str:
+    """The results file of a run on data of this identity (``data_identity``)."""
+    return f"{NAME}_real" if identity["data_kind"] == "real ReDSM5" else NAME
 
 
-def _kept_details(data) -> dict:
-    path = RESULTS / f"{_results_name(data)}.json"
-    return json.loads(path.read_text()).get("details", {}) if path.exists() else {}
+def _held(name: str) -> dict:
+    """The results file ``name`` as committed; {} where there is none."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _kept_runs(data, arms: list[str], args) -> dict[str, list[dict]]:
-    """``--keep-runs``: the arms the committed results file already holds, on the same data
-    files, recipe, tokens and settings, with ``args.seeds`` runs or more (their first
+def _kept_runs(held: dict, identity: dict, arms: list[str], args) -> dict[str, list[dict]]:
+    """``--keep-runs``: the arms the committed results file ``held`` already has, on the same
+    data files, recipe, tokens and settings, with ``args.seeds`` runs or more (their first
     ``args.seeds``, each naming the commit it ran at), read instead of trained again: a whole_post
     run on the real posts is an hour of a CPU core, and a new arm is judged against the same
     seeds of the old."""
-    path = RESULTS / f"{_results_name(data)}.json"
-    if not path.exists():
+    if not held:
         return {}
-    old = json.loads(path.read_text())
-    workload = old["workload"]
-    same = workload.get("data_fingerprint") == data_identity(data).get(
-        "data_fingerprint"
-    ) and workload["recipe"] == {**RECIPE, "max_length": args.max_length, "threshold": "fixed"}
+    workload = held["workload"]
+    recipe = {**RECIPE, "max_length": args.max_length, "threshold": "fixed"}
+    if workload.get("data_fingerprint") != identity["data_fingerprint"] or (
+        workload["recipe"] != recipe
+    ):
+        return {}
     kept = {}
-    for arm in arms if same else ():
-        runs = sorted(old["runs"].get(arm, []), key=lambda run: run["seed"])[: args.seeds]
-        if workload["arms"].get(arm) == ARMS[arm] and [r["seed"] for r in runs] == list(
-            range(args.seeds)
-        ):
+    for arm in arms:
+        runs = sorted(held["runs"].get(arm, []), key=lambda run: run["seed"])[: args.seeds]
+        seeds = [run["seed"] for run in runs]
+        if workload["arms"].get(arm) == ARMS[arm] and seeds == list(range(args.seeds)):
             kept[arm] = runs
     if kept:
-        print(f"{path.name}: kept the runs of {', '.join(kept)}", flush=True)
+        print(f"kept the runs of {', '.join(kept)} from the results file", flush=True)
     return kept
 
 

@@ -37,15 +37,21 @@ def held(tmp_path, monkeypatch):
         },
         "runs": {arm: runs(arm) for arm in ("head_tail", SQRT)},
     }
-    path = bench.RESULTS / f"{bench._results_name(data)}.json"
+    path = bench.RESULTS / f"{bench._results_name(data_identity(data))}.json"
     path.write_text(json.dumps(results))
     return data, path, Namespace(seeds=3, max_length=256)
+
+
+def _kept(data, arms, args) -> dict:
+    """What --keep-runs reads for ``arms`` on ``data`` from its results file."""
+    identity = data_identity(data)
+    return bench._kept_runs(bench._held(bench._results_name(identity)), identity, arms, args)
 
 
 def test_the_arms_held_on_the_same_data_and_settings_are_read_in_seed_order(held):
     data, _, args = held
     new = "whole_post + sentence loss + hard negatives, sqrt"
-    kept = bench._kept_runs(data, ["head_tail", SQRT, new], args)
+    kept = _kept(data, ["head_tail", SQRT, new], args)
     assert list(kept) == ["head_tail", SQRT], "the new arm is trained"
     assert [run["seed"] for run in kept[SQRT]] == [0, 1, 2]
     assert {run["arm"] for run in kept[SQRT]} == {SQRT}
@@ -53,11 +59,11 @@ def test_the_arms_held_on_the_same_data_and_settings_are_read_in_seed_order(held
 
 def test_an_arm_is_trained_again_where_its_settings_tokens_seeds_or_data_differ(held, tmp_path):
     data, path, args = held
-    assert bench._kept_runs(data, ["head_tail"], Namespace(seeds=4, max_length=256)) == {}
-    assert bench._kept_runs(data, ["head_tail"], Namespace(seeds=3, max_length=128)) == {}
+    assert _kept(data, ["head_tail"], Namespace(seeds=4, max_length=256)) == {}
+    assert _kept(data, ["head_tail"], Namespace(seeds=3, max_length=128)) == {}
     other = write_sample(tmp_path / "other", posts=20, seed=1)  # other posts, one results name
-    assert bench._kept_runs(other, ["head_tail"], args) == {}
+    assert _kept(other, ["head_tail"], args) == {}
     results = json.loads(path.read_text())
     results["workload"]["arms"][SQRT] = {**bench.ARMS[SQRT], "class_weighting": "balanced"}
     path.write_text(json.dumps(results))
-    assert list(bench._kept_runs(data, ["head_tail", SQRT], args)) == ["head_tail"]
+    assert list(_kept(data, ["head_tail", SQRT], args)) == ["head_tail"]
