@@ -15,27 +15,21 @@ workers of one thread each); a model already trained is scored again, not retrai
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import statistics
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO, RUNS, child_env
+from bench.common import RUNS
 from bench.results import data_identity, write_results
+from bench.trainings import config_of, settings, train_all, wall_seconds
 from bench.workload import (
     RECIPE,
     SEARCH_SPACE,
     SPLIT,
     data_words,
     encoder_path,
-    recipe_config,
     sample_data,
 )
 
@@ -50,7 +44,6 @@ DEFINITION = (
 PORTFOLIO_SPACE = {**SEARCH_SPACE, "epochs": {"type": "int", "low": 3, "high": 5}}
 DEFAULTS = {"seeds": 3}  # each seed trains every point once
 RESAMPLES, LEVEL = 2000, 0.95
-TIMING = "wall_s.txt"  # beside each model: its training's seconds, for a rerun that rescores
 
 
 def points() -> list[tuple[str, dict]]:
@@ -130,17 +123,15 @@ def measure(args) -> None:
         for seed in range(args.seeds)
         for label, point in chosen
     ]
-    untrained = [job for _, _, job in jobs if not _trained(job)]
-    with ThreadPoolExecutor(args.parallel) as pool:  # each training its own process
-        list(pool.map(lambda job: _train_in_process(job, args.threads), untrained))
+    train_all([job for _, _, job in jobs], args.parallel, args.threads, NAME)
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
     fixed = dict.fromkeys(SYMPTOMS, 0.5)
     truth = None
     for seed, label, job in jobs:
-        config = _config(job)
+        config = config_of(job)
         folder = Path(config.checkpoint_dir)
-        wall = float((folder / TIMING).read_text())  # the training's, kept with its model
+        wall = wall_seconds(job)
         data = prepare_data(config)  # its own: a move may change what the encoder reads
         probs = {
             name: mean_probabilities(config, data, getattr(data, name), [folder])
@@ -237,55 +228,10 @@ def _hour(runs: dict, first: str, rounds: int) -> dict:
 
 
 def _settings(encoder, data_dir, max_length: int, tag: str, seed: int, label, point) -> dict:
-    """One training, as plain data a child process takes: a point on one seed, its folder
-    named by the point, not its place (a reordered portfolio reuses the right model)."""
+    """One training: a point on one seed, its folder named by the point, not its place (a
+    reordered portfolio reuses the right model)."""
     moved = re.sub(r"[^\w.]+", "-", label)
-    return {
-        "encoder": encoder,
-        "data_dir": str(data_dir),
-        "max_length": max_length,
-        "seed": seed,
-        "point": point,
-        "folder": str(RUNS / "portfolio-moves" / f"{tag}-{moved}-s{seed}"),
-    }
-
-
-def _config(settings: dict):
-    return recipe_config(
-        settings["encoder"],
-        settings["data_dir"],
-        settings["max_length"],
-        settings["seed"],
-        split_seed=0,  # one split: the configurations differ in training alone
-        checkpoint_dir=settings["folder"],
-        cache_dir=str(RUNS / "portfolio-moves-cache"),
-        **settings["point"],
+    folder = RUNS / "portfolio-moves" / f"{tag}-{moved}-s{seed}"
+    return settings(
+        encoder, data_dir, max_length, seed, point, folder, RUNS / "portfolio-moves-cache"
     )
-
-
-def _trained(settings: dict) -> bool:
-    folder = Path(settings["folder"])
-    return (folder / "classifier.json").exists() and (folder / TIMING).exists()
-
-
-def _train_in_process(settings: dict, threads: int) -> None:
-    """Train one point in a child process of ``threads`` torch threads."""
-    command = [sys.executable, "-m", "bench.portfolio_moves", json.dumps(settings)]
-    subprocess.run(command, env=child_env(threads), cwd=REPO, check=True, capture_output=True)
-    print(f"[{NAME}] trained {Path(settings['folder']).name}", flush=True)
-
-
-def train_one(settings: dict) -> None:
-    """The child's whole job: one training, its seconds kept beside its model."""
-    import torch
-
-    from hpo.train.loop import train
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    started = time.perf_counter()
-    train(_config(settings))
-    (Path(settings["folder"]) / TIMING).write_text(f"{time.perf_counter() - started:.1f}\n")
-
-
-if __name__ == "__main__":  # the child _train_in_process starts; the measure is bench.run's
-    train_one(json.loads(sys.argv[1]))

@@ -54,6 +54,8 @@ MEASURES = {
     "explain": "Explanation (symptoms + evidence sentences)",
     "seed_ensemble": "Seed ensemble vs one seed (finalize --ensemble seeds)",
     "seed_ensemble_real": "Seed ensemble vs one seed on the real ReDSM5 (issue #56)",
+    "fold_thresholds": "Threshold rules of finalize --cv, same models",
+    "fold_thresholds_real": "Threshold rules of finalize --cv on the real ReDSM5, same models",
     "portfolio_moves_real": "Portfolio moves on the real ReDSM5 (issue #56, paired seeds)",
     "portfolio_moves": "Portfolio moves vs the standard recipe (paired seeds)",
     "portfolio_moves_real_after2": "Later portfolio moves on the real ReDSM5 (issue #56)",

@@ -61,6 +61,7 @@ MEASURES = {
         "pruning_regret_real",
     ),
     "seed_ensemble": ("seed_ensemble", "seed_ensemble_real"),
+    "fold_thresholds": ("fold_thresholds", "fold_thresholds_real"),
     "portfolio_moves": ("portfolio_moves", "portfolio_moves_real", "portfolio_moves_real_after2"),
     "whole_post": ("whole_post", "whole_post_real", "whole_post_real_recipe_hard_negatives"),
     "whole_post_cost": ("whole_post_cost",),
@@ -203,13 +204,13 @@ def parser() -> argparse.ArgumentParser:
         "--parallel",
         type=int,
         default=2,
-        help="whole_post, portfolio_moves: runs at a time, each a process",
+        help="whole_post, portfolio_moves, fold_thresholds: runs at a time, each a process",
     )
     own.add_argument(
         "--threads",
         type=int,
         default=1,
-        help="whole_post, whole_post_cost, portfolio_moves: torch threads a run",
+        help="whole_post, whole_post_cost, portfolio_moves, fold_thresholds: torch threads a run",
     )
     own.add_argument(
         "--configs", type=int, help="fidelity_rank: configurations drawn besides the recipe (30)"

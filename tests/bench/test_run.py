@@ -23,6 +23,7 @@ REPO = BENCH.parent
 # bench/'s modules that are no measure: the command lines, the shared pieces, the Trainer side
 NOT_MEASURES = {
     *("__init__", "run", "report", "results", "common", "workload", "trainer_baseline"),
+    "trainings",  # the recipe trained in child processes, for portfolio_moves and fold_thresholds
     "fidelity_replay",  # fidelity_rank's pure replay
 }
 # measures retired once their question was answered: the commit that last had each
