@@ -123,9 +123,10 @@ def measure(args) -> None:
         _jobs(encoder, data_dir, args.max_length, tag, split_seed, args.seeds)
         for split_seed in range(args.runs)
     ]
-    # split by split: a run cut short still has whole splits
-    for seed_jobs, fold_jobs in splits:
-        train_all([*seed_jobs, *fold_jobs], args.parallel, args.threads, NAME)
+    # one queue in split order: a run cut short still has the first splits whole
+    train_all(
+        [job for jobs in splits for job in [*jobs[0], *jobs[1]]], args.parallel, args.threads, NAME
+    )
     runs, gains = [], {}
     for seed_jobs, fold_jobs in splits:
         run, decided = one_split(seed_jobs, fold_jobs)
