@@ -147,7 +147,7 @@ def _evidence(examples: list) -> list[str]:
 
 def one_run(data_dir: str, seed: int | None, encoder: str, max_length: int) -> dict:
     """Both baselines and the window facts of one data folder, as a run per baseline."""
-    from bench.whole_post import window_facts
+    from bench.post_windows import window_facts
     from hpo.data import files_fingerprint
 
     found = baselines(data_dir)

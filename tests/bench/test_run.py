@@ -24,6 +24,7 @@ REPO = BENCH.parent
 NOT_MEASURES = {
     *("__init__", "run", "report", "results", "common", "workload", "trainer_baseline"),
     "trainings",  # the recipe trained in child processes, for portfolio_moves and fold_thresholds
+    *("whole_post_runs", "post_windows"),  # whole_post's one run, and the window facts
     "fidelity_replay",  # fidelity_rank's pure replay
 }
 # measures retired once their question was answered: the commit that last had each
