@@ -95,12 +95,12 @@ def one_split(seed_jobs: list[dict], fold_jobs: list[dict]) -> tuple[dict, dict]
         "wall_s": {f"seed{j['seed']}": wall_seconds(j) for j in seed_jobs}
         | {f"fold{i}": wall_seconds(j) for i, j in enumerate(fold_jobs)},
     }
-    decided = {}
+    truth, _ = post_matrix(data.test, seeds["test"])
+    decided = {"truth": truth.astype(np.int64)}
     for rule, (probs, thresholds) in decisions.items():
-        truth, scores = post_matrix(data.test, probs)
+        _, scores = post_matrix(data.test, probs)
         cut = np.array([thresholds[s] for s in SYMPTOMS])
         decided[rule] = (scores >= cut).astype(np.int64)
-        decided["truth"] = truth.astype(np.int64)
         interval = post_intervals(data.test, probs, thresholds)["post_macro_f1"]
         run[rule] = round(metrics_at(data.test, probs, thresholds)["post_macro_f1"], 4)
         run[f"{rule}_interval"] = [round(interval["low"], 4), round(interval["high"], 4)]
