@@ -22,9 +22,9 @@ import numpy as np
 
 from bench.common import RUNS
 from bench.portfolio_moves import LEVEL, RESAMPLES, paired_gain
-from bench.results import data_identity, write_results
+from bench.results import write_results
 from bench.trainings import config_of, settings, train_all, wall_seconds
-from bench.workload import RECIPE, SPLIT, data_words, encoder_path, sample_data
+from bench.workload import RECIPE, SPLIT, data_words, encoder_path, measured_data
 
 NAME = "fold_thresholds"
 DEFINITION = (
@@ -115,10 +115,7 @@ def one_split(seed_jobs: list[dict], fold_jobs: list[dict]) -> tuple[dict, dict]
 
 def measure(args) -> None:
     encoder, encoder_name = encoder_path()
-    name = f"fold-thresholds/{args.posts}-c{args.clarity}"
-    data_dir = sample_data(name, args.posts, args.data_dir, clarity=args.clarity)
-    real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
-    tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
+    data_dir, real, tag = measured_data("fold-thresholds", args)
     splits = [
         _jobs(encoder, data_dir, args.max_length, tag, split_seed, args.seeds)
         for split_seed in range(args.runs)

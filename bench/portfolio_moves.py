@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import RUNS
-from bench.results import data_identity, write_results
+from bench.results import write_results
 from bench.trainings import config_of, settings, train_all, wall_seconds
 from bench.workload import (
     RECIPE,
@@ -30,7 +30,7 @@ from bench.workload import (
     SPLIT,
     data_words,
     encoder_path,
-    sample_data,
+    measured_data,
 )
 
 NAME = "portfolio_moves"
@@ -109,10 +109,7 @@ def measure(args) -> None:
     from hpo.train.prepare import prepare_data
 
     encoder, encoder_name = encoder_path()
-    name = f"portfolio-moves/{args.posts}-c{args.clarity}"
-    data_dir = sample_data(name, args.posts, args.data_dir, clarity=args.clarity)
-    real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
-    tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
+    data_dir, real, tag = measured_data("portfolio-moves", args)
     # --skip-moves: the moves another file measured already; the recipe trains again beside
     # the rest, as the paired gains need its decisions on the same seeds
     every = points()

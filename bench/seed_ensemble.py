@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from bench.common import RUNS
-from bench.results import data_identity, write_results
-from bench.workload import RECIPE, SPLIT, data_words, encoder_path, recipe_config, sample_data
+from bench.results import write_results
+from bench.workload import RECIPE, SPLIT, data_words, encoder_path, measured_data, recipe_config
 
 NAME = "seed_ensemble"
 DEFINITION = (
@@ -70,10 +70,7 @@ def measure(args) -> None:
     from hpo.train.prepare import prepare_data
 
     encoder, encoder_name = encoder_path()
-    name = f"seed-ensemble/{args.posts}-c{args.clarity}"
-    data_dir = sample_data(name, args.posts, args.data_dir, clarity=args.clarity)
-    real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
-    tag = f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
+    data_dir, real, tag = measured_data("seed-ensemble", args)
     probs, configs, walls = {}, {}, {}
     for seed in range(args.seeds):
         folder = RUNS / "seed-ensemble" / f"model-{tag}-s{seed}"

@@ -94,6 +94,19 @@ STUDY_TRAIN = {  # that study's fixed train fields (each measure adds its split 
 }
 
 
+def measured_data(folder: str, args) -> tuple[str, bool, str]:
+    """A quality measure's data: the real files of ``--data-dir``, else the calibrated sample in
+    ``RUNS/folder``; whether they are the real ReDSM5; and the tag its models' folders carry
+    (the real data at a token budget, or the sample's size at one)."""
+    from bench.results import data_identity
+
+    data_dir = sample_data(
+        f"{folder}/{args.posts}-c{args.clarity}", args.posts, args.data_dir, clarity=args.clarity
+    )
+    real = data_identity(data_dir)["data_kind"] == "real ReDSM5"
+    return data_dir, real, f"real-{args.max_length}" if real else f"{args.posts}-{args.max_length}"
+
+
 def recipe_config(encoder: str, data_dir: str, max_length: int, seed: int, **settings):
     """The standard recipe (criteria multilabel at the fixed 0.5, judged on post macro-F1) on
     the real split's fractions; ``settings`` override or add TrainConfig fields."""
