@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 import warnings
 from collections.abc import Iterator
@@ -152,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe is found here, not at exit where it would traceback
+        return code
+    except BrokenPipeError:  # `hpo status | head`: the reader has what it wanted
+        _stdout_to_devnull()
+        return 128 + signal.SIGPIPE  # what a shell reports for a writer a closed pipe stopped
     except UsageError as exc:
         print(f"hpo: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -167,3 +174,15 @@ def _run(args) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_to_devnull() -> None:
+    """The interpreter flushes stdout again at exit; into a closed pipe that is a second
+    error, so point the descriptor at /dev/null (the recipe of Python's signal docs)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # swapped for an in-process caller
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

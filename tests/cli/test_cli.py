@@ -18,7 +18,7 @@ from hpo.cli import main
 from hpo.study.storage import get_storage
 from tests.support import REPO
 from tests.support.cli_studies import build_study
-from tests.support.helpers import hpo, run_hpo
+from tests.support.helpers import hpo, hpo_argv, run_hpo
 
 UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc
 
@@ -57,6 +57,22 @@ def test_report_to_an_unwritable_path(sqlite_url, finished_study):
         "cannot write the report",
         UNWRITABLE,
     )
+
+
+def test_a_reader_that_stops_early_gets_no_error(sqlite_url, finished_study):
+    """`hpo status | head -1` printed "hpo: error: Broken pipe; check the path and its
+    permissions": the reader closing the pipe is not the user's error. Exit 141, as a shell
+    reports a writer that a closed pipe stopped, and nothing on stderr."""
+    reader_gone = subprocess.Popen(
+        hpo_argv("status", finished_study, "--storage", sqlite_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    reader_gone.stdout.close()  # before the child has written: its first write finds no reader
+    stderr = reader_gone.stderr.read()
+    assert reader_gone.wait(timeout=300) == 141, stderr
+    assert stderr == ""
 
 
 @pytest.mark.parametrize("command", [("data", "sample"), ("make-tiny-encoder",)])
