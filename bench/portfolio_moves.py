@@ -31,6 +31,8 @@ from bench.workload import (
     data_words,
     encoder_path,
     measured_data,
+    saved_probabilities,
+    scored_at_half,
 )
 
 NAME = "portfolio_moves"
@@ -103,11 +105,6 @@ def paired_gain(truth: np.ndarray, moved: list, recipe: list, resamples: int = R
 
 
 def measure(args) -> None:
-    from hpo.data import SYMPTOMS
-    from hpo.final.holdout import mean_probabilities
-    from hpo.train.evaluate import metrics_at, post_intervals
-    from hpo.train.prepare import prepare_data
-
     encoder, encoder_name = encoder_path()
     data_dir, real, tag = measured_data("portfolio-moves", args)
     # --skip-moves: the moves another file measured already; the recipe trains again beside
@@ -123,31 +120,18 @@ def measure(args) -> None:
     train_all([job for _, _, job in jobs], args.parallel, args.threads, NAME)
     runs = {label: [] for label, _ in chosen}
     decisions = {label: [] for label, _ in chosen}
-    fixed = dict.fromkeys(SYMPTOMS, 0.5)
     truth = None
     for seed, label, job in jobs:
         config = config_of(job)
-        folder = Path(config.checkpoint_dir)
-        wall = wall_seconds(job)
-        data = prepare_data(config)  # its own: a move may change what the encoder reads
-        probs = {
-            name: mean_probabilities(config, data, getattr(data, name), [folder])
-            for name in ("validation", "test")
-        }
-        interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
+        # the data its own: a move may change what the encoder reads
+        data, probs = saved_probabilities(config, [Path(config.checkpoint_dir)])
         truth, decided = _decided(data, probs["test"])
         decisions[label].append(decided)
         run = {
             "seed": seed,
             "point": job["point"],
-            "validation_post_macro_f1": round(
-                metrics_at(data.validation, probs["validation"], fixed)["post_macro_f1"], 4
-            ),
-            "test_post_macro_f1": round(
-                metrics_at(data.test, probs["test"], fixed)["post_macro_f1"], 4
-            ),
-            "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
-            "wall_s": wall,
+            **scored_at_half(data, probs),
+            "wall_s": wall_seconds(job),
         }
         runs[label].append(run)
         print(f"[{NAME}] seed {seed} {label}: {run}", flush=True)

@@ -18,7 +18,16 @@ import numpy as np
 
 from bench.common import RUNS
 from bench.results import write_results
-from bench.workload import RECIPE, SPLIT, data_words, encoder_path, measured_data, recipe_config
+from bench.workload import (
+    RECIPE,
+    SPLIT,
+    data_words,
+    encoder_path,
+    measured_data,
+    recipe_config,
+    saved_probabilities,
+    scored_at_half,
+)
 
 NAME = "seed_ensemble"
 DEFINITION = (
@@ -44,30 +53,18 @@ def _config(encoder: str, data: str, max_length: int, seed: int, folder):
 
 def _scores(data, probs: dict[str, np.ndarray], tuned: dict[str, float]) -> dict:
     """Validation and test post macro-F1 at 0.5 and at ``tuned``, and test's interval at 0.5."""
-    from hpo.data import SYMPTOMS
-    from hpo.train.evaluate import metrics_at, post_intervals
+    from hpo.train.evaluate import metrics_at
 
-    fixed = dict.fromkeys(SYMPTOMS, 0.5)
-    found = {}
-    for split_name, thresholds, label in (
-        ("validation", fixed, ""),
-        ("test", fixed, ""),
-        ("validation", tuned, "_tuned"),
-        ("test", tuned, "_tuned"),
-    ):
-        split = getattr(data, split_name)
-        value = metrics_at(split, probs[split_name], thresholds)["post_macro_f1"]
-        found[f"{split_name}_post_macro_f1{label}"] = round(value, 4)
-    interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
-    found["test_interval"] = [round(interval["low"], 4), round(interval["high"], 4)]
+    found = scored_at_half(data, probs)
+    for split_name in ("validation", "test"):
+        value = metrics_at(getattr(data, split_name), probs[split_name], tuned)["post_macro_f1"]
+        found[f"{split_name}_post_macro_f1_tuned"] = round(value, 4)
     return found
 
 
 def measure(args) -> None:
-    from hpo.final.holdout import mean_probabilities
     from hpo.train.evaluate import score
     from hpo.train.loop import train
-    from hpo.train.prepare import prepare_data
 
     encoder, encoder_name = encoder_path()
     data_dir, real, tag = measured_data("seed-ensemble", args)
@@ -81,12 +78,8 @@ def measure(args) -> None:
             train(config)
             timing.write_text(f"{time.perf_counter() - started:.1f}\n")
         walls[seed] = float(timing.read_text())  # the training's, kept with its model
-        data = prepare_data(config)
+        data, probs[seed] = saved_probabilities(config, [folder])
         configs[seed] = (config, data)
-        probs[seed] = {
-            name: mean_probabilities(config, data, getattr(data, name), [folder])
-            for name in ("validation", "test")
-        }
         print(f"[seed_ensemble] seed {seed} trained and scored ({walls[seed]} s)", flush=True)
     config, data = configs[0]
     singles, pairs = [], []

@@ -34,7 +34,7 @@ from bench.whole_post_runs import (
     slug,
     whole,
 )
-from bench.workload import RECIPE, SPLIT, data_words, encoder_path, sample_data
+from bench.workload import RECIPE, SPLIT, data_words, encoder_path, sample_data, scored_at_half
 
 NAME = "whole_post"
 DEFINITION = (
@@ -198,8 +198,6 @@ def averaged(data: str, arms: list[str], max_length: int) -> dict:
     whose misses differ: what head_tail's window cuts off, what whole_post over-calls), the two
     means weighed alike. Per row: the seeds, validation and test post macro-F1 at 0.5 and the
     test's 95% interval; a row to choose by validation, each scored once on test."""
-    from hpo.data import SYMPTOMS
-    from hpo.train.evaluate import metrics_at, post_intervals
     from hpo.train.prepare import prepare_data
 
     saved = {}
@@ -228,20 +226,12 @@ def averaged(data: str, arms: list[str], max_length: int) -> dict:
         for arm in saved
         if whole(arm) and "head_tail" in saved
     }
-    fixed = dict.fromkeys(SYMPTOMS, 0.5)
     found = {}
     for row, probs in rows.items():
-        interval = post_intervals(prepared.test, probs["test"], fixed)["post_macro_f1"]
         arm = row.removeprefix("head_tail + ")
         found[row] = {
             "seeds": len(saved[arm]) if row == arm else [len(saved["head_tail"]), len(saved[arm])],
-            "validation_post_macro_f1": round(
-                metrics_at(prepared.validation, probs["validation"], fixed)["post_macro_f1"], 4
-            ),
-            "test_post_macro_f1": round(
-                metrics_at(prepared.test, probs["test"], fixed)["post_macro_f1"], 4
-            ),
-            "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
+            **scored_at_half(prepared, probs),
             "test_called_cells": int((probs["test"] >= 0.5).sum()),
         }
     return found

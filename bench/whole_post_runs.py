@@ -23,7 +23,13 @@ import numpy as np
 from bench.common import REPO, RUNS, child_env
 from bench.post_windows import window_recall
 from bench.results import commit
-from bench.workload import SPLIT, encoder_path, recipe_config
+from bench.workload import (
+    SPLIT,
+    encoder_path,
+    recipe_config,
+    saved_probabilities,
+    scored_at_half,
+)
 
 NAME = "whole_post"
 
@@ -104,21 +110,15 @@ def slug(arm: str) -> str:
 
 def one_run(arm: str, seed: int, data: str, max_length: int) -> dict:
     """Train one arm at one seed and score it; runs in its own process."""
-    from hpo.data import SYMPTOMS
-    from hpo.final.holdout import mean_probabilities
-    from hpo.train.evaluate import metrics_at, post_intervals
     from hpo.train.loop import train
-    from hpo.train.prepare import prepare_data
 
     encoder, _ = encoder_path()
     config = config_of(arm, encoder, data, max_length, seed)
     started = time.perf_counter()
     result = train(config)
     trained = time.perf_counter() - started
-    prepared = prepare_data(config)
-    folder = [Path(config.checkpoint_dir)]
-    test = mean_probabilities(config, prepared, prepared.test, folder)
-    validation = mean_probabilities(config, prepared, prepared.validation, folder)
+    prepared, probs = saved_probabilities(config, [Path(config.checkpoint_dir)])
+    validation, test = probs["validation"], probs["test"]
     np.savez_compressed(  # what a later decision rule is scored on, without retraining
         Path(config.checkpoint_dir).with_suffix(".probabilities.npz"),
         validation=validation,
@@ -126,13 +126,12 @@ def one_run(arm: str, seed: int, data: str, max_length: int) -> dict:
         test=test,
         test_truth=prepared.test.tokens.labels,
     )
-    fixed = dict.fromkeys(SYMPTOMS, 0.5)
-    interval = post_intervals(prepared.test, test, fixed)["post_macro_f1"]
+    at_half = scored_at_half(prepared, probs)
     outside, inside = window_recall(prepared.test, test, data, encoder, max_length)
     run = {
         "seed": seed,
-        "test_post_macro_f1": round(metrics_at(prepared.test, test, fixed)["post_macro_f1"], 4),
-        "test_interval": [round(interval["low"], 4), round(interval["high"], 4)],
+        "test_post_macro_f1": at_half["test_post_macro_f1"],
+        "test_interval": at_half["test_interval"],
         "validation_post_macro_f1": round(result.metrics["post_macro_f1"], 4),
         "best_epoch": result.best_epoch,
         "recall_outside_window": outside["recall"],

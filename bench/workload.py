@@ -125,6 +125,37 @@ def recipe_config(encoder: str, data_dir: str, max_length: int, seed: int, **set
     )
 
 
+def saved_probabilities(config, folders: list[Path]) -> tuple:
+    """The data as ``config`` prepares it, and the mean probabilities of the classifiers saved
+    in ``folders`` on its validation and test splits (finalize's ensemble of them)."""
+    from hpo.final.holdout import mean_probabilities
+    from hpo.train.prepare import prepare_data
+
+    data = prepare_data(config)
+    probs = {
+        name: mean_probabilities(config, data, getattr(data, name), folders)
+        for name in ("validation", "test")
+    }
+    return data, probs
+
+
+def scored_at_half(data, probs: dict) -> dict:
+    """What every quality measure reports of a model: validation and test post macro-F1 at the
+    fixed 0.5, and test's 95% bootstrap interval over posts."""
+    from hpo.data import SYMPTOMS
+    from hpo.train.evaluate import metrics_at, post_intervals
+
+    fixed = dict.fromkeys(SYMPTOMS, 0.5)
+    found = {
+        f"{name}_post_macro_f1": round(
+            metrics_at(getattr(data, name), probs[name], fixed)["post_macro_f1"], 4
+        )
+        for name in ("validation", "test")
+    }
+    interval = post_intervals(data.test, probs["test"], fixed)["post_macro_f1"]
+    return found | {"test_interval": [round(interval["low"], 4), round(interval["high"], 4)]}
+
+
 @dataclass(frozen=True)
 class Share:
     """How much of the real job one repeat runs: the calibrated realistic sample's size and
