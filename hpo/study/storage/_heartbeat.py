@@ -111,7 +111,7 @@ def _running_beats(
     engine: sa.Engine, study_id: int
 ) -> list[tuple[int, int, timedelta | None, timedelta | None]]:
     """(trial id, number, time since its last beat, time since it started) of each RUNNING
-    trial of the study, in one read; None for a trial that never beat. The database's clock
+    trial of the study, by number, in one read; None for a trial that never beat. The database's clock
     against the beats, naive as Optuna compares them (PostgreSQL's now() has a zone); this
     host's against the start, which Optuna writes from the worker's clock."""
     trials, beats = TrialModel, TrialHeartbeatModel
@@ -125,6 +125,7 @@ def _running_beats(
         )
         .outerjoin(beats, beats.trial_id == trials.trial_id)
         .where(trials.study_id == study_id, trials.state == TrialState.RUNNING)
+        .order_by(trials.number)  # an outer join's rows come in no set order on PostgreSQL
     )
     with engine.connect() as connection:
         rows = connection.execute(query).all()
