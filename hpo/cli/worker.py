@@ -85,6 +85,12 @@ def run(args) -> int:
     from hpo.models.hardware import check_gpus
 
     check_gpus(spec.gpus_per_trial)
+    if not args.await_go:  # `hpo tune` checked before starting its own workers
+        from hpo.run.preflight import preflight
+
+        # a worker joining from another machine, where a model path or the data may be missing:
+        # one line now, not the hub's retries and a failed trial of the shared study per try
+        preflight(spec, notes=False)
     name = args.name or f"{socket.gethostname()}/{os.getpid()}"
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s [{name}] %(message)s", stream=sys.stdout

@@ -459,6 +459,25 @@ def test_a_memory_limit_past_the_machine_or_too_small_to_work_in_is_one_line_exi
     assert "--memory-limit" in run.stderr
 
 
+@pytest.mark.slow
+def test_a_worker_on_a_machine_without_the_model_refuses_before_it_takes_a_trial(
+    tmp_path, study_name, assets
+):
+    """`hpo worker` on a second machine whose model path is missing retried the hub for each
+    file, printed dozens of lines and failed every trial it took in the shared study: it now
+    checks what `hpo tune` checks first, and says it in one line before the study exists."""
+    missing = tmp_path / "models" / "tiny-roberta"  # absolute: no hub id, no network wait
+    database = tmp_path / "hpo.db"
+    cmd = [sys.executable, "-m", "hpo", "worker", str(SMOKE), "--storage", f"sqlite:///{database}"]
+    for item in overrides(study_name, assets, f"model_paths.tiny-roberta={missing}"):
+        cmd += ["--set", item]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert f"encoder 'tiny-roberta': {missing} does not exist" in run.stderr
+    assert "model_paths.tiny-roberta=" in run.stderr and run.stdout == ""
+    assert optuna.get_all_study_names(f"sqlite:///{database}") == []
+
+
 def test_a_trial_failed_as_stale_while_its_worker_was_cut_off_is_dropped_not_a_crash(
     sqlite_url, study_name, assets, caplog
 ):
