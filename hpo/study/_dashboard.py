@@ -12,6 +12,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from hpo.errors import UsageError
 from hpo.storage_url import StorageUrl
+from hpo.study.records._find import sqlite_file_exists
 from hpo.study.storage._connect import get_storage
 
 
@@ -25,13 +26,19 @@ def serve_dashboard(
     url: StorageUrl | str, artifact_dir: Path, host: str, port: int, ready: Callable[[], None]
 ) -> None:
     """Bind ``host:port`` first, so a busy port or a foreign host is one line naming it and
-    nothing is created; then open the storage, call ``ready`` (the "listening" line) and
+    nothing is created; a SQLite file that does not exist (a mistyped path) is refused, not
+    created empty; then open the storage, call ``ready`` (the "listening" line) and
     serve until Ctrl-C. optuna-dashboard is an optional extra, imported only here."""
     from optuna.artifacts import FileSystemArtifactStore
     from optuna_dashboard import wsgi
 
     server = _bind(host, port)
     try:
+        if not sqlite_file_exists(StorageUrl.of(url)):  # opening it would create an empty one
+            raise UsageError(
+                f"no database at {url}: the file does not exist; check the path, or start the "
+                "study first (hpo tune creates it)"
+            )
         artifact_dir.mkdir(parents=True, exist_ok=True)
         server.set_app(
             wsgi(get_storage(url), artifact_store=FileSystemArtifactStore(str(artifact_dir)))

@@ -18,7 +18,7 @@ from hpo.cli import main
 from hpo.study.storage import get_storage
 from tests.support import REPO
 from tests.support.cli_studies import build_study
-from tests.support.helpers import hpo, hpo_argv, run_hpo
+from tests.support.helpers import free_port, hpo, hpo_argv, run_hpo
 
 UNWRITABLE = "/proc/hpo-cannot-write-here"  # not even root can create files in /proc
 
@@ -218,6 +218,25 @@ def test_dashboard_on_a_busy_port_names_it_before_saying_it_listens(sqlite_url, 
     assert not (tmp_path / "hpo.db").exists() and not (tmp_path / "artifacts").exists(), (
         "nothing created"
     )
+
+
+@pytest.mark.slow
+def test_dashboard_on_a_database_file_that_does_not_exist_refuses_and_creates_nothing(tmp_path):
+    """A mistyped --storage path served an empty dashboard, and left an empty database file
+    where the typo pointed."""
+    missing = tmp_path / "typo.db"
+    result = run_hpo(
+        "dashboard",
+        "--storage",
+        f"sqlite:///{missing}",
+        "--port",
+        str(free_port()),
+        "--artifact-dir",
+        str(tmp_path / "artifacts"),
+    )
+    assert_one_line_exit_2(result, f"no database at sqlite:///{missing}", "hpo tune creates it")
+    assert "optuna-dashboard for" not in result.stdout
+    assert not missing.exists() and not (tmp_path / "artifacts").exists(), "nothing created"
 
 
 @pytest.mark.parametrize(

@@ -111,9 +111,9 @@ def _running_beats(
     engine: sa.Engine, study_id: int
 ) -> list[tuple[int, int, timedelta | None, timedelta | None]]:
     """(trial id, number, time since its last beat, time since it started) of each RUNNING
-    trial of the study, by number, in one read; None for a trial that never beat. The database's clock
-    against the beats, naive as Optuna compares them (PostgreSQL's now() has a zone); this
-    host's against the start, which Optuna writes from the worker's clock."""
+    trial of the study, by number, in one read; None for a trial that never beat. The
+    database's clock against the beats, naive as Optuna compares them (PostgreSQL's now() has
+    a zone); this host's against the start, which Optuna writes from the worker's clock."""
     trials, beats = TrialModel, TrialHeartbeatModel
     query = (
         sa.select(
