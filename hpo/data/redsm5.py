@@ -135,7 +135,9 @@ def _read_table(
         raise DataError(f"{path}: line {line}: not valid UTF-8; re-save the file as UTF-8") from exc
     # a field can be as long as the file: real posts run to ~7,000 words
     csv.field_size_limit(max(csv.field_size_limit(), len(text)))
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # strict: a quote never closed is an error, not the rest of the file read into one field
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
     try:
         header = [name.strip() for name in next(reader, [])]
         if not any(header):
@@ -170,6 +172,12 @@ def _read_table(
                 rows.append((start, dict(zip(header, fields, strict=True))))
             start = reader.line_num + 1
     except csv.Error as exc:
+        if str(exc) == "unexpected end of data":  # the csv module's words for an open quote
+            raise DataError(
+                f"{path}: line {start}: a quoted field that starts here is never closed, so "
+                "every line after it would be read into it; close the quote (a quote inside a "
+                'quoted field is written "")'
+            ) from exc
         raise DataError(
             f"{path}: line {reader.line_num}: malformed CSV ({exc}); fix the quoting"
         ) from exc

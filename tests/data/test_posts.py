@@ -56,6 +56,27 @@ def test_a_bad_jsonl_file_is_one_line_naming_where(tmp_path, lines, expected):
     assert expected in message and str(path) in message and "\n" not in message
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # read leniently, posts 2 and 3 became part of post 1's text: one post, exit 0
+        (
+            'post_id,text\n1,"I feel low\n2,second post\n3,third post\n',
+            "line 2: a quoted field that starts here is never closed",
+        ),
+        ('post_id,text\n1,ok\n2,"quoted" then more\n', "line 3: malformed CSV"),
+    ],
+)
+def test_a_csv_quote_left_open_or_stray_is_refused_not_read_into_one_post(tmp_path, text, expected):
+    path = tmp_path / "posts.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        load_posts(path)
+    message = str(caught.value)
+    assert expected in message and str(path) in message and "\n" not in message
+    assert "quot" in message.split(expected)[1], "it says what to fix"
+
+
 def test_an_unknown_format_a_folder_and_a_missing_file_are_named(tmp_path):
     (tmp_path / "posts.txt").write_text("post_id,text\na,b\n")
     with pytest.raises(DataError, match="unknown input format '.txt'"):
