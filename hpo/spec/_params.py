@@ -61,6 +61,14 @@ class _RangeParam(_Searched):
             raise _problem(f"must be > 0 with log: true (got {self.low})", at="low")
         if self.log and self.step is not None:
             raise _problem("cannot be combined with log: true (Optuna forbids it)", at="step")
+        if self.step is not None and self.step > self.high - self.low:
+            # Optuna would warn and search [low, low]: one value, not the range written
+            raise _problem(
+                f"{self.step:g} is more than high - low ({self.high - self.low:g}), so only "
+                f"low ({self.low:g}) would be searched; use a step of at most "
+                f"{self.high - self.low:g}",
+                at="step",
+            )
         return self
 
 
@@ -73,6 +81,19 @@ class IntParam(_RangeParam):
     low: int
     high: int
     step: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _step_divides_the_range(self) -> IntParam:
+        span = self.high - self.low
+        if self.step is not None and span % self.step:
+            # Optuna would lower high to the last step it reaches, with a warning
+            below = self.high - span % self.step
+            raise _problem(
+                f"{self.step} does not divide high - low ({span}), so high would be searched "
+                f"as {below}; set high to {below} or {below + self.step}",
+                at="step",
+            )
+        return self
 
 
 class CategoricalParam(_Searched):

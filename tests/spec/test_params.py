@@ -3,6 +3,8 @@ choices, their checks, and the condition that makes one sampled only after earli
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
@@ -50,6 +52,22 @@ def test_one_and_true_are_two_choices_but_a_choice_twice_is_refused():
 def test_a_range_that_optuna_cannot_sample_is_refused(fields, problem):
     with pytest.raises(ValidationError, match=problem):
         PARAM.validate_python({"type": "float", **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        # Optuna warned and searched [0, 0]: one value where a range was written
+        ({"type": "int", "low": 0, "high": 1, "step": 5}, "5 is more than high - low (1)"),
+        ({"type": "float", "low": 0.0, "high": 0.2, "step": 0.5}, "only low (0) would be"),
+        # Optuna warned and lowered high to 9
+        ({"type": "int", "low": 0, "high": 10, "step": 3}, "high would be searched as 9; set"),
+    ],
+)
+def test_a_step_that_would_shrink_the_range_is_refused(fields, problem):
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        PARAM.validate_python(fields)
+    assert PARAM.validate_python({**fields, "high": fields["low"] + fields["step"]}).step
 
 
 def test_an_int_range_takes_integers_only():
