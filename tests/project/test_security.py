@@ -24,6 +24,7 @@ from safetensors.torch import load_file
 from hpo import outputs
 from hpo.fixtures import write_sample
 from hpo.models.classifier import load_classifier
+from hpo.study.storage import get_storage
 from hpo.train.config import TrainConfig
 from hpo.train.loop import train
 from tests.support import REPO
@@ -470,6 +471,7 @@ def _dashboard(tmp_path: Path, *args: str):
 @pytest.mark.slow
 def test_dashboard_binds_loopback_only_by_default(tmp_path):
     address = _non_loopback_address()
+    get_storage(f"sqlite:///{tmp_path / 'x.db'}")  # a study's database (it refuses a missing one)
     with _dashboard(tmp_path, "--storage", f"sqlite:///{tmp_path / 'x.db'}") as (port, output):
         banner = output()
         assert f"sqlite:///{tmp_path / 'x.db'}" in banner and f"http://127.0.0.1:{port}/" in banner
