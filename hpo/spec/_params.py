@@ -4,6 +4,7 @@ categorical choices), each optionally sampled only when earlier ones took given 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import Field, FiniteFloat, field_validator, model_validator
@@ -61,15 +62,30 @@ class _RangeParam(_Searched):
             raise _problem(f"must be > 0 with log: true (got {self.low})", at="low")
         if self.log and self.step is not None:
             raise _problem("cannot be combined with log: true (Optuna forbids it)", at="step")
-        if self.step is not None and self.step > self.high - self.low:
-            # Optuna would warn and search [low, low]: one value, not the range written
+        if self.step is not None:
+            self._step_reaches_high()
+        return self
+
+    def _step_reaches_high(self) -> None:
+        """Optuna moves a high its step does not reach down to the last low + k * step, with
+        only a warning (its _adjust_*_high, in decimals as here): refused instead, naming it."""
+        low, high, step = (Decimal(str(value)) for value in (self.low, self.high, self.step))
+        top = low + (high - low) // step * step
+        if top == high:
+            return
+        show = dict(low=low, span=high - low, step=step, top=top, above=top + step)
+        show = {name: f"{float(value):g}" for name, value in show.items()}
+        if top == low:
             raise _problem(
-                f"{self.step:g} is more than high - low ({self.high - self.low:g}), so only "
-                f"low ({self.low:g}) would be searched; use a step of at most "
-                f"{self.high - self.low:g}",
+                f"{show['step']} is more than high - low ({show['span']}), so only low "
+                f"({show['low']}) would be searched; use a step of at most {show['span']}",
                 at="step",
             )
-        return self
+        raise _problem(
+            f"{show['step']} does not divide high - low ({show['span']}), so high would be "
+            f"searched as {show['top']}; set high to {show['top']} or {show['above']}",
+            at="step",
+        )
 
 
 class FloatParam(_RangeParam):
@@ -81,19 +97,6 @@ class IntParam(_RangeParam):
     low: int
     high: int
     step: int | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _step_divides_the_range(self) -> IntParam:
-        span = self.high - self.low
-        if self.step is not None and span % self.step:
-            # Optuna would lower high to the last step it reaches, with a warning
-            below = self.high - span % self.step
-            raise _problem(
-                f"{self.step} does not divide high - low ({span}), so high would be searched "
-                f"as {below}; set high to {below} or {below + self.step}",
-                at="step",
-            )
-        return self
 
 
 class CategoricalParam(_Searched):

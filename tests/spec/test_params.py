@@ -62,6 +62,8 @@ def test_a_range_that_optuna_cannot_sample_is_refused(fields, problem):
         ({"type": "float", "low": 0.0, "high": 0.2, "step": 0.5}, "only low (0) would be"),
         # Optuna warned and lowered high to 9
         ({"type": "int", "low": 0, "high": 10, "step": 3}, "high would be searched as 9; set"),
+        # in decimals as Optuna computes it: 0.1 to 0.35 by 0.1 stops at 0.3
+        ({"type": "float", "low": 0.1, "high": 0.35, "step": 0.1}, "searched as 0.3; set high"),
     ],
 )
 def test_a_step_that_would_shrink_the_range_is_refused(fields, problem):
