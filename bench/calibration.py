@@ -54,13 +54,9 @@ def calibration_run(
     """One standard-recipe training on a fresh sample; its validation post macro-F1."""
     from hpo.train.loop import train
 
-    name = f"calibration/{posts}-c{clarity}-s{seed}"
-    data = sample_data(name, posts, seed=seed, clarity=clarity)
-    model = (
-        RUNS
-        / "calibration-models"
-        / f"{posts}-c{clarity}-s{seed}-{max_length}-e{epochs}-{precision}"
-    )
+    case = f"{posts}-c{clarity}-s{seed}"
+    data = sample_data(f"calibration/{case}", posts, seed=seed, clarity=clarity)
+    model = RUNS / "calibration-models" / f"{case}-{max_length}-e{epochs}-{precision}"
     config = recipe_config(
         encoder,
         data,

@@ -471,10 +471,11 @@ def _dashboard(tmp_path: Path, *args: str):
 @pytest.mark.slow
 def test_dashboard_binds_loopback_only_by_default(tmp_path):
     address = _non_loopback_address()
-    get_storage(f"sqlite:///{tmp_path / 'x.db'}")  # a study's database (it refuses a missing one)
-    with _dashboard(tmp_path, "--storage", f"sqlite:///{tmp_path / 'x.db'}") as (port, output):
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    get_storage(url)  # a study's database: the dashboard refuses a path with no file
+    with _dashboard(tmp_path, "--storage", url) as (port, output):
         banner = output()
-        assert f"sqlite:///{tmp_path / 'x.db'}" in banner and f"http://127.0.0.1:{port}/" in banner
+        assert url in banner and f"http://127.0.0.1:{port}/" in banner
         if address is None:
             pytest.skip("this machine has no non-loopback IPv4 address to try the dashboard on")
         assert not _accepts(address, port), (
