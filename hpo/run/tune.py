@@ -44,15 +44,17 @@ def tune(
     from hpo.run.progress import StudyProgress
     from hpo.run.watcher import StudyWatcher
     from hpo.study import finished_study
-    from hpo.study.records import write_study_note
+    from hpo.study.records import trial_census, write_study_note
     from hpo.train.memory import machine_memory_mb, memory_share_mb
 
     workers = options.workers
     spec = load_spec(spec_path, overrides, storage, timeout=options.timeout)
     if (done := finished_study(spec, options.allow_spec_change)) is not None:
+        finished = trial_census(done)["finished"]  # more than n_trials if an earlier run set more
+        said = "n_trials" if finished == spec.n_trials else f"n_trials is {spec.n_trials}"
         say(
-            f"study {spec.name!r} is done: it holds {spec.n_trials} finished trials "
-            f"(n_trials); raise n_trials (--set n_trials=N) to run more"
+            f"study {spec.name!r} is done: it holds {finished} finished trials ({said}); "
+            "raise n_trials (--set n_trials=N) to run more"
         )
         return 0, done
     cpus, gpu_ids = available_cpus(), visible_gpus()

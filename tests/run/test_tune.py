@@ -128,6 +128,11 @@ def test_rerun_of_a_finished_study_runs_nothing_more(postgres_url, study_name, a
     assert "ran for" not in again.stdout
     assert "best trial" in again.stdout
     assert took < first_took / 2, (took, first_took)
+    # a spec asking fewer than the study holds: the count is the study's, not the spec's
+    fewer = run_tune("evidence-smoke.yaml", study_name, postgres_url, assets, 1, "--set",
+                     "n_trials=1", "--set", "train.epochs=1")  # fmt: skip
+    assert fewer.returncode == 0, fewer.stderr[-2000:]
+    assert "is done: it holds 2 finished trials (n_trials is 1)" in fewer.stdout
 
 
 def test_a_resumed_study_samples_new_configurations(postgres_url, study_name, assets):
