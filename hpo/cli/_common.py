@@ -13,6 +13,26 @@ class OneLineErrors(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self._dashed_values_joined(args), namespace)
+
+    def _dashed_values_joined(self, args) -> list[str] | None:
+        """``--timeout -5m`` as ``--timeout=-5m``: argparse takes a value that starts with a dash
+        and is not a plain number for a flag, and says only "expected one argument"; joined, the
+        value's own check names what is wrong with it. A known flag is never taken as a value."""
+        if args is None:
+            return None
+        args, joined = list(args), []
+        while args:
+            token = args.pop(0)
+            action = self._option_string_actions.get(token)
+            takes_one = action is not None and action.nargs is None and action.option_strings
+            if takes_one and args and args[0].startswith("-") and args[0] != "--":
+                if args[0].split("=", 1)[0] not in self._option_string_actions:
+                    token = f"{token}={args.pop(0)}"
+            joined.append(token)
+        return joined
+
 
 def add_spec_args(parser: argparse.ArgumentParser, by_name: bool = False) -> None:
     """SPEC, ``--set KEY=VALUE`` (``args.overrides``) and ``--storage``. ``by_name``: SPEC may

@@ -186,7 +186,12 @@ def finalize(
     )
     say(
         f"{spec.name}: chose trial {summary.chosen.trial} (validation {spec.metric} "
-        f"{best.mean:.4f} ± {best.sd:.4f} over {seeds} seeds); test "
+        + (
+            f"{best.mean:.4f} ± {best.sd:.4f} over {seeds} seeds"
+            if seeds > 1
+            else f"{best.mean:.4f}, one seed"
+        )
+        + "); test "
         + ", ".join(test_figure(summary.test, name) for name in headline(spec.metric, summary.test))
         + f"; model in {final_dir / 'model'}"
     )

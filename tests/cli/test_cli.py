@@ -443,3 +443,21 @@ def test_known_harmless_library_warnings_are_silenced(capsys, sqlite_url, tiny_r
         # peft asks for transformers 5's deprecated is_gradient_checkpointing
         peft.get_peft_model(encoder, peft.LoraConfig(r=4, target_modules=["query", "value"]))
     assert [w for w in caught if issubclass(w.category, FutureWarning)] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["tune", "x.yaml", "--timeout", "-5m"], "--timeout: must be at least 1s, got '-5m'"),
+        (["tune", "x.yaml", "--memory-per-worker", "-6G"], "--memory-per-worker: must be at least"),
+        (["tune", "x.yaml", "--storage", "--workers", "2"], "--storage: expected one argument"),
+    ],
+)
+def test_a_dashed_value_is_checked_as_a_value_and_a_flag_is_never_one(capsys, argv, problem):
+    """`--timeout -5m` said only "expected one argument": argparse reads -5m as a flag. The value
+    now meets its own check; a real flag after a flag still reads as a missing value."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2 and len(stderr.strip().splitlines()) == 1
+    assert problem in stderr

@@ -339,6 +339,8 @@ def test_a_search_its_time_budget_ended_finalizes_without_partial(tmp_path, asse
         "time budget (`hpo tune --timeout`) ended it after 2 of 4 trials"
         in (final / "model_card.md").read_text()
     )
+    chose = next(line for line in result.stdout.splitlines() if "chose trial" in line)
+    assert ", one seed); test " in chose and "seeds" not in chose, chose  # not "over 1 seeds"
 
 
 @pytest.mark.slow
