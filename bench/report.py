@@ -68,6 +68,8 @@ MEASURES = {
     "fidelity_rank": "Low fidelities vs full training (issue #50, real size, H200)",
     "lexical_baselines": "Bag of words on the realistic sample (real size)",
     "lexical_baselines_real": "Bag of words on the real ReDSM5",
+    "learning_curve": "Training posts against quality on the realistic sample",
+    "learning_curve_real": "Training posts against quality on the real ReDSM5",
     "busy_threads": "Threads beside other work (issue #55)",
     "calibration_shipped": "The recipe on the recalibrated sample (issue #56, real size)",
     "whole_post_cost": "whole_post epoch time over head_tail's (issue #56)",

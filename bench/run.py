@@ -67,6 +67,7 @@ MEASURES = {
     "whole_post_cost": ("whole_post_cost",),
     "fidelity_rank": ("fidelity_rank",),
     "lexical_baselines": ("lexical_baselines", "lexical_baselines_real"),
+    "learning_curve": ("learning_curve", "learning_curve_real"),
     "busy_threads": ("busy_threads",),
 }
 NAMES = {name: module for module, files in MEASURES.items() for name in (*files, module)}
