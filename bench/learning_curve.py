@@ -3,7 +3,9 @@ the training posts (``train_share``: stratified, fixed by the split seed, the wh
 validation and test stay whole) on the same seeds and split, and each run is scored once on
 test at the fixed 0.5, with a 95% bootstrap interval over test posts. The gain per doubling of
 the training posts (the whole set against its half, paired on seeds and test posts) says what
-more annotated posts would buy where a better search cannot reach.
+more annotated posts would buy where a better search cannot reach. A share trains fewer steps
+than the whole set in the same epochs, so the half also trains twice the epochs (the whole
+set's optimizer steps): what the posts buy with the steps held equal, and what the steps alone do.
 
     python -m bench.run --only learning_curve --data-dir ../shared/redsm5 --max-length 256
 """
@@ -33,36 +35,40 @@ DEFINITION = (
     "test post macro-F1 at the fixed 0.5 of the standard recipe trained on a share of the "
     "training posts (validation and test whole), on the same seeds and split"
 )
-SHARES = (0.25, 0.5, 1.0)
+SHARES = (0.25, 0.5, 1.0)  # the curve, each at the recipe's epochs
+STEPS_MATCHED = 0.5  # this share also at 1 / share times the epochs: the whole set's steps
 DEFAULTS = {"seeds": 3}
 
 
 def measure(args) -> None:
     encoder, encoder_name = encoder_path()
     data_dir, real, tag = measured_data("learning-curve", args)
+    arms = [*((share, 1) for share in reversed(SHARES)), (STEPS_MATCHED, round(1 / STEPS_MATCHED))]
     jobs = [  # seed by seed, the largest share first: a run cut short still has whole curves
-        (seed, share, _settings(encoder, data_dir, args.max_length, tag, seed, share))
+        (seed, arm, _settings(encoder, data_dir, args.max_length, tag, seed, *arm))
         for seed in range(args.seeds)
-        for share in reversed(SHARES)
+        for arm in arms
     ]
     train_all([job for _, _, job in jobs], args.parallel, args.threads, NAME)
-    runs = {_label(share): [] for share in SHARES}
-    decisions = {share: [] for share in SHARES}
+    runs = {_label(*arm): [] for arm in sorted(arms)}
+    decisions = {arm: [] for arm in arms}
     truth = None
-    for seed, share, job in jobs:
+    for seed, arm, job in jobs:
         config = config_of(job)
         data, probs = saved_probabilities(config, [Path(config.checkpoint_dir)])
         truth, decided = _decided(data, probs["test"])
-        decisions[share].append(decided)
+        decisions[arm].append(decided)
         run = {
             "seed": seed,
             "train_posts": len(set(data.train.post_ids)),
+            "epochs": config.epochs,
             **scored_at_half(data, probs),
             "wall_s": wall_seconds(job),
         }
-        runs[_label(share)].append(run)
-        print(f"[{NAME}] seed {seed} share {share}: {run}", flush=True)
-    whole, half = decisions[1.0], decisions[0.5]
+        runs[_label(*arm)].append(run)
+        print(f"[{NAME}] seed {seed} {_label(*arm)}: {run}", flush=True)
+    whole, half, half_long = (decisions[arm] for arm in ((1.0, 1), (0.5, 1), arms[-1]))
+    curve = {label: found for label, found in runs.items() if "epochs" not in label}
     write_results(
         f"{NAME}_real" if real else NAME,
         {
@@ -72,6 +78,8 @@ def measure(args) -> None:
             + ", one split for every run",
             "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
             "shares": list(SHARES),
+            "steps_matched": f"{STEPS_MATCHED:.0%} of the posts at {round(1 / STEPS_MATCHED)}x "
+            "the recipe's epochs",
             "parallel": f"{args.parallel} runs at a time, {args.threads} thread(s) each",
         },
         runs,
@@ -81,15 +89,19 @@ def measure(args) -> None:
         details={
             # the whole training set against its half: what one doubling of the posts bought
             "paired_gain_of_doubling": paired_gain(truth, whole, half),
-            "validation_gain_per_doubling": _per_doubling(runs, "validation_post_macro_f1"),
-            "test_gain_per_doubling": _per_doubling(runs, "test_post_macro_f1"),
+            # the same doubling with the optimizer steps held equal: what the posts alone bought
+            "paired_gain_of_doubling_same_steps": paired_gain(truth, whole, half_long),
+            # the half's epochs doubled: what the steps alone bought
+            "paired_gain_of_the_steps": paired_gain(truth, half_long, half),
+            "validation_gain_per_doubling": _per_doubling(curve, "validation_post_macro_f1"),
+            "test_gain_per_doubling": _per_doubling(curve, "test_post_macro_f1"),
             "test_posts": int(len(truth)),
         },
         fewer_runs=None
         if args.seeds >= 5
         else {
             "at_least": args.seeds,
-            "why": f"{args.seeds} seeds: each trains the recipe on {len(SHARES)} shares; the "
+            "why": f"{args.seeds} seeds: each trains the recipe {len(arms)} times; the "
             "uncertainty that decides the doubling's gain is its paired interval over test "
             "posts (details), not the spread over seeds",
         },
@@ -100,8 +112,10 @@ def measure(args) -> None:
     )
 
 
-def _label(share: float) -> str:
-    return f"{share:.0%} of the training posts"
+def _label(share: float, epochs_times: int = 1) -> str:
+    """An arm's name: its share of the training posts, and its epochs where not the recipe's."""
+    more = f", {epochs_times}x the epochs" if epochs_times > 1 else ""
+    return f"{share:.0%} of the training posts{more}"
 
 
 def _per_doubling(runs: dict, figure: str) -> float:
@@ -121,14 +135,14 @@ def _per_doubling(runs: dict, figure: str) -> float:
     return round(slope, 4)
 
 
-def _settings(encoder, data_dir, max_length: int, tag: str, seed: int, share: float) -> dict:
-    folder = RUNS / "learning-curve" / f"{tag}-share{share}-s{seed}"
+def _settings(
+    encoder, data_dir, max_length: int, tag: str, seed: int, share: float, epochs_times: int
+) -> dict:
+    longer = f"-epochs{epochs_times}x" if epochs_times > 1 else ""
+    folder = RUNS / "learning-curve" / f"{tag}-share{share}{longer}-s{seed}"
+    point = {"train_share": share} if share < 1 else {}
+    if epochs_times > 1:
+        point["epochs"] = RECIPE["epochs"] * epochs_times
     return settings(
-        encoder,
-        data_dir,
-        max_length,
-        seed,
-        {"train_share": share} if share < 1 else {},
-        folder,
-        RUNS / "learning-curve-cache",
+        encoder, data_dir, max_length, seed, point, folder, RUNS / "learning-curve-cache"
     )
