@@ -4,8 +4,9 @@ validation and test stay whole) on the same seeds and split, and each run is sco
 test at the fixed 0.5, with a 95% bootstrap interval over test posts. The gain per doubling of
 the training posts (the whole set against its half, paired on seeds and test posts) says what
 more annotated posts would buy where a better search cannot reach. A share trains fewer steps
-than the whole set in the same epochs, so the half also trains twice the epochs (the whole
-set's optimizer steps): what the posts buy with the steps held equal, and what the steps alone do.
+than the whole set in the same epochs, so the half and the whole set also train twice the
+epochs (the half then takes the whole set's optimizer steps): what the posts buy with the steps
+held equal, and what more steps buy each.
 
     python -m bench.run --only learning_curve --data-dir ../shared/redsm5 --max-length 256
 """
@@ -36,14 +37,14 @@ DEFINITION = (
     "training posts (validation and test whole), on the same seeds and split"
 )
 SHARES = (0.25, 0.5, 1.0)  # the curve, each at the recipe's epochs
-STEPS_MATCHED = 0.5  # this share also at 1 / share times the epochs: the whole set's steps
+LONGER = (0.5, 1.0)  # these shares also at twice the epochs: the half at the whole set's steps
 DEFAULTS = {"seeds": 3}
 
 
 def measure(args) -> None:
     encoder, encoder_name = encoder_path()
     data_dir, real, tag = measured_data("learning-curve", args)
-    arms = [*((share, 1) for share in reversed(SHARES)), (STEPS_MATCHED, round(1 / STEPS_MATCHED))]
+    arms = [*((share, 1) for share in reversed(SHARES)), *((share, 2) for share in LONGER)]
     jobs = [  # seed by seed, the largest share first: a run cut short still has whole curves
         (seed, arm, _settings(encoder, data_dir, args.max_length, tag, seed, *arm))
         for seed in range(args.seeds)
@@ -67,7 +68,9 @@ def measure(args) -> None:
         }
         runs[_label(*arm)].append(run)
         print(f"[{NAME}] seed {seed} {_label(*arm)}: {run}", flush=True)
-    whole, half, half_long = (decisions[arm] for arm in ((1.0, 1), (0.5, 1), arms[-1]))
+    whole, half, half_long, whole_long = (
+        decisions[arm] for arm in ((1.0, 1), (0.5, 1), (0.5, 2), (1.0, 2))
+    )
     curve = {label: found for label, found in runs.items() if "epochs" not in label}
     write_results(
         f"{NAME}_real" if real else NAME,
@@ -78,8 +81,7 @@ def measure(args) -> None:
             + ", one split for every run",
             "recipe": {**RECIPE, "max_length": args.max_length, "threshold": "fixed"},
             "shares": list(SHARES),
-            "steps_matched": f"{STEPS_MATCHED:.0%} of the posts at {round(1 / STEPS_MATCHED)}x "
-            "the recipe's epochs",
+            "longer": [f"{share:.0%} of the posts at 2x the recipe's epochs" for share in LONGER],
             "parallel": f"{args.parallel} runs at a time, {args.threads} thread(s) each",
         },
         runs,
@@ -91,8 +93,9 @@ def measure(args) -> None:
             "paired_gain_of_doubling": paired_gain(truth, whole, half),
             # the same doubling with the optimizer steps held equal: what the posts alone bought
             "paired_gain_of_doubling_same_steps": paired_gain(truth, whole, half_long),
-            # the half's epochs doubled: what the steps alone bought
+            # the epochs doubled: what more steps alone bought, on the half and on the whole set
             "paired_gain_of_the_steps": paired_gain(truth, half_long, half),
+            "paired_gain_of_the_steps_whole_set": paired_gain(truth, whole_long, whole),
             "validation_gain_per_doubling": _per_doubling(curve, "validation_post_macro_f1"),
             "test_gain_per_doubling": _per_doubling(curve, "test_post_macro_f1"),
             "test_posts": int(len(truth)),
