@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 
 from bench.common import RUNS
-from bench.portfolio_moves import _decided, paired_gain
+from bench.portfolio_moves import paired_gain, scored
 from bench.results import write_results
-from bench.trainings import config_of, settings, train_all, wall_seconds
+from bench.trainings import settings, train_all
 from bench.workload import (
     RECIPE,
     SPLIT,
     data_words,
     encoder_path,
     measured_data,
-    saved_probabilities,
-    scored_at_half,
 )
 
 NAME = "learning_curve"
@@ -55,23 +52,20 @@ def measure(args) -> None:
     decisions = {arm: [] for arm in arms}
     truth = None
     for seed, arm, job in jobs:
-        config = config_of(job)
-        data, probs = saved_probabilities(config, [Path(config.checkpoint_dir)])
-        truth, decided = _decided(data, probs["test"])
+        config, data, truth, decided, figures = scored(job)
         decisions[arm].append(decided)
         run = {
             "seed": seed,
             "train_posts": len(set(data.train.post_ids)),
             "epochs": config.epochs,
-            **scored_at_half(data, probs),
-            "wall_s": wall_seconds(job),
+            **figures,
         }
         runs[_label(*arm)].append(run)
         print(f"[{NAME}] seed {seed} {_label(*arm)}: {run}", flush=True)
     whole, half, half_long, whole_long = (
         decisions[arm] for arm in ((1.0, 1), (0.5, 1), (0.5, 2), (1.0, 2))
     )
-    curve = {label: found for label, found in runs.items() if "epochs" not in label}
+    curve = {_label(share): runs[_label(share)] for share in SHARES}
     write_results(
         f"{NAME}_real" if real else NAME,
         {

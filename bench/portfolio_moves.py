@@ -81,6 +81,22 @@ def _decided(data, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return truth.astype(np.int64), (scores >= 0.5).astype(np.int64)
 
 
+def scored(job: dict) -> tuple:
+    """A trained job rescored: its config and data, test's truth and decisions at 0.5, and what
+    every run reports (``scored_at_half``'s figures and the training's seconds)."""
+    config = config_of(job)
+    # the data its own: a point may change what the encoder reads
+    data, probs = saved_probabilities(config, [Path(config.checkpoint_dir)])
+    truth, decided = _decided(data, probs["test"])
+    return (
+        config,
+        data,
+        truth,
+        decided,
+        {**scored_at_half(data, probs), "wall_s": wall_seconds(job)},
+    )
+
+
 def paired_gain(truth: np.ndarray, moved: list, recipe: list, resamples: int = RESAMPLES) -> dict:
     """The move's mean test post macro-F1 over seeds minus the recipe's on the same seeds, and
     its percentile interval over test posts resampled with replacement (both sides on the same
@@ -122,17 +138,9 @@ def measure(args) -> None:
     decisions = {label: [] for label, _ in chosen}
     truth = None
     for seed, label, job in jobs:
-        config = config_of(job)
-        # the data its own: a move may change what the encoder reads
-        data, probs = saved_probabilities(config, [Path(config.checkpoint_dir)])
-        truth, decided = _decided(data, probs["test"])
+        _, _, truth, decided, figures = scored(job)
         decisions[label].append(decided)
-        run = {
-            "seed": seed,
-            "point": job["point"],
-            **scored_at_half(data, probs),
-            "wall_s": wall_seconds(job),
-        }
+        run = {"seed": seed, "point": job["point"], **figures}
         runs[label].append(run)
         print(f"[{NAME}] seed {seed} {label}: {run}", flush=True)
     rounds = min(len(found) for found in decisions.values())
