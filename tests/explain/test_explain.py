@@ -393,14 +393,15 @@ def test_a_joined_prediction_to_a_csv_name_is_refused_before_any_post_is_read(
     models, posts_csv, tmp_path, capsys
 ):
     """Issue #55 item 10: `--out x.csv` in joined mode wrote JSON lines into the .csv."""
-    out = tmp_path / "joined.csv"
     argv = ["predict", "--criteria", str(models("criteria")), "--evidence", str(models("evidence"))]
-    assert main([*argv, "--input", str(posts_csv), "--out", str(out), "--no-progress"]) == 2
-    err = capsys.readouterr().err  # the module's models may have just been built: their lines
-    lines = [line for line in err.splitlines() if line.startswith("hpo")]
-    said = (
-        f"hpo: error: --out {out}: the joined prediction is JSON lines (a post's symptoms and "
-        "their sentences); name it .jsonl"
-    )
-    assert "Traceback" not in err and lines == [said]
-    assert not out.exists()
+    for name in ("joined.csv", "joined.txt"):  # .txt held JSON lines too
+        out = tmp_path / name
+        assert main([*argv, "--input", str(posts_csv), "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err  # the module's models may have just been built: their lines
+        lines = [line for line in err.splitlines() if line.startswith("hpo")]
+        said = (
+            f"hpo: error: --out {out}: the joined prediction is JSON lines (a post's symptoms and "
+            "their sentences); name it .jsonl"
+        )
+        assert "Traceback" not in err and lines == [said]
+        assert not out.exists()

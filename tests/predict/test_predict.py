@@ -329,6 +329,10 @@ BAD_INPUTS = {
         b'{"post_id": "\\udfff", "text": "ok"}\n',
         "line 1: post_id holds '\\udfff'",
     ),
+    # 1e2 came back as 100.0 and NaN as nan: the predictions no longer joined onto the posts
+    "float post_id": ("posts.jsonl", b'{"post_id": 1e2, "text": "ok"}\n', "not the number 100.0"),
+    "NaN post_id": ("posts.jsonl", b'{"post_id": NaN, "text": "ok"}\n', "not the number NaN"),
+    "renamed fields": ("posts.jsonl", b'{"id": 1, "body": "ok"}\n', "(found id, body)"),
     "post_id of 5,000 digits": (
         "posts.jsonl",
         b'{"post_id": ' + b"7" * 5000 + b', "text": "ok"}\n',
@@ -470,6 +474,15 @@ def test_an_input_that_is_not_a_file_says_what_it_is(trained, tmp_path, capsys):
     ):
         argv = ["predict", str(model_dir), "--input", str(path), "--out", str(out)]
         assert_refused(capsys, argv, out, f"{path}: {what}; pass --input a .csv or .jsonl file")
+
+
+@pytest.mark.parametrize("name", ["predictions.jsonl", "predictions.parquet", "predictions"])
+def test_one_models_predictions_to_another_formats_name_are_refused(tmp_path, capsys, name):
+    """A CSV was written under any name: `--out p.jsonl` held CSV that JSON readers choke on."""
+    out = tmp_path / name
+    argv = ["predict", str(tmp_path), "--input", "x.csv", "--out", str(out)]
+    said = f"--out {out}: one model's predictions are a CSV"
+    assert_refused(capsys, argv, out, said, "name it .csv")
 
 
 def test_html_beside_a_model_folder_says_html_needs_the_pair(tmp_path, capsys):
