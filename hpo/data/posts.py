@@ -74,15 +74,19 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
         if missing:
             raise DataError(
                 f"{path}: line {line}: missing field(s) {', '.join(missing)}; "
-                f"every line needs {', '.join(POST_COLUMNS)}"
+                f"every line needs {', '.join(POST_COLUMNS)} (found {', '.join(record) or 'none'})"
             )
-        if (
-            not isinstance(record["text"], str)
-            or isinstance(record["post_id"], (dict, list, bool))
-            or record["post_id"] is None
-        ):
+        if not isinstance(record["text"], str):
             raise DataError(
-                f"{path}: line {line}: text must be a string and post_id a string or number"
+                f"{path}: line {line}: text must be a string, not {_json_kind(record['text'])}"
+            )
+        post_id = record["post_id"]
+        if isinstance(post_id, bool) or not isinstance(post_id, (str, int)):
+            # a float id comes back as Python writes it (1e2 as 100.0, NaN as nan): the
+            # predictions would no longer join onto the posts they came from
+            raise DataError(
+                f"{path}: line {line}: post_id must be a string or an integer, not "
+                f"{_json_kind(post_id)}; write it as a JSON string"
             )
         for name in (
             POST_COLUMNS
@@ -100,6 +104,14 @@ def _jsonl_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
             f"{', '.join(POST_COLUMNS)} per line"
         )
     return rows
+
+
+def _json_kind(value) -> str:
+    """A JSON value as an error names it: a number as written, anything else by its kind."""
+    if isinstance(value, float):
+        return f"the number {json.dumps(value)}"
+    kinds = {bool: "true/false", type(None): "null", dict: "an object", list: "a list"}
+    return kinds.get(type(value), "a number")
 
 
 def _kind(path: Path) -> str:
