@@ -43,13 +43,15 @@ def refuse_unsafe_output(
     may_replace: Callable[[Path], bool] | None = None,
     kind: str = "file this command wrote",
     force: bool = False,
+    suffix: tuple[str, str] | None = None,
 ) -> None:
     """Raise ``OutputRefused`` unless a command may write ``path``: never a ``protected`` path
     ({path: what it is}: an input file, or anything inside a model folder), however it is reached
     (symlink, hard link), not even with ``force``; never a SQLite database (a study's storage), a
     folder, a block device or a socket; an existing non-empty file that ``may_replace`` does not
     recognise as a ``kind`` only with ``force``. Nothing, a regular file, a character device
-    (/dev/null, a terminal) or a FIFO is writable."""
+    (/dev/null, a terminal) or a FIFO is writable; a file's name ends in ``suffix`` (the ending,
+    what is written), which whoever opens it goes by."""
     path = Path(path)
     try:
         status = path.stat()  # through symlinks: what the write would reach
@@ -77,7 +79,10 @@ def refuse_unsafe_output(
             f"refusing to overwrite {path}: it is a SQLite database (a study's storage?), which "
             "would be destroyed; choose another output path"
         )
-    if status is None or stat.S_ISCHR(status.st_mode) or stat.S_ISFIFO(status.st_mode):
+    if status is None:
+        _refuse_misnamed(path, suffix)
+        return
+    if stat.S_ISCHR(status.st_mode) or stat.S_ISFIFO(status.st_mode):  # a stream: no name to go by
         return
     if stat.S_ISDIR(status.st_mode):
         raise OutputRefused(f"cannot write {path}: it is a folder; give a file path inside it")
@@ -86,11 +91,17 @@ def refuse_unsafe_output(
             f"refusing to write {path}: it is a block device or socket, not a file; "
             "choose a file path"
         )
+    _refuse_misnamed(path, suffix)
     if status.st_size and may_replace is not None and not force and not may_replace(target):
         raise OutputRefused(
             f"refusing to overwrite {path}: it exists and is not a {kind}; choose a new path, "
             "or pass --force to replace it"
         )
+
+
+def _refuse_misnamed(path: Path, suffix: tuple[str, str] | None) -> None:
+    if suffix is not None and path.suffix.lower() != suffix[0]:
+        raise OutputRefused(f"--out {path}: {suffix[1]}; name it {suffix[0]}")
 
 
 def _is_sqlite(path: Path) -> bool:

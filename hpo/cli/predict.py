@@ -96,12 +96,6 @@ def run(args) -> int:
             "hpo predict needs a model folder, or --criteria and --evidence for the joined "
             "prediction"
         )
-    _check_out_suffix(
-        args.out,
-        ".csv",
-        "one model's predictions are a CSV (the joined prediction of "
-        "--criteria and --evidence is JSON lines)",
-    )
     s = model_on_file(
         args.model_dir,
         args.input,
@@ -143,11 +137,6 @@ def _run_pair(args, progress: bool) -> int:
             "--evidence needs --criteria too: pass the criteria study's final/model and the "
             "evidence study's final/model"
         )
-    _check_out_suffix(
-        args.out,
-        ".jsonl",
-        "the joined prediction is JSON lines (a post's symptoms and their sentences)",
-    )
     s = pair_on_file(
         args.criteria,
         args.evidence,
@@ -175,14 +164,6 @@ def _run_pair(args, progress: bool) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _check_out_suffix(out: str, suffix: str, what: str) -> None:
-    """A file named for another format would be read as that format by whoever opens it."""
-    from hpo.errors import UsageError
-
-    if Path(out).suffix.lower() != suffix:
-        raise UsageError(f"--out {out}: {what}; name it {suffix}")
 
 
 def model_on_file(

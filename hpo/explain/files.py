@@ -74,6 +74,7 @@ def explain_file(
         Path(out): _rules(
             protected, is_explanations_file, "joined predictions file (JSON lines)", force
         )
+        | {"suffix": (".jsonl", JOINED_IS_JSON_LINES)}
     }
     if html is not None:
         if Path(html).resolve() == Path(out).resolve():
@@ -188,6 +189,9 @@ def is_report_file(path: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     return head.startswith("<!DOCTYPE html>") and f'content="{GENERATOR}"' in head
+
+
+JOINED_IS_JSON_LINES = "the joined prediction is JSON lines (a post's symptoms and their sentences)"
 
 
 def _rules(protected: dict, may_replace: Callable[[Path], bool], kind: str, force: bool) -> dict:

@@ -53,6 +53,11 @@ def predict_file(
         "may_replace": is_predictions_file,
         "kind": "predictions file",
         "force": force,
+        "suffix": (
+            ".csv",
+            "one model's predictions are a CSV (the joined prediction of "
+            "--criteria and --evidence is JSON lines)",
+        ),
     }
     refuse_unsafe_output(out, **out_rules)  # before anything costs time; checked again when written
     posts = load_posts(input_path)  # bad input fails here, before the model costs anything

@@ -480,7 +480,7 @@ def test_an_input_that_is_not_a_file_says_what_it_is(trained, tmp_path, capsys):
 def test_one_models_predictions_to_another_formats_name_are_refused(tmp_path, capsys, name):
     """A CSV was written under any name: `--out p.jsonl` held CSV that JSON readers choke on."""
     out = tmp_path / name
-    argv = ["predict", str(tmp_path), "--input", "x.csv", "--out", str(out)]
+    argv = ["predict", str(tmp_path / "model"), "--input", "x.csv", "--out", str(out)]
     said = f"--out {out}: one model's predictions are a CSV"
     assert_refused(capsys, argv, out, said, "name it .csv")
 
