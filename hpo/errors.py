@@ -57,6 +57,11 @@ class MetaTensorError(RuntimeError):
         )
 
 
+class IncompleteCheckpoint(UsageError):
+    """An encoder checkpoint lacks weights its model needs: transformers would start them from
+    random values with only a warning, silently re-initialising part of the encoder."""
+
+
 class OutOfMemoryError(RuntimeError):
     """A training step ran out of memory even at micro-batch 1."""
 

@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 from transformers.utils import logging as hf_logging
 
-from hpo.errors import MetaTensorError
+from hpo.errors import IncompleteCheckpoint, MetaTensorError
 
 log = logging.getLogger(__name__)
 # What belongs in a trial's train.log but not on the terminal: trial logs attach to it, nothing
@@ -108,15 +108,48 @@ def load_pretrained(
         kwargs = {**encoder_init_kwargs(config), **kwargs}
     with model_construction():
         model, info = model_class.from_pretrained(
-            name_or_path, config=config, dtype=torch.float32, output_loading_info=True, **kwargs
-        )
-    if info.get("missing_keys"):
-        log.warning(
-            "%s: %d weights were not in the checkpoint and start untrained: %s",
             name_or_path,
-            len(info["missing_keys"]),
-            sorted(info["missing_keys"])[:10],
+            config=config,
+            dtype=torch.float32,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported below by name, not in a bare RuntimeError
+            **kwargs,
+        )
+    if mismatched := info.get("mismatched_keys"):
+        shown = ", ".join(
+            f"{key} {tuple(saved)} where the model has {tuple(built)}"
+            for key, saved, built in list(mismatched)[:3]
+        )
+        raise IncompleteCheckpoint(
+            f"{name_or_path}: {len(mismatched)} weight(s) in its checkpoint do not fit its "
+            f"config.json ({shown}); point at the checkpoint that config belongs to"
+        )
+    if missing := sorted(info.get("missing_keys") or ()):
+        # the pooler, the one part a checkpoint may lack, is never built (encoder_init_kwargs)
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise IncompleteCheckpoint(
+            f"{name_or_path}: {len(missing)} encoder weight(s) are not in its checkpoint "
+            f"({shown}) and would train from random values; point at a complete checkpoint, "
+            "saved with save_pretrained (a state_dict's 'module.' prefix is not read)"
         )
     model.train()
     assert_no_meta(model, f"after loading {name_or_path}")
     return model
+
+
+def check_weights(name: str, path: str | Path) -> None:
+    """Encoder ``name``'s weights at ``path`` load whole (no file truncated or missing, no
+    weight absent or misshapen), as one line naming the fix: checked before a study exists,
+    for a trial would fail on them after it does, or train on random values."""
+    try:
+        load_pretrained(path)
+    except IncompleteCheckpoint as exc:
+        raise IncompleteCheckpoint(f"encoder {name!r}: {exc}") from None
+    except Exception as exc:  # transformers' and safetensors' own errors, in their words
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise IncompleteCheckpoint(
+            f"encoder {name!r}: cannot load its weights from {path} ({said}); point "
+            f"model_paths.{name} at a complete checkpoint, saved with save_pretrained"
+        ) from None

@@ -50,6 +50,7 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
     posts.require(("train", "validation"), first.split_fractions)
     # torch from here on: slow to import, so checked last
     from hpo.models.hardware import check_gpus, unused_gpu_warning
+    from hpo.models.loading import check_weights
     from hpo.train.formulations import build_examples
 
     # Both tasks pair every criterion text with a text: the (cheap) criteria pairs show whether
@@ -79,6 +80,7 @@ def _check_inputs(spec: StudySpec, configs: list, notes: bool) -> list[str]:
         found.append(f"encoder {name}: {_check_encoder(str(name), path)}")
         _check_search_fits(spec, str(name), path)
         _check_lengths(str(name), path, examples, _shortest_max_length(spec, first.max_length))
+        check_weights(str(name), path)  # last: the config's own checks name the key to fix
         if notes:
             found += _long_tail(str(name), path, texts, spec, configs)
     return found

@@ -4,7 +4,7 @@ run again on the same inputs (a resumed study, a study re-run after a crash) fin
 the checks that import torch, transformers and scikit-learn and tokenize with every encoder,
 which otherwise compete with its starting workers for the cores. Any change in what the
 checks read gives another digest, so the full checks run again: files are known by their
-content (weight files, which the checks do not read, by size and mtime)."""
+content (those over 64 MiB, most weight files, by size and mtime)."""
 
 from __future__ import annotations
 

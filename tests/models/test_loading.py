@@ -119,3 +119,17 @@ def test_transformers_load_report_goes_to_the_trial_log_not_the_terminal(
     assert "LOAD REPORT" in path.read_text() and "UNEXPECTED" in path.read_text()
     out, err = capfd.readouterr()
     assert "LOAD REPORT" not in out + err
+
+
+def test_a_checkpoint_missing_encoder_weights_is_refused_not_trained_from_random(
+    tiny_roberta, tmp_path
+):
+    """transformers starts the missing weights from random values with a warning: a trial, a
+    finalize or a LoRA model's base would have trained or predicted on them."""
+    from hpo.errors import IncompleteCheckpoint
+    from tests.support.damaged_encoders import misshapen, without_layer
+
+    with pytest.raises(IncompleteCheckpoint, match=r"16 encoder weight\(s\) are not in its"):
+        load_pretrained(without_layer(tiny_roberta, tmp_path / "missing"))
+    with pytest.raises(IncompleteCheckpoint, match=r"\(512, 64\) where the model has \(256, 64\)"):
+        load_pretrained(misshapen(tiny_roberta, tmp_path / "misshapen"))

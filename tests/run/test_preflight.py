@@ -14,6 +14,12 @@ from hpo.errors import DataError, UsageError
 from hpo.fixtures import make_tiny_encoder
 from hpo.run.preflight import _check_search_fits, _train_config, preflight, sampled_configs
 from hpo.spec import load_spec
+from tests.support.damaged_encoders import (
+    misshapen,
+    state_dict_prefixed,
+    truncated,
+    without_layer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +204,8 @@ def test_a_same_size_edit_of_the_data_with_its_mtime_set_back_is_checked_again(
 
 def test_the_checks_before_a_study_never_import_transformers_model_classes():
     """What preflight imports (the data, the formulations it looks up, the device and tokenizer
-    checks) stays clear of transformers' model classes, ~2 s per `hpo tune` and `hpo validate`
+    checks) stays clear of transformers' model classes, ~2 s per `hpo tune` and `hpo validate`:
+    only the check of each encoder's weights loads them, once its cheaper checks passed
     (whole_post's post step imports them only when it trains)."""
     code = (
         "import sys, hpo.run.preflight, hpo.data, hpo.train.formulations, hpo.models.hardware, "
@@ -210,3 +217,37 @@ def test_the_checks_before_a_study_never_import_transformers_model_classes():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        (without_layer, "16 encoder weight(s) are not in its checkpoint (encoder.layer.1."),
+        (state_dict_prefixed, "encoder weight(s) are not in its checkpoint (embeddings."),
+        (misshapen, "1 weight(s) in its checkpoint do not fit its config.json"),
+        (truncated, "cannot load its weights from"),
+    ],
+)
+def test_an_encoder_checkpoint_that_would_not_load_whole_is_refused_before_any_study(
+    tmp_path, tiny_roberta, tiny_deberta, capsys, damage, said
+):
+    """Weights missing from a checkpoint started from random values with only a warning line,
+    and the study ran to the end; a truncated or misshapen one failed five trials first."""
+    from hpo.cli import main
+    from tests.support.tune_cli import REPO, study_sets, tune_assets
+
+    assets = tune_assets(tmp_path, tiny_roberta, tiny_deberta, posts=30)
+    assets["roberta"] = damage(tiny_roberta, tmp_path / "damaged")
+    database = tmp_path / "hpo.db"
+    sets = [f"--set={s}" for s in study_sets("damaged", assets)]
+    spec = str(REPO / "studies" / "criteria-smoke.yaml")
+    for command in ("validate", "tune"):
+        code = main(
+            [command, spec, *sets, "--storage", f"sqlite:///{database}", "--no-progress"]
+            if command == "tune"
+            else [command, spec, *sets, "--storage", f"sqlite:///{database}"]
+        )
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert err.startswith("hpo: error: encoder 'tiny-roberta': ") and said in err, err
+        assert not database.exists(), "no study"

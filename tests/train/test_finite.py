@@ -3,19 +3,17 @@ trial's value, never a study's best (issue #55)."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import optuna
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from hpo.errors import TrainingDiverged
 from hpo.fixtures import write_sample
 from hpo.train.config import TrainConfig
 from hpo.train.finite import LossWatch, check_scores, what_to_change
 from hpo.train.loop import train
+from tests.support.damaged_encoders import nan_encoder
 from tests.support.shared_storage import read_study
 from tests.support.tune_cli import run_tune, tune_assets
 
@@ -126,16 +124,6 @@ def test_the_fix_names_the_settings_that_diverge(tiny_roberta, sample_dir):
     )
 
 
-def _nan_encoder(encoder, folder):
-    """A copy of ``encoder`` whose word embeddings are NaN: a checkpoint saved by a run that
-    diverged. Its loss is NaN at the first step, however small the learning rate."""
-    shutil.copytree(encoder, folder)
-    weights = load_file(folder / "model.safetensors")
-    weights["embeddings.word_embeddings.weight"].fill_(NAN)
-    save_file(weights, folder / "model.safetensors")
-    return folder
-
-
 @pytest.mark.slow
 def test_hpo_tune_fails_a_trial_whose_loss_goes_nan_and_never_makes_it_the_best(
     tmp_path, tiny_roberta, tiny_deberta, sqlite_url, study_name
@@ -143,7 +131,7 @@ def test_hpo_tune_fails_a_trial_whose_loss_goes_nan_and_never_makes_it_the_best(
     """``hpo tune`` as a user runs it: the trials on the NaN encoder end FAIL with the reason in
     fail_reason, the healthy ones finish, and the study's best is a healthy one."""
     assets = tune_assets(
-        tmp_path, tiny_roberta, _nan_encoder(tiny_deberta, tmp_path / "nan-deberta"), posts=60
+        tmp_path, tiny_roberta, nan_encoder(tiny_deberta, tmp_path / "nan-deberta"), posts=60
     )
     run = run_tune(
         "criteria-smoke.yaml",
