@@ -3,7 +3,13 @@ it starts; creates nothing."""
 
 from __future__ import annotations
 
-from hpo.cli._common import _positive_int, _seconds, add_spec_args, add_threads_arg
+from hpo.cli._common import (
+    _positive_int,
+    _seconds,
+    add_spec_args,
+    add_spec_change_arg,
+    add_threads_arg,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -11,6 +17,7 @@ def add_parser(subparsers) -> None:
         "validate", help="check a study file, its data and encoders; creates nothing"
     )
     add_spec_args(parser)
+    add_spec_change_arg(parser)
     parser.add_argument(
         "--estimate",
         action="store_true",
@@ -44,9 +51,17 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from hpo.run.preflight import preflight
     from hpo.spec import load_spec
+    from hpo.study import existing_spec_change
 
     spec = load_spec(args.spec, args.overrides, args.storage, timeout=args.timeout)
-    for note in preflight(spec) + _search_notes(spec) + _rung_notes(spec):
+    notes = preflight(spec)
+    # an existing study of its name that hpo tune would refuse: refused here too, before a note
+    if changed := existing_spec_change(spec, args.allow_spec_change):
+        notes.append(
+            f"study {spec.name!r} exists with another spec ({changed}); "
+            "--allow-spec-change records this one as its own"
+        )
+    for note in notes + _search_notes(spec) + _rung_notes(spec):
         print(f"  {note}")
     if args.estimate:
         from hpo.run.estimate import estimate_notes

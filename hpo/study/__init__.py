@@ -15,7 +15,14 @@ machinery lives in the private modules.
 
 from hpo.study._dashboard import serve_dashboard
 from hpo.study._logs import log_through_hpo
-from hpo.study._open import check_spec, finished_study, open_study, spec_fingerprint, study_exists
+from hpo.study._open import (
+    check_spec,
+    existing_spec_change,
+    finished_study,
+    open_study,
+    spec_fingerprint,
+    study_exists,
+)
 from hpo.study._plots import draw_plots, param_importances
 from hpo.study._proxy import proxy_storage, run_proxy_server, sweep_stale_trials
 from hpo.study._summary import (
@@ -35,6 +42,7 @@ __all__ = [
     "best_trial",
     "check_spec",
     "draw_plots",
+    "existing_spec_change",
     "finished_study",
     "interval_words",
     "log_through_hpo",

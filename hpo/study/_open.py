@@ -32,7 +32,7 @@ from hpo.study.records._notes import write_study_note
 from hpo.study.records._trials import enqueue
 from hpo.study.search._factory import make_pruner, make_sampler
 from hpo.study.search._strategy import start_plan
-from hpo.study.storage._connect import database_problem, get_storage
+from hpo.study.storage._connect import database_problem, get_storage, holds_studies
 from hpo.study.storage._optuna_private import study_id, study_storage
 from hpo.study.storage._start_lock import trial_start_lock
 
@@ -41,6 +41,7 @@ from hpo.study.storage._start_lock import trial_start_lock
 PRUNER_UNIT = "pruner_units_per_epoch"
 # in the fingerprint: the searched parameters, to name those that changed (the hash decides)
 PARAMETERS = "parameters"
+SPEC_CHANGE_FIX = "use another study name, or pass --allow-spec-change to change it on purpose"
 # how long a process that finds a study without a uid waits for its creator to record one
 UID_WAIT_SECONDS = 3.0
 _UID_POLL_SECONDS = 0.1
@@ -71,18 +72,9 @@ def open_study(
     except sa.exc.SQLAlchemyError as exc:
         raise UsageError(database_problem(spec.storage, exc)) from None
     recorded_document(study)  # an edited record: one line, before anything reads or writes
-    if study.direction.name.lower() != spec.direction:
-        raise UsageError(
-            f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
-            f"but the spec says {spec.direction}; rename the study or fix the direction"
-        )
+    _check_direction(study, spec)
     if not allow_spec_change:
-        _refuse_differences(
-            study,
-            spec,
-            fingerprint,
-            "use another study name, or pass --allow-spec-change to change it on purpose",
-        )
+        _refuse_differences(study, spec, fingerprint, SPEC_CHANGE_FIX)
     if worker and spec.sampler.seed is not None:
         # a resumed study, or a second `hpo tune` on it, must not replay this worker's samples
         study.sampler = make_sampler(spec, worker, start=_count_start(study, worker))
@@ -119,6 +111,35 @@ def finished_study(spec: StudySpec, allow_spec_change: bool = False) -> optuna.S
     if census["finished"] < spec.n_trials or census["running"]:
         return None
     return open_study(spec, allow_spec_change=allow_spec_change)
+
+
+def existing_spec_change(spec: StudySpec, allow_spec_change: bool = False) -> str | None:
+    """What ``open_study`` would find of the spec's study where one of its name exists, found
+    without creating anything (``hpo validate``): the same one-line refusal of another direction
+    or, unless ``allow_spec_change``, of another spec; with it, how the spec differs (None: no
+    such study, or the same spec)."""
+    if not holds_studies(spec.storage):
+        return None
+    try:
+        study = optuna.load_study(study_name=spec.name, storage=get_storage(spec.storage))
+    except KeyError:
+        return None
+    _check_direction(study, spec)
+    fingerprint = spec_fingerprint(spec)
+    if not allow_spec_change:
+        _refuse_differences(study, spec, fingerprint, SPEC_CHANGE_FIX)
+        return None
+    recorded = study.user_attrs.get(FINGERPRINT_ATTR)
+    differing = _differences(recorded, fingerprint) if recorded else []
+    return "; ".join(_shown(key, recorded, fingerprint) for key in differing) or None
+
+
+def _check_direction(study: optuna.Study, spec: StudySpec) -> None:
+    if study.direction.name.lower() != spec.direction:
+        raise UsageError(
+            f"study {spec.name!r} already exists with direction {study.direction.name.lower()}, "
+            f"but the spec says {spec.direction}; rename the study or fix the direction"
+        )
 
 
 def check_spec(study: optuna.Study, spec: StudySpec, fix: str) -> None:
@@ -182,6 +203,11 @@ def _shown(key: str, recorded: dict, fingerprint: dict) -> str:
     """A differing fingerprint key in words; the search space parameter by parameter."""
     if key == "search_space":
         return f"search_space: {_space_changes(recorded[PARAMETERS], fingerprint[PARAMETERS])}"
+    if key == "data":  # a hash of the files' bytes: the same posts saved with CRLF differ too
+        return (
+            f"data: the files differ from those the study was tuned on "
+            f"({recorded.get(key)!r} in the study, {fingerprint[key]!r} here)"
+        )
     return f"{key}: {recorded.get(key)!r} in the study, {fingerprint[key]!r} here"
 
 

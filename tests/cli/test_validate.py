@@ -154,3 +154,45 @@ def test_validate_warns_of_a_setting_no_trials_formulation_reads(
         assert code == 0, (case, err)
         said = re.findall(r"warning: train\.(\w+) is read by .* only, and no trial", out)
         assert said == warned, (case, out)
+
+
+def test_validate_refuses_the_spec_change_tune_would_refuse_and_creates_nothing(
+    capsys, tmp_path, study_name, tiny_roberta, tiny_deberta, storage_url
+):
+    """Validate said "valid" of a study tune then refused: the posts re-saved with CRLF line
+    endings are other bytes, so other data, to the study tuned on them."""
+    from hpo.spec import load_spec
+    from hpo.study import open_study
+    from tests.support.tune_cli import study_sets, tune_assets
+
+    assets = tune_assets(tmp_path, tiny_roberta, tiny_deberta, posts=30)
+    sets = [f"--set={s}" for s in study_sets(study_name, assets)]
+    open_study(load_spec(SMOKE, [s.removeprefix("--set=") for s in sets], storage_url))
+    for path in assets["data"].iterdir():  # the same posts, saved on Windows
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    argv = ["validate", str(SMOKE), *sets, "--storage", storage_url]
+
+    code, out, err = hpo(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1, out + err
+    assert err.startswith(
+        f"hpo: error: study {study_name!r} was created from another spec (data: the files "
+        "differ from those the study was tuned on ("
+    ) and err.rstrip().endswith("pass --allow-spec-change to change it on purpose"), err
+
+    code, out, err = hpo(capsys, *argv, "--allow-spec-change")
+    assert code == 0, err
+    assert f"study {study_name!r} exists with another spec (data: the files differ" in out
+    assert "--allow-spec-change records this one as its own" in out
+
+
+def test_validate_of_a_new_study_creates_no_database(capsys, tmp_path, tiny_roberta, tiny_deberta):
+    from tests.support.tune_cli import study_sets, tune_assets
+
+    assets = tune_assets(tmp_path, tiny_roberta, tiny_deberta, posts=30)
+    database = tmp_path / "new.db"
+    sets = [f"--set={s}" for s in study_sets("fresh", assets)]
+    code, out, err = hpo(
+        capsys, "validate", str(SMOKE), *sets, "--storage", f"sqlite:///{database}"
+    )
+    assert code == 0 and "valid" in out, err
+    assert not database.exists()

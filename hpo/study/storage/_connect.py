@@ -132,6 +132,27 @@ def check_storage(url: StorageUrl | str) -> str:
     return f"storage {url}: reachable"
 
 
+def holds_studies(url: StorageUrl | str) -> bool:
+    """Whether ``url`` already holds Optuna's tables, so that opening it creates nothing (Optuna
+    creates them in an empty database): ``hpo validate``'s look for a study of its name. A
+    proxy's server made them. Raises ``check_storage``'s one-line UsageError."""
+    url = StorageUrl.of(url)
+    if url.is_grpc:
+        return True
+    url, parsed = _database_url(url)
+    if parsed.get_backend_name() == "sqlite" and not (
+        parsed.database and parsed.database != ":memory:" and Path(parsed.database).exists()
+    ):
+        return False
+    engine = sa.create_engine(url.text, poolclass=sa.pool.NullPool)
+    try:
+        return sa.inspect(engine).has_table("studies")
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise UsageError(database_problem(url, exc)) from None
+    finally:
+        engine.dispose()
+
+
 def _check_sqlite_file(url: StorageUrl, database: str | None) -> str:
     """An existing file opened read-only; else its nearest existing folder can take a file."""
     import sqlite3
