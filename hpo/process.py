@@ -150,6 +150,16 @@ def process_exists(pid: int) -> bool:
     return True
 
 
+def obey_sigint() -> None:
+    """Let SIGINT end this process again where it started with SIGINT ignored, as a background
+    job of a script does: the launcher stops its workers with SIGINT, and one that came while a
+    worker still loaded its libraries was lost; the worker then ran trials until it was killed
+    30 s later. Until ``interruptible`` sets its handler, SIGINT ends a child at once: it has
+    touched nothing yet."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def exit_with_parent(pid: int) -> None:
     """Send this process SIGTERM when process ``pid``, its parent (the ``hpo tune`` that
     started it), exits: killed with -9, or gone with its closed terminal. A worker then

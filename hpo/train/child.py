@@ -63,10 +63,11 @@ class ChildContract:
     def apply(self) -> None:
         """In the child, once, before any work: follow the parent out (first, so a parent killed
         during this start-up is noticed too), set torch's threads and the memory ceiling."""
-        from hpo.process import exit_with_parent
+        from hpo.process import exit_with_parent, obey_sigint
         from hpo.train.memory import memory_share_mb, set_memory_ceiling
 
         if self.parent_pid is not None:
+            obey_sigint()  # how the parent stops it
             exit_with_parent(self.parent_pid)
         if self.threads is not None:
             import torch

@@ -58,3 +58,34 @@ def test_applied_in_the_child_it_sets_threads_and_the_memory_ceiling():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["1", "2048"]
+
+
+def test_a_child_started_with_sigint_ignored_is_stopped_by_sigint_while_it_loads():
+    """A background job of a script inherits SIGINT ignored; the launcher stops its workers
+    with SIGINT, and a worker still loading its libraries ran trials until SIGKILLed 30 s on."""
+    import os
+    import signal
+    import time
+
+    probe = (
+        "import os, signal, sys, time\n"
+        "from hpo.train.child import ChildContract\n"
+        "ChildContract(parent_pid=os.getppid()).apply()\n"
+        "print('loaded', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", probe],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert child.stdout.readline() == "loaded\n"
+        started = time.monotonic()
+        os.kill(child.pid, signal.SIGINT)
+        assert child.wait(timeout=10) == -signal.SIGINT
+        assert time.monotonic() - started < 5
+    finally:
+        child.kill()
+        child.wait()
