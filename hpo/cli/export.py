@@ -19,6 +19,12 @@ def add_parser(subparsers) -> None:
     add_study_args(parser)
     parser.add_argument("--format", choices=["csv", "json"], default="csv")
     parser.add_argument("--out", help="file to write (default: standard output)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out file that is not an earlier export (never the study "
+        "file or a database)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -32,7 +38,7 @@ def run(args) -> int:
     if not args.out:
         sys.stdout.write(text)
         return 0
-    _write(args.out, text, args.study)
+    _write(args.out, text, args.study, args.force)
     print(f"wrote {len(rows)} trials to {args.out}", file=sys.stderr)
     return 0
 
@@ -50,20 +56,33 @@ def _as_csv(rows: list[dict]) -> str:
     return text.getvalue()
 
 
-def _write(out: str, text: str, study_ref: str) -> None:
+def _write(out: str, text: str, study_ref: str, force: bool) -> None:
     """``text`` at ``out``, whole or not at all; never over the study file it was read from,
-    nor over a database (the study's storage)."""
+    nor over a database (the study's storage); over another file than an earlier export (the
+    study's posts, say) only with ``force``."""
     from hpo.errors import UsageError
     from hpo.outputs import atomic_text
 
     protected = {study_ref: "the study file this export reads"} if Path(study_ref).is_file() else {}
+    rules = {"may_replace": _is_export, "kind": "trials export", "force": force}
     try:
-        with atomic_text(out, protected=protected) as stream:
+        with atomic_text(out, protected=protected, **rules) as stream:
             stream.write(text)
     except OSError as exc:
         raise UsageError(
             f"cannot write {out}: {exc.strerror}; pass --out to a writable file"
         ) from None
+
+
+def _is_export(path: Path) -> bool:
+    """``path`` starts as an export does (a CSV header or a JSON list led by the trial number):
+    a rerun may replace it."""
+    try:
+        with path.open(encoding="utf-8") as stream:
+            start = stream.read(64)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return start.startswith("number,") or "".join(start.split()).startswith('[{"number":')
 
 
 def _trial_row(trial) -> dict:

@@ -89,3 +89,23 @@ def test_export_to_standard_output(capsys, finished, postgres_url):
     assert code == 0
     rows = list(csv.DictReader(out.splitlines()))
     assert len(rows) == 4 and rows[BEST]["metrics.macro_f1"] == "0.87"
+
+
+def test_export_replaces_an_earlier_export_but_another_file_only_with_force(
+    capsys, finished, postgres_url, tmp_path
+):
+    """`hpo export --out data/redsm5_posts.csv` replaced the study's own posts without a word."""
+    posts = tmp_path / "redsm5_posts.csv"
+    posts.write_text("post_id,text\n1,hello\n")
+    argv = ["export", finished.study_name, "--storage", postgres_url, "--out", str(posts)]
+    code, _, err = hpo(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"refusing to overwrite {posts}: it exists and is not a trials export" in err
+    assert "pass --force to replace it" in err and posts.read_text() == "post_id,text\n1,hello\n"
+    for fmt in ("csv", "json"):  # a rerun replaces its own export, in either format
+        out = tmp_path / f"trials.{fmt}"
+        for _ in range(2):
+            code, _, err = hpo(capsys, *argv[:-1], str(out), "--format", fmt)
+            assert code == 0, err
+    code, _, err = hpo(capsys, *argv, "--force")
+    assert code == 0 and posts.read_text().startswith("number,"), err
