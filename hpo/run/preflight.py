@@ -307,6 +307,8 @@ def _check_lengths(name: str, path: str, examples: list, max_length: int) -> Non
     sample = list({example.text_a: example for example in examples}.values())
     try:
         tokenizer = load_tokenizer(path)
+    except UsageError as exc:  # it does not fit the model: the reason names the folder
+        raise UsageError(f"encoder {name!r}: {exc}") from None
     except Exception as exc:  # a folder without tokenizer files, a converter that is missing
         raise UsageError(
             f"encoder {name!r}: cannot load its tokenizer from {path}: "
