@@ -3,6 +3,7 @@ trials are built with ask/tell and fake intermediate reports)."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -784,3 +785,36 @@ def test_enqueue_refuses_a_point_outside_the_space_and_skips_a_repeat(
         enqueue(study, spec, {"lora_r": 12})
     # the warm start's two and this one
     assert len(study.get_trials(states=(TrialState.WAITING,))) == 3
+
+
+def test_a_stop_signal_while_a_sqlite_schema_is_created_waits_for_the_whole_schema(tmp_path):
+    """Optuna creates a new database's tables one statement at a time: `hpo tune` killed ~1 s
+    after its start left a file with some tables, and the next run made duplicate studies and
+    `hpo status` a traceback. The signal now waits until the schema is whole, then stops."""
+    import signal
+    import sqlite3
+
+    probe = (
+        "import signal, sys\n"
+        "import sqlalchemy as sa\n"
+        "from hpo.study.storage import get_storage\n"
+        "cut = []\n"
+        "@sa.event.listens_for(sa.Table, 'after_create')\n"
+        "def stop_after_the_first_table(target, connection, **kw):\n"
+        "    if not cut:\n"
+        "        cut.append(target.name)\n"
+        "        signal.raise_signal(signal.SIGTERM)\n"
+        "get_storage(f'sqlite:///{sys.argv[1]}')\n"
+        "print('went on after the signal', flush=True)\n"
+    )
+
+    def schema(path) -> list:
+        with contextlib.closing(sqlite3.connect(path)) as connection:
+            return sorted(connection.execute("SELECT type, name FROM sqlite_master").fetchall())
+
+    cut = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "cut.db")], capture_output=True, text=True
+    )
+    assert cut.returncode == -signal.SIGTERM and "went on" not in cut.stdout, cut.stderr[-2000:]
+    get_storage(f"sqlite:///{tmp_path / 'whole.db'}")
+    assert schema(tmp_path / "cut.db") == schema(tmp_path / "whole.db")

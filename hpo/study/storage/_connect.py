@@ -22,6 +22,7 @@ from sqlalchemy import event
 
 from hpo.attributes import HEARTBEAT_ATTR
 from hpo.errors import UsageError, find_cause
+from hpo.process import stop_signals_deferred
 from hpo.spec import HeartbeatSpec
 from hpo.storage_url import StorageUrl
 from hpo.study.storage._heartbeat import OneStatementHeartbeat
@@ -73,8 +74,12 @@ def get_storage(
                 max_retry=heartbeat.max_retry
             ),
         )
+    # Optuna creates a new database's tables one statement at a time: a SQLite file cut off
+    # half-way (a Ctrl-C or kill just after start) made duplicate studies and tracebacks later
+    creating = stop_signals_deferred() if backend == "sqlite" else contextlib.nullcontext()
     try:
-        storage = _ResilientRDBStorage(url.text, engine_kwargs=engine_kwargs, **extra)
+        with creating:
+            storage = _ResilientRDBStorage(url.text, engine_kwargs=engine_kwargs, **extra)
     except (sa.exc.SQLAlchemyError, ImportError, optuna.exceptions.StorageInternalError) as exc:
         raise UsageError(
             database_problem(url, exc)
