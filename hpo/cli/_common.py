@@ -108,22 +108,31 @@ def add_spec_change_arg(parser: argparse.ArgumentParser) -> None:
 
 # The argparse value types keep their leading underscore: argparse names a type in its usage
 # error ("argument --workers: invalid _positive_int value: 'x'"), so the names are user-visible.
+def _whole_number(text: str, what: str) -> int:
+    """``text`` as an int; else argparse's message names the checker function (``invalid
+    _port value: 'abc'``), not what the flag takes."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+
+
 def _port(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text, "a port number 1-65535")
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value}")
     return value
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text, "0 or more")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text, "a positive integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value

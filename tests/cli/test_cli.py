@@ -461,3 +461,23 @@ def test_a_dashed_value_is_checked_as_a_value_and_a_flag_is_never_one(capsys, ar
     stderr = capsys.readouterr().err
     assert exited.value.code == 2 and len(stderr.strip().splitlines()) == 1
     assert problem in stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["dashboard", "s", "--port", "abc"], "--port: must be a port number 1-65535, got 'abc'"),
+        (
+            ["tune", "x.yaml", "--workers", "two"],
+            "--workers: must be a positive integer, got 'two'",
+        ),
+        (["predict", "m", "--input", "x", "--out", "y.csv", "--top-k", "x"], "must be 0 or more"),
+    ],
+)
+def test_a_number_flag_given_words_says_what_it_takes(capsys, argv, problem):
+    """`--port abc` said "invalid _port value: 'abc'", the name of the checking function."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2 and len(stderr.strip().splitlines()) == 1
+    assert problem in stderr and "invalid _" not in stderr
