@@ -1,7 +1,8 @@
 """What an encoder's config lets a run ask of it: the longest sequence its position embeddings
 cover and how many layers it has. Read from the config alone (``AutoConfig``, no weights), so
 ``hpo validate`` checks a search space against every encoder it can choose before a trial runs,
-and ``hpo predict`` checks a saved model's settings by the same rule."""
+and ``hpo predict`` checks a saved model's settings by the same rule; and whether it is an
+encoder at all."""
 
 from __future__ import annotations
 
@@ -24,3 +25,21 @@ def layer_count(config) -> int | None:
     say (configs name it ``num_hidden_layers``, or map their own name to it)."""
     layers = getattr(config, "num_hidden_layers", None)
     return layers if isinstance(layers, int) else None
+
+
+def not_an_encoder(config) -> str | None:
+    """Why a config is not an encoder's, or None: a decoder-only model (GPT-2, Llama) reads
+    left to right, so its first token, which ``pooling: cls`` reads, sees nothing of the post,
+    and an encoder-decoder's forward wants decoder inputs. Its model type has no masked-LM
+    class: encoders have one (BERT, RoBERTa, DeBERTa, ELECTRA, ModernBERT)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_encoder_decoder", False):
+        return "an encoder-decoder, whose forward wants decoder inputs"
+    kind = config.model_type
+    if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "decoder-only: each token sees only the text before it, so the first sees none"
+    return None

@@ -175,7 +175,7 @@ def _check_search_fits(spec: StudySpec, name: str, path: str) -> None:
     IndexError, past its depth with a ValueError, after the study was created."""
     from transformers import AutoConfig
 
-    from hpo.models.limits import layer_count, position_limit
+    from hpo.models.limits import layer_count, not_an_encoder, position_limit
 
     try:
         config = AutoConfig.from_pretrained(path)
@@ -184,6 +184,11 @@ def _check_search_fits(spec: StudySpec, name: str, path: str) -> None:
             f"encoder {name!r}: cannot read its config from {path}: "
             f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
         ) from None
+    if why := not_an_encoder(config):
+        raise UsageError(
+            f"encoder {name!r}: {path} is a {config.model_type} model, {why}; point "
+            f"model_paths.{name} at an encoder (BERT, RoBERTa, DeBERTa-v3 or the like)"
+        )
     for field, limit, unit in (
         ("max_length", position_limit(config), "positions"),
         ("freeze_layers", layer_count(config), "layers"),
