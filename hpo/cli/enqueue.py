@@ -48,13 +48,20 @@ def run(args) -> int:
             f"--set {problem[0]}: {problem[1]}" if problem[0] else f"--set: {problem[1]}"
         )
     from hpo.study import open_study
-    from hpo.study.records import enqueue
+    from hpo.study.records import enqueue, trial_census
 
     # queues; never changes the spec
     study = open_study(spec, allow_spec_change=args.allow_spec_change, adopt_spec=False)
     shown = ", ".join(f"{k}={v}" for k, v in spec.typed_point(point).items())
     if enqueue(study, spec, point):
-        print(f"queued {shown} on study {spec.name!r}; the next free worker runs it")
+        finished = trial_census(study)["finished"]
+        runs = (
+            "the next free worker runs it"
+            if finished < spec.n_trials
+            else f"the study holds its {spec.n_trials} trials (n_trials), so no worker will "
+            f"take it: run hpo tune with --set n_trials={finished + 1} or more"
+        )
+        print(f"queued {shown} on study {spec.name!r}; {runs}")
     else:
         print(f"study {spec.name!r} already has a trial with {shown}; nothing queued")
     return 0

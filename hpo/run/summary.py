@@ -76,7 +76,13 @@ def tune_summary(
             + (f" ({params})" if params else "")
         )
     queued = counts.waiting and not interrupted
-    if queued:
+    full = finished >= spec.n_trials  # no worker takes a queued trial then: it would loop
+    if queued and full:
+        lines.append(
+            f"  queued    {counts.waiting} waiting, but the study holds its n_trials; raise "
+            f"it (--set n_trials={finished + counts.waiting}) to run them"
+        )
+    elif queued:
         lines.append(
             f"  queued    {counts.waiting} not started before the run ended; the next "
             "`hpo tune` runs them first"
@@ -91,7 +97,7 @@ def tune_summary(
         )
     resume = (
         _tune_command(spec_path, overrides, workers, timeout)
-        if interrupted or queued or short
+        if interrupted or (queued and not full) or short
         else None
     )
     lines += _next_commands(study.study_name, resume, spec.storage)

@@ -32,7 +32,7 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
     assert code == 0, err
     assert out.startswith(
         f"queued adapter=lora, lora_r=12, learning_rate=5e-05 on study '{study_name}'"
-    )
+    ) and out.strip().endswith("the next free worker runs it")
     waiting = optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url)).get_trials(
         states=(TrialState.WAITING,)
     )
@@ -57,6 +57,24 @@ def test_enqueue_queues_one_parameter_set_beside_the_warm_start(
         sqlite_url,
     )
     assert code == 0 and "nothing queued" in out
+
+
+def test_enqueue_onto_a_study_that_holds_its_n_trials_says_how_it_will_run(
+    capsys, conditional, sqlite_url, study_name
+):
+    """It said "the next free worker runs it", and none ever did: no worker takes a trial past
+    n_trials."""
+    argv = ["enqueue", str(conditional), "--storage", sqlite_url, "--set", "n_trials=1"]
+    assert hpo(capsys, *argv, "--set", "learning_rate=5e-5")[0] == 0
+    study = optuna.load_study(study_name=study_name, storage=get_storage(sqlite_url))
+    trial = study.ask()
+    study.tell(trial, 0.5)
+    code, out, err = hpo(capsys, *argv, "--set", "learning_rate=6e-5")
+    assert code == 0, err
+    assert out.strip().endswith(
+        "the study holds its 1 trials (n_trials), so no worker will take it: run hpo tune with "
+        "--set n_trials=2 or more"
+    ), out
 
 
 @pytest.mark.parametrize(

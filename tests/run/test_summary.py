@@ -106,6 +106,15 @@ def test_trials_a_time_budget_left_queued_are_named_with_the_command_that_runs_t
         done.tell(done.ask(space), 0.5)
     plain = tune_summary(done, 3, spec_path=SMOKE, timeout=5400, ended_cleanly=True)
     assert not any("hpo tune" in line or "queued" in line for line in plain)
+    # waiting at n_trials (`hpo enqueue` onto a done study): no worker takes it; the same
+    # `hpo tune` again, as the summary said, ran nothing and said so forever
+    done.enqueue_trial({"learning_rate": 3e-3})
+    full = tune_summary(done, 3, spec_path=SMOKE, timeout=5400, ended_cleanly=True)
+    assert (
+        "  queued    1 waiting, but the study holds its n_trials; raise it (--set n_trials=7) to "
+        "run them" in full
+    )
+    assert not any("hpo tune" in line for line in full), full
 
 
 def test_a_time_budget_that_ends_the_run_short_of_n_trials_says_so_and_how_to_go_on(
