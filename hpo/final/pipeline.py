@@ -36,12 +36,19 @@ from hpo.final.final_folder import (
 )
 from hpo.final.model_card import command_line, library_versions, model_card
 from hpo.final.options import FinalizeOptions
-from hpo.final.plan import better_since, plan, plan_lines, threshold_rule
+from hpo.final.plan import (
+    better_since,
+    plan,
+    plan_lines,
+    require_a_completed_trial,
+    threshold_rule,
+)
 from hpo.final.record import headline, record, test_figure
 from hpo.final.retrain import Run, retrain_all, rounded, train_config
 from hpo.final.summary import FinalSummary, RefitRecord, SearchState, TestScores
 from hpo.outputs import atomic_text, confined, confined_tree, write_json
 from hpo.spec import StudySpec
+from hpo.storage_url import StorageUrl
 from hpo.study import check_spec
 from hpo.study.records import (
     is_spec_file,
@@ -83,9 +90,12 @@ def finalize(
         settings.ensemble,
         settings.cv,
     )
+    if not is_spec_file(spec_path):  # by name: before its recorded places are confirmed
+        require_a_completed_trial(load_existing_study(spec_path, StorageUrl.resolve(storage)))
     # a file, or a study's name: its recorded spec, --set flags and all
     spec = load_spec_ref(spec_path, overrides, storage)
     study = load_existing_study(spec.name, spec.storage)
+    require_a_completed_trial(study)
     study_folder = spec.study_dir(study_uid(study) or "")
     final_dir = study_folder / "final"
     runs_dir = final_dir / "runs"

@@ -51,15 +51,24 @@ def best_configurations(spec: StudySpec, study) -> list:
     return distinct
 
 
+def nothing_to_finalize(name: str) -> UsageError:
+    return UsageError(f"study {name!r} has no completed trial to finalize; run hpo tune first")
+
+
+def require_a_completed_trial(study) -> None:
+    """Said first, before where finalize would write or whether the search is finished: with
+    no completed trial, fixing either only led to this."""
+    if not completed_trials(study):
+        raise nothing_to_finalize(study.study_name)
+
+
 def plan(spec: StudySpec, study, top_k: int, seeds: int) -> list[Run]:
     """The best ``top_k`` distinct configurations, each with seeds 0..seeds-1 (seed 0
     reproduces the trial itself when the spec fixes no other seed); the run at the trial's
     own seed says whether the trial's kept checkpoint is that run (``reuse.judge``)."""
     chosen = best_configurations(spec, study)
     if not chosen:
-        raise UsageError(
-            f"study {spec.name!r} has no completed trial to finalize; run hpo tune first"
-        )
+        raise nothing_to_finalize(spec.name)
     base = int(spec.setting("seed"))
     uid = study_uid(study)
     runs = []

@@ -316,6 +316,20 @@ def test_finalize_refuses_a_search_that_is_still_running_or_short(tmp_path, asse
     assert not final_dir(tmp_path, storage, args).exists(), "nothing retrained"
 
 
+def test_a_study_without_a_completed_trial_says_so_before_anything_else(tmp_path, assets, capfd):
+    """By name it first said output_dir held no folder of the study, then (with --set
+    output_dir) to pass --partial, and only then that there was nothing to finalize."""
+    storage = f"sqlite:///{tmp_path / 'hpo.db'}"
+    args = searched(tmp_path, assets, storage, "empty", finished=0, running=1)
+    said = "study 'empty' has no completed trial to finalize; run hpo tune first"
+    for ref in ("empty", SPEC):  # by name, no trial folder made; by file, the search short
+        result = here(
+            capfd, "finalize", ref, "--storage", storage, *args[: 2 if ref == SPEC else 0]
+        )
+        assert result.returncode == 2 and result.stderr.strip() == f"hpo: error: {said}", result
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
 @pytest.mark.slow
 def test_a_search_its_time_budget_ended_finalizes_without_partial(tmp_path, assets):
     """`hpo tune --timeout` ends a study short of n_trials; finalizing it needs no --partial,
