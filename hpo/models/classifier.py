@@ -18,7 +18,14 @@ from torch import nn
 
 from hpo.errors import NonFiniteWeights
 from hpo.models.adapters import add_lora, is_lora, load_lora
-from hpo.models.classifier_file import FILE_NAME, HEAD, check_integrity, write_classifier_file
+from hpo.models.classifier_file import (
+    FILE_NAME,
+    HEAD,
+    base_encoder_files,
+    check_base_encoder,
+    check_integrity,
+    write_classifier_file,
+)
 from hpo.models.device import safe_to_device, unwrap_model
 from hpo.models.inference import InferenceSettings
 from hpo.models.loading import load_pretrained, model_construction
@@ -164,6 +171,8 @@ def save_classifier(
         # the adapters only; the base encoder is named
         real.encoder.save_pretrained(out / "adapter")
         meta["base_encoder"] = real.encoder.get_base_model().name_or_path
+        if (base_files := base_encoder_files(meta["base_encoder"])) is not None:
+            meta["base_encoder_files"] = base_files
     else:
         real.encoder.save_pretrained(out / "encoder")
     if tokenizer is not None:
@@ -183,6 +192,7 @@ def load_classifier(path: str | Path) -> tuple[EncoderClassifier, object]:
     meta = json.loads((path / FILE_NAME).read_text())
     check_integrity(path, meta)  # before a weight is read: the settings must be the weights' own
     if "base_encoder" in meta:
+        check_base_encoder(path, meta)
         encoder = load_lora(load_pretrained(meta["base_encoder"]), path / "adapter")
     else:
         encoder = load_pretrained(path / "encoder")

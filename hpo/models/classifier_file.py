@@ -74,6 +74,8 @@ class _Envelope(_Strict):
     inference: dict[str, Any]  # read by InferenceSettings.from_json
     # a LoRA model's base encoder; the folder holds only the adapter
     base_encoder: str | None = None
+    # its weight files' digests, where it was a local folder (hpo 0.1 before stop 68: none)
+    base_encoder_files: dict[str, Annotated[str, Field(pattern=_HEX64)]] | None = None
     integrity: Seal
 
 
@@ -165,6 +167,41 @@ def check_integrity(folder: str | Path, meta: dict, weights: bool = True) -> Non
             "they were saved with (labels, long_text, thresholds, ... change predictions); "
             "restore the original classifier.json, or re-save the model with hpo retrain / "
             "hpo finalize"
+        )
+
+
+BASE_WEIGHTS = ("*.safetensors", "*.bin")  # what a base encoder's folder holds of its weights
+
+
+def base_encoder_files(base: str | Path) -> dict[str, str] | None:
+    """The digests of a LoRA model's base encoder's weight files, where it is a local folder
+    (a hub id's cache is the hub's to keep); recorded beside the adapter that was trained on
+    them."""
+    folder = Path(base)
+    if not folder.is_dir():
+        return None
+    return {
+        path.name: file_digest(path)
+        for pattern in BASE_WEIGHTS
+        for path in sorted(folder.glob(pattern))
+    }
+
+
+def check_base_encoder(folder: str | Path, meta: dict) -> None:
+    """Raise ``ModelFolderChanged`` unless the base encoder a LoRA model names holds the
+    weights its adapter was trained on: another checkpoint at that path changed every
+    prediction without a word."""
+    recorded, base = meta.get("base_encoder_files"), meta.get("base_encoder")
+    if recorded is None or base is None:
+        return
+    if (now := base_encoder_files(base)) != recorded:
+        changed = sorted(set(recorded) ^ set(now or {})) or sorted(
+            name for name in recorded if recorded[name] != (now or {}).get(name)
+        )
+        raise ModelFolderChanged(
+            f"{base}: the base encoder of {folder} is not the one its adapter was trained on "
+            f"({', '.join(changed)} changed since hpo saved the model); restore it as it was, "
+            "or re-save the model with hpo retrain / hpo finalize"
         )
 
 

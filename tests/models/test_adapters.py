@@ -113,6 +113,23 @@ def test_lora_checkpoint_holds_only_adapters_and_reloads_exactly(tiny_encoder, t
         assert torch.equal(model(**inputs), loaded(**inputs))
 
 
+def test_a_lora_model_refuses_a_base_encoder_other_than_its_own(tiny_roberta, tmp_path):
+    """The folder holds only the adapter: another checkpoint at the base's path changed every
+    prediction, exit 0, without a word."""
+    import shutil
+
+    from hpo.fixtures import make_tiny_encoder
+    from hpo.models.classifier_file import ModelFolderChanged
+
+    base = shutil.copytree(tiny_roberta, tmp_path / "base")
+    model = build_classifier("criteria", base, lora=LoraSettings(r=4, dropout=0.0))
+    save_classifier(model, tmp_path / "model", load_tokenizer(base))
+    load_classifier(tmp_path / "model")  # its own base: loads
+    make_tiny_encoder("roberta", base, seed=7, force=True)  # same shapes, other weights
+    with pytest.raises(ModelFolderChanged, match="is not the one its adapter was trained on"):
+        load_classifier(tmp_path / "model")
+
+
 @pytest.mark.slow
 def test_lora_trial_end_to_end(tiny_roberta, tmp_path):
     data_dir = write_sample(tmp_path / "data", posts=40, seed=5)
