@@ -194,10 +194,8 @@ def check_base_encoder(folder: str | Path, meta: dict) -> None:
     recorded, base = meta.get("base_encoder_files"), meta.get("base_encoder")
     if recorded is None or base is None:
         return
-    if (now := base_encoder_files(base)) != recorded:
-        changed = sorted(set(recorded) ^ set(now or {})) or sorted(
-            name for name in recorded if recorded[name] != (now or {}).get(name)
-        )
+    now = base_encoder_files(base) or {}
+    if changed := sorted(name for name in {*recorded, *now} if recorded.get(name) != now.get(name)):
         raise ModelFolderChanged(
             f"{base}: the base encoder of {folder} is not the one its adapter was trained on "
             f"({', '.join(changed)} changed since hpo saved the model); restore it as it was, "
